@@ -1,0 +1,7 @@
+"""``python -m reconciler`` is ``tpu-reconciler``."""
+
+import sys
+
+from reconciler.surfaces.cli import main
+
+sys.exit(main())

@@ -1,0 +1,101 @@
+"""Durable, private files: atomic writes, 0700 directories, append-only JSON lines.
+
+Every write of state and of desired.yaml goes through ``atomic_write``: a temp file in the same
+directory, fsync, rename over the target, fsync the directory. A reader therefore sees the old
+content or the new, never half. Files are created 0600 and directories 0700 unless told
+otherwise (desired.yaml keeps the mode it already had).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) as 0700; tighten it when it exists and is ours."""
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    with contextlib.suppress(PermissionError):
+        if path.stat().st_mode & 0o777 != PRIVATE_DIR:
+            path.chmod(PRIVATE_DIR)
+    return path
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes | str, *, mode: int | None = PRIVATE_FILE) -> None:
+    """Replace ``path`` with ``data`` atomically. ``mode=None`` keeps the existing file's mode
+    (0644 for a new one), which is what a user's own desired.yaml wants."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    directory = path.parent
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o777
+        except FileNotFoundError:
+            mode = 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(directory)
+
+
+def write_json(path: Path, document: Any) -> None:
+    atomic_write(path, json.dumps(document, indent=2, sort_keys=False) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    """The parsed document; raises FileNotFoundError or ValueError (corrupt) for the caller to
+    decide — state must fail closed or degrade knowingly, never silently become empty."""
+    with path.open("rb") as f:
+        return json.loads(f.read())
+
+
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line with a single write(2) on an O_APPEND descriptor, so concurrent
+    appenders never interleave within a line; fsync so a crash keeps what was reported."""
+    line = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Records in order; a torn last line (crash mid-append) is skipped, not fatal."""
+    try:
+        f = path.open("rb")
+    except FileNotFoundError:
+        return
+    with f:
+        for raw in f:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                yield record

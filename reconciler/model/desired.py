@@ -1,0 +1,253 @@
+"""The desired-state file, schema v1: what the user wants held.
+
+Two layers:
+
+- ``DesiredFile`` and friends: the pydantic schema of ``desired.yaml`` exactly as written
+  (``extra="forbid"`` everywhere, so a typo is an error, not a silently ignored key).
+- ``Desired``, ``SlotSpec``, ``RaceGroupSpec``, ``SetupSpec``: the *resolved* intent the planner
+  reads: generators expanded, defaults applied, runtime versions chosen, race membership known.
+
+``reconciler.model.load.parse_desired`` turns text into a ``Desired`` (or diagnostics with
+``file:line:col``). Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+)
+from pydantic_core import PydanticCustomError
+
+from reconciler.errors import UnsafeName
+from reconciler.model import names
+from reconciler.model.durations import parse_duration
+
+SCHEMA_VERSION: Final = 1
+
+Mode = Literal["spot", "on-demand", "reserved"]
+Want = Literal["held", "released"]
+Backend = Literal["gcloud", "rest"]
+
+#: Runtime versions used when neither the slot nor ``settings.runtime_versions`` names one.
+DEFAULT_RUNTIME_VERSIONS: Final[Mapping[str, str]] = {
+    "v2": "tpu-ubuntu2204-base",
+    "v3": "tpu-ubuntu2204-base",
+    "v4": "tpu-ubuntu2204-base",
+    "v5litepod": "v2-alpha-tpuv5-lite",
+    "v5p": "v2-alpha-tpuv5",
+    "v6e": "v2-alpha-tpuv6e",
+}
+
+
+def _named(check: Any) -> Any:
+    def validate(value: Any) -> Any:
+        try:
+            return check(value)
+        except UnsafeName as e:
+            raise PydanticCustomError("invalid_name", str(e)) from None
+
+    return AfterValidator(validate)
+
+
+def _duration(value: Any) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError as e:
+        raise PydanticCustomError("duration", str(e)) from None
+
+
+def _family(value: Any) -> str:
+    if not isinstance(value, str) or not names.ACCELERATOR_RE.fullmatch(f"{value}-8"):
+        raise PydanticCustomError(
+            "family", "expected an accelerator family like v4, v5litepod or v6e"
+        )
+    return value
+
+
+def _safe_text(value: Any) -> str:
+    if not isinstance(value, str) or "\x00" in value or "\n" in value:
+        raise PydanticCustomError("text", "expected a single-line string")
+    return value
+
+
+def _socket_name(value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", value):
+        raise PydanticCustomError(
+            "socket", "expected a tmux socket name of letters, digits, '_', '.', '-'"
+        )
+    return value
+
+
+SlotName = Annotated[str, _named(names.check_name)]
+ZoneName = Annotated[str, _named(names.check_zone)]
+Accelerator = Annotated[str, _named(names.check_accelerator)]
+RuntimeVersion = Annotated[str, _named(names.check_runtime_version)]
+NetworkName = Annotated[str, _named(names.check_network)]
+ProjectId = Annotated[str, _named(names.check_project)]
+UserName = Annotated[str, _named(names.check_user)]
+ZoneCode = Annotated[str, _named(names.check_zone_code)]
+Family = Annotated[str, AfterValidator(_family)]
+Seconds = Annotated[float, BeforeValidator(_duration)]
+Path = Annotated[str, AfterValidator(_safe_text)]
+SocketName = Annotated[str, AfterValidator(_socket_name)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class Setup(_Model):
+    """Setup flags; unset fields inherit from ``defaults.setup``."""
+
+    bootstrap: bool | None = Field(None, description="Run setup scripts on every worker over SSH.")
+    tailscale: bool | None = Field(None, description="Join the node to your tailnet.")
+    tmux: bool | None = Field(None, description="Keep a tmux SSH window open to worker 0.")
+    generation: int = Field(
+        0, ge=0, le=1_000_000, description="Bump to re-run setup on the same node."
+    )
+    scripts: list[Path] | None = Field(
+        None, description="Setup scripts (relative to desired.yaml); else settings.setup_scripts."
+    )
+
+
+class Settings(_Model):
+    backend: Backend = Field("gcloud", description="How to talk to Cloud TPU: gcloud or rest.")
+    poll_interval: Seconds = Field(30.0, description="Seconds between polls when steady.")
+    fast_poll_interval: Seconds = Field(
+        5.0, description="Seconds between polls while anything is queued, moving or racing."
+    )
+    concurrency: int = Field(8, ge=1, le=64, description="Most cloud calls in flight at once.")
+    network: NetworkName | None = Field(None, description="VPC network for new TPUs.")
+    subnets: dict[ZoneName, NetworkName] = Field(
+        default_factory=dict, description="Subnetwork per zone."
+    )
+    zone_codes: dict[ZoneName, ZoneCode] = Field(
+        default_factory=dict, description="Short zone codes for generated names and tmux sessions."
+    )
+    runtime_versions: dict[Family, RuntimeVersion] = Field(
+        default_factory=dict, description="Runtime version per accelerator family."
+    )
+    internal_ips: bool = Field(False, description="Create without external IPs; SSH internally.")
+    prune: bool = Field(
+        False, description="Delete QRs labelled managed-by=tpu-reconciler that are not in the file."
+    )
+    setup_scripts: list[Path] = Field(
+        default_factory=list, description="Default bootstrap scripts, relative to desired.yaml."
+    )
+    ssh_user: UserName | None = Field(None, description="SSH user; else the OS Login user.")
+    ssh_key: Path | None = Field(None, description="SSH private key; else google_compute_engine.")
+    ssh_concurrency: int = Field(32, ge=1, le=512, description="Most SSH sessions at once.")
+    tmux_socket: SocketName | None = Field(None, description="tmux server socket name (-L).")
+    ntfy_topic: str = Field("", description="ntfy topic for notices; empty disables them.")
+    ntfy_server: Path = Field("https://ntfy.sh", description="ntfy server URL.")
+
+
+class Defaults(_Model):
+    mode: Mode = Field("spot", description="Mode for slots that do not say.")
+    setup: Setup = Field(
+        default_factory=lambda: Setup(bootstrap=False, tailscale=False, tmux=True),
+        description="Setup flags for slots that do not say.",
+    )
+
+
+class SlotModel(_Model):
+    name: SlotName
+    zone: ZoneName
+    accelerator: Accelerator
+    mode: Mode | None = None
+    runtime_version: RuntimeVersion | None = None
+    valid_until: Seconds | None = Field(None, description="Queueing window, e.g. 6h.")
+    want: Want | None = Field(None, description="held or released; omit inside race groups.")
+    setup: Setup | None = None
+
+
+class RaceGroupModel(_Model):
+    name: SlotName
+    count: int = Field(1, ge=0, le=1000, description="Winners wanted; 0 releases every candidate.")
+    slots: list[SlotName] = Field(min_length=1)
+
+
+class GeneratorModel(_Model):
+    mode: Mode | None = None
+    zones: list[ZoneName] = Field(min_length=1)
+    accelerators: dict[Accelerator, Annotated[int, Field(ge=1, le=256)]] = Field(min_length=1)
+    want: Want | None = None
+    runtime_version: RuntimeVersion | None = None
+    valid_until: Seconds | None = None
+    setup: Setup | None = None
+
+
+class DesiredFile(_Model):
+    project: ProjectId
+    settings: Settings = Field(default_factory=Settings)  # type: ignore[arg-type]
+    defaults: Defaults = Field(default_factory=Defaults)  # type: ignore[arg-type]
+    slots: list[SlotModel] = Field(default_factory=list)
+    race_groups: list[RaceGroupModel] = Field(default_factory=list)
+    generate: list[GeneratorModel] = Field(default_factory=list)
+
+
+# --- resolved intent -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SetupSpec:
+    bootstrap: bool = False
+    tailscale: bool = False
+    tmux: bool = True
+    generation: int = 0
+    scripts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SlotSpec:
+    name: str
+    zone: str
+    accelerator: str
+    mode: str
+    runtime_version: str
+    want: str | None  # "held" | "released"; None for race candidates (the group decides)
+    race_group: str | None = None
+    valid_until_seconds: int | None = None
+    setup: SetupSpec = field(default_factory=SetupSpec)
+    order: int = 0  # position in the file after generation; ties in races break on it
+    generated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RaceGroupSpec:
+    name: str
+    count: int
+    slots: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Desired:
+    project: str
+    settings: Settings
+    slots: tuple[SlotSpec, ...]
+    race_groups: tuple[RaceGroupSpec, ...] = ()
+    source: str = "desired.yaml"
+    digest: str = ""  # sha256 of the text it was parsed from
+    _by_name: Mapping[str, SlotSpec] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {s.name: s for s in self.slots})
+
+    def slot(self, name: str) -> SlotSpec | None:
+        return self._by_name.get(name)
+
+    @property
+    def zones(self) -> frozenset[str]:
+        return frozenset(s.zone for s in self.slots)
+
+    def zone_code(self, zone: str) -> str:
+        return self.settings.zone_codes.get(zone) or names.zone_code(zone)

@@ -1,0 +1,385 @@
+"""Text of desired.yaml -> ``Desired``, or every problem as ``file:line:col: message``.
+
+Pure: takes the text, a display name and the environment mapping as arguments; reads no file.
+The rules it enforces beyond the schema (duplicate names after generation, race membership,
+``want`` only outside race groups, a known runtime version) are reported at the line the user
+has to change. An empty, truncated or otherwise invalid text never yields a ``Desired``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from pydantic import ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError
+
+from reconciler.errors import Diagnostic, InvalidDesiredState, UnsafeName
+from reconciler.model import names
+from reconciler.model.desired import (
+    DEFAULT_RUNTIME_VERSIONS,
+    Desired,
+    DesiredFile,
+    RaceGroupSpec,
+    Settings,
+    Setup,
+    SetupSpec,
+    SlotSpec,
+)
+
+ENV_PREFIX: Final = "TPU_RECONCILER_"
+#: Settings that can be overridden from the environment (scalars only).
+_ENV_SETTINGS: Final = tuple(
+    name
+    for name, f in Settings.model_fields.items()
+    if name not in {"subnets", "zone_codes", "runtime_versions", "setup_scripts"}
+)
+_MAX_BYTES: Final = 4 * 1024 * 1024
+
+Loc = tuple[int | str, ...]
+
+
+def env_overrides(env: Mapping[str, str]) -> dict[str, str]:
+    """``TPU_RECONCILER_POLL_INTERVAL=10`` -> ``{"poll_interval": "10"}``."""
+    out = {}
+    for name in _ENV_SETTINGS:
+        value = env.get(ENV_PREFIX + name.upper())
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def _yaml() -> YAML:
+    y = YAML(typ="rt")
+    y.allow_duplicate_keys = False
+    return y
+
+
+class _Positions:
+    """Maps a pydantic ``loc`` onto the 1-based line/column of the node it names."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+
+    def at(self, loc: Sequence[int | str], *, key: bool = False) -> tuple[int, int]:
+        node = self.root
+        line, col = 0, 0
+        if isinstance(node, CommentedMap | CommentedSeq):
+            line, col = node.lc.line, node.lc.col
+        for i, step in enumerate(loc):
+            last = i == len(loc) - 1
+            if isinstance(node, CommentedMap) and step in node:
+                pos = node.lc.key(step) if (key and last) else node.lc.value(step)
+                if pos is not None and pos[0] is not None:
+                    line, col = pos[0], pos[1]
+                node = node[step]
+            elif isinstance(node, CommentedSeq) and isinstance(step, int) and step < len(node):
+                line, col = node.lc.item(step)
+                node = node[step]
+            else:
+                break
+        return line + 1, col + 1
+
+
+def _message(err: Mapping[str, Any]) -> str:
+    kind, loc = err["type"], err["loc"]
+    field = loc[-1] if loc else ""
+    if kind == "extra_forbidden":
+        return f"unknown key {field!r}"
+    if kind == "missing":
+        return f"missing required key {field!r}"
+    msg = str(err["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        msg = msg.removeprefix(prefix)
+    where = ".".join(str(p) for p in loc if isinstance(p, str))
+    return f"{where}: {msg}" if where and kind not in {"invalid_name", "duration"} else msg
+
+
+def _suggest(err: Mapping[str, Any]) -> str:
+    if err["type"] != "extra_forbidden":
+        return ""
+    # A parent model's field names are the vocabulary the user probably meant.
+    model = _model_at(err["loc"][:-1])
+    if model is None:
+        return ""
+    close = difflib.get_close_matches(str(err["loc"][-1]), list(model.model_fields), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _model_at(loc: Loc) -> Any:
+    from reconciler.model import desired as d
+
+    model: Any = d.DesiredFile
+    for step in loc:
+        if isinstance(step, int):
+            continue
+        fld = model.model_fields.get(step) if hasattr(model, "model_fields") else None
+        if fld is None:
+            return None
+        ann = fld.annotation
+        model = next(
+            (
+                t
+                for t in (ann, *getattr(ann, "__args__", ()))
+                if isinstance(t, type) and hasattr(t, "model_fields")
+            ),
+            None,
+        )
+        if model is None:
+            # list[Model] / Model | None
+            for arg in getattr(ann, "__args__", ()):
+                for inner in (arg, *getattr(arg, "__args__", ())):
+                    if isinstance(inner, type) and hasattr(inner, "model_fields"):
+                        model = inner
+            if model is None:
+                return None
+    return model
+
+
+def _plain(node: Any) -> Any:
+    if isinstance(node, Mapping):
+        return {str(k) if not isinstance(k, str) else k: _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    return node
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Round-trip parse; raises InvalidDesiredState with the YAML error's position."""
+    if len(text.encode("utf-8", "surrogatepass")) > _MAX_BYTES:
+        raise InvalidDesiredState([Diagnostic(source, 1, 1, "file is larger than 4 MiB")])
+    if "\x00" in text:
+        raise InvalidDesiredState([Diagnostic(source, 1, 1, "file contains a NUL byte")])
+    try:
+        root = _yaml().load(text)
+    except MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = e.problem or e.context or "invalid YAML"
+        raise InvalidDesiredState([Diagnostic(source, line, col, f"YAML: {problem}")]) from None
+    except RecursionError:
+        raise InvalidDesiredState([Diagnostic(source, 1, 1, "YAML nests too deeply")]) from None
+    except Exception as e:  # ruamel raises a zoo of types on hostile input
+        raise InvalidDesiredState([Diagnostic(source, 1, 1, f"YAML: {e}")]) from None
+    return root
+
+
+def parse_desired(
+    text: str, source: str = "desired.yaml", env: Mapping[str, str] | None = None
+) -> Desired:
+    """Parse and validate a whole desired file. Raises InvalidDesiredState."""
+    root = parse_yaml(text, source)
+    if root is None:
+        raise InvalidDesiredState([Diagnostic(source, 1, 1, "file is empty: nothing is wanted")])
+    if not isinstance(root, CommentedMap):
+        raise InvalidDesiredState(
+            [Diagnostic(source, 1, 1, "expected a mapping with project, settings and slots")]
+        )
+    pos = _Positions(root)
+    data = _plain(root)
+    overrides = env_overrides(env or {})
+    if overrides:
+        settings = data.get("settings")
+        data["settings"] = {**(settings if isinstance(settings, dict) else {}), **overrides}
+    if (env or {}).get(ENV_PREFIX + "PROJECT"):
+        data["project"] = (env or {})[ENV_PREFIX + "PROJECT"]
+    try:
+        model = DesiredFile.model_validate(data)
+    except ValidationError as e:
+        diags = []
+        for err in e.errors():
+            loc = tuple(err["loc"])
+            if loc[:1] == ("settings",) and len(loc) > 1 and loc[1] in overrides:
+                var = ENV_PREFIX + str(loc[1]).upper()
+                diags.append(Diagnostic(f"${var}", 1, 1, _message(err)))
+                continue
+            line, col = pos.at(loc, key=err["type"] == "extra_forbidden")
+            diags.append(Diagnostic(source, line, col, _message(err) + _suggest(err)))
+        raise InvalidDesiredState(_dedupe(diags)) from None
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return resolve(model, pos, source, digest)
+
+
+def _dedupe(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
+    seen: set[Diagnostic] = set()
+    out = []
+    for d in diags:
+        if d not in seen:
+            seen.add(d)
+            out.append(d)
+    return sorted(out, key=lambda d: (d.line, d.col))
+
+
+def _setup(defaults: Setup, own: Setup | None, scripts: Sequence[str]) -> SetupSpec:
+    """Built-in defaults, overlaid by ``defaults.setup``, overlaid by the slot's own flags."""
+    flags = {"bootstrap": False, "tailscale": False, "tmux": True}
+    for layer in (defaults, own):
+        for name in flags:
+            value = getattr(layer, name, None) if layer is not None else None
+            if value is not None:
+                flags[name] = value
+    chosen: Sequence[str] = scripts
+    for layer in (defaults, own):
+        if layer is not None and layer.scripts is not None:
+            chosen = layer.scripts
+    return SetupSpec(
+        **flags,
+        generation=defaults.generation + (own.generation if own is not None else 0),
+        scripts=tuple(chosen),
+    )
+
+
+def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> Desired:
+    """Expand generators, apply defaults and check the cross-field rules."""
+    diags: list[Diagnostic] = []
+
+    def err(loc: Loc, message: str, *, key: bool = False) -> None:
+        line, col = pos.at(loc, key=key)
+        diags.append(Diagnostic(source, line, col, message))
+
+    settings = model.settings
+    runtimes = {**DEFAULT_RUNTIME_VERSIONS, **settings.runtime_versions}
+    defaults = model.defaults
+
+    # Which group each slot races in (and where it was named, for messages).
+    membership: dict[str, str] = {}
+    group_names: set[str] = set()
+    for gi, group in enumerate(model.race_groups):
+        if group.name in group_names:
+            err(("race_groups", gi, "name"), f"duplicate race group name {group.name!r}")
+        group_names.add(group.name)
+        seen_here: set[str] = set()
+        for si, name in enumerate(group.slots):
+            if name in seen_here:
+                err(("race_groups", gi, "slots", si), f"{name!r} is listed twice in this group")
+            elif name in membership:
+                err(
+                    ("race_groups", gi, "slots", si),
+                    f"slot {name!r} is already in race group {membership[name]!r}; "
+                    "a slot can race in one group only",
+                )
+            else:
+                membership[name] = group.name
+            seen_here.add(name)
+
+    slots: list[SlotSpec] = []
+    where: dict[str, Loc] = {}
+
+    def add(spec: SlotSpec, loc: Loc) -> None:
+        if spec.name in where:
+            first = pos.at(where[spec.name])
+            err(loc, f"duplicate slot name {spec.name!r} (first defined at line {first[0]})")
+            return
+        where[spec.name] = loc
+        slots.append(spec)
+
+    def runtime_for(accelerator: str, explicit: str | None, loc: Loc) -> str:
+        if explicit:
+            return explicit
+        family = names.accelerator_family(accelerator)
+        if family in runtimes:
+            return runtimes[family]
+        err(
+            loc,
+            f"no runtime version for {accelerator!r}: set runtime_version here or "
+            f"settings.runtime_versions.{family}",
+        )
+        return ""
+
+    for i, slot in enumerate(model.slots):
+        loc: Loc = ("slots", i)
+        group = membership.get(slot.name)
+        if group is not None and slot.want is not None:
+            err(
+                (*loc, "want"),
+                f"slot {slot.name!r} races in group {group!r}, which decides whether it is held; "
+                "remove 'want' here",
+                key=True,
+            )
+        if group is None and slot.want is None:
+            err(
+                (*loc, "name"),
+                f"slot {slot.name!r} needs 'want: held' or 'want: released' "
+                "(or membership in a race group)",
+            )
+        add(
+            SlotSpec(
+                name=slot.name,
+                zone=slot.zone,
+                accelerator=slot.accelerator,
+                mode=slot.mode or defaults.mode,
+                runtime_version=runtime_for(slot.accelerator, slot.runtime_version, (*loc, "name")),
+                want=slot.want if group is None else None,
+                race_group=group,
+                valid_until_seconds=int(slot.valid_until) if slot.valid_until else None,
+                setup=_setup(defaults.setup, slot.setup, settings.setup_scripts),
+                order=len(slots),
+            ),
+            (*loc, "name"),
+        )
+
+    for gi, gen in enumerate(model.generate):
+        loc = ("generate", gi)
+        mode = gen.mode or defaults.mode
+        for zone in gen.zones:
+            code = settings.zone_codes.get(zone) or names.zone_code(zone)
+            for accelerator, count in gen.accelerators.items():
+                for index in range(1, count + 1):
+                    try:
+                        name = names.slot_name(mode, accelerator, code, index)
+                    except UnsafeName as e:
+                        err(loc, f"generated name is invalid: {e}")
+                        continue
+                    group = membership.get(name)
+                    if group is None and gen.want is None:
+                        err(
+                            loc,
+                            f"generated slot {name!r} needs a 'want' on this generator "
+                            "(or membership in a race group)",
+                        )
+                    add(
+                        SlotSpec(
+                            name=name,
+                            zone=zone,
+                            accelerator=accelerator,
+                            mode=mode,
+                            runtime_version=runtime_for(accelerator, gen.runtime_version, loc),
+                            want=gen.want if group is None else None,
+                            race_group=group,
+                            valid_until_seconds=int(gen.valid_until) if gen.valid_until else None,
+                            setup=_setup(defaults.setup, gen.setup, settings.setup_scripts),
+                            order=len(slots),
+                            generated=True,
+                        ),
+                        loc,
+                    )
+
+    for gi, group in enumerate(model.race_groups):
+        for si, name in enumerate(group.slots):
+            if name not in where:
+                known = difflib.get_close_matches(name, list(where), n=1)
+                hint = f" (did you mean {known[0]!r}?)" if known else ""
+                err(("race_groups", gi, "slots", si), f"unknown slot {name!r}{hint}")
+        if group.count > len(group.slots):
+            err(
+                ("race_groups", gi, "count"),
+                f"count {group.count} is more than the {len(group.slots)} candidates",
+            )
+
+    if diags:
+        raise InvalidDesiredState(_dedupe(diags))
+    groups = tuple(
+        RaceGroupSpec(name=g.name, count=g.count, slots=tuple(g.slots)) for g in model.race_groups
+    )
+    return Desired(
+        project=model.project,
+        settings=settings,
+        slots=tuple(slots),
+        race_groups=groups,
+        source=source,
+        digest=digest,
+    )
