@@ -119,3 +119,16 @@ MODE_PREFIX: Final = {"spot": "spot", "on-demand": "od", "reserved": "res"}
 def slot_name(mode: str, accelerator: str, code: str, index: int) -> str:
     """The naming convention for generated slots: spot-v6e8-ew4a-1."""
     return check_name(f"{MODE_PREFIX[mode]}-{accelerator.replace('-', '')}-{code}-{index}")
+
+
+def host_key_alias(instance: str, worker: int) -> str:
+    """The known_hosts name pinning one worker of one node *instance*.
+
+    ``instance`` is ``Node.instance`` (``name@uid``): a re-created node gets a new alias and so
+    a fresh trust-on-first-use entry, while a changed key for the same instance is refused.
+    Used by both asyncssh (bootstrap) and OpenSSH (``-o HostKeyAlias=``, tmux windows).
+    """
+    name, _, uid = instance.partition("@")
+    check_name(name)
+    tag = re.sub(r"[^a-z0-9]", "", uid.lower())[:24] or "0"
+    return f"tpu.{name}.{tag}.w{int(worker)}"

@@ -19,7 +19,7 @@ from pathlib import Path
 from reconciler import __version__
 
 #: Command modules, in help order. Each is reconciler.surfaces.cli.<name>.
-_MODULES = ("_spine", "_intent", "_setup", "_ops", "_emulator")
+_MODULES = ("_spine", "_intent", "_setup", "_tmux", "_ops", "_emulator")
 
 
 def _global_options(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,1 @@
+"""Plain helpers shared by tests (no fixtures here)."""
