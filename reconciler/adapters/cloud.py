@@ -14,34 +14,19 @@ calls per zone in use (or for all zones), never one call per slot.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection
 from enum import StrEnum
-from types import MappingProxyType
 from typing import Any, Protocol
 
 from reconciler.model.observed import Observation, QueuedResource
+from reconciler.model.requests import CreateRequest
+
+__all__ = ["Cloud", "CreateRequest", "Outcome"]
 
 
 class Outcome(StrEnum):
     DONE = "done"  # the request was accepted
     ALREADY = "already"  # ALREADY_EXISTS on create / NOT_FOUND on delete: nothing to do
-
-
-@dataclass(frozen=True, slots=True)
-class CreateRequest:
-    """Everything needed to create one queued resource with one node of the same name."""
-
-    name: str
-    zone: str
-    accelerator_type: str
-    runtime_version: str
-    mode: str  # "spot" | "on-demand" | "reserved"
-    network: str | None = None
-    subnetwork: str | None = None
-    valid_until_seconds: int | None = None
-    internal_ips: bool = False
-    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class Cloud(Protocol):
