@@ -188,8 +188,8 @@ class GeneratorModel(_Model):
 
 class DesiredFile(_Model):
     project: ProjectId
-    settings: Settings = Field(default_factory=Settings)  # type: ignore[arg-type]
-    defaults: Defaults = Field(default_factory=Defaults)  # type: ignore[arg-type]
+    settings: Settings = Field(default_factory=Settings)
+    defaults: Defaults = Field(default_factory=Defaults)
     slots: list[SlotModel] = Field(default_factory=list)
     race_groups: list[RaceGroupModel] = Field(default_factory=list)
     generate: list[GeneratorModel] = Field(default_factory=list)

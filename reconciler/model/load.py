@@ -248,12 +248,12 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
     # Which group each slot races in (and where it was named, for messages).
     membership: dict[str, str] = {}
     group_names: set[str] = set()
-    for gi, group in enumerate(model.race_groups):
-        if group.name in group_names:
-            err(("race_groups", gi, "name"), f"duplicate race group name {group.name!r}")
-        group_names.add(group.name)
+    for gi, rg in enumerate(model.race_groups):
+        if rg.name in group_names:
+            err(("race_groups", gi, "name"), f"duplicate race group name {rg.name!r}")
+        group_names.add(rg.name)
         seen_here: set[str] = set()
-        for si, name in enumerate(group.slots):
+        for si, name in enumerate(rg.slots):
             if name in seen_here:
                 err(("race_groups", gi, "slots", si), f"{name!r} is listed twice in this group")
             elif name in membership:
@@ -263,7 +263,7 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
                     "a slot can race in one group only",
                 )
             else:
-                membership[name] = group.name
+                membership[name] = rg.name
             seen_here.add(name)
 
     slots: list[SlotSpec] = []
@@ -358,16 +358,16 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
                         loc,
                     )
 
-    for gi, group in enumerate(model.race_groups):
-        for si, name in enumerate(group.slots):
+    for gi, rg in enumerate(model.race_groups):
+        for si, name in enumerate(rg.slots):
             if name not in where:
                 known = difflib.get_close_matches(name, list(where), n=1)
                 hint = f" (did you mean {known[0]!r}?)" if known else ""
                 err(("race_groups", gi, "slots", si), f"unknown slot {name!r}{hint}")
-        if group.count > len(group.slots):
+        if rg.count > len(rg.slots):
             err(
                 ("race_groups", gi, "count"),
-                f"count {group.count} is more than the {len(group.slots)} candidates",
+                f"count {rg.count} is more than the {len(rg.slots)} candidates",
             )
 
     if diags:

@@ -234,9 +234,9 @@ def queued_resource_from_api(data: Any) -> QueuedResource:
             labels = _str_map(node.get("labels"))
     if "spot" in data:
         mode: str | None = "spot"
-    elif isinstance(data.get("guaranteed"), dict) and data["guaranteed"].get("reserved"):
-        mode = "reserved"
-    elif data.get("reservationName"):
+    elif data.get("reservationName") or (
+        isinstance(data.get("guaranteed"), dict) and data["guaranteed"].get("reserved")
+    ):
         mode = "reserved"
     else:
         mode = "on-demand"
@@ -294,4 +294,3 @@ def node_from_api(data: Any) -> Node:
         ),
         raw_state=str(raw_state or ""),
     )
-

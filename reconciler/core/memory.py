@@ -1,0 +1,222 @@
+"""What the controller remembers between passes, and the pure rules that update it.
+
+The world is read fresh every pass; memory holds only what the world cannot tell us:
+
+- per action key, failures and backoff (exponential, forgotten on success), and the
+  fingerprint under which a *permanent* error happened (no retry until intent or world change);
+- per slot, the QR state last seen and since when ("time in state"), and how many dead QRs
+  (SUSPENDED / FAILED) in a row it has replaced, which delays the next create;
+- per slot, which setup steps finished for which node instance and generation;
+- which notices were sent (once per node instance and event).
+
+Every update is a function ``Memory -> Memory``; serialisation is to and from plain dicts. A
+memory document that cannot be read is the runtime's problem (it degrades to a fresh memory
+and says so); nothing here touches files or the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Final
+
+from reconciler.model.desired import Desired
+from reconciler.model.observed import WON_STATES, Observation
+
+MEMORY_SCHEMA: Final = "tpu-reconciler.memory.v1"
+BACKOFF_BASE: Final = 10.0
+BACKOFF_CAP: Final = 600.0
+
+
+def backoff_delay(failures: int, hint: float = 0.0) -> float:
+    """10 s, 20 s, 40 s, ... capped at 10 min; never less than the error's own hint."""
+    if failures <= 0:
+        return max(0.0, hint)
+    return max(hint, min(BACKOFF_CAP, BACKOFF_BASE * 2.0 ** min(failures - 1, 32)))
+
+
+def dead_qr_delay(dead_in_a_row: int) -> float:
+    """Delay before re-creating after the n-th dead QR in a row: the first is immediate."""
+    return 0.0 if dead_in_a_row <= 1 else backoff_delay(dead_in_a_row - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ActionError:
+    failures: int
+    not_before: float
+    message: str
+    permanent_fingerprint: str | None = None  # set for permanent errors
+
+
+@dataclass(frozen=True, slots=True)
+class SlotMemory:
+    state: str | None = None  # QR state last seen ("NOT_QUEUED" when absent)
+    state_since: float | None = None
+    dead_in_a_row: int = 0
+    create_not_before: float = 0.0
+    setup: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # setup kind ("bootstrap", "tailscale", "tmux") -> "<instance>#<generation>" done
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    slots: Mapping[str, SlotMemory] = field(default_factory=lambda: MappingProxyType({}))
+    errors: Mapping[str, ActionError] = field(default_factory=lambda: MappingProxyType({}))
+    notified: frozenset[str] = frozenset()
+
+    def slot(self, name: str) -> SlotMemory:
+        return self.slots.get(name) or SlotMemory()
+
+    def error(self, key: str) -> ActionError | None:
+        return self.errors.get(key)
+
+    def setup_done(self, slot: str, kind: str, instance: str, generation: int) -> bool:
+        return self.slot(slot).setup.get(kind) == setup_token(instance, generation)
+
+
+def setup_token(instance: str, generation: int) -> str:
+    return f"{instance}#{generation}"
+
+
+def _with_slot(memory: Memory, name: str, slot: SlotMemory) -> Memory:
+    return replace(memory, slots=MappingProxyType({**memory.slots, name: slot}))
+
+
+def _with_error(memory: Memory, key: str, error: ActionError | None) -> Memory:
+    errors = dict(memory.errors)
+    if error is None:
+        errors.pop(key, None)
+    else:
+        errors[key] = error
+    return replace(memory, errors=MappingProxyType(errors))
+
+
+def observe(
+    memory: Memory, desired: Desired | None, observation: Observation, now: float
+) -> Memory:
+    """Fold one observation in: state-since clocks, and a won slot forgets its dead streak."""
+    if desired is None:
+        return memory
+    slots = dict(memory.slots)
+    for spec in desired.slots:
+        if not observation.knows(spec.zone):
+            continue
+        qr = observation.qr(spec.zone, spec.name)
+        state = qr.state.value if qr else "NOT_QUEUED"
+        old = slots.get(spec.name) or SlotMemory()
+        new = old
+        if old.state != state:
+            new = replace(new, state=state, state_since=now)
+        if qr is not None and qr.state in WON_STATES and old.dead_in_a_row:
+            new = replace(new, dead_in_a_row=0, create_not_before=0.0)
+        if new is not old:
+            slots[spec.name] = new
+    return replace(memory, slots=MappingProxyType(slots))
+
+
+def record_success(memory: Memory, key: str) -> Memory:
+    """An action succeeded: its failures and backoff are forgotten."""
+    return _with_error(memory, key, None) if key in memory.errors else memory
+
+
+def record_failure(
+    memory: Memory,
+    key: str,
+    *,
+    message: str,
+    now: float,
+    permanent: bool,
+    fingerprint: str,
+    delay_hint: float = 0.0,
+) -> Memory:
+    old = memory.error(key)
+    failures = (old.failures if old else 0) + 1
+    return _with_error(
+        memory,
+        key,
+        ActionError(
+            failures=failures,
+            not_before=now + backoff_delay(failures, delay_hint),
+            message=message,
+            permanent_fingerprint=fingerprint if permanent else None,
+        ),
+    )
+
+
+def record_dead_replaced(memory: Memory, slot: str, now: float) -> Memory:
+    """A dead QR (SUSPENDED / FAILED) of ``slot`` was deleted to be re-created."""
+    old = memory.slot(slot)
+    dead = old.dead_in_a_row + 1
+    return _with_slot(
+        memory, slot, replace(old, dead_in_a_row=dead, create_not_before=now + dead_qr_delay(dead))
+    )
+
+
+def record_setup(memory: Memory, slot: str, kind: str, instance: str, generation: int) -> Memory:
+    old = memory.slot(slot)
+    setup = MappingProxyType({**old.setup, kind: setup_token(instance, generation)})
+    return _with_slot(memory, slot, replace(old, setup=setup))
+
+
+def record_notice(memory: Memory, key: str) -> Memory:
+    return replace(memory, notified=memory.notified | {key})
+
+
+# --- serialisation ------------------------------------------------------------------------
+
+
+def to_dict(memory: Memory) -> dict[str, Any]:
+    return {
+        "schema_version": MEMORY_SCHEMA,
+        "slots": {
+            name: {
+                "state": s.state,
+                "state_since": s.state_since,
+                "dead_in_a_row": s.dead_in_a_row,
+                "create_not_before": s.create_not_before,
+                "setup": dict(s.setup),
+            }
+            for name, s in sorted(memory.slots.items())
+        },
+        "errors": {
+            key: {
+                "failures": e.failures,
+                "not_before": e.not_before,
+                "message": e.message,
+                "permanent_fingerprint": e.permanent_fingerprint,
+            }
+            for key, e in sorted(memory.errors.items())
+        },
+        "notified": sorted(memory.notified),
+    }
+
+
+def from_dict(data: Any) -> Memory:
+    """Raises ValueError for a document that is not a memory of this schema."""
+    if not isinstance(data, dict) or data.get("schema_version") != MEMORY_SCHEMA:
+        raise ValueError("not a tpu-reconciler memory document")
+    try:
+        slots = {
+            str(name): SlotMemory(
+                state=s.get("state"),
+                state_since=s.get("state_since"),
+                dead_in_a_row=int(s.get("dead_in_a_row", 0)),
+                create_not_before=float(s.get("create_not_before", 0.0)),
+                setup=MappingProxyType({str(k): str(v) for k, v in s.get("setup", {}).items()}),
+            )
+            for name, s in data.get("slots", {}).items()
+        }
+        errors = {
+            str(key): ActionError(
+                failures=int(e["failures"]),
+                not_before=float(e["not_before"]),
+                message=str(e["message"]),
+                permanent_fingerprint=e.get("permanent_fingerprint"),
+            )
+            for key, e in data.get("errors", {}).items()
+        }
+        notified = frozenset(str(n) for n in data.get("notified", []))
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"corrupt memory document: {e}") from None
+    return Memory(slots=MappingProxyType(slots), errors=MappingProxyType(errors), notified=notified)

@@ -1,0 +1,440 @@
+"""``plan(desired, observed, memory, now) -> Plan``: the whole decision, as a value.
+
+Rules (each action carries a human reason; reasons are shown, never used to decide):
+
+- ``want: held`` and no QR → ``+ create``. A dead QR (SUSPENDED: preempted; FAILED: capacity,
+  expired window) → ``-/+ replace``: delete now, create on a later pass once it is gone, with
+  backoff after repeated deaths. ``want: released`` → ``- delete`` (force when a node exists);
+  deleting an ACTIVE TPU is marked destructive.
+- A race group with ``count: N``: while fewer than N candidates are PROVISIONING or ACTIVE,
+  every candidate without a QR is queued (dead ones replaced). Once N have won, every other
+  candidate's QR is deleted. Winners are ranked deterministically: further along first
+  (ACTIVE before PROVISIONING), then earliest created, then file order. A lost winner reopens
+  the race.
+- A QR whose name is not in the file is *unmanaged*: reported, never touched, unless
+  ``settings.prune`` is on and it carries our label.
+- Nothing is created or deleted in a zone the observation could not see.
+- On an ACTIVE QR whose node is READY: setup steps (``~ bootstrap``, ``~ tailscale``,
+  ``~ tmux``) once per node instance and setup generation, and notices.
+- An action whose key is backing off is *deferred*; one whose last permanent error happened
+  under the same fingerprint (same intent, same world) is *blocked*. Both are reported.
+
+No I/O, no clock (``now`` is an argument), no await.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Final
+
+from reconciler.core.memory import Memory
+from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
+from reconciler.model.observed import (
+    DEAD_STATES,
+    MANAGED_LABEL,
+    MANAGED_VALUE,
+    MOVING_STATES,
+    WON_STATES,
+    NodeState,
+    Observation,
+    QRState,
+    QueuedResource,
+)
+from reconciler.model.requests import CreateRequest
+
+
+class Kind(StrEnum):
+    CREATE = "create"
+    DELETE = "delete"
+    REPLACE = "replace"  # delete a dead QR now; the create follows on a later pass
+    BOOTSTRAP = "bootstrap"
+    TAILSCALE = "tailscale"
+    TMUX = "tmux"
+
+
+SYMBOL: Final = {
+    Kind.CREATE: "+",
+    Kind.DELETE: "-",
+    Kind.REPLACE: "-/+",
+    Kind.BOOTSTRAP: "~",
+    Kind.TAILSCALE: "~",
+    Kind.TMUX: "~",
+}
+CLOUD_KINDS: Final = frozenset({Kind.CREATE, Kind.DELETE, Kind.REPLACE})
+SETUP_KINDS: Final = frozenset({Kind.BOOTSTRAP, Kind.TAILSCALE, Kind.TMUX})
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    kind: Kind
+    slot: str
+    zone: str
+    reason: str
+    destructive: bool = False
+    force: bool = False
+    create: CreateRequest | None = None
+    instance: str | None = None  # setup actions: the node instance they apply to
+    generation: int = 0
+    state: str | None = None  # the QR state this decision was made on ("NOT_QUEUED" if none)
+
+    @property
+    def symbol(self) -> str:
+        return SYMBOL[self.kind]
+
+    @property
+    def key(self) -> str:
+        """Identity for backoff and "one action per slot in flight" (cloud kinds share one)."""
+        group = "cloud" if self.kind in CLOUD_KINDS else self.kind.value
+        return f"{self.zone}/{self.slot}:{group}"
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes when the intent or the world behind this action changes."""
+        parts = (self.kind, self.slot, self.zone, self.state, self.instance, self.generation)
+        return hashlib.sha256(repr((parts, self.create)).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """An action not taken this pass, and why (backoff or a permanent error)."""
+
+    action: Action
+    why: str
+    until: float | None = None  # backoff: when it may run
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    key: str  # "<instance>:<event>", sent once
+    slot: str
+    event: str  # "active" | "preempted" | "failed"
+    title: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class RaceStatus:
+    name: str
+    count: int
+    winners: tuple[str, ...]
+    candidates: tuple[str, ...]
+
+    @property
+    def open(self) -> bool:
+        return len(self.winners) < self.count
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    actions: tuple[Action, ...] = ()
+    deferred: tuple[Held, ...] = ()
+    blocked: tuple[Held, ...] = ()
+    unmanaged: tuple[QueuedResource, ...] = ()
+    races: tuple[RaceStatus, ...] = ()
+    notices: tuple[Notice, ...] = ()
+    warnings: tuple[str, ...] = ()
+    decided_want: dict[str, str] = field(default_factory=dict)  # slot -> held/released
+
+    @property
+    def empty(self) -> bool:
+        return not self.actions
+
+    @property
+    def cloud_actions(self) -> tuple[Action, ...]:
+        return tuple(a for a in self.actions if a.kind in CLOUD_KINDS)
+
+    def counts(self) -> tuple[int, int, int]:
+        """(to add, to change, to destroy), Terraform style: a replace counts as both."""
+        add = sum(a.kind in (Kind.CREATE, Kind.REPLACE) for a in self.actions)
+        change = sum(a.kind in SETUP_KINDS for a in self.actions)
+        destroy = sum(a.kind in (Kind.DELETE, Kind.REPLACE) for a in self.actions)
+        return add, change, destroy
+
+
+_RANK: Final = {QRState.ACTIVE: 0, QRState.PROVISIONING: 1}
+
+
+def _create_request(desired: Desired, spec: SlotSpec) -> CreateRequest:
+    s = desired.settings
+    return CreateRequest(
+        name=spec.name,
+        zone=spec.zone,
+        accelerator_type=spec.accelerator,
+        runtime_version=spec.runtime_version,
+        mode=spec.mode,
+        network=s.network,
+        subnetwork=s.subnets.get(spec.zone),
+        valid_until_seconds=spec.valid_until_seconds,
+        internal_ips=s.internal_ips,
+        labels={MANAGED_LABEL: MANAGED_VALUE},
+    )
+
+
+def _has_node(observed: Observation, qr: QueuedResource) -> bool:
+    return observed.node(qr.zone, qr.node_id or qr.name) is not None or qr.state in (
+        QRState.PROVISIONING,
+        QRState.ACTIVE,
+        QRState.SUSPENDING,
+        QRState.SUSPENDED,
+    )
+
+
+def _delete(observed: Observation, qr: QueuedResource, reason: str, kind: Kind) -> Action:
+    node = observed.node(qr.zone, qr.node_id or qr.name)
+    running = qr.state == QRState.ACTIVE and (node is None or node.state != NodeState.PREEMPTED)
+    return Action(
+        kind=kind,
+        slot=qr.name,
+        zone=qr.zone,
+        reason=reason + (" — deletes a running TPU" if running else ""),
+        destructive=running,
+        force=_has_node(observed, qr),
+        state=qr.state.value,
+    )
+
+
+def _dead_reason(qr: QueuedResource) -> str:
+    if qr.state == QRState.SUSPENDED:
+        who = "preempted" if qr.initiator == "SERVICE" else "suspended"
+        return f"{who} (SUSPENDED by {qr.initiator or 'unknown'}); re-queue"
+    detail = f": {qr.error.message}" if qr.error and qr.error.message else ""
+    code = f" (code {qr.error.code})" if qr.error and qr.error.code is not None else ""
+    return f"FAILED{code}{detail}; re-queue"
+
+
+class _Planner:
+    def __init__(self, desired: Desired, observed: Observation, memory: Memory, now: float):
+        self.desired, self.observed, self.memory, self.now = desired, observed, memory, now
+        self.actions: list[Action] = []
+        self.deferred: list[Held] = []
+        self.blocked: list[Held] = []
+        self.warnings: list[str] = []
+        self.notices: list[Notice] = []
+        self.decided: dict[str, str] = {}
+
+    # -- gatekeeping ----------------------------------------------------------------------
+    def propose(self, action: Action) -> None:
+        error = self.memory.error(action.key)
+        if error is not None and error.permanent_fingerprint == action.fingerprint:
+            self.blocked.append(Held(action, f"permanent error: {error.message}"))
+        elif error is not None and error.not_before > self.now:
+            self.deferred.append(
+                Held(action, f"retrying after error: {error.message}", error.not_before)
+            )
+        else:
+            self.actions.append(action)
+
+    # -- per slot ---------------------------------------------------------------------------
+    def hold(self, spec: SlotSpec, reason: str) -> None:
+        qr = self.observed.qr(spec.zone, spec.name)
+        if qr is None:
+            if not self.observed.knows(spec.zone):
+                self.warnings.append(f"{spec.name}: zone {spec.zone} unreachable; not acting")
+                return
+            action = Action(
+                Kind.CREATE,
+                spec.name,
+                spec.zone,
+                reason,
+                create=_create_request(self.desired, spec),
+                state="NOT_QUEUED",
+            )
+            not_before = self.memory.slot(spec.name).create_not_before
+            if not_before > self.now:
+                self.deferred.append(
+                    Held(action, "re-queue backing off after repeated failures", not_before)
+                )
+            else:
+                self.propose(action)
+        elif qr.state in DEAD_STATES:
+            self.propose(_delete(self.observed, qr, _dead_reason(qr), Kind.REPLACE))
+        elif qr.state == QRState.UNKNOWN:
+            self.warnings.append(f"{spec.name}: unknown QR state {qr.raw_state!r}; not acting")
+        elif qr.accelerator_type and qr.accelerator_type != spec.accelerator:
+            self.warnings.append(
+                f"{spec.name}: holds {qr.accelerator_type} but the file says {spec.accelerator}; "
+                "release and re-hold the slot to replace it"
+            )
+
+    def release(self, spec: SlotSpec, reason: str) -> None:
+        qr = self.observed.qr(spec.zone, spec.name)
+        if qr is not None and qr.state != QRState.DELETING:
+            self.propose(_delete(self.observed, qr, reason, Kind.DELETE))
+
+    def setup(self, spec: SlotSpec) -> None:
+        qr = self.observed.qr(spec.zone, spec.name)
+        if qr is None or qr.state != QRState.ACTIVE:
+            return
+        node = self.observed.node(spec.zone, qr.node_id or spec.name)
+        if node is None or node.state != NodeState.READY or not node.endpoints:
+            return
+        setup, instance = spec.setup, node.instance
+        self.notice(
+            spec,
+            instance,
+            "active",
+            f"{spec.name} is ACTIVE",
+            f"{spec.accelerator} in {spec.zone} is ready",
+        )
+        steps = [(Kind.BOOTSTRAP, setup.bootstrap), (Kind.TAILSCALE, setup.tailscale)]
+        for kind, wanted in steps:
+            if not wanted:
+                continue
+            if self.memory.setup_done(spec.name, kind.value, instance, setup.generation):
+                continue
+            self.propose(
+                Action(
+                    kind,
+                    spec.name,
+                    spec.zone,
+                    f"node {instance} generation {setup.generation} not set up",
+                    instance=instance,
+                    generation=setup.generation,
+                    state="ACTIVE",
+                )
+            )
+            break  # tailscale waits for bootstrap: scripts may install it
+        if setup.tmux and not self.memory.setup_done(spec.name, Kind.TMUX.value, instance, 0):
+            self.propose(
+                Action(
+                    Kind.TMUX,
+                    spec.name,
+                    spec.zone,
+                    "open an SSH window",
+                    instance=instance,
+                    state="ACTIVE",
+                )
+            )
+
+    def notice(self, spec: SlotSpec, instance: str, event: str, title: str, msg: str) -> None:
+        key = f"{instance}:{event}"
+        if key not in self.memory.notified:
+            self.notices.append(Notice(key, spec.name, event, title, msg))
+
+    def dead_notices(self, spec: SlotSpec) -> None:
+        qr = self.observed.qr(spec.zone, spec.name)
+        if qr is None or qr.state not in DEAD_STATES:
+            return
+        instance = f"{spec.name}@{qr.create_time or '?'}"
+        if qr.state == QRState.SUSPENDED and qr.initiator == "SERVICE":
+            self.notice(
+                spec,
+                instance,
+                "preempted",
+                f"{spec.name} was preempted",
+                f"{spec.accelerator} in {spec.zone}; re-queueing",
+            )
+        elif qr.state == QRState.FAILED:
+            self.notice(
+                spec,
+                instance,
+                "failed",
+                f"{spec.name} failed",
+                qr.error.message if qr.error else "queued resource FAILED",
+            )
+
+    # -- races ------------------------------------------------------------------------------
+    def race(self, group: RaceGroupSpec) -> RaceStatus:
+        specs = [s for n in group.slots if (s := self.desired.slot(n)) is not None]
+        won: list[tuple[tuple[int, str, int], SlotSpec]] = []
+        for spec in specs:
+            qr = self.observed.qr(spec.zone, spec.name)
+            if qr is not None and qr.state in WON_STATES:
+                won.append(((_RANK[qr.state], qr.create_time or "~", spec.order), spec))
+        won.sort(key=lambda item: item[0])
+        keep = [spec for _, spec in won[: group.count]]
+        kept = {s.name for s in keep}
+        unseen = [s.name for s in specs if not self.observed.knows(s.zone)]
+        closed = len(keep) >= group.count
+        for spec in specs:
+            if spec.name in kept:
+                self.decided[spec.name] = "held"
+                self.hold(spec, f"race {group.name}: winner")
+            elif closed:
+                self.decided[spec.name] = "released"
+                why = (
+                    f"race {group.name} won by {', '.join(sorted(kept))}"
+                    if kept
+                    else f"race {group.name} has count 0"
+                )
+                self.release(spec, why)
+            else:
+                self.decided[spec.name] = "held"
+                self.hold(spec, f"race {group.name}: {len(keep)}/{group.count} won; queue")
+        if unseen and not closed:
+            self.warnings.append(
+                f"race {group.name}: zones of {', '.join(unseen)} unreachable; a winner there "
+                "would be invisible"
+            )
+        return RaceStatus(group.name, group.count, tuple(s.name for s in keep), tuple(group.slots))
+
+
+def plan(
+    desired: Desired | None,
+    observed: Observation,
+    memory: Memory | None = None,
+    now: float = 0.0,
+) -> Plan:
+    """Decide what to do. ``desired`` None (no valid intent yet) plans nothing at all."""
+    memory = memory or Memory()
+    if desired is None:
+        return Plan(
+            unmanaged=observed.queued_resources,
+            warnings=("no valid desired state: nothing will be created or deleted",),
+        )
+    p = _Planner(desired, observed, memory, now)
+    races = tuple(p.race(g) for g in desired.race_groups)
+    for spec in desired.slots:
+        if spec.race_group is None:
+            p.decided[spec.name] = spec.want or "held"
+            if spec.want == "released":
+                p.release(spec, "want: released")
+            else:
+                p.hold(spec, "want: held, not queued")
+        if p.decided.get(spec.name) == "held":
+            p.setup(spec)
+        p.dead_notices(spec)
+    unmanaged = _unmanaged(desired, observed.queued_resources)
+    if desired.settings.prune:
+        for qr in unmanaged:
+            if qr.managed and qr.state != QRState.DELETING and observed.knows(qr.zone):
+                p.propose(
+                    _delete(
+                        observed,
+                        qr,
+                        "prune: labelled managed-by=tpu-reconciler but not in the file",
+                        Kind.DELETE,
+                    )
+                )
+    return Plan(
+        actions=tuple(p.actions),
+        deferred=tuple(p.deferred),
+        blocked=tuple(p.blocked),
+        unmanaged=unmanaged,
+        races=races,
+        notices=tuple(p.notices),
+        warnings=tuple(p.warnings),
+        decided_want=p.decided,
+    )
+
+
+def _unmanaged(desired: Desired, qrs: Iterable[QueuedResource]) -> tuple[QueuedResource, ...]:
+    out = []
+    for qr in qrs:
+        spec = desired.slot(qr.name)
+        if spec is None or spec.zone != qr.zone:
+            out.append(qr)
+    return tuple(sorted(out, key=lambda q: (q.zone, q.name)))
+
+
+def in_motion(
+    desired: Desired | None, observed: Observation, races: Collection[RaceStatus]
+) -> bool:
+    """True while anything is queued, provisioning, deleting or racing: poll fast."""
+    if any(r.open for r in races):
+        return True
+    names = {s.name for s in desired.slots} if desired else set()
+    return any(q.state in MOVING_STATES for q in observed.queued_resources if q.name in names)
