@@ -1,0 +1,37 @@
+"""When to look again: the adaptive poll interval, as a pure function.
+
+Slow (``poll_interval``) when steady; fast (``fast_poll_interval``) while anything is queued,
+provisioning, suspending or deleting, a race is open, or an action is in flight; right away
+when an action completes or the desired file changes (the caller wakes the loop for those).
+After failed observations the interval backs off exponentially from the fast interval up to
+the slow one — never a tight crash loop. Jitter spreads many controllers' polls apart;
+the caller supplies the random number, so this stays pure.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+SETTLE: Final = 0.2  # the shortest interval ever returned
+JITTER: Final = 0.1  # +-10 %
+
+
+def next_interval(
+    *,
+    slow: float,
+    fast: float,
+    moving: bool,
+    in_flight: int,
+    dispatched: int,
+    observe_failures: int,
+    error_delay: float = 0.0,
+    rand: float = 0.5,
+) -> float:
+    """Seconds until the next pass. ``rand`` in [0, 1) drives the jitter."""
+    if observe_failures:
+        base = max(error_delay, min(slow, fast * 2.0 ** min(observe_failures - 1, 16)))
+    elif moving or in_flight or dispatched:
+        base = fast
+    else:
+        base = slow
+    return max(SETTLE, base * (1.0 + JITTER * (2.0 * rand - 1.0)))
