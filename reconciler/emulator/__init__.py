@@ -1,0 +1,23 @@
+"""A local Cloud TPU v2 API for demos and tests: the real gcloud can be pointed at it.
+
+Public surface (everything else is private)::
+
+    from reconciler.emulator import Emulator, Scenario, Fault, RequestRecord
+
+    with Emulator(Scenario.load("story.yaml"), speed=60) as emu:
+        env = {"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU": emu.url, ...}
+        emu.set_capacity("us-central2-b", "v4-8", 1)
+        emu.advance(30)                       # emulated seconds, instead of sleeping
+
+This package may open sockets and start threads (``_server``) and read scenario files; the
+state machine (``_world``), rendering (``_records``) and routing (``_api``) are pure. The
+controller never imports it: it talks to the emulator over HTTP like to the real service.
+See docs/emulator.md.
+"""
+
+from __future__ import annotations
+
+from reconciler.emulator._scenario import Fault, Scenario, ScenarioError, Timings
+from reconciler.emulator._server import Emulator, RequestRecord
+
+__all__ = ["Emulator", "Fault", "RequestRecord", "Scenario", "ScenarioError", "Timings"]

@@ -1,0 +1,125 @@
+"""The emulator's control API under ``/_emulator/``: the test controls, as JSON over HTTP.
+
+Maps each request onto one public ``Emulator`` method, so a test or a demo can drive an
+emulator running in another process (``tpu-reconciler emulator serve``). No state of its
+own; errors come back in Google's error shape with HTTP 400 / 404.
+
+    GET    /_emulator/state                       clock, QRs, nodes, capacity, faults
+    POST   /_emulator/capacity    {zone, accelerator, count, shortage?}
+    POST   /_emulator/preempt     {zone, node}
+    POST   /_emulator/fail        {zone, name, status?, message?}
+    POST   /_emulator/faults      {status?, method?, path?, count?, latency?, body?}
+    DELETE /_emulator/faults
+    POST   /_emulator/latency     {seconds}
+    POST   /_emulator/fail-deletes-while-provisioning   {enabled}
+    POST   /_emulator/unreachable {zone, unreachable?}
+    POST   /_emulator/advance     {seconds}
+    POST   /_emulator/speed       {speed}
+    POST   /_emulator/queued-resources   {zone, name, accelerator?, mode?, labels?, state?, ...}
+    GET    /_emulator/requests                    {"requests": [...], "counts": {...}}
+    DELETE /_emulator/requests
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from reconciler.emulator._scenario import Fault
+
+if TYPE_CHECKING:
+    from reconciler.emulator._server import Emulator
+
+_Action = Callable[["Emulator", dict[str, Any]], Any]
+
+
+def _state(emu: Emulator, _: dict[str, Any]) -> Any:
+    return {
+        "now": emu.now(),
+        "speed": emu.speed,
+        "url": emu.url,
+        "queuedResources": emu.queued_resources(),
+        "nodes": emu.nodes(),
+    }
+
+
+def _requests(emu: Emulator, _: dict[str, Any]) -> Any:
+    records = [asdict(r) for r in emu.requests()]
+    return {"requests": records, "counts": dict(emu.request_counts())}
+
+
+def _fault(emu: Emulator, a: dict[str, Any]) -> Any:
+    fields = {k: a[k] for k in ("status", "method", "path", "count", "latency", "body") if k in a}
+    emu.inject_fault(Fault(**fields))
+
+
+def _capacity(emu: Emulator, a: dict[str, Any]) -> Any:
+    emu.set_capacity(a["zone"], a["accelerator"], a.get("count"), shortage=a.get("shortage"))
+
+
+def _fail(emu: Emulator, a: dict[str, Any]) -> Any:
+    emu.fail_queued_resource(
+        a["zone"], a["name"], a.get("status", "RESOURCE_EXHAUSTED"), a.get("message", "")
+    )
+
+
+def _add(emu: Emulator, a: dict[str, Any]) -> Any:
+    zone, name = a.pop("zone"), a.pop("name")
+    return emu.add_queued_resource(zone, name, **a)
+
+
+ROUTES: dict[tuple[str, str], _Action] = {
+    ("GET", "state"): _state,
+    ("POST", "capacity"): _capacity,
+    ("POST", "preempt"): lambda e, a: e.preempt(a["zone"], a["node"]),
+    ("POST", "fail"): _fail,
+    ("POST", "faults"): _fault,
+    ("DELETE", "faults"): lambda e, a: e.clear_faults(),
+    ("POST", "latency"): lambda e, a: e.set_latency(float(a["seconds"])),
+    ("POST", "fail-deletes-while-provisioning"): lambda e, a: e.fail_deletes_while_provisioning(
+        bool(a.get("enabled", True))
+    ),
+    ("POST", "unreachable"): lambda e, a: e.set_unreachable(
+        a["zone"], bool(a.get("unreachable", True))
+    ),
+    ("POST", "advance"): lambda e, a: e.advance(float(a["seconds"])),
+    ("POST", "speed"): lambda e, a: e.set_speed(float(a["speed"])),
+    ("POST", "queued-resources"): _add,
+    ("GET", "requests"): _requests,
+    ("DELETE", "requests"): lambda e, a: e.clear_requests(),
+}
+
+
+def handle(emu: Emulator, method: str, path: str, raw: bytes) -> tuple[int, bytes]:
+    action = ROUTES.get((method, path.removeprefix("/_emulator/").strip("/")))
+    if action is None:
+        return _error(404, "NOT_FOUND", f"no control endpoint {method} {path}")
+    try:
+        args = json.loads(raw) if raw else {}
+        if not isinstance(args, dict):
+            raise TypeError("the body must be a JSON object")
+        result = action(emu, args)
+    except KeyError as exc:
+        return _error(400, "INVALID_ARGUMENT", f"missing field {exc}")
+    except LookupError as exc:
+        return _error(404, "NOT_FOUND", str(exc))
+    except (ValueError, TypeError, ValidationError) as exc:
+        return _error(400, "INVALID_ARGUMENT", str(exc))
+    out = result if result is not None else {"ok": True}
+    return 200, json.dumps(out, default=_jsonable).encode()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def _error(code: int, status: str, message: str) -> tuple[int, bytes]:
+    return code, json.dumps(
+        {"error": {"code": code, "message": message, "status": status}}
+    ).encode()

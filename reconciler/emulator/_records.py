@@ -1,0 +1,251 @@
+"""The emulator's records (queued resources, nodes, operations) and their API JSON.
+
+Values and rendering only: no clock, no I/O. Field names and enum values follow the SDK's
+generated messages (``googlecloudsdk/generated_clients/apis/tpu/v2/tpu_v2_messages.py``):
+``QueuedResource``, ``QueuedResourceState``, ``Node``, ``NetworkEndpoint``, ``Operation``,
+``OperationMetadata``, ``Status``. Every renderer takes the project to write into resource
+names, because the emulator serves one set of resources under any project id.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.emulator._scenario import RPC_CODE, STATUS_HTTP
+
+JSON = dict[str, Any]
+
+#: ``QueuedResourceState.<x>Data`` field for each state (WAITING_FOR_RESOURCES has none).
+STATE_DATA = {
+    "CREATING": "creatingData",
+    "ACCEPTED": "acceptedData",
+    "PROVISIONING": "provisioningData",
+    "ACTIVE": "activeData",
+    "SUSPENDING": "suspendingData",
+    "SUSPENDED": "suspendedData",
+    "FAILED": "failedData",
+    "DELETING": "deletingData",
+}
+#: Default TPU VM service-account scopes, as the service fills them in.
+_SCOPES = [
+    "https://www.googleapis.com/auth/devstorage.read_write",
+    "https://www.googleapis.com/auth/logging.write",
+    "https://www.googleapis.com/auth/service.management",
+    "https://www.googleapis.com/auth/servicecontrol",
+    "https://www.googleapis.com/auth/cloud-platform",
+    "https://www.googleapis.com/auth/pubsub",
+]
+
+
+class ApiError(Exception):
+    """A request the emulated API refuses, in Google's terms (``status`` is a canonical name)."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+    @property
+    def http_status(self) -> int:
+        return STATUS_HTTP.get(self.status, 500)
+
+    def body(self) -> JSON:
+        return {"error": {"code": self.http_status, "message": self.message, "status": self.status}}
+
+
+def rpc_status(status: str, message: str) -> JSON:
+    """A google.rpc.Status (``failedData.error``, ``Operation.error``)."""
+    return {"code": RPC_CODE.get(status, 2), "message": message}
+
+
+class Clock:
+    """Turns emulated seconds into RFC 3339 timestamps (emulated time 0 is ``epoch``)."""
+
+    def __init__(self, epoch: float) -> None:
+        self.epoch = epoch
+
+    def stamp(self, t: float) -> str:
+        moment = _dt.datetime.fromtimestamp(self.epoch + t, tz=_dt.UTC)
+        return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond:06d}Z"
+
+    def parse(self, text: str) -> float:
+        """An RFC 3339 timestamp as emulated seconds (may be negative)."""
+        moment = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return moment.timestamp() - self.epoch
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    zone: str
+    name: str
+    uid: int
+    qr_name: str
+    created: float
+    state: str = "CREATING"
+    # (internal ip, external ip or None), worker 0 first; filled when the node becomes READY
+    endpoints: list[tuple[str, str | None]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class QRRecord:
+    zone: str
+    name: str
+    seq: int
+    node_id: str
+    accelerator: str
+    node_spec: JSON  # ``nodeSpec[0].node`` as requested
+    tier: JSON  # {"spot": {}} | {"guaranteed": {...}} | {"reservationName": "..."} | {}
+    queueing_policy: JSON | None
+    created: float
+    state: str = "CREATING"
+    initiator: str | None = None
+    error: JSON | None = None
+    next_at: float | None = None  # when the current state's timer fires
+    deadline: float | None = None  # validUntil: still queued then -> FAILED
+    valid_after: float = 0.0
+    holds: bool = False  # holds one unit of (zone, accelerator) capacity
+    node: NodeRecord | None = None
+    create_op: str | None = None
+    delete_ops: list[str] = field(default_factory=list)
+
+    @property
+    def capacity_key(self) -> tuple[str, str]:
+        return (self.zone, self.accelerator)
+
+    def snapshot(self) -> QRRecord:
+        snap = copy.copy(self)
+        snap.node = copy.copy(self.node)
+        return snap
+
+
+@dataclass(slots=True)
+class OpRecord:
+    zone: str
+    op_id: str
+    verb: str  # "create" | "delete"
+    target: str  # QR id
+    created: float
+    done: bool = False
+    ended: float | None = None
+    due_at: float | None = None  # for operations that resolve on a timer
+    error: JSON | None = None
+    response: Callable[[str], JSON] | None = None  # project -> response JSON
+
+
+def location(project: str, zone: str) -> str:
+    return f"projects/{project}/locations/{zone}"
+
+
+def render_qr(qr: QRRecord, project: str, clock: Clock) -> JSON:
+    state: JSON = {"state": qr.state}
+    data = STATE_DATA.get(qr.state)
+    if data == "failedData":
+        state[data] = {"error": qr.error or rpc_status("UNKNOWN", "failed")}
+    elif data is not None:
+        state[data] = {}
+    if qr.initiator:
+        state["stateInitiator"] = qr.initiator
+    parent = location(project, qr.zone)
+    body: JSON = {
+        "name": f"{parent}/queuedResources/{qr.name}",
+        "createTime": clock.stamp(qr.created),
+        "tpu": {
+            "nodeSpec": [
+                {"parent": parent, "nodeId": qr.node_id, "node": copy.deepcopy(qr.node_spec)}
+            ]
+        },
+        "state": state,
+    }
+    body.update(copy.deepcopy(qr.tier))
+    if qr.queueing_policy:
+        body["queueingPolicy"] = copy.deepcopy(qr.queueing_policy)
+    return body
+
+
+def render_node(node: NodeRecord, qr: QRRecord, project: str, clock: Clock) -> JSON:
+    spec = qr.node_spec
+    parent = location(project, node.zone)
+    network = {"network": "default", "subnetwork": "default", "enableExternalIps": True}
+    network.update(spec.get("networkConfig") or {})
+    scheduling: JSON = {}
+    if "spot" in qr.tier:
+        scheduling["spot"] = True
+    if "reservationName" in qr.tier:
+        scheduling["reserved"] = True
+    account = dict(spec.get("serviceAccount") or {})
+    account.setdefault("email", "default")
+    account.setdefault("scope", list(_SCOPES))
+    body: JSON = {
+        "name": f"{parent}/nodes/{node.name}",
+        "acceleratorType": qr.accelerator,
+        "runtimeVersion": spec.get("runtimeVersion", ""),
+        "state": node.state,
+        "id": str(node.uid),
+        "createTime": clock.stamp(node.created),
+        "apiVersion": "V2",
+        "networkConfig": network,
+        "networkEndpoints": [_endpoint(ip, ext) for ip, ext in node.endpoints],
+        "queuedResource": f"{parent}/queuedResources/{qr.name}",
+        "serviceAccount": account,
+        "schedulingConfig": scheduling,
+        "shieldedInstanceConfig": {},
+    }
+    if node.state == "READY":
+        body["health"] = "HEALTHY"
+    for key in ("labels", "metadata", "tags", "description", "dataDisks"):
+        if spec.get(key):
+            body[key] = copy.deepcopy(spec[key])
+    if not body["networkEndpoints"]:
+        del body["networkEndpoints"]
+    return body
+
+
+def _endpoint(ip: str, external: str | None) -> JSON:
+    endpoint: JSON = {"ipAddress": ip, "port": 8470}
+    if external:
+        endpoint["accessConfig"] = {"externalIp": external}
+    return endpoint
+
+
+def render_op(op: OpRecord, project: str, clock: Clock) -> JSON:
+    parent = location(project, op.zone)
+    metadata: JSON = {
+        "@type": "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata",
+        "createTime": clock.stamp(op.created),
+        "target": f"{parent}/queuedResources/{op.target}",
+        "verb": op.verb,
+        "cancelRequested": False,
+        "apiVersion": "v2",
+    }
+    if op.ended is not None:
+        metadata["endTime"] = clock.stamp(op.ended)
+    body: JSON = {"name": f"{parent}/operations/{op.op_id}", "metadata": metadata, "done": op.done}
+    if op.done and op.error is not None:
+        body["error"] = copy.deepcopy(op.error)
+    elif op.done and op.response is not None:
+        body["response"] = op.response(project)
+    return body
+
+
+def guest_attributes(node: NodeRecord, query_path: str, worker_ids: list[str]) -> JSON:
+    """``GetGuestAttributesResponse``: one entry per worker (all workers when none are named)."""
+    wanted = {int(w) for w in worker_ids if str(w).isdigit()}
+    entries = []
+    for index, (ip, external) in enumerate(node.endpoints):
+        if wanted and index not in wanted:
+            continue
+        items = [
+            {"namespace": "guest-agent", "key": "worker-id", "value": str(index)},
+            {"namespace": "guest-agent", "key": "internal-ip", "value": ip},
+        ]
+        if external:
+            items.append({"namespace": "guest-agent", "key": "external-ip", "value": external})
+        if query_path.strip("/"):
+            prefix = query_path.strip("/")
+            items = [i for i in items if f"{i['namespace']}/{i['key']}".startswith(prefix)]
+        entries.append({"queryPath": query_path, "queryValue": {"items": items}})
+    return {"guestAttributes": entries}

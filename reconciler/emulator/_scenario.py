@@ -1,0 +1,260 @@
+"""Scenario files for the emulator: capacity over time, preemptions, faults, latencies.
+
+Values only: parsing YAML text into a validated ``Scenario`` and the ``Fault`` value. No I/O
+except ``Scenario.load`` reading the one file it is given; no clock, no server.
+
+Every time (``at``, ``until``, timings) is in *emulated* seconds from the emulator's start
+(``30``, ``"30s"``, ``"2m"``, ``"1h"``); the emulator's speed factor decides how fast they pass.
+Latencies are *real* seconds (they exist to exercise client timeouts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from reconciler.model.durations import parse_duration
+
+#: Google canonical status names and the HTTP status each is served with.
+STATUS_HTTP: dict[str, int] = {
+    "INVALID_ARGUMENT": 400,
+    "FAILED_PRECONDITION": 400,
+    "OUT_OF_RANGE": 400,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409,
+    "ABORTED": 409,
+    "RESOURCE_EXHAUSTED": 429,
+    "CANCELLED": 499,
+    "INTERNAL": 500,
+    "UNKNOWN": 500,
+    "DATA_LOSS": 500,
+    "NOT_IMPLEMENTED": 501,
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+}
+#: The status name used for a bare HTTP status.
+HTTP_STATUS: dict[int, str] = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ALREADY_EXISTS",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "NOT_IMPLEMENTED",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+#: google.rpc.Code numbers (used in ``failedData.error`` and operation errors).
+RPC_CODE: dict[str, int] = {
+    "CANCELLED": 1,
+    "UNKNOWN": 2,
+    "INVALID_ARGUMENT": 3,
+    "DEADLINE_EXCEEDED": 4,
+    "NOT_FOUND": 5,
+    "ALREADY_EXISTS": 6,
+    "PERMISSION_DENIED": 7,
+    "RESOURCE_EXHAUSTED": 8,
+    "FAILED_PRECONDITION": 9,
+    "ABORTED": 10,
+    "OUT_OF_RANGE": 11,
+    "NOT_IMPLEMENTED": 12,
+    "INTERNAL": 13,
+    "UNAVAILABLE": 14,
+    "DATA_LOSS": 15,
+    "UNAUTHENTICATED": 16,
+}
+
+
+class ScenarioError(ValueError):
+    """A scenario that does not parse or validate; the message says where."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """An injected failure for the next ``count`` requests matching ``method`` and ``path``.
+
+    ``status`` is an HTTP status (429, 503, 403, ...) or a Google status name
+    (``"ALREADY_EXISTS"``); ``None`` injects only ``latency`` and lets the request through.
+    ``path`` is a regular expression searched in the URL path. ``body`` replaces Google's
+    error JSON with raw text (garbage JSON, an HTML page). ``count`` None hits every match.
+    ``latency`` is real seconds slept before answering.
+    """
+
+    status: int | str | None = 429
+    method: str | None = None
+    path: str | None = None
+    count: int | None = 1
+    latency: float = 0.0
+    body: bytes | str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.status, str) and self.status.upper() not in STATUS_HTTP:
+            raise ValueError(f"unknown status name {self.status!r}")
+        if isinstance(self.status, int) and not 100 <= self.status <= 599:
+            raise ValueError(f"HTTP status out of range: {self.status}")
+
+    @property
+    def http_status(self) -> int | None:
+        if self.status is None:
+            return None
+        if isinstance(self.status, str):
+            return STATUS_HTTP[self.status.upper()]
+        return self.status
+
+    @property
+    def status_name(self) -> str | None:
+        if self.status is None:
+            return None
+        if isinstance(self.status, str):
+            return self.status.upper()
+        return HTTP_STATUS.get(self.status, "UNKNOWN")
+
+
+def _seconds(value: object) -> float:
+    if value == 0 or value == "0":
+        return 0.0
+    return parse_duration(value)
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+
+
+class _Base(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Timings(_Base):
+    """How long each step takes, in emulated seconds."""
+
+    accept: Seconds = 1.0  # CREATING -> ACCEPTED (the create operation finishes here)
+    provision: Seconds = 2.0  # ACCEPTED -> PROVISIONING, or WAITING_FOR_RESOURCES if no capacity
+    activate: Seconds = 5.0  # PROVISIONING -> ACTIVE (node CREATING -> READY)
+    delete: Seconds = 3.0  # DELETING -> gone
+    suspend: Seconds = 0.0  # SUSPENDING -> SUSPENDED after a preemption
+
+
+class CapacityChange(_Base):
+    """From ``at`` on, ``count`` slices of ``accelerator`` may hold capacity in ``zone``.
+
+    ``count`` null means unlimited. ``shortage`` says what a QR does when none is free:
+    ``wait`` (WAITING_FOR_RESOURCES) or ``fail`` (FAILED with code 8 RESOURCE_EXHAUSTED).
+    """
+
+    at: Seconds = 0.0
+    zone: str
+    accelerator: str
+    count: int | None = Field(default=None, ge=0)
+    shortage: Literal["wait", "fail"] | None = None
+
+
+class Preemption(_Base):
+    at: Seconds = 0.0
+    zone: str
+    node: str
+
+
+class ScheduledFault(_Base):
+    at: Seconds = 0.0
+    status: int | str | None = 429
+    method: str | None = None
+    path: str | None = None
+    count: int | None = 1
+    latency: float = Field(default=0.0, ge=0)
+    body: str | None = None
+
+    def fault(self) -> Fault:
+        return Fault(
+            status=self.status,
+            method=self.method,
+            path=self.path,
+            count=self.count,
+            latency=self.latency,
+            body=self.body,
+        )
+
+
+class LatencyChange(_Base):
+    at: Seconds = 0.0
+    seconds: float = Field(ge=0)
+
+
+class ScenarioQueuedResource(_Base):
+    """A queued resource that appears at ``at``: created like a user's, or placed in ``state``."""
+
+    at: Seconds = 0.0
+    name: str
+    zone: str
+    accelerator: str = "v4-8"
+    runtime_version: str = "tpu-ubuntu2204-base"
+    mode: Literal["spot", "on-demand", "reserved"] = "spot"
+    labels: dict[str, str] = Field(default_factory=dict)
+    node_id: str | None = None
+    state: (
+        Literal[
+            "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE", "SUSPENDED", "FAILED"
+        ]
+        | None
+    ) = None
+    valid_until: Seconds | None = None
+
+
+class Unreachable(_Base):
+    """``zone`` is missing from ``locations/-`` lists (named in ``unreachable[]``) and answers
+    503 when asked directly, from ``at`` until ``until`` (null: for good)."""
+
+    at: Seconds = 0.0
+    zone: str
+    until: Seconds | None = None
+
+
+class Scenario(_Base):
+    """A story for the emulator. Every field is optional; an empty scenario is a quiet cloud
+    with unlimited capacity."""
+
+    speed: float | None = Field(default=None, ge=0)
+    page_size: int | None = Field(default=None, ge=1)
+    ip_pool: list[str] | None = None
+    timings: Timings = Field(default_factory=Timings)
+    default_capacity: int | None = Field(default=None, ge=0)
+    fail_deletes_while_provisioning: bool = False
+    capacity: list[CapacityChange] = Field(default_factory=list)
+    preemptions: list[Preemption] = Field(default_factory=list)
+    faults: list[ScheduledFault] = Field(default_factory=list)
+    latency: list[LatencyChange] = Field(default_factory=list)
+    queued_resources: list[ScenarioQueuedResource] = Field(default_factory=list)
+    unreachable: list[Unreachable] = Field(default_factory=list)
+
+    @classmethod
+    def from_yaml(cls, text: str, *, source: str = "<scenario>") -> Scenario:
+        from ruamel.yaml import YAML
+        from ruamel.yaml.error import YAMLError
+
+        try:
+            data: Any = YAML(typ="safe", pure=True).load(text)
+        except YAMLError as exc:
+            raise ScenarioError(f"{source}: not valid YAML: {exc}") from None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ScenarioError(f"{source}: a scenario is a mapping of sections")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            raise ScenarioError(f"{source}: {problems}") from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> Scenario:
+        p = Path(path)
+        return cls.from_yaml(p.read_text(encoding="utf-8"), source=str(p))

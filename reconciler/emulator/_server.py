@@ -1,0 +1,393 @@
+"""The ``Emulator``: an HTTP server in a background thread around the emulated world.
+
+Side effects live here and only here: the listening socket, the handler threads, the wall
+clock that drives emulated time (``speed`` emulated seconds per real second, plus whatever
+``advance`` adds), latency sleeps, and the request log. One lock serializes the world between
+the HTTP threads and test code; latency is slept outside it.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from reconciler.emulator import _api, _control
+from reconciler.emulator import _records as rec
+from reconciler.emulator._records import ApiError
+from reconciler.emulator._scenario import Fault, Scenario, ScenarioQueuedResource
+from reconciler.emulator._world import DEFAULT_IP_POOL, World
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One API request as served (control requests under ``/_emulator/`` are not logged)."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    status: int
+    at: float  # emulated seconds since start
+
+    @property
+    def key(self) -> str:
+        """``"POST queuedResources.create"``: the ``request_counts`` key of this request."""
+        return _api.classify(self.method, self.path)
+
+
+class Emulator:
+    """A local Cloud TPU v2 API. ``with Emulator() as emu:`` starts and stops it.
+
+    ``speed`` (default: the scenario's, else 1.0) is emulated seconds per real second; 0
+    freezes the clock so that only ``advance`` moves it. ``page_size`` (default 25) is the
+    list page size when the client does not ask for one. ``ip_pool`` hands out external IPs,
+    one per worker, lowest free first. ``project`` names resources in control-API output.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario | None = None,
+        *,
+        speed: float | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        ip_pool: Sequence[str] | None = None,
+        page_size: int | None = None,
+        project: str = "test-project",
+    ) -> None:
+        scenario = scenario or Scenario()
+        self.scenario = scenario
+        self.speed = float(speed if speed is not None else (scenario.speed or 1.0))
+        if self.speed < 0:
+            raise ValueError("speed must be >= 0")
+        pool = tuple(ip_pool or scenario.ip_pool or DEFAULT_IP_POOL)
+        if not pool:
+            raise ValueError("ip_pool must not be empty")
+        self.page_size = int(page_size or scenario.page_size or 25)
+        self.project = project
+        self.host = host
+        self._port = port
+        self._lock = threading.RLock()
+        self._world = World(scenario, epoch=time.time(), ip_pool=pool)
+        self._t0 = time.monotonic()
+        self._offset = 0.0
+        self._log: list[RequestRecord] = []
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> Emulator:
+        if self._httpd is not None:
+            return self
+        httpd = ThreadingHTTPServer((self.host, self._port), _Handler)
+        httpd.daemon_threads = True
+        httpd.emulator = self  # type: ignore[attr-defined]
+        self._httpd = httpd
+        self._port = httpd.server_address[1]
+        with self._lock:
+            self._t0 = time.monotonic()
+            self._world.settle(self.now())
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True,
+            name=f"tpu-emulator-{self._port}",
+        )  # fmt: skip
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """The value for ``CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU``."""
+        return f"http://{self.host}:{self._port}/"
+
+    def gcloud_env(
+        self, config_dir: str, token_file: str, project: str | None = None
+    ) -> dict[str, str]:
+        """The variables that point gcloud at this emulator (merge them into a copy of environ)."""
+        return {
+            "CLOUDSDK_CONFIG": config_dir,
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU": self.url,
+            "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": token_file,
+            "CLOUDSDK_CORE_PROJECT": project or self.project,
+            "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+        }
+
+    # --- the clock ---------------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Emulated seconds since start."""
+        return self._offset + (time.monotonic() - self._t0) * self.speed
+
+    def advance(self, seconds: float) -> None:
+        """Move emulated time forward by ``seconds`` now, running everything due."""
+        if seconds < 0:
+            raise ValueError("cannot move the clock backwards")
+        with self._lock:
+            self._offset += seconds
+            self._world.settle(self.now())
+
+    def set_speed(self, speed: float) -> None:
+        if speed < 0:
+            raise ValueError("speed must be >= 0")
+        with self._lock:
+            self._offset = self.now()
+            self._t0 = time.monotonic()
+            self.speed = float(speed)
+
+    def _settled(self) -> World:
+        """The world settled to now; call with the lock held."""
+        self._world.settle(self.now())
+        return self._world
+
+    # --- control -----------------------------------------------------------------------------
+
+    def set_capacity(
+        self, zone: str, accelerator: str, count: int | None, *, shortage: str | None = None
+    ) -> None:
+        """At most ``count`` (None: unlimited) slices of this type hold capacity in ``zone``;
+        ``shortage`` "wait" or "fail" says what a QR does when none is free."""
+        if shortage not in (None, "wait", "fail"):
+            raise ValueError("shortage must be 'wait' or 'fail'")
+        with self._lock:
+            self._settled().set_capacity(zone, accelerator, count, shortage)
+            self._world.settle(self._world.t)
+
+    def capacity_used(self, zone: str, accelerator: str) -> int:
+        with self._lock:
+            return self._settled().used(zone, accelerator)
+
+    def preempt(self, zone: str, node: str) -> None:
+        """Node -> PREEMPTED, its QR -> SUSPENDING -> SUSPENDED (stateInitiator SERVICE)."""
+        with self._lock:
+            self._control(lambda w: w.preempt(zone, node))
+
+    def fail_queued_resource(
+        self, zone: str, name: str, status: str = "RESOURCE_EXHAUSTED", message: str = ""
+    ) -> None:
+        """QR -> FAILED with ``failedData.error`` (code 7 PERMISSION_DENIED for a closed queue)."""
+        with self._lock:
+            self._control(lambda w: w.fail(zone, name, status, message or f"{status} (emulator)"))
+
+    def inject_fault(self, fault: Fault) -> None:
+        with self._lock:
+            self._world.add_fault(fault)
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._world.faults.clear()
+
+    def set_latency(self, seconds: float) -> None:
+        """Real seconds slept before answering every API request."""
+        with self._lock:
+            self._world.latency = max(0.0, float(seconds))
+
+    def fail_deletes_while_provisioning(self, enabled: bool = True) -> None:
+        """Deletes of a PROVISIONING QR return an operation that later fails (code 9)."""
+        with self._lock:
+            self._world.fail_provisioning_deletes = enabled
+
+    def set_unreachable(self, zone: str, unreachable: bool = True) -> None:
+        """Hide ``zone`` from ``locations/-`` lists (``unreachable[]``); direct calls get 503."""
+        with self._lock:
+            (self._world.unreachable.add if unreachable else self._world.unreachable.discard)(zone)
+
+    def add_queued_resource(
+        self,
+        zone: str,
+        name: str,
+        accelerator: str = "v4-8",
+        *,
+        runtime_version: str = "tpu-ubuntu2204-base",
+        mode: str = "spot",
+        labels: dict[str, str] | None = None,
+        node_id: str | None = None,
+        state: str | None = None,
+        valid_until: float | None = None,
+    ) -> dict[str, Any]:
+        """Put a QR in place without the API (e.g. an unmanaged one without our label).
+
+        ``state`` None starts it CREATING like a created one; ACTIVE / PROVISIONING /
+        SUSPENDED give it a node (and a capacity unit, even beyond the limit); FAILED fails it
+        with code 8. Returns the QR's API JSON.
+        """
+        spec = ScenarioQueuedResource.model_validate(
+            {
+                "name": name, "zone": zone, "accelerator": accelerator,
+                "runtime_version": runtime_version, "mode": mode, "labels": labels or {},
+                "node_id": node_id, "state": state, "valid_until": valid_until,
+            }
+        )  # fmt: skip
+        with self._lock:
+            world = self._settled()
+            if (zone, name) in world.qrs:
+                raise ValueError(f"queued resource {zone}/{name} already exists")
+            q = world.place(spec)
+            world.settle(world.t)
+            return rec.render_qr(q, self.project, world.clock)
+
+    def _control(self, action: Any) -> None:
+        world = self._settled()
+        try:
+            action(world)
+        except ApiError as exc:
+            raise LookupError(exc.message) from None
+        world.settle(world.t)
+
+    # --- inspection --------------------------------------------------------------------------
+
+    def queued_resource(self, zone: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            world = self._settled()
+            q = world.qrs.get((zone, name))
+            return None if q is None else rec.render_qr(q, self.project, world.clock)
+
+    def node(self, zone: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            world = self._settled()
+            n = world.nodes.get((zone, name))
+            if n is None:
+                return None
+            return rec.render_node(n, world.qrs[(zone, n.qr_name)], self.project, world.clock)
+
+    def queued_resources(self) -> list[dict[str, Any]]:
+        with self._lock:
+            world = self._settled()
+            return [
+                rec.render_qr(q, self.project, world.clock) for _, q in sorted(world.qrs.items())
+            ]
+
+    def nodes(self) -> list[dict[str, Any]]:
+        with self._lock:
+            world = self._settled()
+            return [
+                rec.render_node(n, world.qrs[(n.zone, n.qr_name)], self.project, world.clock)
+                for _, n in sorted(world.nodes.items())
+            ]
+
+    def requests(self) -> list[RequestRecord]:
+        with self._lock:
+            return list(self._log)
+
+    def request_counts(self) -> collections.Counter[str]:
+        with self._lock:
+            return collections.Counter(r.key for r in self._log)
+
+    def clear_requests(self) -> None:
+        with self._lock:
+            self._log.clear()
+
+    # --- serving -----------------------------------------------------------------------------
+
+    def serve_api(
+        self, method: str, path: str, query: dict[str, str], raw: bytes
+    ) -> tuple[int, bytes]:
+        """Answer one API request (called from handler threads)."""
+        with self._lock:
+            fault = self._settled().take_fault(method, path)
+            delay = self._world.latency + (fault.latency if fault else 0.0)
+        if delay > 0:
+            time.sleep(delay)
+        body: Any = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+        with self._lock:
+            world = self._settled()
+            if fault is not None and fault.http_status is not None:
+                status, payload = fault.http_status, _fault_body(fault)
+            elif isinstance(body, str):
+                err = ApiError("INVALID_ARGUMENT", "the request body is not JSON")
+                status, payload = err.http_status, _dump(err.body())
+            else:
+                status, obj = _api.dispatch(world, method, path, query, body, self.page_size)
+                payload = _dump(obj)
+            self._log.append(RequestRecord(method, path, dict(query), body, status, world.t))
+        return status, payload
+
+
+def _dump(obj: Any) -> bytes:
+    return json.dumps(obj, indent=1).encode()
+
+
+def _fault_body(fault: Fault) -> bytes:
+    if fault.body is not None:
+        return fault.body.encode() if isinstance(fault.body, str) else fault.body
+    status = fault.status_name or "UNKNOWN"
+    message = f"{status}: injected by the emulator"
+    return _dump({"error": {"code": fault.http_status, "message": message, "status": status}})
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "tpu-emulator"
+    timeout = 60
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the request log is the emulator's, not stderr's
+
+    def _emulator(self) -> Emulator:
+        emulator: Emulator = self.server.emulator  # type: ignore[attr-defined]
+        return emulator
+
+    def _serve(self, method: str) -> None:
+        parts = urlsplit(self.path)
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        emulator = self._emulator()
+        if parts.path.startswith("/_emulator/"):
+            status, payload = _control.handle(emulator, method, parts.path, raw)
+            content_type = "application/json"
+        else:
+            status, payload = emulator.serve_api(method, parts.path, query, raw)
+            content_type = "application/json; charset=UTF-8"
+            if payload[:1] not in (b"{", b"["):
+                content_type = "text/html; charset=UTF-8"
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")

@@ -1,0 +1,490 @@
+"""The emulated Cloud TPU as a discrete-event state machine on an explicit clock.
+
+Pure: no I/O, no threads, no wall clock. The server calls ``settle(now)`` with the emulated
+time before every read or write, and the world replays every timer and scenario event due
+by then *in time order*, so capacity freed at t=40 goes to the oldest waiter at t=40 however
+late the next request arrives. Callers serialize access (the server holds one lock).
+
+Lifecycle of a queued resource (timings from ``Timings``):
+
+    CREATING --accept--> ACCEPTED --provision--> PROVISIONING --activate--> ACTIVE
+                                  \\-> WAITING_FOR_RESOURCES (no capacity) -> PROVISIONING
+    queued past validUntil, or no capacity with shortage=fail -> FAILED (code 8)
+    preempted -> SUSPENDING --suspend--> SUSPENDED (stateInitiator SERVICE)
+    deleted   -> DELETING --delete--> gone (its capacity unit returns)
+
+A QR holds one unit of (zone, accelerator) capacity from PROVISIONING until its deletion
+finishes (a preempted QR keeps it until deleted, as it keeps its quota).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.emulator import _records as rec
+from reconciler.emulator._records import ApiError, NodeRecord, OpRecord, QRRecord
+from reconciler.emulator._scenario import Fault, Scenario, ScenarioQueuedResource, Timings
+from reconciler.model.names import ACCELERATOR_RE, NAME_RE, ZONE_RE, worker_count
+
+QUEUED = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES"})
+#: States in which deleting needs ``force`` because a node exists and is in use.
+NEEDS_FORCE = frozenset({"PROVISIONING", "ACTIVE", "SUSPENDING"})
+DEFAULT_IP_POOL = tuple(f"203.0.113.{i}" for i in range(1, 255))  # TEST-NET-3: never routed
+_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)s$")
+NO_CAPACITY = (
+    'There is no more capacity in the zone "{zone}"; you can try in another zone where Cloud '
+    "TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions) [EID: 0xemulator]"
+)
+
+
+@dataclass(slots=True)
+class ArmedFault:
+    fault: Fault
+    remaining: int | None
+    pattern: re.Pattern[str] | None = None
+
+
+@dataclass(order=True, slots=True)
+class _Event:
+    at: float
+    seq: int
+    kind: str = field(compare=False)
+    payload: Any = field(compare=False)
+
+
+class World:
+    def __init__(self, scenario: Scenario, *, epoch: float, ip_pool: tuple[str, ...]) -> None:
+        self.clock = rec.Clock(epoch)
+        self.timings: Timings = scenario.timings
+        self.t = 0.0
+        self.qrs: dict[tuple[str, str], QRRecord] = {}
+        self.nodes: dict[tuple[str, str], NodeRecord] = {}
+        self.ops: dict[tuple[str, str], OpRecord] = {}
+        self.capacity: dict[tuple[str, str], int | None] = {}
+        self.shortage: dict[tuple[str, str], str] = {}
+        self.default_capacity = scenario.default_capacity
+        self.unreachable: set[str] = set()
+        self.faults: list[ArmedFault] = []
+        self.latency = 0.0
+        self.fail_provisioning_deletes = scenario.fail_deletes_while_provisioning
+        self.ip_pool = ip_pool
+        self._ips_in_use: set[str] = set()
+        self._ip_rr = 0
+        self._internal = 0
+        self._seq = 0
+        self._events: list[_Event] = []
+        for c in scenario.capacity:
+            self._schedule(c.at, "capacity", c)
+        for p in scenario.preemptions:
+            self._schedule(p.at, "preempt", p)
+        for f in scenario.faults:
+            self._schedule(f.at, "fault", f.fault())
+        for lat in scenario.latency:
+            self._schedule(lat.at, "latency", lat.seconds)
+        for q in scenario.queued_resources:
+            self._schedule(q.at, "qr", q)
+        for u in scenario.unreachable:
+            self._schedule(u.at, "unreachable", (u.zone, True))
+            if u.until is not None:
+                self._schedule(u.until, "unreachable", (u.zone, False))
+
+    # --- the clock ---------------------------------------------------------------------------
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _schedule(self, at: float, kind: str, payload: Any) -> None:
+        bisect.insort(self._events, _Event(at, self._next_seq(), kind, payload))
+
+    def _next_time(self) -> float | None:
+        times = [self._events[0].at] if self._events else []
+        for q in self.qrs.values():
+            if q.next_at is not None:
+                times.append(q.next_at)
+            if q.deadline is not None and q.state in QUEUED:
+                times.append(q.deadline)
+        times.extend(o.due_at for o in self.ops.values() if o.due_at is not None and not o.done)
+        return min(times, default=None)
+
+    def settle(self, now: float) -> None:
+        """Replay everything due up to emulated time ``now``."""
+        while (t := self._next_time()) is not None and t <= now:
+            self.t = max(self.t, t)
+            self._fire(self.t)
+            self._grant()
+        self.t = max(self.t, now)
+
+    def _fire(self, t: float) -> None:
+        while self._events and self._events[0].at <= t:
+            event = self._events.pop(0)
+            self._apply_event(event.kind, event.payload)
+        for q in sorted(self.qrs.values(), key=lambda r: r.seq):
+            if q.deadline is not None and q.deadline <= t and q.state in QUEUED:
+                self._fail(q, "RESOURCE_EXHAUSTED", _expired(q))
+            elif q.next_at is not None and q.next_at <= t:
+                q.next_at = None
+                self._advance(q)
+        for op in self.ops.values():
+            if op.due_at is not None and op.due_at <= t and not op.done:
+                self._close_op(op)
+
+    def _apply_event(self, kind: str, payload: Any) -> None:
+        if kind == "capacity":
+            self.set_capacity(payload.zone, payload.accelerator, payload.count, payload.shortage)
+        elif kind == "preempt":
+            if (payload.zone, payload.node) in self.nodes:
+                self.preempt(payload.zone, payload.node)
+        elif kind == "fault":
+            self.add_fault(payload)
+        elif kind == "latency":
+            self.latency = float(payload)
+        elif kind == "qr":
+            if (payload.zone, payload.name) not in self.qrs:
+                self.place(payload)
+        elif kind == "unreachable":
+            zone, down = payload
+            (self.unreachable.add if down else self.unreachable.discard)(zone)
+
+    # --- transitions -------------------------------------------------------------------------
+
+    def _advance(self, q: QRRecord) -> None:
+        if q.state == "CREATING":
+            if self._shortage_fails(q) and self._free(q.capacity_key) <= 0:
+                self._fail(q, "RESOURCE_EXHAUSTED", NO_CAPACITY.format(zone=q.zone))
+                return
+            q.state = "ACCEPTED"
+            q.next_at = max(self.t + self.timings.provision, q.valid_after)
+            self._resolve_create(q)
+        elif q.state == "ACCEPTED":
+            q.state = "WAITING_FOR_RESOURCES"
+            self._grant()
+            if q.state == "WAITING_FOR_RESOURCES" and self._shortage_fails(q):
+                self._fail(q, "RESOURCE_EXHAUSTED", NO_CAPACITY.format(zone=q.zone))
+        elif q.state == "PROVISIONING":
+            q.state = "ACTIVE"
+            if q.node is not None:
+                q.node.state = "READY"
+                self._assign_endpoints(q)
+        elif q.state == "SUSPENDING":
+            q.state = "SUSPENDED"
+        elif q.state == "DELETING":
+            self._remove(q)
+
+    def _grant(self) -> None:
+        waiting = sorted(
+            (q for q in self.qrs.values() if q.state == "WAITING_FOR_RESOURCES"),
+            key=lambda r: r.seq,
+        )
+        for q in waiting:
+            if q.valid_after <= self.t and self._free(q.capacity_key) > 0:
+                self._provision(q)
+
+    def _provision(self, q: QRRecord) -> None:
+        q.state = "PROVISIONING"
+        q.holds = True
+        q.deadline = None
+        q.next_at = self.t + self.timings.activate
+        node = NodeRecord(q.zone, q.node_id, 7_000_000_000_000_000_000 + q.seq, q.name, self.t)
+        q.node = node
+        self.nodes[(q.zone, q.node_id)] = node
+
+    def _assign_endpoints(self, q: QRRecord) -> None:
+        assert q.node is not None
+        external = (q.node_spec.get("networkConfig") or {}).get("enableExternalIps", True)
+        q.node.endpoints = [(self._internal_ip(), None) for _ in range(worker_count(q.accelerator))]
+        if external is not False:
+            q.node.endpoints = [(ip, self._take_ip()) for ip, _ in q.node.endpoints]
+
+    def _internal_ip(self) -> str:
+        self._internal += 1
+        n = self._internal
+        return f"10.{128 + n // 62500 % 64}.{n // 250 % 250}.{n % 250 + 2}"
+
+    def _take_ip(self) -> str:
+        for ip in self.ip_pool:
+            if ip not in self._ips_in_use:
+                self._ips_in_use.add(ip)
+                return ip
+        self._ip_rr += 1  # pool exhausted: share addresses round-robin
+        return self.ip_pool[(self._ip_rr - 1) % len(self.ip_pool)]
+
+    def _fail(self, q: QRRecord, status: str, message: str) -> None:
+        q.state = "FAILED"
+        q.initiator = "SERVICE"
+        q.error = rec.rpc_status(status, message)
+        q.next_at = None
+        q.deadline = None
+        self._resolve_create(q)
+
+    def _resolve_create(self, q: QRRecord) -> None:
+        op = self.ops.get((q.zone, q.create_op or ""))
+        if op is None or op.done:
+            return
+        if q.state == "FAILED":
+            op.error = dict(q.error or {})
+        else:
+            snap = q.snapshot()
+            clock = self.clock
+
+            def response(project: str) -> rec.JSON:
+                body = rec.render_qr(snap, project, clock)
+                return {"@type": "type.googleapis.com/google.cloud.tpu.v2.QueuedResource", **body}
+
+            op.response = response
+        self._close_op(op)
+
+    def _close_op(self, op: OpRecord) -> None:
+        op.done = True
+        op.ended = self.t
+        op.due_at = None
+
+    def _remove(self, q: QRRecord) -> None:
+        del self.qrs[(q.zone, q.name)]
+        if q.node is not None:
+            self.nodes.pop((q.zone, q.node.name), None)
+            self._ips_in_use.difference_update(ext for _, ext in q.node.endpoints if ext)
+        q.holds = False
+        for op_id in q.delete_ops:
+            op = self.ops[(q.zone, op_id)]
+            op.response = _empty
+            self._close_op(op)
+        create = self.ops.get((q.zone, q.create_op or ""))
+        if create is not None and not create.done:
+            create.error = rec.rpc_status("CANCELLED", "the queued resource was deleted")
+            self._close_op(create)
+
+    # --- capacity ----------------------------------------------------------------------------
+
+    def _free(self, key: tuple[str, str]) -> float:
+        limit = self.capacity.get(key, self.default_capacity)
+        if limit is None:
+            return float("inf")
+        return limit - sum(1 for q in self.qrs.values() if q.holds and q.capacity_key == key)
+
+    def _shortage_fails(self, q: QRRecord) -> bool:
+        return self.shortage.get(q.capacity_key) == "fail"
+
+    def set_capacity(
+        self, zone: str, accelerator: str, count: int | None, shortage: str | None = None
+    ) -> None:
+        self.capacity[(zone, accelerator)] = count
+        if shortage is not None:
+            self.shortage[(zone, accelerator)] = shortage
+        self._grant()
+
+    def used(self, zone: str, accelerator: str) -> int:
+        key = (zone, accelerator)
+        return sum(1 for q in self.qrs.values() if q.holds and q.capacity_key == key)
+
+    # --- requests ----------------------------------------------------------------------------
+
+    def _new_op(self, zone: str, verb: str, target: str) -> OpRecord:
+        seq = self._next_seq()
+        millis = int((self.clock.epoch + self.t) * 1000)
+        op = OpRecord(zone, f"operation-{millis}-{seq:012x}", verb, target, self.t)
+        self.ops[(zone, op.op_id)] = op
+        return op
+
+    def create(self, project: str, zone: str, qr_id: str | None, body: Any) -> OpRecord:
+        _check_zone(zone)
+        if not qr_id or not NAME_RE.fullmatch(qr_id):
+            raise ApiError("INVALID_ARGUMENT", f"invalid queuedResourceId {qr_id!r}")
+        if not isinstance(body, dict):
+            raise ApiError("INVALID_ARGUMENT", "the request body must be a QueuedResource")
+        specs = (body.get("tpu") or {}).get("nodeSpec")
+        if not isinstance(specs, list) or len(specs) != 1 or not isinstance(specs[0], dict):
+            raise ApiError("INVALID_ARGUMENT", "the emulator supports exactly one tpu.nodeSpec")
+        spec = specs[0]
+        node = spec.get("node")
+        node_id = spec.get("nodeId")
+        if not isinstance(node, dict) or not isinstance(node_id, str) or not node_id:
+            raise ApiError("INVALID_ARGUMENT", "nodeSpec needs a node and a nodeId")
+        accelerator = node.get("acceleratorType")
+        if not isinstance(accelerator, str) or not ACCELERATOR_RE.fullmatch(accelerator):
+            raise ApiError("INVALID_ARGUMENT", f"unsupported acceleratorType {accelerator!r}")
+        if not node.get("runtimeVersion"):
+            raise ApiError("INVALID_ARGUMENT", "node.runtimeVersion is required")
+        if (zone, qr_id) in self.qrs:
+            name = f"{rec.location(project, zone)}/queuedResources/{qr_id}"
+            raise ApiError("ALREADY_EXISTS", f"Resource '{name}' already exists")
+        if (zone, node_id) in self.nodes:
+            raise ApiError("ALREADY_EXISTS", f"Node '{node_id}' already exists in {zone}")
+        tier = {k: body[k] for k in ("spot", "guaranteed", "reservationName") if k in body}
+        policy = (
+            body.get("queueingPolicy") if isinstance(body.get("queueingPolicy"), dict) else None
+        )
+        q = QRRecord(
+            zone, qr_id, self._next_seq(), node_id, accelerator, node, tier, policy, self.t
+        )
+        self._apply_policy(q)
+        q.next_at = self.t + self.timings.accept
+        op = self._new_op(zone, "create", qr_id)
+        q.create_op = op.op_id
+        self.qrs[(zone, qr_id)] = q
+        return op
+
+    def _apply_policy(self, q: QRRecord) -> None:
+        policy = q.queueing_policy or {}
+        try:
+            if m := _DURATION.match(str(policy.get("validUntilDuration", ""))):
+                q.deadline = q.created + float(m.group(1))
+            if policy.get("validUntilTime"):
+                q.deadline = self.clock.parse(str(policy["validUntilTime"]))
+            if m := _DURATION.match(str(policy.get("validAfterDuration", ""))):
+                q.valid_after = q.created + float(m.group(1))
+            if policy.get("validAfterTime"):
+                q.valid_after = self.clock.parse(str(policy["validAfterTime"]))
+        except ValueError as exc:
+            raise ApiError("INVALID_ARGUMENT", f"bad queueingPolicy: {exc}") from None
+
+    def place(self, spec: ScenarioQueuedResource) -> QRRecord:
+        """Put a QR straight into the world (a scenario's or a test's), skipping the API."""
+        tier: rec.JSON = {}
+        if spec.mode == "spot":
+            tier = {"spot": {}}
+        elif spec.mode == "reserved":
+            tier = {"reservationName": f"projects/-/locations/{spec.zone}/reservations/-"}
+        node = {
+            "acceleratorType": spec.accelerator,
+            "runtimeVersion": spec.runtime_version,
+            "labels": dict(spec.labels),
+            "networkConfig": {"enableExternalIps": True},
+        }
+        policy = None
+        if spec.valid_until is not None:
+            policy = {"validUntilDuration": f"{int(spec.valid_until)}s"}
+        node_id = spec.node_id or spec.name
+        q = QRRecord(
+            spec.zone, spec.name, self._next_seq(), node_id, spec.accelerator, node, tier, policy,
+            self.t,
+        )  # fmt: skip
+        self._apply_policy(q)
+        self.qrs[(q.zone, q.name)] = q
+        state = spec.state or "CREATING"
+        if state == "CREATING":
+            q.next_at = self.t + self.timings.accept
+        elif state == "ACCEPTED":
+            q.state, q.next_at = state, self.t + self.timings.provision
+        elif state == "WAITING_FOR_RESOURCES":
+            q.state = state
+        elif state == "FAILED":
+            self._fail(q, "RESOURCE_EXHAUSTED", NO_CAPACITY.format(zone=q.zone))
+        else:
+            self._provision(q)
+            if state in ("ACTIVE", "SUSPENDED"):
+                q.next_at = None
+                self._advance(q)
+            if state == "SUSPENDED":
+                self.preempt(q.zone, node_id)
+                q.state, q.next_at = "SUSPENDED", None
+        return q
+
+    def get(self, zone: str, name: str) -> QRRecord:
+        self._check_reachable(zone)
+        q = self.qrs.get((zone, name))
+        if q is None:
+            raise ApiError("NOT_FOUND", f"Resource 'queuedResources/{name}' was not found")
+        return q
+
+    def get_node(self, zone: str, name: str) -> NodeRecord:
+        self._check_reachable(zone)
+        node = self.nodes.get((zone, name))
+        if node is None:
+            raise ApiError("NOT_FOUND", f"Resource 'nodes/{name}' was not found")
+        return node
+
+    def get_op(self, zone: str, op_id: str) -> OpRecord:
+        op = self.ops.get((zone, op_id))
+        if op is None:
+            raise ApiError("NOT_FOUND", f"Resource 'operations/{op_id}' was not found")
+        return op
+
+    def _check_reachable(self, zone: str) -> None:
+        _check_zone(zone)
+        if zone in self.unreachable:
+            raise ApiError("UNAVAILABLE", f"The zone {zone} is temporarily unavailable")
+
+    def zones_for(self, zone: str) -> tuple[set[str] | None, list[str]]:
+        """(zones to list, None for all; unreachable zones) for a list in ``zone``."""
+        if zone == "-":
+            return None, sorted(self.unreachable)
+        self._check_reachable(zone)
+        return {zone}, []
+
+    def delete(self, zone: str, name: str, *, force: bool) -> OpRecord:
+        q = self.get(zone, name)
+        if q.state in NEEDS_FORCE and q.node is not None and not force:
+            raise ApiError(
+                "FAILED_PRECONDITION",
+                f"Queued resource {name} in state {q.state} has node {q.node.name}; "
+                "delete it with force=true",
+            )
+        op = self._new_op(zone, "delete", name)
+        if q.state == "PROVISIONING" and self.fail_provisioning_deletes:
+            op.due_at = self.t + self.timings.delete
+            op.error = rec.rpc_status(
+                "FAILED_PRECONDITION",
+                f"Queued resource {name} cannot be deleted while PROVISIONING",
+            )
+            return op
+        q.delete_ops.append(op.op_id)
+        if q.state != "DELETING":
+            q.state, q.initiator = "DELETING", "USER"
+            q.deadline = None
+            q.next_at = self.t + self.timings.delete
+            if q.node is not None:
+                q.node.state = "DELETING"
+        return op
+
+    def preempt(self, zone: str, node_name: str) -> None:
+        node = self.nodes.get((zone, node_name))
+        if node is None:
+            raise ApiError("NOT_FOUND", f"Resource 'nodes/{node_name}' was not found")
+        q = self.qrs[(zone, node.qr_name)]
+        if q.state not in ("PROVISIONING", "ACTIVE"):
+            raise ApiError("FAILED_PRECONDITION", f"node {node_name} is {node.state}, not running")
+        node.state = "PREEMPTED"
+        q.state, q.initiator = "SUSPENDING", "SERVICE"
+        q.next_at = self.t + self.timings.suspend
+
+    def fail(self, zone: str, name: str, status: str, message: str) -> None:
+        self._fail(self.get(zone, name), status, message)
+
+    def add_fault(self, fault: Fault) -> None:
+        pattern = re.compile(fault.path) if fault.path else None
+        self.faults.append(ArmedFault(fault, fault.count, pattern))
+
+    def take_fault(self, method: str, path: str) -> Fault | None:
+        """The first armed fault matching this request, counting it down."""
+        for armed in self.faults:
+            f = armed.fault
+            if f.method and f.method.upper() != method.upper():
+                continue
+            if armed.pattern is not None and not armed.pattern.search(path):
+                continue
+            if armed.remaining is not None:
+                armed.remaining -= 1
+                if armed.remaining <= 0:
+                    self.faults.remove(armed)
+            return f
+        return None
+
+
+def _check_zone(zone: str) -> None:
+    if not ZONE_RE.fullmatch(zone):
+        raise ApiError("INVALID_ARGUMENT", f"invalid location {zone!r}")
+
+
+def _expired(q: QRRecord) -> str:
+    return (
+        f"Queued resource {q.name} could not be provisioned before its validUntil time: "
+        + NO_CAPACITY.format(zone=q.zone)
+    )
+
+
+def _empty(project: str) -> rec.JSON:
+    return {"@type": "type.googleapis.com/google.protobuf.Empty"}
