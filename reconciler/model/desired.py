@@ -145,6 +145,7 @@ class Settings(_Model):
     )
     ssh_user: UserName | None = Field(None, description="SSH user; else the OS Login user.")
     ssh_key: Path | None = Field(None, description="SSH private key; else google_compute_engine.")
+    ssh_port: int = Field(22, ge=1, le=65535, description="SSH port on the TPU VMs.")
     ssh_concurrency: int = Field(32, ge=1, le=512, description="Most SSH sessions at once.")
     tmux_socket: SocketName | None = Field(None, description="tmux server socket name (-L).")
     ntfy_topic: str = Field("", description="ntfy topic for notices; empty disables them.")

@@ -1,0 +1,25 @@
+"""Builds the ``Cloud`` a desired file asks for (``settings.backend``), from the environment.
+
+The environment is passed through whole, so every ``CLOUDSDK_*`` variable (an API endpoint
+override, an access-token file, a config directory) reaches gcloud and the REST backend alike.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from reconciler.adapters.cloud import Cloud
+from reconciler.model.desired import Desired
+
+
+def make_cloud(desired: Desired, env: Mapping[str, str] | None = None) -> Cloud:
+    env = dict(os.environ if env is None else env)
+    settings = desired.settings
+    if settings.backend == "rest":
+        from reconciler.adapters.rest import RestCloud
+
+        return RestCloud(desired.project, concurrency=settings.concurrency, env=env)
+    from reconciler.adapters.gcloud import GcloudCloud
+
+    return GcloudCloud(desired.project, concurrency=settings.concurrency, env=env)

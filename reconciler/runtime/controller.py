@@ -1,0 +1,465 @@
+"""The controller: level-triggered reconcile passes, forever.
+
+Each pass reads the world fresh (one observation), loads the desired file (keeping the last
+valid intent), plans with the pure planner, dispatches the actions that are not already in
+flight, and writes the status snapshot and memory. A pass never waits for an action: actions
+run as tasks and wake the loop when they finish. Triggers for a pass: the desired file changed
+(watched through its directory), an action completed, the poll interval (fast while anything
+moves), or a stop request.
+
+Guarantees kept here:
+- at most one observation at a time, and never two actions for one slot's cloud key at once;
+- an invalid or missing desired file plans from the last valid intent; with none, nothing acts;
+- errors carry retry intent: transient ones back off per action key (forgotten on success),
+  permanent ones block that action until the intent or the world changes;
+- nothing raised by the cloud, a setup step or a notifier ends the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from reconciler.adapters.cloud import Cloud
+from reconciler.adapters.files import read_json, write_json
+from reconciler.adapters.statedir import StateDir
+from reconciler.core import memory as mem
+from reconciler.core.plan import CLOUD_KINDS, Action, Kind, Notice, Plan, in_motion, plan
+from reconciler.core.schedule import next_interval
+from reconciler.core.status import build_status
+from reconciler.errors import PermanentError, TemporaryError
+from reconciler.model.desired import Desired, Settings
+from reconciler.model.observed import Node, Observation
+from reconciler.runtime.events import EventLog
+from reconciler.runtime.store import DesiredStore
+
+log = logging.getLogger(__name__)
+
+CloudFactory = Callable[[Desired], Cloud]
+
+
+class SetupRunner(Protocol):
+    """Setup steps on an ACTIVE node; implemented in ``runtime.setup``."""
+
+    async def bootstrap(self, desired: Desired, action: Action, node: Node) -> None: ...
+    async def tailscale(self, desired: Desired, action: Action, node: Node) -> None: ...
+    async def tmux(self, desired: Desired, action: Action, node: Node) -> None: ...
+    async def tmux_inventory(
+        self, settings: Settings, active: set[str]
+    ) -> tuple[list[str], list[str]]: ...
+    async def notify(self, settings: Settings, notice: Notice) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+@dataclass
+class PassResult:
+    desired: Desired | None
+    observation: Observation | None
+    plan: Plan | None
+    dispatched: list[Action] = field(default_factory=list)
+    observe_error: str | None = None
+
+
+class Controller:
+    def __init__(
+        self,
+        *,
+        store: DesiredStore,
+        state: StateDir,
+        cloud_factory: CloudFactory,
+        events: EventLog,
+        setup: SetupRunner | None = None,
+        clock: Callable[[], float] = time.time,
+        allow_destructive: bool = True,
+    ) -> None:
+        self.store, self.state, self.events, self.setup = store, state, events, setup
+        self._cloud_factory = cloud_factory
+        self._cloud: Cloud | None = None
+        self._cloud_key: tuple[str, str, int] | None = None
+        self.clock = clock
+        self.allow_destructive = allow_destructive
+        self.memory = self._load_memory()
+        self._memory_saved = mem.to_dict(self.memory)
+        self.in_flight: dict[str, asyncio.Task[None]] = {}
+        self.wake = asyncio.Event()
+        self._observe_failures = 0
+        self._observe_delay = 0.0
+        self._last_states: dict[tuple[str, str], str] = {}
+        self._last_digest: str | None = None
+        self._last_errors: tuple[str, ...] = ()
+        self._last: PassResult | None = None
+        self._observed_at: float | None = None
+
+    # -- memory ------------------------------------------------------------------------------
+    def _load_memory(self) -> mem.Memory:
+        try:
+            return mem.from_dict(read_json(self.state.memory))
+        except FileNotFoundError:
+            return mem.Memory()
+        except ValueError as e:
+            # Memory holds backoff and setup records, not intent: losing it re-runs setup
+            # at worst. Keep the corrupt file for inspection and say so loudly.
+            with contextlib.suppress(OSError):
+                os.replace(self.state.memory, self.state.memory.with_suffix(".corrupt"))
+            self.events.emit("memory.corrupt", error=str(e))
+            return mem.Memory()
+
+    def _save_memory(self) -> None:
+        doc = mem.to_dict(self.memory)
+        if doc != self._memory_saved:
+            write_json(self.state.memory, doc)
+            self._memory_saved = doc
+
+    # -- cloud -------------------------------------------------------------------------------
+    @property
+    def backend(self) -> str:
+        return self._cloud.backend if self._cloud is not None else "?"
+
+    async def _cloud_for(self, desired: Desired) -> Cloud:
+        key = (desired.project, desired.settings.backend, desired.settings.concurrency)
+        if self._cloud is None or key != self._cloud_key:
+            if self._cloud is not None:
+                await self._cloud.aclose()
+            self._cloud = self._cloud_factory(desired)
+            self._cloud_key = key
+        return self._cloud
+
+    # -- one pass ----------------------------------------------------------------------------
+    async def reconcile(self) -> PassResult:
+        loaded = self.store.load()
+        desired = loaded.desired
+        errors = tuple(str(d) for d in loaded.errors)
+        if errors != self._last_errors and errors:
+            self.events.emit("desired.invalid", errors=list(errors), in_force=bool(desired))
+        if desired is not None and desired.digest != self._last_digest:
+            self.events.emit("desired.loaded", digest=desired.digest, slots=len(desired.slots))
+            self._last_digest = desired.digest
+        self._last_errors = errors
+        if desired is None:
+            # No valid intent has ever been loaded: nothing may act, and without a project
+            # there is nothing to observe either. Say why in the snapshot and wait.
+            result = PassResult(None, None, None)
+            self._write_snapshot(result, errors)
+            return result
+
+        cloud = await self._cloud_for(desired)
+        zones = None if cloud.backend == "rest" else desired.zones
+        now = self.clock()
+        try:
+            observation = await cloud.observe(zones)
+        except TemporaryError as e:
+            self._observe_failures += 1
+            self._observe_delay = e.delay
+            self.events.emit("observe.failed", error=e.message, delay=e.delay)
+            result = PassResult(desired, None, None, observe_error=e.message)
+            self._write_snapshot(result, errors)
+            return result
+        except PermanentError as e:
+            self._observe_failures += 1
+            self._observe_delay = 60.0
+            self.events.emit("observe.failed", error=e.message, retry="permanent")
+            result = PassResult(desired, None, None, observe_error=e.message)
+            self._write_snapshot(result, errors)
+            return result
+        self._observe_failures = 0
+        self._observed_at = now
+        self._note_transitions(observation)
+        self.memory = mem.observe(self.memory, desired, observation, now)
+        decided = plan(desired, observation, self.memory, now)
+        result = PassResult(desired, observation, decided)
+        result.dispatched = self._dispatch(desired, observation, decided)
+        self._send_notices(desired, decided)
+        self._last = result
+        await self._write_snapshot_with_tmux(result, errors)
+        self._save_memory()
+        return result
+
+    def _note_transitions(self, observation: Observation) -> None:
+        states = {q.key: q.state.value for q in observation.queued_resources}
+        for key, state in states.items():
+            before = self._last_states.get(key)
+            if before != state:
+                self.events.emit("qr.state", slot=key[1], zone=key[0], before=before, after=state)
+        for key, before in self._last_states.items():
+            if key not in states and observation.knows(key[0]):
+                self.events.emit("qr.state", slot=key[1], zone=key[0], before=before, after=None)
+        self._last_states = states
+
+    # -- actions -----------------------------------------------------------------------------
+    def _dispatch(self, desired: Desired, observation: Observation, decided: Plan) -> list[Action]:
+        started = []
+        for action in decided.actions:
+            if action.key in self.in_flight:
+                continue
+            if action.destructive and not self.allow_destructive:
+                continue
+            if action.kind in CLOUD_KINDS and action.kind != Kind.CREATE:
+                self._cancel_setup(action)
+            elif action.kind not in CLOUD_KINDS and self.setup is None:
+                continue
+            node = observation.node(action.zone, action.slot)
+            task = asyncio.create_task(self._run(desired, action, node), name=action.key)
+            self.in_flight[action.key] = task
+            started.append(action)
+        return started
+
+    def _cancel_setup(self, action: Action) -> None:
+        prefix = f"{action.zone}/{action.slot}:"
+        for key, task in list(self.in_flight.items()):
+            if key.startswith(prefix) and not key.endswith(":cloud"):
+                task.cancel()
+
+    async def _run(self, desired: Desired, action: Action, node: Node | None) -> None:
+        self.events.emit(
+            "action.started",
+            slot=action.slot,
+            action=action.kind.value,
+            zone=action.zone,
+            reason=action.reason,
+            destructive=action.destructive,
+        )
+        try:
+            detail = await self._execute(desired, action, node)
+        except asyncio.CancelledError:
+            self.events.emit("action.cancelled", slot=action.slot, action=action.kind.value)
+            raise
+        except (TemporaryError, PermanentError) as e:
+            permanent = isinstance(e, PermanentError)
+            delay = getattr(e, "delay", 0.0)
+            self.memory = mem.record_failure(
+                self.memory,
+                action.key,
+                message=e.message,
+                now=self.clock(),
+                permanent=permanent,
+                fingerprint=action.fingerprint,
+                delay_hint=delay,
+            )
+            self.events.emit(
+                "action.failed",
+                slot=action.slot,
+                action=action.kind.value,
+                error=e.message,
+                retry="permanent" if permanent else "transient",
+                delay=None
+                if permanent
+                else self.memory.errors[action.key].not_before - self.clock(),
+            )
+        except Exception as e:  # a bug, not the world: keep the loop alive, back off, say so
+            log.exception("action %s failed unexpectedly", action.key)
+            self.memory = mem.record_failure(
+                self.memory,
+                action.key,
+                message=f"internal error: {e!r}",
+                now=self.clock(),
+                permanent=False,
+                fingerprint=action.fingerprint,
+                delay_hint=30.0,
+            )
+            self.events.emit(
+                "action.failed",
+                slot=action.slot,
+                action=action.kind.value,
+                error=f"internal error: {e!r}",
+                retry="transient",
+            )
+        else:
+            self.memory = mem.record_success(self.memory, action.key)
+            if action.kind == Kind.REPLACE:
+                self.memory = mem.record_dead_replaced(self.memory, action.slot, self.clock())
+            elif action.kind not in CLOUD_KINDS and action.instance is not None:
+                gen = action.generation if action.kind != Kind.TMUX else 0
+                self.memory = mem.record_setup(
+                    self.memory, action.slot, action.kind.value, action.instance, gen
+                )
+            self.events.emit(
+                "action.succeeded", slot=action.slot, action=action.kind.value, outcome=detail
+            )
+        finally:
+            self.in_flight.pop(action.key, None)
+            with contextlib.suppress(OSError):
+                self._save_memory()
+            self.wake.set()
+
+    async def _execute(self, desired: Desired, action: Action, node: Node | None) -> str:
+        if action.kind == Kind.CREATE:
+            assert action.create is not None
+            cloud = await self._cloud_for(desired)
+            return (await cloud.create_queued_resource(action.create)).value
+        if action.kind in (Kind.DELETE, Kind.REPLACE):
+            cloud = await self._cloud_for(desired)
+            return (
+                await cloud.delete_queued_resource(action.zone, action.slot, force=action.force)
+            ).value
+        assert self.setup is not None
+        if node is None:
+            raise TemporaryError(f"{action.slot}: node not observed yet", delay=5.0)
+        step: Callable[[Desired, Action, Node], Awaitable[None]] = {
+            Kind.BOOTSTRAP: self.setup.bootstrap,
+            Kind.TAILSCALE: self.setup.tailscale,
+            Kind.TMUX: self.setup.tmux,
+        }[action.kind]
+        await step(desired, action, node)
+        return "done"
+
+    def _send_notices(self, desired: Desired, decided: Plan) -> None:
+        if not desired.settings.ntfy_topic or self.setup is None:
+            return
+        for notice in decided.notices:
+            self.memory = mem.record_notice(self.memory, notice.key)
+            task = asyncio.create_task(self._notify(desired.settings, notice))
+            self.in_flight[f"notify:{notice.key}"] = task
+
+    async def _notify(self, settings: Settings, notice: Notice) -> None:
+        assert self.setup is not None
+        try:
+            await self.setup.notify(settings, notice)
+            self.events.emit("notify.sent", slot=notice.slot, event=notice.event)
+        except Exception as e:  # notices never stop the loop
+            self.events.emit("notify.failed", slot=notice.slot, event=notice.event, error=str(e))
+        finally:
+            self.in_flight.pop(f"notify:{notice.key}", None)
+
+    # -- snapshot ----------------------------------------------------------------------------
+    async def _write_snapshot_with_tmux(self, result: PassResult, errors: tuple[str, ...]) -> None:
+        windows: list[str] = []
+        orphans: list[str] = []
+        desired = result.desired
+        wants_tmux = desired is not None and any(s.setup.tmux for s in desired.slots)
+        if self.setup is not None and desired is not None and result.observation and wants_tmux:
+            active = {
+                q.name for q in result.observation.queued_resources if q.state.value == "ACTIVE"
+            }
+            try:
+                windows, orphans = await self.setup.tmux_inventory(desired.settings, active)
+            except Exception as e:  # tmux missing or dead: status says so, loop goes on
+                log.debug("tmux inventory failed: %s", e)
+        self._write_snapshot(result, errors, windows, orphans)
+
+    def _write_snapshot(
+        self,
+        result: PassResult,
+        errors: tuple[str, ...],
+        windows: list[str] | None = None,
+        orphans: list[str] | None = None,
+    ) -> None:
+        last = self._last
+        observation = result.observation or (last.observation if last else None)
+        decided = result.plan or (last.plan if last else None)
+        doc: dict[str, Any] = build_status(
+            desired=result.desired,
+            desired_file=str(self.store.path),
+            errors=errors,
+            observation=observation,
+            observed_at=self._observed_at,
+            memory=self.memory,
+            plan=decided,
+            now=self.clock(),
+            backend=self.backend,
+            tmux_windows=windows or (),
+            tmux_orphans=orphans or (),
+            observe_error=result.observe_error,
+        )
+        doc["controller"] = {"running": True, "pid": os.getpid()}
+        doc["in_flight"] = sorted(k for k in self.in_flight if not k.startswith("notify:"))
+        write_json(self.state.status, doc)
+
+    # -- the loop ----------------------------------------------------------------------------
+    def next_interval(self, result: PassResult) -> float:
+        settings = result.desired.settings if result.desired else Settings()
+        moving = bool(
+            result.observation
+            and result.plan
+            and in_motion(result.desired, result.observation, result.plan.races)
+        )
+        return next_interval(
+            slow=settings.poll_interval,
+            fast=settings.fast_poll_interval,
+            moving=moving,
+            in_flight=len(self.in_flight),
+            dispatched=len(result.dispatched),
+            observe_failures=self._observe_failures,
+            error_delay=self._observe_delay,
+            rand=random.random(),
+        )
+
+    async def run(self, stop: asyncio.Event, *, watch: bool = True) -> None:
+        from reconciler.runtime.watch import watch_file
+
+        async def watcher() -> None:
+            async for _ in watch_file(self.store.path, stop=stop):
+                self.wake.set()
+
+        watch_task = asyncio.create_task(watcher()) if watch else None
+        self.events.emit("controller.started", pid=os.getpid(), file=str(self.store.path))
+        try:
+            while not stop.is_set():
+                self.wake.clear()
+                result = await self.reconcile()
+                delay = self.next_interval(result)
+                stopper = asyncio.create_task(stop.wait())
+                waker = asyncio.create_task(self.wake.wait())
+                try:
+                    await asyncio.wait(
+                        {stopper, waker}, timeout=delay, return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    stopper.cancel()
+                    waker.cancel()
+        finally:
+            if watch_task is not None:
+                watch_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch_task
+            await self.drain()
+            self.events.emit("controller.stopped", pid=os.getpid())
+            with contextlib.suppress(OSError):
+                self._save_memory()
+                if self._last is not None:
+                    self._write_snapshot(self._last, self._last_errors)
+                    doc = read_json(self.state.status)
+                    doc["controller"] = {"running": False, "pid": None}
+                    write_json(self.state.status, doc)
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Let in-flight cloud calls finish (they are short); cancel long setup steps."""
+        for key, task in list(self.in_flight.items()):
+            if not key.endswith(":cloud"):
+                task.cancel()
+        tasks = list(self.in_flight.values())
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        if self._cloud is not None:
+            await self._cloud.aclose()
+            self._cloud = None
+        if self.setup is not None:
+            await self.setup.aclose()
+
+    async def observe_and_plan(self) -> PassResult:
+        """Look and decide without acting (``plan`` and the first half of ``apply``)."""
+        desired = self.store.load().desired
+        if desired is None:
+            return PassResult(None, None, None)
+        cloud = await self._cloud_for(desired)
+        zones = None if cloud.backend == "rest" else desired.zones
+        observation = await cloud.observe(zones)
+        now = self.clock()
+        self.memory = mem.observe(self.memory, desired, observation, now)
+        return PassResult(desired, observation, plan(desired, observation, self.memory, now))
+
+    async def apply(self, result: PassResult) -> list[Action]:
+        """Carry out exactly the actions of a plan already shown, and wait for them."""
+        if result.desired is None or result.observation is None or result.plan is None:
+            return []
+        started = self._dispatch(result.desired, result.observation, result.plan)
+        while self.in_flight:
+            await asyncio.wait(list(self.in_flight.values()))
+        self._save_memory()
+        return started

@@ -1,0 +1,183 @@
+"""Setup steps on ACTIVE nodes, wired from settings to the adapters.
+
+``LiveSetup`` is the controller's ``SetupRunner``: bootstrap scripts over asyncssh on every
+worker, the Tailscale join (key from the 0600 secret store, sent on stdin), the tmux window
+for worker 0, ntfy notices. It resolves what the adapters need — the SSH user (settings or
+OS Login, cached), the key, the agent socket, the known_hosts pins, script paths relative to
+desired.yaml — and turns a failed worker into the error the controller backs off on.
+
+May: call adapters. May not: decide *whether* a step is due (the planner does) or record that
+it is done (the controller does, on success).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from reconciler.adapters.statedir import StateDir
+from reconciler.core.plan import Action, Notice
+from reconciler.errors import PermanentError, SetupFailed
+from reconciler.model.desired import Desired, Settings, SlotSpec
+from reconciler.model.observed import Node
+
+
+class LiveSetup:
+    def __init__(
+        self, desired_path: Path, state: StateDir, env: Mapping[str, str] | None = None
+    ) -> None:
+        self.base_dir = desired_path.expanduser().resolve().parent
+        self.state = state
+        self.env = dict(os.environ if env is None else env)
+        self._mirrors: dict[str | None, Any] = {}
+        self._http: Any = None
+
+    # -- shared ------------------------------------------------------------------------------
+    def _spec(self, desired: Desired, action: Action) -> SlotSpec:
+        spec = desired.slot(action.slot)
+        if spec is None:
+            raise PermanentError(f"{action.slot} is no longer in the desired file")
+        return spec
+
+    def _key(self, settings: Settings) -> Path:
+        from reconciler.adapters.ssh import DEFAULT_KEY
+
+        return Path(settings.ssh_key).expanduser() if settings.ssh_key else DEFAULT_KEY.expanduser()
+
+    async def _user(self, settings: Settings) -> str:
+        if settings.ssh_user:
+            return settings.ssh_user
+        from reconciler.adapters.oslogin import resolve_user
+
+        return await resolve_user(self.state.oslogin_user, env=self.env)
+
+    async def _options(self, settings: Settings) -> Any:
+        from reconciler.adapters.hostkeys import HostKeyStore
+        from reconciler.adapters.ssh import SshOptions
+
+        return SshOptions(
+            user=await self._user(settings),
+            known_hosts=HostKeyStore(self.state.known_hosts),
+            key_path=self._key(settings),
+            agent_path=self.env.get("SSH_AUTH_SOCK") or None,
+            concurrency=settings.ssh_concurrency,
+        )
+
+    def _workers(self, settings: Settings, node: Node) -> Any:
+        from reconciler.adapters.ssh import workers_of
+
+        ips = node.ips(internal=settings.internal_ips)
+        if not ips:
+            raise SetupFailed(f"{node.name} has no network endpoints yet", delay=10.0)
+        return workers_of(ips, port=settings.ssh_port)
+
+    # -- steps -------------------------------------------------------------------------------
+    async def bootstrap(self, desired: Desired, action: Action, node: Node) -> None:
+        from reconciler.adapters.ssh import bootstrap, log_dir_for, resolve_scripts
+
+        spec = self._spec(desired, action)
+        if not spec.setup.scripts:
+            raise PermanentError(
+                f"{spec.name}: setup.bootstrap is on but no scripts are configured "
+                "(settings.setup_scripts or the slot's setup.scripts)"
+            )
+        scripts = resolve_scripts(self.base_dir, spec.setup.scripts)
+        settings = desired.settings
+        result = await bootstrap(
+            node.instance,
+            self._workers(settings, node),
+            scripts,
+            log_dir_for(self.state.logs, spec.name, node.instance),
+            await self._options(settings),
+        )
+        result.raise_for_failure()
+
+    async def tailscale(self, desired: Desired, action: Action, node: Node) -> None:
+        from reconciler.adapters import tailscale
+        from reconciler.adapters.secrets import SecretNotFound, SecretStore
+        from reconciler.adapters.ssh import log_dir_for
+
+        spec = self._spec(desired, action)
+        try:
+            key = SecretStore.in_state_dir(self.state.root).get("tailscale")
+        except SecretNotFound:
+            raise PermanentError(
+                "no Tailscale auth key saved: run `tpu-reconciler secret set tailscale`"
+            ) from None
+        settings = desired.settings
+        result = await tailscale.join(
+            node.instance,
+            self._workers(settings, node),
+            key,
+            hostname=spec.name,
+            log_dir=log_dir_for(self.state.logs, spec.name, node.instance),
+            opts=await self._options(settings),
+        )
+        result.raise_for_failure()
+
+    def _mirror(self, socket: str | None) -> Any:
+        from reconciler.adapters.tmux import TmuxMirror
+
+        if socket not in self._mirrors:
+            self._mirrors[socket] = TmuxMirror(socket)
+        return self._mirrors[socket]
+
+    async def tmux(self, desired: Desired, action: Action, node: Node) -> None:
+        from reconciler.adapters.tmux import WantedWindow, session_name, ssh_argv
+
+        spec = self._spec(desired, action)
+        settings = desired.settings
+        worker0 = self._workers(settings, node)[0]
+        argv = ssh_argv(
+            user=await self._user(settings),
+            ip=worker0.host,
+            instance=node.instance,
+            key=self._key(settings),
+            known_hosts=self.state.known_hosts,
+            port=settings.ssh_port,
+        )
+        agent = self.env.get("SSH_AUTH_SOCK")
+        window = WantedWindow(
+            session=session_name(desired.zone_code(spec.zone)),
+            window=spec.name,
+            argv=argv,
+            environment={"SSH_AUTH_SOCK": agent} if agent else {},
+        )
+        await self._mirror(settings.tmux_socket).sync([window])
+
+    async def tmux_inventory(
+        self, settings: Settings, active: set[str]
+    ) -> tuple[list[str], list[str]]:
+        inventory = await self._mirror(settings.tmux_socket).inventory(active)
+        snap = inventory.as_snapshot()
+        return snap["windows"], snap["orphans"]
+
+    async def notify(self, settings: Settings, notice: Notice) -> None:
+        import httpx
+
+        from reconciler.adapters import notify
+
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=10.0)
+        await notify.send(
+            self._http,
+            settings.ntfy_server,
+            settings.ntfy_topic,
+            title=notice.title,
+            message=notice.message,
+            tags=(notice.event,),
+        )
+
+    async def aclose(self) -> None:
+        for mirror in self._mirrors.values():
+            await mirror.aclose()
+        self._mirrors.clear()
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+
+def make_setup_runner(desired_path: Path, state: StateDir) -> LiveSetup:
+    return LiveSetup(desired_path, state)

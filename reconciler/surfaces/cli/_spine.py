@@ -1,0 +1,329 @@
+"""The spine commands: ``validate``, ``plan``, ``apply``, ``run``, ``status``.
+
+Handlers stay thin: they load, call ``runtime`` / ``core``, print what ``format_*`` returns and
+choose the exit code. Heavy imports happen inside handlers so ``status`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reconciler.adapters.statedir import StateDir
+    from reconciler.runtime.controller import Controller
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("validate", help="check desired.yaml; print FILE:LINE:COL errors")
+    p.set_defaults(handler=f"{__name__}:validate")
+
+    p = sub.add_parser("plan", help="observe once and show what the controller would do")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument(
+        "--detailed-exitcode",
+        action="store_true",
+        help="exit 0 when there are no changes, 2 when there are, 1 on error",
+    )
+    p.set_defaults(handler=f"{__name__}:plan_cmd")
+
+    p = sub.add_parser("apply", help="one reconcile pass: observe, plan, act, wait")
+    p.add_argument("--yes", action="store_true", help="allow deleting running TPUs unasked")
+    p.set_defaults(handler=f"{__name__}:apply_cmd")
+
+    p = sub.add_parser("run", help="run the controller until interrupted")
+    p.set_defaults(handler=f"{__name__}:run_cmd")
+
+    p = sub.add_parser("status", help="what is held right now: desired against observed")
+    p.add_argument("--json", action="store_true", help="print the status document as JSON")
+    p.add_argument("--live", action="store_true", help="observe now instead of the snapshot")
+    p.set_defaults(handler=f"{__name__}:status_cmd")
+
+
+# --- shared ---------------------------------------------------------------------------------
+
+
+def state_dir(args: argparse.Namespace) -> StateDir:
+    from reconciler.adapters.statedir import StateDir, default_state_dir
+
+    root = args.state_dir or default_state_dir(args.file)
+    return StateDir(Path(root))
+
+
+def setup_logging(args: argparse.Namespace) -> None:
+    import logging
+
+    level = logging.ERROR if args.quiet else (logging.DEBUG if args.verbose else logging.INFO)
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _err(message: str) -> None:
+    print(f"tpu-reconciler: {message}", file=sys.stderr)
+
+
+def _load_or_report(path: Path) -> Any:
+    """The Desired in the file now, or None after printing its diagnostics."""
+    from reconciler.runtime.store import DesiredStore
+
+    result = DesiredStore(path, os.environ).load()
+    if result.errors:
+        for d in result.errors:
+            print(d, file=sys.stderr)
+        return None
+    return result.desired
+
+
+def build_controller(args: argparse.Namespace, *, allow_destructive: bool) -> Controller:
+    from reconciler.runtime.cloudfactory import make_cloud
+    from reconciler.runtime.controller import Controller
+    from reconciler.runtime.events import EventLog
+    from reconciler.runtime.setup import make_setup_runner
+    from reconciler.runtime.store import DesiredStore
+
+    state = state_dir(args).ensure()
+    store = DesiredStore(args.file, os.environ)
+    return Controller(
+        store=store,
+        state=state,
+        cloud_factory=make_cloud,
+        events=EventLog(state),
+        setup=make_setup_runner(args.file, state),
+        allow_destructive=allow_destructive,
+    )
+
+
+# --- handlers -------------------------------------------------------------------------------
+
+
+def validate(args: argparse.Namespace) -> int:
+    desired = _load_or_report(args.file)
+    if desired is None:
+        return 1
+    groups = len(desired.race_groups)
+    print(f"{args.file}: valid ({len(desired.slots)} slots, {groups} race groups)")
+    return 0
+
+
+def _plan_once(args: argparse.Namespace) -> tuple[Any, Any]:
+    """Observe once and plan; the cloud connection is closed again before returning."""
+    import asyncio
+
+    if _load_or_report(args.file) is None:
+        return None, None
+    controller = build_controller(args, allow_destructive=False)
+
+    async def once() -> Any:
+        try:
+            return await controller.observe_and_plan()
+        finally:
+            await controller.drain()
+
+    return controller, _observe_or_report(lambda: asyncio.run(once()))
+
+
+def _observe_or_report(call: Any) -> Any:
+    from reconciler.errors import ReconcilerError
+
+    try:
+        return call()
+    except ReconcilerError as e:
+        _err(f"could not observe: {e}")
+        return None
+
+
+def plan_cmd(args: argparse.Namespace) -> int:
+    from reconciler.core.render import format_plan
+    from reconciler.core.status import plan_dict
+
+    _, result = _plan_once(args)
+    if result is None:
+        return 1
+    if args.json:
+        doc = {"schema_version": "tpu-reconciler.plan.v1", **plan_dict(result.plan)}
+        doc["unmanaged"] = [
+            {"name": q.name, "zone": q.zone, "state": q.state.value} for q in result.plan.unmanaged
+        ]
+        print(json.dumps(doc, indent=2))
+    else:
+        print(format_plan(result.plan, now=time.time()), end="")
+    if args.detailed_exitcode and not result.plan.empty:
+        return 2
+    return 0
+
+
+def _confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        return False
+    try:
+        return input(f"{question} Only 'yes' will be accepted: ").strip() == "yes"
+    except EOFError:
+        return False
+
+
+def apply_cmd(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from reconciler.errors import ControllerAlreadyRunning
+    from reconciler.runtime.lock import ControllerLock
+
+    if _load_or_report(args.file) is None:
+        return 1
+    try:
+        with ControllerLock(state_dir(args).ensure()):
+            controller = build_controller(args, allow_destructive=True)
+            done = _observe_or_report(lambda: asyncio.run(_apply(controller, args.yes)))
+    except ControllerAlreadyRunning as e:
+        _err(f"{e} — it applies desired.yaml itself; use `status` to watch it")
+        return 1
+    if done is None:
+        return 1
+    if done is _CANCELLED:
+        _err("apply cancelled: destructive actions need --yes or an interactive yes")
+        return 1
+    failed = [k for k, v in done.items() if v]
+    for key in failed:
+        print(f"  failed {key}: {done[key]}", file=sys.stderr)
+    if done:
+        print(f"Apply complete: {len(done) - len(failed)} succeeded, {len(failed)} failed.")
+    return 1 if failed else 0
+
+
+_CANCELLED: dict[str, str | None] = {}
+
+
+async def _apply(controller: Controller, yes: bool) -> dict[str, str | None]:
+    """Plan, show, confirm destructive actions, carry out exactly what was shown."""
+    from reconciler.core.render import format_plan
+
+    try:
+        result = await controller.observe_and_plan()
+        if result.plan is None:
+            return {}
+        print(format_plan(result.plan, now=time.time()), end="")
+        if result.plan.empty:
+            return {}
+        destructive = [a.slot for a in result.plan.actions if a.destructive]
+        if destructive and not yes:
+            question = f"\nThis deletes running TPUs ({', '.join(destructive)}). Continue?"
+            if not _confirm(question):
+                return _CANCELLED
+        started = await controller.apply(result)
+    finally:
+        await controller.drain()
+    return {a.key: (e.message if (e := controller.memory.error(a.key)) else None) for a in started}
+
+
+def run_cmd(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
+    from reconciler.errors import ControllerAlreadyRunning
+    from reconciler.runtime.lock import ControllerLock
+
+    setup_logging(args)
+    try:
+        with ControllerLock(state_dir(args).ensure()):
+            controller = build_controller(args, allow_destructive=True)
+
+            async def main() -> None:
+                stop = asyncio.Event()
+                loop = asyncio.get_running_loop()
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.add_signal_handler(sig, stop.set)
+                await controller.run(stop)
+
+            if not args.quiet:
+                print(
+                    f"tpu-reconciler: controlling {args.file} (state in {controller.state.root});"
+                    " Ctrl-C stops",
+                    file=sys.stderr,
+                )
+            asyncio.run(main())
+    except ControllerAlreadyRunning as e:
+        _err(str(e))
+        return 1
+    return 0
+
+
+def read_status(args: argparse.Namespace) -> dict[str, Any]:
+    """The snapshot with ``controller`` filled in from the lock; a minimal document when the
+    controller never ran."""
+    from reconciler.adapters.files import read_json
+    from reconciler.runtime.lock import read_holder
+
+    state = state_dir(args)
+    try:
+        doc: dict[str, Any] = read_json(state.status)
+    except (FileNotFoundError, ValueError):
+        doc = _desired_only_status(args)
+    pid = read_holder(state) if state.root.exists() else None
+    doc["controller"] = {"running": pid is not None, "pid": pid}
+    return doc
+
+
+def _desired_only_status(args: argparse.Namespace) -> dict[str, Any]:
+    from reconciler.core.memory import Memory
+    from reconciler.core.status import build_status
+    from reconciler.runtime.store import DesiredStore
+
+    loaded = DesiredStore(args.file, os.environ).load()
+    doc = build_status(
+        desired=loaded.desired,
+        desired_file=str(args.file),
+        errors=[str(d) for d in loaded.errors],
+        observation=None,
+        observed_at=None,
+        memory=Memory(),
+        plan=None,
+        now=time.time(),
+        backend=loaded.desired.settings.backend if loaded.desired else "?",
+        observe_error="no snapshot yet: start the controller with `tpu-reconciler run`",
+    )
+    return doc
+
+
+def status_cmd(args: argparse.Namespace) -> int:
+    from reconciler.core.render import format_status
+
+    if args.live:
+        doc = _live_status(args)
+        if doc is None:
+            return 1
+    else:
+        doc = read_status(args)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print(format_status(doc, time.time()), end="")
+    return 0
+
+
+def _live_status(args: argparse.Namespace) -> dict[str, Any] | None:
+    from reconciler.core.status import build_status
+    from reconciler.runtime.lock import read_holder
+
+    controller, result = _plan_once(args)
+    if result is None:
+        return None
+    now = time.time()
+    doc = build_status(
+        desired=result.desired,
+        desired_file=str(args.file),
+        errors=[],
+        observation=result.observation,
+        observed_at=now,
+        memory=controller.memory,
+        plan=result.plan,
+        now=now,
+        backend=controller.backend,
+    )
+    pid = read_holder(controller.state)
+    doc["controller"] = {"running": pid is not None, "pid": pid}
+    return doc
