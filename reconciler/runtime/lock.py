@@ -1,0 +1,139 @@
+"""One controller per desired file: an flock on ``controller.lock`` in its state directory.
+
+The kernel releases an flock when its holder dies (even by kill -9), so the lock, not the pid
+written into the file, says whether a controller runs: ``read_holder`` probes the lock and reads
+the pid only while the lock is held. The descriptor is not inherited by child processes
+(Python opens files close-on-exec), so a gcloud or ssh child never keeps the lock alive.
+
+The lock file is never unlinked or replaced: another process may already hold a descriptor on
+this inode, and a fresh inode would let two controllers lock "the same" file.
+
+May: create the state directory and the lock file, flock it, write the holder's pid into it.
+May not: signal or kill the holder, or trust a pid whose lock is free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from types import TracebackType
+from typing import Final
+
+from reconciler.adapters.files import PRIVATE_FILE
+from reconciler.adapters.statedir import StateDir
+from reconciler.errors import ControllerAlreadyRunning
+
+#: ``read_holder`` takes a shared lock for an instant; a starting controller that collides with
+#: that probe retries for this long before concluding that another controller holds the lock.
+_ACQUIRE_GRACE: Final = 0.5
+_RETRY_STEP: Final = 0.02
+#: ``read_holder``'s answer when the lock is held but no pid could be read.
+UNKNOWN_PID: Final = 0
+
+
+def _try_flock(fd: int, operation: int) -> bool:
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _read_pid(fd: int) -> int | None:
+    """The pid on the first line, when that line is complete and numeric."""
+    raw = os.pread(fd, 64, 0)
+    line, newline, _ = raw.partition(b"\n")
+    if not newline or not line.strip().isdigit():
+        return None
+    pid = int(line)
+    return pid if pid > 0 else None
+
+
+class ControllerLock:
+    """``with ControllerLock(state_dir):`` — raises ControllerAlreadyRunning when taken."""
+
+    def __init__(self, state_dir: StateDir) -> None:
+        self.state_dir = state_dir
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        if self._fd is not None:
+            raise RuntimeError("ControllerLock is already held by this object")
+        self.state_dir.ensure()
+        fd = os.open(self.state_dir.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
+        try:
+            deadline = time.monotonic() + _ACQUIRE_GRACE
+            while not _try_flock(fd, fcntl.LOCK_EX):
+                if time.monotonic() >= deadline:
+                    pid = _read_pid(fd)
+                    shown = f"pid={pid}" if pid is not None else "pid=unknown"
+                    raise ControllerAlreadyRunning(
+                        f"a controller is already running for this desired file ({shown}); "
+                        f"its lock is {self.state_dir.lock}. Stop it first, or use it.",
+                        pid=pid,
+                    )
+                time.sleep(_RETRY_STEP)
+            # One pwrite of the whole line, then cut what an older, longer pid left behind:
+            # a reader sees either no complete line or a complete first line naming us.
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            os.ftruncate(fd, len(f"{os.getpid()}\n"))
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)  # a clean exit leaves no pid behind
+        finally:
+            os.close(fd)  # closing drops the flock
+
+    def __enter__(self) -> ControllerLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+def read_holder(state_dir: StateDir) -> int | None:
+    """The pid of the live controller holding the lock, or None when nobody holds it.
+
+    Creates nothing. A stale pid left by a killed controller is ignored, because its lock is
+    free. While the lock is held but the pid is not yet written (an instant after a start),
+    waits briefly for it; should it never appear (a holder frozen between its flock and its
+    write), returns ``UNKNOWN_PID`` (0): "running, pid unknown". Never signal that value.
+    """
+    try:
+        fd = os.open(state_dir.lock, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        deadline = time.monotonic() + _ACQUIRE_GRACE
+        while True:
+            if _try_flock(fd, fcntl.LOCK_SH):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return None
+            pid = _read_pid(fd)
+            if pid is not None:
+                return pid
+            if time.monotonic() >= deadline:
+                return UNKNOWN_PID
+            time.sleep(_RETRY_STEP)
+    finally:
+        os.close(fd)

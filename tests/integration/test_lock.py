@@ -1,0 +1,143 @@
+"""One controller per desired file, across real processes, surviving kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import reconciler
+from reconciler.adapters.statedir import StateDir
+from reconciler.errors import ControllerAlreadyRunning
+from reconciler.runtime.lock import ControllerLock, read_holder
+
+ROOT = Path(reconciler.__file__).resolve().parent.parent
+
+HOLD = """
+import sys, time
+from reconciler.adapters.statedir import StateDir
+from reconciler.runtime.lock import ControllerLock
+with ControllerLock(StateDir(__import__("pathlib").Path(sys.argv[1]))):
+    print("locked", flush=True)
+    sys.stdin.read()
+"""
+
+TRY = """
+import sys
+from reconciler.adapters.statedir import StateDir
+from reconciler.errors import ControllerAlreadyRunning
+from reconciler.runtime.lock import ControllerLock
+try:
+    with ControllerLock(StateDir(__import__("pathlib").Path(sys.argv[1]))):
+        print("acquired")
+except ControllerAlreadyRunning as e:
+    print(f"refused {e.pid}: {e}")
+"""
+
+
+def python(code: str, *args: str, **kwargs: object) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        **kwargs,
+    )
+
+
+def attempt(state: StateDir) -> str:
+    proc = python(TRY, str(state.root))
+    out, _ = proc.communicate(timeout=20)
+    return out.strip()
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> StateDir:
+    return StateDir(tmp_path / "state")
+
+
+@pytest.fixture
+def holder(state: StateDir) -> Iterator[subprocess.Popen[str]]:
+    proc = python(HOLD, str(state.root), stdin=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "locked"
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+
+
+def test_second_controller_in_another_process_is_refused_with_the_pid(state: StateDir) -> None:
+    with ControllerLock(state):
+        out = attempt(state)
+    assert out.startswith(f"refused {os.getpid()}: "), out
+    assert f"pid={os.getpid()}" in out
+    assert attempt(state) == "acquired"  # released on exit
+
+
+def test_in_process_second_lock_is_refused(holder: subprocess.Popen[str], state: StateDir) -> None:
+    with pytest.raises(ControllerAlreadyRunning) as refused:
+        ControllerLock(state).acquire()
+    assert refused.value.pid == holder.pid
+    assert f"pid={holder.pid}" in str(refused.value)
+    assert read_holder(state) == holder.pid
+
+
+def test_kill_9_frees_the_lock_though_the_pid_file_remains(
+    holder: subprocess.Popen[str], state: StateDir
+) -> None:
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait(timeout=10)
+    assert state.lock.read_text() == f"{holder.pid}\n"  # stale pid left behind
+    assert read_holder(state) is None
+    with ControllerLock(state) as lock:
+        assert lock.held
+        assert state.lock.read_text() == f"{os.getpid()}\n"
+        assert read_holder(state) == os.getpid()
+
+
+def test_clean_exit_leaves_no_holder_and_no_pid(state: StateDir) -> None:
+    with ControllerLock(state):
+        assert read_holder(state) == os.getpid()
+    assert read_holder(state) is None
+    assert state.lock.read_text() == ""
+
+
+def test_a_longer_stale_pid_is_fully_replaced(state: StateDir) -> None:
+    state.ensure()
+    state.lock.write_text("99999999\n")
+    with ControllerLock(state):
+        assert state.lock.read_text() == f"{os.getpid()}\n"
+
+
+def test_read_holder_creates_nothing(state: StateDir) -> None:
+    assert read_holder(state) is None
+    assert not state.root.exists()
+
+
+def test_status_probes_never_make_a_starting_controller_fail(state: StateDir) -> None:
+    """read_holder's shared lock collides with a starting controller's exclusive one."""
+    state.ensure()
+    done = threading.Event()
+
+    def probe() -> None:
+        while not done.is_set():
+            read_holder(state)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    try:
+        for _ in range(200):
+            with ControllerLock(state):
+                pass
+    finally:
+        done.set()
+        thread.join(timeout=10)
