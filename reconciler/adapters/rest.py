@@ -1,0 +1,498 @@
+"""The ``Cloud`` protocol over the Cloud TPU v2 REST API (httpx, async, keep-alive).
+
+Purpose: the fast backend. One ``observe`` is exactly one paginated queued-resource list and one
+paginated node list on ``locations/-`` (all zones, fetched concurrently) however many slots
+there are; a zone named in ``unreachable[]`` is reported as *unknown*, never as empty. Creates
+and deletes return long-running operations that are not waited for (the controller observes
+again); an operation that is already ``done`` with an ``error`` is classified like any failure.
+
+Failures are classified by ``adapters.cloud_errors``, exactly as the gcloud backend does. A 401
+fetches a fresh token once and retries the request once. Transport errors, timeouts and answers
+that are not the expected JSON are ``TransientCloudError``: an observation is either complete
+or not returned at all.
+
+The endpoint is ``https://tpu.googleapis.com/`` unless ``CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU``
+(gcloud's own override, so the emulator works for both backends) or ``endpoint`` says otherwise.
+
+May: send HTTP requests, read tokens through ``adapters.auth``. Must: validate every name before
+it reaches a URL or body, never log or raise with a token. May not: decide what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import ipaddress
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Awaitable, Collection, Mapping
+from typing import Any, Final, TypeVar
+
+import httpx
+
+from reconciler import __version__
+from reconciler.adapters.auth import TokenProvider, token_provider_from_env
+from reconciler.adapters.cloud import Outcome
+from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation, check, classify_body
+from reconciler.errors import PermanentCloudError, TransientCloudError, UnsafeName
+from reconciler.model.names import (
+    ZONE_RE,
+    check_accelerator,
+    check_name,
+    check_network,
+    check_project,
+    check_runtime_version,
+    check_zone,
+)
+from reconciler.model.observed import (
+    MANAGED_LABEL,
+    MANAGED_VALUE,
+    Observation,
+    QueuedResource,
+    node_from_api,
+    queued_resource_from_api,
+)
+from reconciler.model.requests import CreateRequest
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ENDPOINT: Final = "https://tpu.googleapis.com/"
+ENDPOINT_ENV: Final = "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"
+#: A list longer than this many pages is treated as a broken server, not read forever.
+MAX_PAGES: Final = 1000
+_LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain"})
+# GCP label rules (the conservative ASCII subset).
+_LABEL_KEY_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE_RE: Final = re.compile(r"^[a-z0-9_-]{0,63}$")
+_QUERY_PATH_RE: Final = re.compile(r"^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]*)*$")
+_MODES: Final = frozenset({"spot", "on-demand", "reserved"})
+
+T = TypeVar("T")
+
+
+class RestCloud:
+    """``Cloud`` over the TPU v2 REST API. Share one instance per event loop; ``aclose`` it."""
+
+    backend = "rest"
+
+    def __init__(
+        self,
+        project: str,
+        *,
+        endpoint: str | None = None,
+        token_provider: TokenProvider | None = None,
+        concurrency: int = 8,
+        timeout: float = 30.0,
+        env: Mapping[str, str] | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        env = os.environ if env is None else env
+        self.project = check_project(project)
+        self.endpoint = check_endpoint(endpoint or env.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT)
+        self.timeout = timeout
+        self._tokens = (
+            token_provider if token_provider is not None else token_provider_from_env(env)
+        )
+        self._base = f"{self.endpoint}v2/projects/{self.project}/locations/"
+        self._slots = asyncio.Semaphore(max(1, concurrency))
+        self._refresh_lock = asyncio.Lock()
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(
+                max_connections=max(1, concurrency), max_keepalive_connections=max(1, concurrency)
+            ),
+            headers={"user-agent": f"tpu-reconciler/{__version__}"},
+            # Proxies from the environment are for the real API, never for a local emulator.
+            trust_env=not _is_loopback(httpx.URL(self.endpoint).host),
+        )
+
+    def __repr__(self) -> str:
+        return f"RestCloud(project={self.project!r}, endpoint={self.endpoint!r})"
+
+    async def __aenter__(self) -> RestCloud:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    # --- the Cloud protocol ----------------------------------------------------------------
+
+    async def observe(self, zones: Collection[str] | None) -> Observation:
+        wanted = None if zones is None else frozenset(check_zone(z) for z in zones)
+        (qr_items, qr_gone), (node_items, node_gone) = await _both(
+            self._list_all("queuedResources"), self._list_all("nodes")
+        )
+        try:
+            qrs = {q.key: q for q in map(queued_resource_from_api, qr_items)}
+            nodes = {n.key: n for n in map(node_from_api, node_items)}
+        except ValueError as exc:
+            raise _malformed("list", str(exc)) from None
+        unreachable = frozenset(_unreachable_zone(u) for u in qr_gone | node_gone)
+        if wanted is not None:
+            qrs = {k: q for k, q in qrs.items() if q.zone in wanted}
+            nodes = {k: n for k, n in nodes.items() if n.zone in wanted}
+            unreachable &= wanted
+        return Observation(
+            queued_resources=tuple(_sorted(qrs)),
+            nodes=tuple(_sorted(nodes)),
+            unreachable=unreachable,
+            zones=wanted,
+        )
+
+    async def create_queued_resource(self, request: CreateRequest) -> Outcome:
+        body = create_body(self.project, request)
+        url = f"{self._base}{request.zone}/queuedResources"
+        answer = await self._call(
+            Operation.CREATE, "POST", url, params={"queuedResourceId": request.name}, body=body
+        )
+        return _operation_outcome(Operation.CREATE, answer)
+
+    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Outcome:
+        url = self._qr_url(zone, name)
+        params = {"force": "true"} if force else None
+        answer = await self._call(Operation.DELETE, "DELETE", url, params=params)
+        return _operation_outcome(Operation.DELETE, answer)
+
+    async def describe_queued_resource(self, zone: str, name: str) -> QueuedResource | None:
+        answer = await self._call(Operation.GET, "GET", self._qr_url(zone, name))
+        if isinstance(answer, Outcome):
+            return None  # NOT_FOUND
+        try:
+            return queued_resource_from_api(answer)
+        except ValueError as exc:
+            raise _malformed("get", str(exc)) from None
+
+    async def guest_attributes(
+        self, zone: str, node: str, query_path: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Flattened like gcloud's ``get-guest-attributes``: one dict per entry with
+        ``worker_id``, ``namespace``, ``key`` and ``value``."""
+        url = f"{self._base}{check_zone(zone)}/nodes/{check_name(node)}:getGuestAttributes"
+        body: dict[str, Any] = {}
+        if query_path:
+            if not _QUERY_PATH_RE.fullmatch(query_path) or len(query_path) > 256:
+                raise UnsafeName(f"invalid guest attribute query path {query_path!r}")
+            body["queryPath"] = query_path
+        answer = await self._call(Operation.OTHER, "POST", url, body=body)
+        if isinstance(answer, Outcome):  # pragma: no cover - OTHER never yields ALREADY
+            return []
+        try:
+            return flatten_guest_attributes(answer)
+        except ValueError as exc:
+            raise _malformed("getGuestAttributes", str(exc)) from None
+
+    # --- HTTP ------------------------------------------------------------------------------
+
+    def _qr_url(self, zone: str, name: str) -> str:
+        return f"{self._base}{check_zone(zone)}/queuedResources/{check_name(name)}"
+
+    async def _list_all(self, collection: str) -> tuple[list[Any], set[str]]:
+        """Every item of ``locations/-/<collection>`` over all pages, and ``unreachable[]``."""
+        url = f"{self._base}-/{collection}"
+        items: list[Any] = []
+        unreachable: set[str] = set()
+        seen: set[str] = set()
+        params: dict[str, str] | None = None
+        for _ in range(MAX_PAGES):
+            page = await self._call(Operation.LIST, "GET", url, params=params)
+            if isinstance(page, Outcome):  # pragma: no cover - LIST never yields ALREADY
+                raise _malformed(collection, "no list")
+            chunk = page.get(collection, [])
+            gone = page.get("unreachable", [])
+            token = page.get("nextPageToken") or None
+            if not isinstance(chunk, list):
+                raise _malformed(collection, f"{collection} is not a list")
+            if not isinstance(gone, list) or not all(isinstance(u, str) for u in gone):
+                raise _malformed(collection, "unreachable is not a list of names")
+            if token is not None and not isinstance(token, str):
+                raise _malformed(collection, "nextPageToken is not a string")
+            items.extend(chunk)
+            unreachable.update(gone)
+            if token is None:
+                return items, unreachable
+            if token in seen:
+                raise _malformed(collection, "pagination repeats a page token")
+            seen.add(token)
+            params = {"pageToken": token}
+        raise _malformed(collection, f"more than {MAX_PAGES} pages")
+
+    async def _call(
+        self,
+        operation: Operation,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any] | Outcome:
+        """The JSON object answered, or ``Outcome.ALREADY``; raises the classified failure."""
+        response = await self._send(method, url, params=params, body=body)
+        if not response.is_success:
+            verdict = classify_body(
+                operation,
+                response.status_code,
+                response.content,
+                retry_after=retry_after(response.headers.get("retry-after")),
+            )
+            if isinstance(verdict, Outcome):
+                return verdict
+            raise verdict
+        try:
+            data = json.loads(response.content)
+        except ValueError:
+            raise _malformed(
+                operation.value, _snippet(response), code=response.status_code
+            ) from None
+        if not isinstance(data, dict):
+            raise _malformed(operation.value, "not a JSON object", code=response.status_code)
+        return data
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, str] | None,
+        body: Mapping[str, Any] | None,
+    ) -> httpx.Response:
+        """One request (two after a 401: a fresh token, then the same request once more)."""
+        path = httpx.URL(url).path
+        async with self._slots:
+            for attempt in (1, 2):
+                token = await self._tokens.token()
+                started = time.monotonic()
+                try:
+                    response = await self._client.request(
+                        method,
+                        url,
+                        params=params,
+                        json=body,
+                        headers={"authorization": f"Bearer {token}"},
+                    )
+                except httpx.TimeoutException:
+                    raise TransientCloudError(
+                        f"{method} {path}: no answer within {self.timeout:g}s",
+                        delay=DEFAULT_DELAY,
+                        status="DEADLINE_EXCEEDED",
+                    ) from None
+                except httpx.HTTPError as exc:
+                    raise TransientCloudError(
+                        f"{method} {path}: {type(exc).__name__}: {exc}",
+                        delay=DEFAULT_DELAY,
+                        status="UNAVAILABLE",
+                    ) from None
+                log.debug(
+                    "%s %s -> %d in %.0f ms",
+                    method,
+                    path,
+                    response.status_code,
+                    (time.monotonic() - started) * 1000,
+                )
+                if response.status_code != 401 or attempt == 2:
+                    return response
+                log.info("the TPU API refused the access token (401); fetching a fresh one")
+                await self._refresh(token)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _refresh(self, refused: str) -> None:
+        """Invalidate the token once, however many requests were refused at the same time."""
+        async with self._refresh_lock:
+            if await self._tokens.token() == refused:
+                self._tokens.invalidate()
+
+
+# --- pure helpers (no I/O) -----------------------------------------------------------------
+
+
+def check_endpoint(endpoint: str) -> str:
+    """An http(s) base URL ending in ``/``. Plain http only to loopback: tokens travel on it."""
+    try:
+        url = httpx.URL(endpoint)
+    except httpx.InvalidURL:
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host or url.query:
+        raise PermanentCloudError(
+            f"invalid TPU API endpoint {endpoint!r}: expected https://host/",
+            status="INVALID_ARGUMENT",
+        )
+    if url.scheme == "http" and not _is_loopback(url.host):
+        raise PermanentCloudError(
+            f"refusing plain http to {url.host}: access tokens would travel unencrypted",
+            status="INVALID_ARGUMENT",
+        )
+    text = str(url.copy_with(fragment=None))
+    return text if text.endswith("/") else text + "/"
+
+
+def _is_loopback(host: str) -> bool:
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def create_body(project: str, request: CreateRequest) -> dict[str, Any]:
+    """The QueuedResource JSON gcloud (GA, API v2) sends for the same create, names checked.
+
+    ``reserved`` is ``reservationName: projects/P/locations/Z/reservations/-``: that is what
+    ``gcloud compute tpus queued-resources create --reserved`` sends on v2, whose
+    ``Guaranteed`` message has no ``reserved`` field (only v2alpha1 has one).
+    """
+    check_project(project)
+    check_name(request.name)
+    zone = check_zone(request.zone)
+    if request.mode not in _MODES:
+        raise UnsafeName(f"invalid mode {request.mode!r}: expected spot, on-demand or reserved")
+    labels = dict(request.labels)
+    labels[MANAGED_LABEL] = MANAGED_VALUE
+    for key, value in labels.items():
+        if not _LABEL_KEY_RE.fullmatch(key) or not _LABEL_VALUE_RE.fullmatch(value):
+            raise UnsafeName(f"invalid label {key!r}={value!r}: lowercase letters, digits, _ -")
+    network: dict[str, Any] = {"enableExternalIps": not request.internal_ips}
+    if request.network:
+        network["network"] = check_network(request.network)
+    if request.subnetwork:
+        network["subnetwork"] = check_network(request.subnetwork)
+    parent = f"projects/{project}/locations/{zone}"
+    body: dict[str, Any] = {}
+    if request.valid_until_seconds is not None:
+        seconds = request.valid_until_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
+            raise UnsafeName(f"invalid valid_until_seconds {seconds!r}")
+        body["queueingPolicy"] = {"validUntilDuration": f"{seconds}s"}
+    if request.mode == "spot":
+        body["spot"] = {}
+    elif request.mode == "reserved":
+        body["reservationName"] = f"{parent}/reservations/-"
+    body["tpu"] = {
+        "nodeSpec": [
+            {
+                "node": {
+                    "acceleratorType": check_accelerator(request.accelerator_type),
+                    "labels": dict(sorted(labels.items())),
+                    "networkConfig": network,
+                    "runtimeVersion": check_runtime_version(request.runtime_version),
+                },
+                "nodeId": request.name,
+                "parent": parent,
+            }
+        ]
+    }
+    return body
+
+
+def flatten_guest_attributes(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``GetGuestAttributesResponse`` -> gcloud's rows. Raises ValueError when malformed."""
+    rows: list[dict[str, Any]] = []
+    workers = answer.get("guestAttributes") or []
+    if not isinstance(workers, list):
+        raise ValueError("guestAttributes is not a list")
+    for worker_id, attrs in enumerate(workers):
+        if not isinstance(attrs, dict):
+            raise ValueError("a guest attribute is not an object")
+        value = attrs.get("queryValue") or {}
+        entries = (value.get("items") or []) if isinstance(value, dict) else None
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise ValueError("queryValue.items is not a list of objects")
+        for entry in entries:
+            rows.append(
+                {
+                    "worker_id": worker_id,
+                    "namespace": entry.get("namespace"),
+                    "key": entry.get("key"),
+                    "value": entry.get("value"),
+                }
+            )
+    return rows
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None when absent."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _operation_outcome(operation: Operation, answer: dict[str, Any] | Outcome) -> Outcome:
+    """DONE for an accepted long-running operation; its ``error`` classified when it is
+    already done and failed (ALREADY_EXISTS / NOT_FOUND then mean ALREADY as usual)."""
+    if isinstance(answer, Outcome):
+        return answer
+    error = answer.get("error")
+    if answer.get("done") is True and error is not None:
+        if not isinstance(error, dict):
+            raise _malformed(operation.value, "operation error is not an object")
+        code = error.get("code")
+        message = error.get("message")
+        return check(
+            operation,
+            code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+            message=message if isinstance(message, str) else "",
+        )
+    return Outcome.DONE
+
+
+def _unreachable_zone(entry: str) -> str:
+    """``projects/p/locations/us-east1-d`` or ``us-east1-d`` -> the zone. Anything else (a
+    region, garbage) would leave unknown which zones went unseen: the observation is void."""
+    zone = entry.rsplit("locations/", 1)[-1].strip("/")
+    if not ZONE_RE.fullmatch(zone):
+        raise _malformed("list", f"unreachable location {entry[:80]!r} is not a zone")
+    return zone
+
+
+def _sorted(index: Mapping[tuple[str, str], T]) -> list[T]:
+    return [index[key] for key in sorted(index)]
+
+
+def _snippet(response: httpx.Response) -> str:
+    text = " ".join(response.content[:200].decode("utf-8", "replace").split())
+    kind = response.headers.get("content-type", "no content type")
+    return f"not JSON ({kind}): {text!r}"
+
+
+def _malformed(what: str, detail: str, *, code: int | None = None) -> TransientCloudError:
+    return TransientCloudError(
+        f"malformed answer from the TPU API ({what}): {detail}", delay=DEFAULT_DELAY, code=code
+    )
+
+
+async def _both(first: Awaitable[T], second: Awaitable[T]) -> tuple[T, T]:
+    """Run both; when one fails, cancel the other and raise the failure."""
+    tasks = [asyncio.ensure_future(first), asyncio.ensure_future(second)]
+    try:
+        a, b = await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return a, b
+
+
+__all__ = [
+    "DEFAULT_ENDPOINT",
+    "ENDPOINT_ENV",
+    "RestCloud",
+    "check_endpoint",
+    "create_body",
+    "flatten_guest_attributes",
+    "retry_after",
+]
