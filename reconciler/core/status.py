@@ -226,7 +226,11 @@ def build_status(
         "plan": plan_dict(plan)
         if plan
         else {
-            "summary": "No valid desired state.",
+            "summary": (
+                "No plan yet: waiting for a successful observation."
+                if desired is not None
+                else "No valid desired state: nothing will be created or deleted."
+            ),
             "actions": [],
             "deferred": [],
             "blocked": [],

@@ -43,7 +43,7 @@ def _global_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tpu-reconciler",
-        description="Hold Cloud TPU capacity declaratively: write desired.yaml, run the controller.",
+        description="Hold Cloud TPU capacity declaratively: write desired.yaml, run the controller",
     )
     parser.add_argument("--version", action="version", version=f"tpu-reconciler {__version__}")
     _global_options(parser)

@@ -44,6 +44,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--live", action="store_true", help="observe now instead of the snapshot")
     p.set_defaults(handler=f"{__name__}:status_cmd")
 
+    p = sub.add_parser("demo", help="see it work in a minute on the built-in emulator")
+    p.add_argument("--keep", action="store_true", help="leave it running to explore")
+    p.add_argument(
+        "--backend", choices=("rest", "gcloud"), default="rest", help="cloud backend to use"
+    )
+    p.add_argument("--speed", type=float, default=20.0, help="emulator clock speed factor")
+    p.set_defaults(handler="reconciler.surfaces.demo:run")
+
 
 # --- shared ---------------------------------------------------------------------------------
 
