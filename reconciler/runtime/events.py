@@ -108,14 +108,14 @@ def parse_ts(value: Any) -> datetime | None:
 def log_files(path: Path) -> list[Path]:
     """The rotated files (oldest first), then ``path`` itself — existing or not."""
     rotated = []
-    for p in path.parent.glob(f"{glob_escape(path.name)}.*"):
+    for p in path.parent.glob(f"{_glob_escape(path.name)}.*"):
         suffix = p.name[len(path.name) + 1 :]
         if suffix.isdigit():
             rotated.append((int(suffix), p))
     return [p for _, p in sorted(rotated, reverse=True)] + [path]
 
 
-def glob_escape(name: str) -> str:
+def _glob_escape(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
