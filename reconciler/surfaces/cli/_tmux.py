@@ -11,13 +11,12 @@ Which tmux server: ``--socket``, else ``$TPU_RECONCILER_TMUX_SOCKET``, else the 
 
 May: read the state dir and desired file, drive tmux through ``adapters.tmux``, print.
 May not: start a tmux server, create windows (the controller's job), edit any file.
-Heavy imports (libtmux, ruamel) happen inside the handlers.
+Heavy imports (asyncio, libtmux, ruamel) happen inside the handlers.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -183,6 +182,8 @@ def _status_text(doc: dict[str, Any], quiet: bool) -> list[str]:
 
 
 def status_command(args: argparse.Namespace) -> int:
+    import asyncio
+
     from reconciler.errors import ReconcilerError
 
     socket = _socket(args)
@@ -216,6 +217,8 @@ def _confirm(targets: Sequence[str]) -> bool:
 
 
 def close_command(args: argparse.Namespace) -> int:
+    import asyncio
+
     from reconciler.errors import ReconcilerError
     from reconciler.model import names
 
