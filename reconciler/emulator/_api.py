@@ -74,35 +74,38 @@ def dispatch(
 
 
 def _list_qrs(world: World, p: dict[str, str], q: dict[str, str], _: Any, size: int) -> rec.JSON:
-    zones, unreachable = world.zones_for(p["zone"])
-    items = [
-        (key, r)
-        for key, r in world.qrs.items()
-        if (zones is None or r.zone in zones) and r.zone not in unreachable
-    ]
-    page, token = _page(sorted(items, key=lambda kv: kv[0]), q, size)
-    out: rec.JSON = {
-        "queuedResources": [rec.render_qr(r, p["project"], world.clock) for _, r in page]
-    }
-    return _finish_list(out, "queuedResources", token, unreachable, p["project"])
+    def render(r: rec.QRRecord) -> rec.JSON:
+        return rec.render_qr(r, p["project"], world.clock)
+
+    return _list(world, p, q, size, "queuedResources", world.qrs, render)
 
 
 def _list_nodes(world: World, p: dict[str, str], q: dict[str, str], _: Any, size: int) -> rec.JSON:
+    def render(n: rec.NodeRecord) -> rec.JSON:
+        return rec.render_node(n, world.qrs[(n.zone, n.qr_name)], p["project"], world.clock)
+
+    return _list(world, p, q, size, "nodes", world.nodes, render)
+
+
+def _list(
+    world: World,
+    p: dict[str, str],
+    query: dict[str, str],
+    size: int,
+    field: str,
+    records: dict[tuple[str, str], _T],
+    render: Callable[[_T], rec.JSON],
+) -> rec.JSON:
     zones, unreachable = world.zones_for(p["zone"])
     items = [
-        (key, n)
-        for key, n in world.nodes.items()
-        if (zones is None or n.zone in zones) and n.zone not in unreachable
+        (key, r)
+        for key, r in records.items()
+        if (zones is None or key[0] in zones) and key[0] not in unreachable
     ]
-    page, token = _page(sorted(items, key=lambda kv: kv[0]), q, size)
-    project = p["project"]
-    out: rec.JSON = {
-        "nodes": [
-            rec.render_node(n, world.qrs[(n.zone, n.qr_name)], project, world.clock)
-            for _, n in page
-        ]
-    }
-    return _finish_list(out, "nodes", token, unreachable, project)
+    items.sort(key=lambda kv: kv[0])
+    page, token = _page(items, query, size)
+    out: rec.JSON = {field: [render(r) for _, r in page]}
+    return _finish_list(out, field, token, unreachable, p["project"])
 
 
 def _finish_list(
@@ -135,9 +138,9 @@ def _page(
             raise ApiError("INVALID_ARGUMENT", f"invalid pageToken {token!r}") from None
         items = [kv for kv in items if kv[0] > after]
     page = items[:size]
-    more = len(items) > size
-    next_token = base64.urlsafe_b64encode(json.dumps(page[-1][0]).encode()).decode()
-    return page, next_token if more else None
+    if len(items) <= size:
+        return page, None
+    return page, base64.urlsafe_b64encode(json.dumps(page[-1][0]).encode()).decode()
 
 
 def _create(world: World, p: dict[str, str], q: dict[str, str], body: Any, _: int) -> rec.JSON:

@@ -12,6 +12,7 @@ import collections
 import json
 import threading
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,7 +66,9 @@ class Emulator:
     ) -> None:
         scenario = scenario or Scenario()
         self.scenario = scenario
-        self.speed = float(speed if speed is not None else (scenario.speed or 1.0))
+        if speed is None:
+            speed = scenario.speed if scenario.speed is not None else 1.0
+        self.speed = float(speed)
         if self.speed < 0:
             raise ValueError("speed must be >= 0")
         pool = tuple(ip_pool or scenario.ip_pool or DEFAULT_IP_POOL)
@@ -199,7 +202,7 @@ class Emulator:
 
     def inject_fault(self, fault: Fault) -> None:
         with self._lock:
-            self._world.add_fault(fault)
+            self._world.faults.add(fault)
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -312,7 +315,7 @@ class Emulator:
     ) -> tuple[int, bytes]:
         """Answer one API request (called from handler threads)."""
         with self._lock:
-            fault = self._settled().take_fault(method, path)
+            fault = self._settled().faults.take(method, path)
             delay = self._world.latency + (fault.latency if fault else 0.0)
         if delay > 0:
             time.sleep(delay)
@@ -330,7 +333,11 @@ class Emulator:
                 err = ApiError("INVALID_ARGUMENT", "the request body is not JSON")
                 status, payload = err.http_status, _dump(err.body())
             else:
-                status, obj = _api.dispatch(world, method, path, query, body, self.page_size)
+                try:
+                    status, obj = _api.dispatch(world, method, path, query, body, self.page_size)
+                except Exception as exc:  # an emulator bug: answer like Google, keep serving
+                    traceback.print_exc()
+                    status, obj = 500, ApiError("INTERNAL", f"emulator error: {exc!r}").body()
                 payload = _dump(obj)
             self._log.append(RequestRecord(method, path, dict(query), body, status, world.t))
         return status, payload

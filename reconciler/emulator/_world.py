@@ -20,31 +20,24 @@ finishes (a preempted QR keeps it until deleted, as it keeps its quota).
 from __future__ import annotations
 
 import bisect
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.emulator import _intake as intake
 from reconciler.emulator import _records as rec
+from reconciler.emulator._faults import FaultBook
 from reconciler.emulator._records import ApiError, NodeRecord, OpRecord, QRRecord
-from reconciler.emulator._scenario import Fault, Scenario, ScenarioQueuedResource, Timings
-from reconciler.model.names import ACCELERATOR_RE, NAME_RE, ZONE_RE, worker_count
+from reconciler.emulator._scenario import Scenario, ScenarioQueuedResource, Timings
+from reconciler.model.names import worker_count
 
 QUEUED = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES"})
 #: States in which deleting needs ``force`` because a node exists and is in use.
 NEEDS_FORCE = frozenset({"PROVISIONING", "ACTIVE", "SUSPENDING"})
 DEFAULT_IP_POOL = tuple(f"203.0.113.{i}" for i in range(1, 255))  # TEST-NET-3: never routed
-_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)s$")
 NO_CAPACITY = (
     'There is no more capacity in the zone "{zone}"; you can try in another zone where Cloud '
     "TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions) [EID: 0xemulator]"
 )
-
-
-@dataclass(slots=True)
-class ArmedFault:
-    fault: Fault
-    remaining: int | None
-    pattern: re.Pattern[str] | None = None
 
 
 @dataclass(order=True, slots=True)
@@ -67,7 +60,7 @@ class World:
         self.shortage: dict[tuple[str, str], str] = {}
         self.default_capacity = scenario.default_capacity
         self.unreachable: set[str] = set()
-        self.faults: list[ArmedFault] = []
+        self.faults = FaultBook()
         self.latency = 0.0
         self.fail_provisioning_deletes = scenario.fail_deletes_while_provisioning
         self.ip_pool = ip_pool
@@ -139,7 +132,7 @@ class World:
             if (payload.zone, payload.node) in self.nodes:
                 self.preempt(payload.zone, payload.node)
         elif kind == "fault":
-            self.add_fault(payload)
+            self.faults.add(payload)
         elif kind == "latency":
             self.latency = float(payload)
         elif kind == "qr":
@@ -290,79 +283,23 @@ class World:
         return op
 
     def create(self, project: str, zone: str, qr_id: str | None, body: Any) -> OpRecord:
-        _check_zone(zone)
-        if not qr_id or not NAME_RE.fullmatch(qr_id):
-            raise ApiError("INVALID_ARGUMENT", f"invalid queuedResourceId {qr_id!r}")
-        if not isinstance(body, dict):
-            raise ApiError("INVALID_ARGUMENT", "the request body must be a QueuedResource")
-        specs = (body.get("tpu") or {}).get("nodeSpec")
-        if not isinstance(specs, list) or len(specs) != 1 or not isinstance(specs[0], dict):
-            raise ApiError("INVALID_ARGUMENT", "the emulator supports exactly one tpu.nodeSpec")
-        spec = specs[0]
-        node = spec.get("node")
-        node_id = spec.get("nodeId")
-        if not isinstance(node, dict) or not isinstance(node_id, str) or not node_id:
-            raise ApiError("INVALID_ARGUMENT", "nodeSpec needs a node and a nodeId")
-        accelerator = node.get("acceleratorType")
-        if not isinstance(accelerator, str) or not ACCELERATOR_RE.fullmatch(accelerator):
-            raise ApiError("INVALID_ARGUMENT", f"unsupported acceleratorType {accelerator!r}")
-        if not node.get("runtimeVersion"):
-            raise ApiError("INVALID_ARGUMENT", "node.runtimeVersion is required")
-        if (zone, qr_id) in self.qrs:
-            name = f"{rec.location(project, zone)}/queuedResources/{qr_id}"
+        q = intake.from_request(zone, qr_id, body, seq=self._next_seq(), now=self.t)
+        if (zone, q.name) in self.qrs:
+            name = f"{rec.location(project, zone)}/queuedResources/{q.name}"
             raise ApiError("ALREADY_EXISTS", f"Resource '{name}' already exists")
-        if (zone, node_id) in self.nodes:
-            raise ApiError("ALREADY_EXISTS", f"Node '{node_id}' already exists in {zone}")
-        tier = {k: body[k] for k in ("spot", "guaranteed", "reservationName") if k in body}
-        policy = (
-            body.get("queueingPolicy") if isinstance(body.get("queueingPolicy"), dict) else None
-        )
-        q = QRRecord(
-            zone, qr_id, self._next_seq(), node_id, accelerator, node, tier, policy, self.t
-        )
-        self._apply_policy(q)
+        if (zone, q.node_id) in self.nodes:
+            raise ApiError("ALREADY_EXISTS", f"Node '{q.node_id}' already exists in {zone}")
+        intake.apply_policy(q, self.clock)
         q.next_at = self.t + self.timings.accept
-        op = self._new_op(zone, "create", qr_id)
+        op = self._new_op(zone, "create", q.name)
         q.create_op = op.op_id
-        self.qrs[(zone, qr_id)] = q
+        self.qrs[(zone, q.name)] = q
         return op
-
-    def _apply_policy(self, q: QRRecord) -> None:
-        policy = q.queueing_policy or {}
-        try:
-            if m := _DURATION.match(str(policy.get("validUntilDuration", ""))):
-                q.deadline = q.created + float(m.group(1))
-            if policy.get("validUntilTime"):
-                q.deadline = self.clock.parse(str(policy["validUntilTime"]))
-            if m := _DURATION.match(str(policy.get("validAfterDuration", ""))):
-                q.valid_after = q.created + float(m.group(1))
-            if policy.get("validAfterTime"):
-                q.valid_after = self.clock.parse(str(policy["validAfterTime"]))
-        except ValueError as exc:
-            raise ApiError("INVALID_ARGUMENT", f"bad queueingPolicy: {exc}") from None
 
     def place(self, spec: ScenarioQueuedResource) -> QRRecord:
         """Put a QR straight into the world (a scenario's or a test's), skipping the API."""
-        tier: rec.JSON = {}
-        if spec.mode == "spot":
-            tier = {"spot": {}}
-        elif spec.mode == "reserved":
-            tier = {"reservationName": f"projects/-/locations/{spec.zone}/reservations/-"}
-        node = {
-            "acceleratorType": spec.accelerator,
-            "runtimeVersion": spec.runtime_version,
-            "labels": dict(spec.labels),
-            "networkConfig": {"enableExternalIps": True},
-        }
-        policy = None
-        if spec.valid_until is not None:
-            policy = {"validUntilDuration": f"{int(spec.valid_until)}s"}
-        node_id = spec.node_id or spec.name
-        q = QRRecord(
-            spec.zone, spec.name, self._next_seq(), node_id, spec.accelerator, node, tier, policy,
-            self.t,
-        )  # fmt: skip
-        self._apply_policy(q)
+        q = intake.from_scenario(spec, seq=self._next_seq(), now=self.t)
+        intake.apply_policy(q, self.clock)
         self.qrs[(q.zone, q.name)] = q
         state = spec.state or "CREATING"
         if state == "CREATING":
@@ -373,13 +310,13 @@ class World:
             q.state = state
         elif state == "FAILED":
             self._fail(q, "RESOURCE_EXHAUSTED", NO_CAPACITY.format(zone=q.zone))
-        else:
+        else:  # PROVISIONING, ACTIVE, SUSPENDED: it has a node and holds capacity
             self._provision(q)
-            if state in ("ACTIVE", "SUSPENDED"):
+            if state != "PROVISIONING":
                 q.next_at = None
                 self._advance(q)
             if state == "SUSPENDED":
-                self.preempt(q.zone, node_id)
+                self.preempt(q.zone, q.node_id)
                 q.state, q.next_at = "SUSPENDED", None
         return q
 
@@ -404,7 +341,7 @@ class World:
         return op
 
     def _check_reachable(self, zone: str) -> None:
-        _check_zone(zone)
+        intake.check_zone(zone)
         if zone in self.unreachable:
             raise ApiError("UNAVAILABLE", f"The zone {zone} is temporarily unavailable")
 
@@ -453,30 +390,6 @@ class World:
 
     def fail(self, zone: str, name: str, status: str, message: str) -> None:
         self._fail(self.get(zone, name), status, message)
-
-    def add_fault(self, fault: Fault) -> None:
-        pattern = re.compile(fault.path) if fault.path else None
-        self.faults.append(ArmedFault(fault, fault.count, pattern))
-
-    def take_fault(self, method: str, path: str) -> Fault | None:
-        """The first armed fault matching this request, counting it down."""
-        for armed in self.faults:
-            f = armed.fault
-            if f.method and f.method.upper() != method.upper():
-                continue
-            if armed.pattern is not None and not armed.pattern.search(path):
-                continue
-            if armed.remaining is not None:
-                armed.remaining -= 1
-                if armed.remaining <= 0:
-                    self.faults.remove(armed)
-            return f
-        return None
-
-
-def _check_zone(zone: str) -> None:
-    if not ZONE_RE.fullmatch(zone):
-        raise ApiError("INVALID_ARGUMENT", f"invalid location {zone!r}")
 
 
 def _expired(q: QRRecord) -> str:

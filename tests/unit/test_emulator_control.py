@@ -1,0 +1,148 @@
+"""Fault injection, latency, the HTTP control API, concurrency and the ``emulator serve`` CLI."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from reconciler.emulator import Emulator, Fault
+from reconciler.surfaces.cli import build_parser
+from reconciler.surfaces.cli._emulator import serve
+from tests.unit.test_emulator import ZONE, create_body
+
+QRS = f"v2/projects/test-project/locations/{ZONE}/queuedResources"
+
+
+@pytest.fixture
+def emu(make_emulator: Callable[..., Emulator]) -> Emulator:
+    return make_emulator(speed=0)
+
+
+@pytest.fixture
+def http(emu: Emulator) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=emu.url, timeout=10) as client:
+        yield client
+
+
+def create(http: httpx.Client, name: str) -> httpx.Response:
+    return http.post(QRS, params={"queuedResourceId": name}, json=create_body(name))
+
+
+def test_an_injected_status_answers_in_googles_shape_and_changes_nothing(
+    emu: Emulator, http: httpx.Client
+) -> None:
+    emu.inject_fault(Fault(status="ALREADY_EXISTS", method="POST"))
+    refused = create(http, "a")
+    assert refused.status_code == 409
+    assert refused.json()["error"]["status"] == "ALREADY_EXISTS"
+    assert emu.queued_resource(ZONE, "a") is None
+    assert create(http, "a").status_code == 200  # count=1: the next one goes through
+    assert [r.status for r in emu.requests()] == [409, 200]
+
+
+def test_faults_filter_by_path_and_count_down(emu: Emulator, http: httpx.Client) -> None:
+    emu.inject_fault(Fault(status=429, path=r"/nodes$", count=2))
+    nodes = f"v2/projects/p/locations/{ZONE}/nodes"
+    assert http.get(QRS).status_code == 200
+    assert [http.get(nodes).status_code for _ in range(3)] == [429, 429, 200]
+    assert http.get(nodes).status_code == 200
+    assert emu.request_counts()["GET nodes.list"] == 4
+
+
+def test_a_fault_can_return_a_raw_body(emu: Emulator, http: httpx.Client) -> None:
+    emu.inject_fault(Fault(status=503, body="<html><body>Service Unavailable</body></html>"))
+    answer = http.get(QRS)
+    assert answer.status_code == 503
+    assert answer.text.startswith("<html>")
+    assert answer.headers["content-type"].startswith("text/html")
+    emu.inject_fault(Fault(status=200, body="{not json", count=None))
+    assert http.get(QRS).text == "{not json"
+    emu.clear_faults()
+    assert http.get(QRS).json() == {}
+
+
+def test_latency_delays_answers(emu: Emulator, http: httpx.Client) -> None:
+    emu.set_latency(0.05)
+    emu.inject_fault(Fault(status=None, latency=0.1))
+    started = time.monotonic()
+    assert http.get(QRS).status_code == 200
+    assert time.monotonic() - started >= 0.15
+    emu.set_latency(0)
+    started = time.monotonic()
+    http.get(QRS)
+    assert time.monotonic() - started < 0.1
+
+
+def test_the_control_api_drives_the_emulator_over_http(emu: Emulator, http: httpx.Client) -> None:
+    def control(path: str, **body: object) -> httpx.Response:
+        return http.post(f"_emulator/{path}", json=body)
+
+    assert control("capacity", zone=ZONE, accelerator="v4-8", count=1).status_code == 200
+    assert control("queued-resources", zone=ZONE, name="a", state="ACTIVE").status_code == 200
+    assert create(http, "b").status_code == 200
+    assert control("advance", seconds=60).status_code == 200
+    state = http.get("_emulator/state").json()
+    assert {q["name"].rsplit("/", 1)[1]: q["state"]["state"] for q in state["queuedResources"]} == {
+        "a": "ACTIVE",
+        "b": "WAITING_FOR_RESOURCES",
+    }
+    assert control("preempt", zone=ZONE, node="a").status_code == 200
+    node = emu.node(ZONE, "a")
+    assert node is not None and node["state"] == "PREEMPTED"
+    assert control("faults", status="PERMISSION_DENIED").status_code == 200
+    assert http.get(QRS).status_code == 403
+    log = http.get("_emulator/requests").json()
+    assert log["counts"] == {"POST queuedResources.create": 1, "GET queuedResources.list": 1}
+    assert [r["status"] for r in log["requests"]] == [200, 403]
+    assert http.delete("_emulator/requests").status_code == 200
+    assert emu.requests() == []
+
+
+def test_the_control_api_refuses_bad_requests(http: httpx.Client) -> None:
+    missing = http.post("_emulator/preempt", json={"zone": ZONE})
+    assert missing.status_code == 400
+    assert missing.json()["error"]["status"] == "INVALID_ARGUMENT"
+    unknown_node = http.post("_emulator/preempt", json={"zone": ZONE, "node": "ghost"})
+    assert unknown_node.status_code == 404
+    assert http.post("_emulator/faults", json={"status": "NOPE"}).status_code == 400
+    assert http.get("_emulator/nothing").status_code == 404
+
+
+def test_concurrent_creates_all_land_once(emu: Emulator) -> None:
+    def worker(index: int) -> list[int]:
+        with httpx.Client(base_url=emu.url, timeout=10) as client:
+            return [create(client, f"t{index}-{i}").status_code for i in range(10)]
+
+    with ThreadPoolExecutor(8) as pool:
+        statuses = [s for batch in pool.map(worker, range(8)) for s in batch]
+    assert statuses == [200] * 80
+    assert len(emu.queued_resources()) == 80
+    assert emu.request_counts() == {"POST queuedResources.create": 80}
+
+
+def test_the_clock_runs_by_itself_at_the_given_speed(
+    make_emulator: Callable[..., Emulator],
+) -> None:
+    emu = make_emulator(speed=100_000)
+    emu.add_queued_resource(ZONE, "a")
+    deadline = time.monotonic() + 5
+    while (qr := emu.queued_resource(ZONE, "a")) and qr["state"]["state"] != "ACTIVE":
+        assert time.monotonic() < deadline, qr
+    assert emu.now() > 8
+
+
+def test_the_serve_command_is_wired_and_refuses_a_bad_scenario(
+    tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = build_parser().parse_args(
+        ["emulator", "serve", "--speed", "5", "--ip-pool", "127.0.0.2,127.0.0.3", "--port", "0"]
+    )
+    assert args.handler == "reconciler.surfaces.cli._emulator:serve"
+    assert (args.speed, args.ip_pool, args.port) == (5.0, "127.0.0.2,127.0.0.3", 0)
+    bad = build_parser().parse_args(["emulator", "serve", "--scenario", "/nonexistent.yaml"])
+    assert serve(bad) == 2
+    assert "nonexistent.yaml" in capsys.readouterr().err
