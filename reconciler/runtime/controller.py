@@ -393,8 +393,12 @@ class Controller:
     async def run(self, stop: asyncio.Event, *, watch: bool = True) -> None:
         from reconciler.runtime.watch import watch_file
 
+        # Load first and hand the watcher that digest: a save between this load and the
+        # watch starting then still wakes the loop.
+        first = self.store.load()
+
         async def watcher() -> None:
-            async for _ in watch_file(self.store.path, stop=stop):
+            async for _ in watch_file(self.store.path, stop=stop, digest=first.digest):
                 self.wake.set()
 
         watch_task = asyncio.create_task(watcher()) if watch else None
