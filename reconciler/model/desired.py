@@ -80,7 +80,7 @@ def _safe_text(value: Any) -> str:
 
 
 def _socket_name(value: Any) -> str:
-    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", value):
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", value):
         raise PydanticCustomError(
             "socket", "expected a tmux socket name of letters, digits, '_', '.', '-'"
         )
