@@ -10,13 +10,15 @@ Latencies are *real* seconds (they exist to exercise client timeouts).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from reconciler.model.durations import parse_duration
+from reconciler.model.names import ACCELERATOR_RE, NAME_RE, ZONE_RE
 
 #: Google canonical status names and the HTTP status each is served with.
 STATUS_HTTP: dict[str, int] = {
@@ -124,7 +126,19 @@ def _seconds(value: object) -> float:
     return parse_duration(value)
 
 
+def _matching(pattern: re.Pattern[str], example: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"expected something like {example}, got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
 Seconds = Annotated[float, BeforeValidator(_seconds)]
+Zone = Annotated[str, _matching(ZONE_RE, "us-central2-b")]
+Accelerator = Annotated[str, _matching(ACCELERATOR_RE, "v4-8")]
+Name = Annotated[str, _matching(NAME_RE, "my-tpu-1")]
 
 
 class _Base(BaseModel):
@@ -149,16 +163,16 @@ class CapacityChange(_Base):
     """
 
     at: Seconds = 0.0
-    zone: str
-    accelerator: str
+    zone: Zone
+    accelerator: Accelerator
     count: int | None = Field(default=None, ge=0)
     shortage: Literal["wait", "fail"] | None = None
 
 
 class Preemption(_Base):
     at: Seconds = 0.0
-    zone: str
-    node: str
+    zone: Zone
+    node: Name
 
 
 class ScheduledFault(_Base):
@@ -190,13 +204,13 @@ class ScenarioQueuedResource(_Base):
     """A queued resource that appears at ``at``: created like a user's, or placed in ``state``."""
 
     at: Seconds = 0.0
-    name: str
-    zone: str
-    accelerator: str = "v4-8"
+    name: Name
+    zone: Zone
+    accelerator: Accelerator = "v4-8"
     runtime_version: str = "tpu-ubuntu2204-base"
     mode: Literal["spot", "on-demand", "reserved"] = "spot"
     labels: dict[str, str] = Field(default_factory=dict)
-    node_id: str | None = None
+    node_id: Name | None = None
     state: (
         Literal[
             "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE", "SUSPENDED", "FAILED"
@@ -211,7 +225,7 @@ class Unreachable(_Base):
     503 when asked directly, from ``at`` until ``until`` (null: for good)."""
 
     at: Seconds = 0.0
-    zone: str
+    zone: Zone
     until: Seconds | None = None
 
 

@@ -85,6 +85,7 @@ def test_a_scenario_sets_speed_page_size_and_ip_pool(
         ("timings: {accept: soon}", "timings.accept"),
         ("preemptions: [{zone: z, node: n, at: 1x}]", "preemptions.0.at"),
         ("bogus: 1", "bogus"),
+        ("queued_resources: [{name: a, zone: Mars}]", "queued_resources.0.zone"),
         ("[1, 2]", "a mapping"),
         ("capacity: [", "not valid YAML"),
     ],
@@ -96,7 +97,21 @@ def test_a_bad_scenario_is_refused_saying_where(text: str, where: str) -> None:
 
 
 def test_durations_in_a_scenario_accept_units() -> None:
-    s = Scenario.from_yaml("timings: {activate: 2m, delete: 0}\nunreachable: [{zone: z, at: 1h}]")
+    s = Scenario.from_yaml(
+        "timings: {activate: 2m, delete: 0}\nunreachable: [{zone: us-east5-a, at: 1h}]"
+    )
     assert s.timings.activate == 120
     assert s.timings.delete == 0
     assert s.unreachable[0].at == 3600
+
+
+def test_the_documented_scenario_plays_as_described(
+    make_emulator: Callable[..., Emulator],
+) -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "emulator.md").read_text(encoding="utf-8")
+    example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    emu = make_emulator(Scenario.from_yaml(example), speed=0)
+    assert emu.speed == 0 and emu.page_size == 25
+    emu.advance(10 * 60)
+    assert state(emu, "legacy") == "ACTIVE"
+    assert state(emu, "spot-v6e64-ew4a-1", "europe-west4-a") == "SUSPENDED"  # preempted at 6m
