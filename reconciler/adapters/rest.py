@@ -34,6 +34,7 @@ from typing import Any, Final, TypeVar
 import httpx
 
 from reconciler import __version__
+from reconciler.adapters._gcloud_args import check_labels
 from reconciler.adapters.auth import TokenProvider, token_provider_from_env
 from reconciler.adapters.cloud import Outcome
 from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation, check, classify_body
@@ -48,8 +49,6 @@ from reconciler.model.names import (
     check_zone,
 )
 from reconciler.model.observed import (
-    MANAGED_LABEL,
-    MANAGED_VALUE,
     Observation,
     QueuedResource,
     node_from_api,
@@ -64,9 +63,6 @@ ENDPOINT_ENV: Final = "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"
 #: A list longer than this many pages is treated as a broken server, not read forever.
 MAX_PAGES: Final = 1000
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain"})
-# GCP label rules (the conservative ASCII subset).
-_LABEL_KEY_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_LABEL_VALUE_RE: Final = re.compile(r"^[a-z0-9_-]{0,63}$")
 _QUERY_PATH_RE: Final = re.compile(r"^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]*)*$")
 _MODES: Final = frozenset({"spot", "on-demand", "reserved"})
 
@@ -343,6 +339,8 @@ def _is_loopback(host: str) -> bool:
 
 def create_body(project: str, request: CreateRequest) -> dict[str, Any]:
     """The QueuedResource JSON gcloud (GA, API v2) sends for the same create, names checked.
+    Labels are the request's own (the planner adds ``managed-by``), as with the gcloud backend;
+    the empty ``metadata`` and ``serviceAccount`` are gcloud's too (measured against the emulator).
 
     ``reserved`` is ``reservationName: projects/P/locations/Z/reservations/-``: that is what
     ``gcloud compute tpus queued-resources create --reserved`` sends on v2, whose
@@ -353,11 +351,7 @@ def create_body(project: str, request: CreateRequest) -> dict[str, Any]:
     zone = check_zone(request.zone)
     if request.mode not in _MODES:
         raise UnsafeName(f"invalid mode {request.mode!r}: expected spot, on-demand or reserved")
-    labels = dict(request.labels)
-    labels[MANAGED_LABEL] = MANAGED_VALUE
-    for key, value in labels.items():
-        if not _LABEL_KEY_RE.fullmatch(key) or not _LABEL_VALUE_RE.fullmatch(value):
-            raise UnsafeName(f"invalid label {key!r}={value!r}: lowercase letters, digits, _ -")
+    check_labels(request.labels)
     network: dict[str, Any] = {"enableExternalIps": not request.internal_ips}
     if request.network:
         network["network"] = check_network(request.network)
@@ -379,9 +373,11 @@ def create_body(project: str, request: CreateRequest) -> dict[str, Any]:
             {
                 "node": {
                     "acceleratorType": check_accelerator(request.accelerator_type),
-                    "labels": dict(sorted(labels.items())),
+                    **({"labels": dict(sorted(request.labels.items()))} if request.labels else {}),
+                    "metadata": {},
                     "networkConfig": network,
                     "runtimeVersion": check_runtime_version(request.runtime_version),
+                    "serviceAccount": {},
                 },
                 "nodeId": request.name,
                 "parent": parent,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import json
 import time
 from types import MappingProxyType
 
@@ -20,26 +21,18 @@ from reconciler.errors import PermanentCloudError, UnsafeName
 from reconciler.model.requests import CreateRequest
 
 # What `gcloud compute tpus queued-resources create a --node-id=a --spot --zone=us-central2-b
-# --accelerator-type=v4-8 --runtime-version=X --network=n --subnetwork=s
-# --valid-until-duration=6h --labels=managed-by=tpu-reconciler` sent (measured).
-MEASURED_SPOT = {
-    "queueingPolicy": {"validUntilDuration": "21600s"},
-    "spot": {},
-    "tpu": {
-        "nodeSpec": [
-            {
-                "node": {
-                    "acceleratorType": "v4-8",
-                    "labels": {"managed-by": "tpu-reconciler"},
-                    "networkConfig": {"enableExternalIps": True, "network": "n", "subnetwork": "s"},
-                    "runtimeVersion": "x",
-                },
-                "nodeId": "a",
-                "parent": "projects/proj-123/locations/us-central2-b",
-            }
-        ]
-    },
-}
+# --accelerator-type=v4-8 --runtime-version=x --network=n --subnetwork=s
+# --valid-until-duration=6h --labels=managed-by=tpu-reconciler --async` sent to the emulator
+# (Google Cloud SDK 528.0.0, GA track, API v2; the request body as recorded).
+MEASURED_SPOT = json.loads(
+    '{"queueingPolicy": {"validUntilDuration": "21600s"}, "spot": {}, "tpu": {"nodeSpec": '
+    '[{"node": {"acceleratorType": "v4-8", "labels": {"managed-by": "tpu-reconciler"}, '
+    '"metadata": {}, "networkConfig": {"enableExternalIps": true, "network": "n", '
+    '"subnetwork": "s"}, "runtimeVersion": "x", "serviceAccount": {}}, "nodeId": "a", '
+    '"parent": "projects/test-project/locations/us-central2-b"}]}}'
+)
+# The same with --reserved instead of --spot: no spot, and any reservation of the project.
+MEASURED_RESERVATION = "projects/test-project/locations/us-central2-b/reservations/-"
 
 
 def request(**over: object) -> CreateRequest:
@@ -52,23 +45,22 @@ def request(**over: object) -> CreateRequest:
         "network": "n",
         "subnetwork": "s",
         "valid_until_seconds": 21600,
+        "labels": MappingProxyType({"managed-by": "tpu-reconciler"}),
     }
     fields.update(over)
     return CreateRequest(**fields)  # type: ignore[arg-type]
 
 
 def test_spot_body_is_what_gcloud_sends() -> None:
-    assert create_body("proj-123", request()) == MEASURED_SPOT
+    assert create_body("test-project", request()) == MEASURED_SPOT
 
 
 def test_on_demand_has_no_spot_and_reserved_names_any_reservation() -> None:
-    on_demand = create_body("proj-123", request(mode="on-demand"))
+    on_demand = create_body("test-project", request(mode="on-demand"))
     assert "spot" not in on_demand and "reservationName" not in on_demand
-    reserved = create_body("proj-123", request(mode="reserved"))
+    reserved = create_body("test-project", request(mode="reserved"))
     assert "spot" not in reserved
-    assert reserved["reservationName"] == (
-        "projects/proj-123/locations/us-central2-b/reservations/-"
-    )
+    assert reserved["reservationName"] == MEASURED_RESERVATION
 
 
 def test_optional_parts_are_left_out_and_internal_ips_turn_external_off() -> None:
@@ -80,14 +72,11 @@ def test_optional_parts_are_left_out_and_internal_ips_turn_external_off() -> Non
     assert body["tpu"]["nodeSpec"][0]["node"]["networkConfig"] == {"enableExternalIps": False}
 
 
-def test_the_managed_label_is_always_set_and_user_labels_kept() -> None:
-    body = create_body(
-        "proj-123", request(labels=MappingProxyType({"team": "ml", "managed-by": "someone"}))
-    )
-    assert body["tpu"]["nodeSpec"][0]["node"]["labels"] == {
-        "managed-by": "tpu-reconciler",
-        "team": "ml",
-    }
+def test_labels_are_the_requests_own_and_left_out_when_there_are_none() -> None:
+    body = create_body("test-project", request(labels=MappingProxyType({"team": "ml", "a": "b"})))
+    assert body["tpu"]["nodeSpec"][0]["node"]["labels"] == {"a": "b", "team": "ml"}
+    bare = create_body("test-project", request(labels=MappingProxyType({})))
+    assert "labels" not in bare["tpu"]["nodeSpec"][0]["node"]
 
 
 @pytest.mark.parametrize(
@@ -107,7 +96,7 @@ def test_the_managed_label_is_always_set_and_user_labels_kept() -> None:
 )
 def test_unsafe_values_never_reach_the_api(over: dict[str, object]) -> None:
     with pytest.raises(UnsafeName):
-        create_body("proj-123", request(**over))
+        create_body("test-project", request(**over))
 
 
 @pytest.mark.parametrize(
