@@ -3,6 +3,7 @@
 Public surface (everything else is private)::
 
     from reconciler.emulator import Emulator, Scenario, Fault, RequestRecord
+    from reconciler.emulator import EmulatorClient   # the same controls, for another process
 
     with Emulator(Scenario.load("story.yaml"), speed=60) as emu:
         env = {"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU": emu.url, ...}
@@ -17,7 +18,16 @@ See docs/emulator.md.
 
 from __future__ import annotations
 
+from reconciler.emulator._client import EmulatorClient
 from reconciler.emulator._scenario import Fault, Scenario, ScenarioError, Timings
 from reconciler.emulator._server import Emulator, RequestRecord
 
-__all__ = ["Emulator", "Fault", "RequestRecord", "Scenario", "ScenarioError", "Timings"]
+__all__ = [
+    "Emulator",
+    "EmulatorClient",
+    "Fault",
+    "RequestRecord",
+    "Scenario",
+    "ScenarioError",
+    "Timings",
+]

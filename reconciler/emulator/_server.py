@@ -262,7 +262,9 @@ class Emulator:
         try:
             action(world)
         except ApiError as exc:
-            raise LookupError(exc.message) from None
+            if exc.status == "NOT_FOUND":
+                raise LookupError(exc.message) from None
+            raise ValueError(exc.message) from None
         world.settle(world.t)
 
     # --- inspection --------------------------------------------------------------------------

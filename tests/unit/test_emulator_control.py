@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from reconciler.emulator import Emulator, Fault
+from reconciler.emulator import Emulator, EmulatorClient, Fault
 from reconciler.surfaces.cli import build_parser
 from reconciler.surfaces.cli._emulator import serve
 from tests.unit.test_emulator import ZONE, create_body
@@ -100,6 +100,29 @@ def test_the_control_api_drives_the_emulator_over_http(emu: Emulator, http: http
     assert [r["status"] for r in log["requests"]] == [200, 403]
     assert http.delete("_emulator/requests").status_code == 200
     assert emu.requests() == []
+
+
+def test_the_client_drives_an_emulator_in_another_process_alike(
+    emu: Emulator, http: httpx.Client
+) -> None:
+    client = EmulatorClient(emu.url)
+    client.set_capacity(ZONE, "v4-8", 0)
+    client.add_queued_resource(ZONE, "a", labels={"managed-by": "tpu-reconciler"})
+    client.advance(10)
+    qr = client.queued_resource(ZONE, "a")
+    assert qr is not None and qr["state"]["state"] == "WAITING_FOR_RESOURCES"
+    client.set_capacity(ZONE, "v4-8", 1)
+    client.advance(5)
+    node = client.node(ZONE, "a")
+    assert node is not None and node["state"] == "READY"
+    client.inject_fault(Fault(status=503, count=1))
+    assert http.get(QRS).status_code == 503
+    assert client.request_counts() == {"GET queuedResources.list": 1}
+    assert [(r.method, r.status) for r in client.requests()] == [("GET", 503)]
+    with pytest.raises(LookupError):
+        client.preempt(ZONE, "ghost")
+    with pytest.raises(ValueError, match="shortage"):
+        client.set_capacity(ZONE, "v4-8", 1, shortage="sometimes")
 
 
 def test_the_control_api_refuses_bad_requests(http: httpx.Client) -> None:
