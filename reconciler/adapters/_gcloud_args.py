@@ -1,0 +1,103 @@
+"""gcloud argument lists for each Cloud call (private to ``gcloud``).
+
+Purpose: build the argv tail of every command from validated values. Pure: every name is
+checked with ``model.names`` (or the label / query-path rules here) before it is placed in an
+argument, and every value rides in the same element as its flag (``--zone=Z``), so nothing can
+be read as an option. May not: run anything, or add ``--project`` / ``--format`` (the adapter
+appends the flags common to every call).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final, Literal
+
+from reconciler.errors import UnsafeName
+from reconciler.model import names
+from reconciler.model.requests import CreateRequest
+
+QR: Final = ("compute", "tpus", "queued-resources")
+VM: Final = ("compute", "tpus", "tpu-vm")
+ALL_ZONES: Final = "-"
+
+# Label keys and values as GCP accepts them, ASCII only; keys start with a letter.
+_LABEL_KEY_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE_RE: Final = re.compile(r"^[a-z0-9_-]{0,63}$")
+# "", "namespace/" or "namespace/key".
+_QUERY_PATH_RE: Final = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/(?:[A-Za-z0-9_.-]+)?)?$")
+_MODE_FLAGS: Final[Mapping[str, tuple[str, ...]]] = {
+    "spot": ("--spot",),
+    "reserved": ("--reserved",),
+    "on-demand": (),
+}
+
+
+def check_labels(labels: Mapping[str, str]) -> str:
+    """``k=v,k2=v2`` for ``--labels=``; raises UnsafeName on a key or value GCP would refuse."""
+    for key, value in labels.items():
+        if not isinstance(key, str) or not _LABEL_KEY_RE.fullmatch(key):
+            raise UnsafeName(f"invalid label key {key!r}: lowercase letters, digits, _ and -")
+        if not isinstance(value, str) or not _LABEL_VALUE_RE.fullmatch(value):
+            raise UnsafeName(f"invalid label value {value!r}: lowercase letters, digits, _ and -")
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def list_args(kind: Literal["queued-resources", "tpu-vm"], zone: str) -> list[str]:
+    """List every QR or node of one zone, or of all zones with ``zone="-"``."""
+    if zone != ALL_ZONES:
+        names.check_zone(zone)
+    return [*(QR if kind == "queued-resources" else VM), "list", f"--zone={zone}"]
+
+
+def create_args(request: CreateRequest) -> list[str]:
+    """One QR with one node of the same name, issued ``--async`` (no waiting on operations)."""
+    name = names.check_name(request.name)
+    if request.mode not in _MODE_FLAGS:
+        raise UnsafeName(f"invalid mode {request.mode!r}: expected spot, on-demand or reserved")
+    args = [
+        *QR,
+        "create",
+        name,
+        f"--zone={names.check_zone(request.zone)}",
+        f"--node-id={name}",
+        f"--accelerator-type={names.check_accelerator(request.accelerator_type)}",
+        f"--runtime-version={names.check_runtime_version(request.runtime_version)}",
+        *_MODE_FLAGS[request.mode],
+    ]
+    if request.network is not None:
+        args.append(f"--network={names.check_network(request.network)}")
+    if request.subnetwork is not None:
+        args.append(f"--subnetwork={names.check_network(request.subnetwork)}")
+    if request.internal_ips:
+        args.append("--internal-ips")
+    if request.valid_until_seconds is not None:
+        seconds = request.valid_until_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
+            raise UnsafeName(f"invalid valid_until_seconds {seconds!r}: a positive integer")
+        args.append(f"--valid-until-duration={seconds}s")
+    if request.labels:
+        args.append(f"--labels={check_labels(request.labels)}")
+    args.append("--async")
+    return args
+
+
+def delete_args(zone: str, name: str, *, force: bool) -> list[str]:
+    args = [*QR, "delete", names.check_name(name), f"--zone={names.check_zone(zone)}"]
+    if force:
+        args.append("--force")
+    args.append("--async")
+    return args
+
+
+def describe_args(zone: str, name: str) -> list[str]:
+    return [*QR, "describe", names.check_name(name), f"--zone={names.check_zone(zone)}"]
+
+
+def guest_attributes_args(zone: str, node: str, query_path: str | None) -> list[str]:
+    args = [*VM, "get-guest-attributes", names.check_name(node), f"--zone={names.check_zone(zone)}"]
+    if query_path:
+        if not _QUERY_PATH_RE.fullmatch(query_path):
+            raise UnsafeName(f"invalid query path {query_path!r}: expected namespace/ or ns/key")
+        args.append(f"--query-path={query_path}")
+    return args

@@ -1,0 +1,225 @@
+"""The ``Cloud`` adapter over the gcloud CLI.
+
+Purpose: carry out each ``Cloud`` call as one ``gcloud compute tpus ...`` run — an argument list
+(never a shell), ``--format=json --project=P --quiet``, stdin from /dev/null, prompts disabled,
+the caller's environment passed through (so every ``CLOUDSDK_*`` setting works), a timeout per
+call (the process group is killed, the call is transient) and at most ``concurrency`` runs at
+once. Arguments are built and validated in ``_gcloud_args``; output and stderr are read in
+``_gcloud_output``; failures are classified by ``cloud_errors``, as for the REST backend.
+May not: log, print, decide what to do, or put secrets in argv.
+
+Observation cost does not grow with the number of slots: ``observe(zones)`` is one QR list and
+one node list per zone (concurrently, under the bound), or one of each with ``--zone=-`` when
+``zones`` is None.
+
+Trade-off: ``gcloud ... list --zone=-`` silently drops the API's ``unreachable[]``, so an
+all-zones observation cannot tell "zone empty" from "zone not answered". Per-zone listing costs
+two gcloud runs per zone (~0.7 s CPU each) but is the only way this backend can report a zone
+it could not see: when either list of a zone fails, that zone lands in
+``Observation.unreachable`` and its partial results are dropped (unknown, never empty), while
+the other zones are still observed. Only when no zone at all could be observed does
+``observe`` raise — ``PermanentCloudError`` if every zone failed permanently (for example
+PERMISSION_DENIED), else ``TransientCloudError``. Callers that need safe absence should pass
+the zones they use rather than None.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from reconciler.adapters import _gcloud_args as args
+from reconciler.adapters import _gcloud_output as out
+from reconciler.adapters.cloud import CreateRequest, Outcome
+from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation
+from reconciler.errors import CloudError, PermanentCloudError, TransientCloudError
+from reconciler.model import names
+from reconciler.model.observed import (
+    Node,
+    Observation,
+    QueuedResource,
+    node_from_api,
+    queued_resource_from_api,
+)
+
+_ALREADY = Outcome.ALREADY
+
+
+class GcloudCloud:
+    """``Cloud`` through the gcloud CLI. Safe to share between tasks of one event loop."""
+
+    backend = "gcloud"
+
+    def __init__(
+        self,
+        project: str,
+        *,
+        gcloud: str = "gcloud",
+        env: Mapping[str, str] | None = None,
+        concurrency: int = 8,
+        timeout: float = 60.0,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self.project = names.check_project(project)
+        self._gcloud = gcloud
+        environ = dict(os.environ if env is None else env)
+        environ["CLOUDSDK_CORE_DISABLE_PROMPTS"] = "1"
+        environ.setdefault("CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK", "1")
+        self._env = environ
+        self._limit = asyncio.Semaphore(concurrency)
+        self._timeout = timeout
+        self._running: set[asyncio.subprocess.Process] = set()
+
+    # --- Cloud -----------------------------------------------------------------------------
+
+    async def observe(self, zones: Collection[str] | None) -> Observation:
+        if zones is None:
+            qrs, nodes = await self._observe_zone(args.ALL_ZONES)
+            return Observation(queued_resources=qrs, nodes=nodes, zones=None)
+        wanted = sorted({names.check_zone(zone) for zone in zones})
+        results = await asyncio.gather(
+            *(self._observe_zone(zone) for zone in wanted), return_exceptions=True
+        )
+        qrs_all: list[QueuedResource] = []
+        nodes_all: list[Node] = []
+        failed: dict[str, CloudError] = {}
+        for zone, result in zip(wanted, results, strict=True):
+            if isinstance(result, CloudError):
+                failed[zone] = result
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                qrs_all.extend(result[0])
+                nodes_all.extend(result[1])
+        if wanted and len(failed) == len(wanted):
+            raise _nothing_observed(failed)
+        return Observation(
+            queued_resources=tuple(qrs_all),
+            nodes=tuple(nodes_all),
+            unreachable=frozenset(failed),
+            zones=frozenset(wanted),
+        )
+
+    async def create_queued_resource(self, request: CreateRequest) -> Outcome:
+        argv = args.create_args(request)
+        data = await self._call(Operation.CREATE, argv)
+        if data is _ALREADY:
+            return Outcome.ALREADY
+        return out.operation_outcome(Operation.CREATE, data, out.describe_command(argv))
+
+    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Outcome:
+        argv = args.delete_args(zone, name, force=force)
+        data = await self._call(Operation.DELETE, argv)
+        if data is _ALREADY:
+            return Outcome.ALREADY
+        return out.operation_outcome(Operation.DELETE, data, out.describe_command(argv))
+
+    async def describe_queued_resource(self, zone: str, name: str) -> QueuedResource | None:
+        argv = args.describe_args(zone, name)
+        data = await self._call(Operation.GET, argv)
+        if data is _ALREADY:
+            return None
+        return out.parse_one(data, queued_resource_from_api, out.describe_command(argv))
+
+    async def guest_attributes(
+        self, zone: str, node: str, query_path: str | None = None
+    ) -> list[dict[str, Any]]:
+        argv = args.guest_attributes_args(zone, node, query_path)
+        # OTHER: a missing node is an error here, not an empty answer.
+        data = await self._call(Operation.OTHER, argv)
+        return out.guest_rows(data, out.describe_command(argv))
+
+    async def aclose(self) -> None:
+        """Kill any gcloud still running (the calls waiting on them fail transiently)."""
+        for proc in list(self._running):
+            _kill(proc)
+
+    # --- internals -------------------------------------------------------------------------
+
+    async def _observe_zone(self, zone: str) -> tuple[tuple[QueuedResource, ...], tuple[Node, ...]]:
+        qr_argv = args.list_args("queued-resources", zone)
+        node_argv = args.list_args("tpu-vm", zone)
+        results: Sequence[Any] = await asyncio.gather(
+            self._call(Operation.LIST, qr_argv),
+            self._call(Operation.LIST, node_argv),
+            return_exceptions=True,
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        qr_data, node_data = results
+        return (
+            out.parse_items(qr_data, queued_resource_from_api, out.describe_command(qr_argv)),
+            out.parse_items(node_data, node_from_api, out.describe_command(node_argv)),
+        )
+
+    async def _call(self, operation: Operation, tail: Sequence[str]) -> Any:
+        """Run gcloud; its JSON output, or ``Outcome.ALREADY`` when the failure means done."""
+        argv = [self._gcloud, *tail, f"--project={self.project}", "--format=json", "--quiet"]
+        what = out.describe_command(argv)
+        returncode, stdout, stderr = await self._run(argv, what)
+        if returncode != 0:
+            verdict = out.failure(operation, returncode, stderr.decode("utf-8", "replace"))
+            if isinstance(verdict, Outcome):
+                return verdict
+            raise verdict
+        return out.load_json(stdout, what)
+
+    async def _run(self, argv: list[str], what: str) -> tuple[int, bytes, bytes]:
+        async with self._limit:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env=self._env,
+                    start_new_session=True,  # so a timeout can kill gcloud and its children
+                )
+            except (FileNotFoundError, PermissionError) as exc:
+                raise PermanentCloudError(f"cannot run {self._gcloud!r}: {exc}") from None
+            except OSError as exc:
+                raise TransientCloudError(f"cannot start gcloud for {what}: {exc}") from None
+            self._running.add(proc)
+            try:
+                stdout, stderr = await asyncio.wait_for(proc.communicate(), self._timeout)
+            except TimeoutError:
+                raise TransientCloudError(
+                    f"gcloud {what} timed out after {self._timeout:g}s",
+                    delay=DEFAULT_DELAY,
+                    status="DEADLINE_EXCEEDED",
+                ) from None
+            finally:
+                self._running.discard(proc)
+                if proc.returncode is None:
+                    _kill(proc)
+                    with contextlib.suppress(ProcessLookupError):
+                        await proc.wait()
+            if proc.returncode is None or proc.returncode < 0:
+                raise TransientCloudError(f"gcloud {what} was killed ({proc.returncode})")
+            return proc.returncode, stdout, stderr
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _nothing_observed(failed: Mapping[str, CloudError]) -> CloudError:
+    reasons = "; ".join(f"{zone}: {error.message}" for zone, error in failed.items())
+    message = f"no zone could be observed ({reasons})"
+    errors = list(failed.values())
+    first = errors[0]
+    if all(isinstance(error, PermanentCloudError) for error in errors):
+        return PermanentCloudError(message, status=first.status, code=first.code)
+    delay = max(
+        (e.delay for e in errors if isinstance(e, TransientCloudError)), default=DEFAULT_DELAY
+    )
+    return TransientCloudError(message, delay=delay, status=first.status, code=first.code)
