@@ -65,6 +65,9 @@ MAX_PAGES: Final = 1000
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain"})
 _QUERY_PATH_RE: Final = re.compile(r"^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]*)*$")
 _MODES: Final = frozenset({"spot", "on-demand", "reserved"})
+#: What the model's parsers raise on JSON of the wrong shape (ValueError by contract; the
+#: others when a nested field has the wrong type): all mean "malformed", none may crash us.
+_PARSE_ERRORS: Final = (ValueError, TypeError, AttributeError, KeyError)
 
 T = TypeVar("T")
 
@@ -129,7 +132,7 @@ class RestCloud:
         try:
             qrs = {q.key: q for q in map(queued_resource_from_api, qr_items)}
             nodes = {n.key: n for n in map(node_from_api, node_items)}
-        except ValueError as exc:
+        except _PARSE_ERRORS as exc:
             raise _malformed("list", str(exc)) from None
         unreachable = frozenset(_unreachable_zone(u) for u in qr_gone | node_gone)
         if wanted is not None:
@@ -163,7 +166,7 @@ class RestCloud:
             return None  # NOT_FOUND
         try:
             return queued_resource_from_api(answer)
-        except ValueError as exc:
+        except _PARSE_ERRORS as exc:
             raise _malformed("get", str(exc)) from None
 
     async def guest_attributes(

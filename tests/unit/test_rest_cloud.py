@@ -172,16 +172,20 @@ async def test_an_unreachable_region_voids_the_observation() -> None:
         httpx.Response(200, json={"queuedResources": [], "nextPageToken": 7}),
         httpx.Response(200, json={"queuedResources": [{"name": "x", "state": "ACTIVE"}]}),
         httpx.Response(502, text="<html>Bad Gateway</html>"),
+        httpx.Response(200, json={"queuedResources": [{**qr("us-central2-b", "a"), "tpu": [1]}]}),
+        httpx.Response(
+            200,
+            json={
+                "queuedResources": [],
+                "nodes": [{**node("us-central2-b", "a"), "networkEndpoints": 5}],
+            },
+        ),
     ],
 )
 async def test_malformed_pages_are_transient_never_partial(response: httpx.Response) -> None:
-    nodes = api([], [node("us-central2-b", "a")])
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        return response if "queuedResources" in request.url.path else nodes(request)
-
+    """Both lists get the same page; the other list's key is absent there (an empty list)."""
     with pytest.raises(TransientCloudError) as caught:
-        await cloud_with(handler).observe(None)
+        await cloud_with(lambda request: response).observe(None)
     assert SECRET not in str(caught.value)
 
 
