@@ -205,6 +205,21 @@ def _enum(cls: type[QRState] | type[NodeState], raw: Any) -> Any:
 
 def queued_resource_from_api(data: Any) -> QueuedResource:
     """Parse one ``QueuedResource`` JSON object. Raises ValueError when malformed."""
+    try:
+        return _queued_resource(data)
+    except (AttributeError, TypeError, KeyError, IndexError) as e:
+        raise ValueError(f"malformed queued resource: {e}") from None
+
+
+def node_from_api(data: Any) -> Node:
+    """Parse one ``Node`` JSON object. Raises ValueError when malformed."""
+    try:
+        return _node(data)
+    except (AttributeError, TypeError, KeyError, IndexError) as e:
+        raise ValueError(f"malformed node: {e}") from None
+
+
+def _queued_resource(data: Any) -> QueuedResource:
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         raise ValueError("queued resource without a name")
     resource = data["name"]
@@ -257,8 +272,7 @@ def queued_resource_from_api(data: Any) -> QueuedResource:
     )
 
 
-def node_from_api(data: Any) -> Node:
-    """Parse one ``Node`` JSON object. Raises ValueError when malformed."""
+def _node(data: Any) -> Node:
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         raise ValueError("node without a name")
     endpoints = []
