@@ -1,0 +1,233 @@
+"""VM bootstrap over SSH: the public surface (values, script resolution, ``bootstrap``).
+
+``bootstrap(instance, workers, scripts, log_dir, opts)`` connects to every worker of one node
+with asyncssh, one task per worker, uploads the scripts by SFTP to a fresh private directory
+(``~/.tpu-reconciler/run-<random>/``, 0700) and runs them in order, each as
+``TPU_RECONCILER_WORKER=<index> exec <script>`` from the login directory (a shebang is
+honoured; a script without one runs under ``/bin/sh``). Stdout and stderr of each worker go to
+its own log ``<log_dir>/worker-<index>.log`` (0600, appended, one header per run); the result
+says per worker ok / failed with exit status, the last ``TAIL_LINES`` lines and the error.
+The first script that fails stops that worker; the other workers go on.
+
+Concurrency: ``opts.concurrency`` bounds how many workers are *connecting and uploading* at
+once (the CPU-heavy part); a connected worker then runs its scripts without holding a place,
+so a 64-host slice runs its 30-minute scripts side by side instead of in waves.
+``gather(return_exceptions=True)`` keeps one bad worker from cancelling the rest.
+
+Nothing is read implicitly: no ``~/.ssh/config``, no user known_hosts, no ambient
+``SSH_AUTH_SOCK``, no default identities. The caller passes the user (``settings.ssh_user`` or
+``oslogin.resolve_user``), the key (default ``~/.ssh/google_compute_engine``), the agent socket
+(``agent_path``; forwarding is on exactly when one is given) and the ``HostKeyStore``; host
+keys are pinned per node instance and worker (see ``hostkeys``), never left unchecked.
+
+Script paths come from ``resolve_scripts``: relative paths are taken from the desired file's
+directory and may not leave it (``../x`` or a symlink out is ``UnsafeName``), absolute paths are
+taken as written. Both refuse before anything connects.
+
+May: read the scripts, write worker logs, talk SSH/SFTP to the given workers. May not: keep
+state between calls (the controller records success per node instance), print, or let an
+asyncssh / OS exception escape (they become ``SetupFailed`` or ``HostKeyMismatch``).
+asyncssh itself is imported only when ``bootstrap`` runs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from reconciler.adapters.hostkeys import HostKeyStore
+from reconciler.errors import HostKeyMismatch, ReconcilerError, SetupFailed, UnsafeName
+from reconciler.model.names import check_name, check_user, host_key_alias
+
+#: Lines of each worker's log kept in its result.
+TAIL_LINES: Final = 20
+DEFAULT_KEY: Final = Path("~/.ssh/google_compute_engine")
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """One SSH host of a node: ``index`` as in ``networkEndpoints[]`` (worker 0 first)."""
+
+    index: int
+    host: str
+    port: int = 22
+
+    def __post_init__(self) -> None:
+        if isinstance(self.index, bool) or not isinstance(self.index, int) or self.index < 0:
+            raise UnsafeName(f"invalid worker index {self.index!r}")
+        try:
+            host = str(ipaddress.ip_address(self.host))
+        except ValueError:
+            raise UnsafeName(f"invalid worker address {self.host!r}: expected an IP") from None
+        object.__setattr__(self, "host", host)
+        if isinstance(self.port, bool) or not isinstance(self.port, int):
+            raise UnsafeName(f"invalid SSH port {self.port!r}")
+        if not 0 < self.port < 65536:
+            raise UnsafeName(f"invalid SSH port {self.port!r}")
+
+
+def workers_of(ips: Sequence[str], *, port: int = 22) -> tuple[Worker, ...]:
+    """Workers from ``Node.ips()`` (one address per worker, worker 0 first)."""
+    return tuple(Worker(i, ip, port) for i, ip in enumerate(ips))
+
+
+def _positive(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SshOptions:
+    """How to reach workers. Everything is explicit; nothing comes from ~/.ssh or the env."""
+
+    user: str
+    known_hosts: HostKeyStore
+    key_path: Path = DEFAULT_KEY
+    agent_path: str | None = None  # an ssh-agent socket: used for auth and forwarded
+    connect_timeout: float = 15.0
+    login_timeout: float = 30.0
+    script_timeout: float = 1800.0
+    concurrency: int = 32
+
+    def __post_init__(self) -> None:
+        check_user(self.user)
+        if not isinstance(self.known_hosts, HostKeyStore):
+            raise TypeError("known_hosts must be a HostKeyStore (host checking is never off)")
+        object.__setattr__(self, "key_path", Path(self.key_path).expanduser())
+        if self.agent_path is not None and (
+            not self.agent_path or "\0" in self.agent_path or not self.agent_path.startswith("/")
+        ):
+            raise UnsafeName(f"invalid agent socket path {self.agent_path!r}")
+        for name in ("connect_timeout", "login_timeout", "script_timeout"):
+            _positive(name, getattr(self, name))
+        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int):
+            raise ValueError("concurrency must be an integer")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerResult:
+    """What one worker did. ``changed`` is False when there was nothing to do (e.g. a node
+    already on the tailnet). ``error`` is the SetupFailed / HostKeyMismatch behind a failure."""
+
+    index: int
+    ok: bool
+    exit_status: int | None
+    log_path: Path
+    tail: str = ""
+    error: ReconcilerError | None = None
+    changed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SetupResult:
+    """Per-worker results of one setup step on one node instance, worker 0 first."""
+
+    instance: str
+    workers: tuple[WorkerResult, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return all(w.ok for w in self.workers)
+
+    @property
+    def failed(self) -> tuple[WorkerResult, ...]:
+        return tuple(w for w in self.workers if not w.ok)
+
+    def raise_for_failure(self) -> None:
+        """Raise the most serious failure: a HostKeyMismatch (permanent) before a SetupFailed
+        (temporary, carrying the worker index and log tail). Nothing when all went well."""
+        errors = [w.error for w in self.failed if w.error is not None]
+        for error in errors:
+            if isinstance(error, HostKeyMismatch):
+                raise error
+        if errors:
+            raise errors[0]
+        if self.failed:  # pragma: no cover - every failed result carries its error
+            raise SetupFailed(f"setup failed on {self.instance}")
+
+
+#: The suggested name of the bootstrap result.
+BootstrapResult = SetupResult
+
+
+def resolve_scripts(base_dir: Path, paths: Sequence[str]) -> tuple[Path, ...]:
+    """Script paths as the desired file gives them, made absolute.
+
+    Relative paths are resolved against ``base_dir`` (the desired file's directory), following
+    symlinks, and must stay inside it: ``../x`` or a link pointing out raises UnsafeName.
+    Absolute paths are taken as the user wrote them. A path that is missing or not a regular
+    file raises SetupFailed (the user may still create it). Nothing connects before this.
+    """
+    base = Path(base_dir).resolve()
+    out: list[Path] = []
+    for raw in paths:
+        if not isinstance(raw, str) or not raw.strip() or "\0" in raw:
+            raise UnsafeName(f"invalid script path {raw!r}")
+        given = Path(raw).expanduser() if raw.startswith("~") else Path(raw)
+        if given.is_absolute():
+            path = given
+        else:
+            path = (base / given).resolve()
+            if not path.is_relative_to(base):
+                raise UnsafeName(
+                    f"script {raw!r} resolves to {path}, outside {base}: a relative script path "
+                    "must stay in the desired file's directory (write an absolute path to use "
+                    "a script elsewhere)"
+                )
+        if not path.is_file():
+            raise SetupFailed(f"script {raw!r} not found or not a regular file ({path})")
+        out.append(path)
+    return tuple(out)
+
+
+def instance_tag(instance: str) -> str:
+    """A file-name-safe tag for a node instance: ``node@123`` -> ``node.123``."""
+    return host_key_alias(instance, 0).removeprefix("tpu.").removesuffix(".w0")
+
+
+def log_dir_for(logs_root: Path, slot: str, instance: str) -> Path:
+    """``<state dir>/logs/<slot>/<instance tag>`` (``logs_root`` is ``StateDir.logs``)."""
+    return Path(logs_root) / check_name(slot) / instance_tag(instance)
+
+
+_SAFE_FILE_RE: Final = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def remote_script_name(position: int, path: Path) -> str:
+    """``01-setup.sh``: the order prefix keeps names unique and the order visible."""
+    stem = _SAFE_FILE_RE.sub("_", path.name)[:80] or "script"
+    return f"{position:02d}-{stem}"
+
+
+async def bootstrap(
+    instance: str,
+    workers: Sequence[Worker],
+    scripts: Sequence[Path],
+    log_dir: Path,
+    opts: SshOptions,
+) -> SetupResult:
+    """Run ``scripts`` (from ``resolve_scripts``) in order on every worker of ``instance``.
+
+    Raises SetupFailed only when a script or the SSH key cannot be read (before any
+    connection); every per-worker problem is in the result (see
+    ``SetupResult.raise_for_failure``).
+    """
+    from reconciler.adapters import ssh_run  # asyncssh is imported only when needed
+
+    host_key_alias(instance, 0)  # validates the instance before anything connects
+    payloads: list[tuple[str, bytes]] = []
+    for position, path in enumerate(scripts, start=1):
+        try:
+            payloads.append((remote_script_name(position, path), Path(path).read_bytes()))
+        except OSError as exc:
+            raise SetupFailed(f"cannot read script {path}: {exc.strerror or exc}") from None
+    return await ssh_run.bootstrap(instance, tuple(workers), tuple(payloads), log_dir, opts)
