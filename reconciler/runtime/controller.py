@@ -88,6 +88,11 @@ class Controller:
         self.memory = self._load_memory()
         self._memory_saved = mem.to_dict(self.memory)
         self.in_flight: dict[str, asyncio.Task[None]] = {}
+        # Expectations: an action that finished after an observation began may not show in
+        # it yet, so that observation must not decide the same action again.
+        self._completions = 0
+        self._completed_at: dict[str, int] = {}
+        self._observed_from = 0
         self.wake = asyncio.Event()
         self._observe_failures = 0
         self._observe_delay = 0.0
@@ -152,6 +157,7 @@ class Controller:
         cloud = await self._cloud_for(desired)
         zones = None if cloud.backend == "rest" else desired.zones
         now = self.clock()
+        self._observed_from = self._completions
         try:
             observation = await cloud.observe(zones)
         except TemporaryError as e:
@@ -198,6 +204,8 @@ class Controller:
         for action in decided.actions:
             if action.key in self.in_flight:
                 continue
+            if self._completed_at.get(action.key, -1) > self._observed_from:
+                continue  # finished during this observation; the next pass sees its effect
             if action.destructive and not self.allow_destructive:
                 continue
             if action.kind in CLOUD_KINDS and action.kind != Kind.CREATE:
@@ -284,6 +292,8 @@ class Controller:
             )
         finally:
             self.in_flight.pop(action.key, None)
+            self._completions += 1
+            self._completed_at[action.key] = self._completions
             with contextlib.suppress(OSError):
                 self._save_memory()
             self.wake.set()

@@ -215,6 +215,7 @@ async def _main(
         loop.add_signal_handler(sig, stop.set)
     task = asyncio.create_task(controller.run(stop))
     story = _Story(out, emu, controller)
+    narrator = asyncio.create_task(_narrate(story, state.events, stop))
     code = 0
     try:
         await _tell(story, desired_path)
@@ -239,4 +240,25 @@ async def _main(
         await stop.wait()
     stop.set()
     await task
+    narrator.cancel()
     return code
+
+
+_SYMBOLS = {"create": "+", "delete": "-", "replace": "-/+"}
+
+
+async def _narrate(story: _Story, events: Path, stop: asyncio.Event) -> None:
+    """Print the controller's own decisions from its event log, as they happen."""
+    from reconciler.runtime.events import follow_events
+
+    async for e in follow_events(events, stop=stop, limit=0, poll_interval=0.05):
+        kind = e.get("kind")
+        if kind == "action.started":
+            symbol = _SYMBOLS.get(str(e.get("action")), "~")
+            story.say(
+                f"  controller: {symbol} {e.get('action')} {e.get('slot')} — {e.get('reason')}"
+            )
+        elif kind == "action.failed":
+            story.say(f"  controller: {e.get('action')} {e.get('slot')} failed: {e.get('error')}")
+        elif kind == "desired.invalid":
+            story.say("  controller: desired.yaml invalid; keeping the last valid intent")

@@ -1,0 +1,63 @@
+"""An in-memory ``Cloud`` for controller unit tests that need to steer timing exactly.
+
+Only for the controller's internals (ordering, expectations, backoff); everything a user
+meets is tested against the emulator through the real backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+from typing import Any
+
+from reconciler.adapters.cloud import CreateRequest, Outcome
+from reconciler.model.observed import Observation, QRState, QueuedResource
+
+
+class FakeCloud:
+    backend = "fake"
+
+    def __init__(self) -> None:
+        self.qrs: dict[tuple[str, str], QueuedResource] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.observe_gate: asyncio.Event | None = None  # observe waits on it when set
+        self.observing = asyncio.Event()
+        self.fail_create: Exception | None = None
+
+    async def observe(self, zones: Collection[str] | None) -> Observation:
+        snapshot = tuple(self.qrs.values())  # the list is taken when the call starts
+        self.observing.set()
+        if self.observe_gate is not None:
+            await self.observe_gate.wait()
+        self.observing.clear()
+        return Observation(queued_resources=snapshot, zones=frozenset(zones or ()) or None)
+
+    async def create_queued_resource(self, request: CreateRequest) -> Outcome:
+        self.calls.append(("create", request.name))
+        if self.fail_create is not None:
+            raise self.fail_create
+        key = (request.zone, request.name)
+        if key in self.qrs:
+            return Outcome.ALREADY
+        self.qrs[key] = QueuedResource(
+            name=request.name,
+            zone=request.zone,
+            state=QRState.ACCEPTED,
+            labels=dict(request.labels),
+        )
+        return Outcome.DONE
+
+    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Outcome:
+        self.calls.append(("delete", name))
+        return Outcome.DONE if self.qrs.pop((zone, name), None) else Outcome.ALREADY
+
+    async def describe_queued_resource(self, zone: str, name: str) -> QueuedResource | None:
+        return self.qrs.get((zone, name))
+
+    async def guest_attributes(
+        self, zone: str, node: str, query_path: str | None = None
+    ) -> list[dict[str, Any]]:
+        return []
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,115 @@
+"""The controller's pass logic, with a scripted cloud so the timing is exact."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from reconciler.adapters.statedir import StateDir
+from reconciler.errors import PermanentCloudError, TransientCloudError
+from reconciler.runtime.controller import Controller
+from reconciler.runtime.events import EventLog, read_events
+from reconciler.runtime.store import DesiredStore
+from tests.support.fakecloud import FakeCloud
+
+DESIRED = """\
+project: test-project
+slots:
+  - name: alpha
+    zone: us-central2-b
+    accelerator: v4-8
+    want: held
+defaults:
+  setup: {tmux: false}
+"""
+
+
+def make(tmp_path: Path, cloud: FakeCloud, text: str = DESIRED) -> Controller:
+    path = tmp_path / "desired.yaml"
+    path.write_text(text)
+    state = StateDir(tmp_path / "state").ensure()
+    return Controller(
+        store=DesiredStore(path, {}),
+        state=state,
+        cloud_factory=lambda d: cloud,  # type: ignore[arg-type,return-value]
+        events=EventLog(state),
+        setup=None,
+    )
+
+
+async def settle(c: Controller) -> None:
+    while c.in_flight:
+        await asyncio.wait(list(c.in_flight.values()))
+
+
+async def test_action_finished_during_an_observation_is_not_decided_again(
+    tmp_path: Path,
+) -> None:
+    cloud = FakeCloud()
+    c = make(tmp_path, cloud)
+    cloud.observe_gate = asyncio.Event()
+    cloud.observe_gate.set()
+    await c.reconcile()  # dispatches the create, which is still running
+    assert list(c.in_flight) == ["us-central2-b/alpha:cloud"]
+    cloud.observe_gate.clear()
+    second = asyncio.create_task(c.reconcile())  # lists the world *before* the create lands
+    await cloud.observing.wait()
+    await settle(c)  # the create completes while that observation is in flight
+    cloud.observe_gate.set()
+    result = await second
+    assert result.dispatched == []
+    assert cloud.calls == [("create", "alpha")]
+    third = await c.reconcile()  # a fresh look sees the QR: nothing to do
+    assert third.dispatched == [] and third.plan is not None and third.plan.empty
+
+
+async def test_transient_failure_backs_off_then_succeeds_and_is_forgotten(
+    tmp_path: Path,
+) -> None:
+    cloud = FakeCloud()
+    now = [1000.0]
+    c = make(tmp_path, cloud)
+    c.clock = lambda: now[0]
+    cloud.fail_create = TransientCloudError("429 rate limited", delay=5.0)
+    await c.reconcile()
+    await settle(c)
+    err = c.memory.error("us-central2-b/alpha:cloud")
+    assert err is not None and err.failures == 1 and err.not_before >= now[0] + 5.0
+    again = await c.reconcile()  # still backing off: shown as deferred, not retried
+    assert again.dispatched == [] and again.plan is not None and again.plan.deferred
+    now[0] += 60
+    cloud.fail_create = None
+    await c.reconcile()
+    await settle(c)
+    assert c.memory.error("us-central2-b/alpha:cloud") is None
+    assert cloud.calls == [("create", "alpha"), ("create", "alpha")]
+
+
+async def test_permanent_failure_blocks_until_the_intent_changes(tmp_path: Path) -> None:
+    cloud = FakeCloud()
+    now = [1000.0]
+    c = make(tmp_path, cloud)
+    c.clock = lambda: now[0]
+    cloud.fail_create = PermanentCloudError("PERMISSION_DENIED: no permission to submit")
+    await c.reconcile()
+    await settle(c)
+    now[0] += 3600  # long past any backoff
+    blocked = await c.reconcile()
+    assert blocked.dispatched == [] and blocked.plan is not None and blocked.plan.blocked
+    cloud.fail_create = None
+    (tmp_path / "desired.yaml").write_text(DESIRED.replace("v4-8", "v4-16"))
+    retried = await c.reconcile()  # a changed intent is a new decision
+    assert [a.slot for a in retried.dispatched] == ["alpha"]
+    await settle(c)
+    events = [e["kind"] for e in read_events(c.state.events)]
+    assert "action.failed" in events and events.count("action.succeeded") == 1
+
+
+async def test_invalid_file_from_the_start_observes_and_acts_on_nothing(tmp_path: Path) -> None:
+    cloud = FakeCloud()
+    c = make(tmp_path, cloud, text="project: test-project\nslots:\n  - name: [")
+    result = await c.reconcile()
+    assert result.desired is None and result.dispatched == []
+    assert cloud.calls == []
+    doc = (c.state.status).read_text()
+    assert '"valid": false' in doc and "desired.yaml:3:" in doc
