@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import json
+import sys
 import threading
 import time
 import traceback
@@ -83,7 +84,7 @@ class Emulator:
         self._t0 = time.monotonic()
         self._offset = 0.0
         self._log: list[RequestRecord] = []
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -91,9 +92,8 @@ class Emulator:
     def start(self) -> Emulator:
         if self._httpd is not None:
             return self
-        httpd = ThreadingHTTPServer((self.host, self._port), _Handler)
-        httpd.daemon_threads = True
-        httpd.emulator = self  # type: ignore[attr-defined]
+        httpd = _HTTPServer((self.host, self._port), _Handler)
+        httpd.emulator = self
         self._httpd = httpd
         self._port = httpd.server_address[1]
         with self._lock:
@@ -357,7 +357,19 @@ def _fault_body(fault: Fault) -> bytes:
     return _dump({"error": {"code": fault.http_status, "message": message, "status": status}})
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    emulator: Emulator
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            return  # the client went away (gcloud exits, a test closes its pool): not news
+        super().handle_error(request, client_address)
+
+
 class _Handler(BaseHTTPRequestHandler):
+    server: _HTTPServer
+
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body leave at once: no 40 ms delayed-ACK stall
     wbufsize = 64 * 1024
@@ -368,8 +380,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # the request log is the emulator's, not stderr's
 
     def _emulator(self) -> Emulator:
-        emulator: Emulator = self.server.emulator  # type: ignore[attr-defined]
-        return emulator
+        return self.server.emulator
 
     def _serve(self, method: str) -> None:
         parts = urlsplit(self.path)
