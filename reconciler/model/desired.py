@@ -120,7 +120,9 @@ class Setup(_Model):
 
 
 class Settings(_Model):
-    backend: Backend = Field("gcloud", description="How to talk to Cloud TPU: gcloud or rest.")
+    backend: Backend = Field(
+        "rest", description="How to talk to Cloud TPU: rest (default, fast) or gcloud."
+    )
     poll_interval: Seconds = Field(30.0, description="Seconds between polls when steady.")
     fast_poll_interval: Seconds = Field(
         5.0, description="Seconds between polls while anything is queued, moving or racing."
