@@ -57,6 +57,21 @@ class ApiError(Exception):
         return {"error": {"code": self.http_status, "message": self.message, "status": self.status}}
 
 
+def no_capacity(zone: str) -> str:
+    """The service's stock-out message (``failedData.error.message`` with code 8)."""
+    return (
+        f'There is no more capacity in the zone "{zone}"; you can try in another zone where '
+        "Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions) "
+        "[EID: 0xemulator]"
+    )
+
+
+def expired(name: str, zone: str) -> str:
+    return f"Queued resource {name} was not provisioned before its validUntil time: " + (
+        no_capacity(zone)
+    )
+
+
 def rpc_status(status: str, message: str) -> JSON:
     """A google.rpc.Status (``failedData.error``, ``Operation.error``)."""
     return {"code": RPC_CODE.get(status, 2), "message": message}

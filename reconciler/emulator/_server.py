@@ -1,6 +1,6 @@
-"""The ``Emulator``: an HTTP server in a background thread around the emulated world.
+"""The ``Emulator``: the emulated world behind an HTTP server in a background thread.
 
-Side effects live here and only here: the listening socket, the handler threads, the wall
+Side effects live here and in ``_http`` (the socket and handler threads): the wall
 clock that drives emulated time (``speed`` emulated seconds per real second, plus whatever
 ``advance`` adds), latency sleeps, and the request log. One lock serializes the world between
 the HTTP threads and test code; latency is slept outside it.
@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import collections
 import json
-import sys
 import threading
 import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
-from reconciler.emulator import _api, _control
+from reconciler.emulator import _api
 from reconciler.emulator import _records as rec
+from reconciler.emulator._http import EmulatorHTTPServer
 from reconciler.emulator._records import ApiError
 from reconciler.emulator._scenario import Fault, Scenario, ScenarioQueuedResource
 from reconciler.emulator._world import DEFAULT_IP_POOL, World
@@ -84,7 +82,7 @@ class Emulator:
         self._t0 = time.monotonic()
         self._offset = 0.0
         self._log: list[RequestRecord] = []
-        self._httpd: _HTTPServer | None = None
+        self._httpd: EmulatorHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -92,8 +90,7 @@ class Emulator:
     def start(self) -> Emulator:
         if self._httpd is not None:
             return self
-        httpd = _HTTPServer((self.host, self._port), _Handler)
-        httpd.emulator = self
+        httpd = EmulatorHTTPServer((self.host, self._port), self)
         self._httpd = httpd
         self._port = httpd.server_address[1]
         with self._lock:
@@ -110,6 +107,7 @@ class Emulator:
         httpd, self._httpd = self._httpd, None
         if httpd is None:
             return
+        httpd.closed = True
         httpd.shutdown()
         httpd.server_close()
         if self._thread is not None:
@@ -355,61 +353,3 @@ def _fault_body(fault: Fault) -> bytes:
     status = fault.status_name or "UNKNOWN"
     message = f"{status}: injected by the emulator"
     return _dump({"error": {"code": fault.http_status, "message": message, "status": status}})
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    emulator: Emulator
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
-            return  # the client went away (gcloud exits, a test closes its pool): not news
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _HTTPServer
-
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body leave at once: no 40 ms delayed-ACK stall
-    wbufsize = 64 * 1024
-    server_version = "tpu-emulator"
-    timeout = 60
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # the request log is the emulator's, not stderr's
-
-    def _emulator(self) -> Emulator:
-        return self.server.emulator
-
-    def _serve(self, method: str) -> None:
-        parts = urlsplit(self.path)
-        query = dict(parse_qsl(parts.query, keep_blank_values=True))
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length > 0 else b""
-        emulator = self._emulator()
-        if parts.path.startswith("/_emulator/"):
-            status, payload = _control.handle(emulator, method, parts.path, raw)
-            content_type = "application/json"
-        else:
-            status, payload = emulator.serve_api(method, parts.path, query, raw)
-            content_type = "application/json; charset=UTF-8"
-            if payload[:1] not in (b"{", b"["):
-                content_type = "text/html; charset=UTF-8"
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def do_GET(self) -> None:
-        self._serve("GET")
-
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def do_DELETE(self) -> None:
-        self._serve("DELETE")
-
-    def do_PATCH(self) -> None:
-        self._serve("PATCH")

@@ -34,10 +34,6 @@ QUEUED = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES"})
 #: States in which deleting needs ``force`` because a node exists and is in use.
 NEEDS_FORCE = frozenset({"PROVISIONING", "ACTIVE", "SUSPENDING"})
 DEFAULT_IP_POOL = tuple(f"203.0.113.{i}" for i in range(1, 255))  # TEST-NET-3: never routed
-NO_CAPACITY = (
-    'There is no more capacity in the zone "{zone}"; you can try in another zone where Cloud '
-    "TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions) [EID: 0xemulator]"
-)
 
 
 @dataclass(order=True, slots=True)
@@ -117,7 +113,7 @@ class World:
             self._apply_event(event.kind, event.payload)
         for q in sorted(self.qrs.values(), key=lambda r: r.seq):
             if q.deadline is not None and q.deadline <= t and q.state in QUEUED:
-                self._fail(q, "RESOURCE_EXHAUSTED", _expired(q))
+                self._fail(q, "RESOURCE_EXHAUSTED", rec.expired(q.name, q.zone))
             elif q.next_at is not None and q.next_at <= t:
                 q.next_at = None
                 self._advance(q)
@@ -147,7 +143,7 @@ class World:
     def _advance(self, q: QRRecord) -> None:
         if q.state == "CREATING":
             if self._shortage_fails(q) and self._free(q.capacity_key) <= 0:
-                self._fail(q, "RESOURCE_EXHAUSTED", NO_CAPACITY.format(zone=q.zone))
+                self._fail(q, "RESOURCE_EXHAUSTED", rec.no_capacity(q.zone))
                 return
             q.state = "ACCEPTED"
             q.next_at = max(self.t + self.timings.provision, q.valid_after)
@@ -156,7 +152,7 @@ class World:
             q.state = "WAITING_FOR_RESOURCES"
             self._grant()
             if q.state == "WAITING_FOR_RESOURCES" and self._shortage_fails(q):
-                self._fail(q, "RESOURCE_EXHAUSTED", NO_CAPACITY.format(zone=q.zone))
+                self._fail(q, "RESOURCE_EXHAUSTED", rec.no_capacity(q.zone))
         elif q.state == "PROVISIONING":
             q.state = "ACTIVE"
             if q.node is not None:
@@ -256,7 +252,7 @@ class World:
         limit = self.capacity.get(key, self.default_capacity)
         if limit is None:
             return float("inf")
-        return limit - sum(1 for q in self.qrs.values() if q.holds and q.capacity_key == key)
+        return limit - self.used(*key)
 
     def _shortage_fails(self, q: QRRecord) -> bool:
         return self.shortage.get(q.capacity_key) == "fail"
@@ -309,7 +305,7 @@ class World:
         elif state == "WAITING_FOR_RESOURCES":
             q.state = state
         elif state == "FAILED":
-            self._fail(q, "RESOURCE_EXHAUSTED", NO_CAPACITY.format(zone=q.zone))
+            self._fail(q, "RESOURCE_EXHAUSTED", rec.no_capacity(q.zone))
         else:  # PROVISIONING, ACTIVE, SUSPENDED: it has a node and holds capacity
             self._provision(q)
             if state != "PROVISIONING":
@@ -390,13 +386,6 @@ class World:
 
     def fail(self, zone: str, name: str, status: str, message: str) -> None:
         self._fail(self.get(zone, name), status, message)
-
-
-def _expired(q: QRRecord) -> str:
-    return (
-        f"Queued resource {q.name} could not be provisioned before its validUntil time: "
-        + NO_CAPACITY.format(zone=q.zone)
-    )
 
 
 def _empty(project: str) -> rec.JSON:

@@ -147,6 +147,17 @@ def test_concurrent_creates_all_land_once(emu: Emulator) -> None:
     assert emu.request_counts() == {"POST queuedResources.create": 80}
 
 
+def test_a_stopped_emulator_answers_nothing_even_on_kept_alive_connections(
+    make_emulator: Callable[..., Emulator],
+) -> None:
+    emu = make_emulator(speed=0)
+    with httpx.Client(base_url=emu.url, timeout=5) as client:
+        assert client.get(QRS).status_code == 200
+        emu.stop()
+        with pytest.raises(httpx.TransportError):
+            client.get(QRS)
+
+
 def test_the_clock_runs_by_itself_at_the_given_speed(
     make_emulator: Callable[..., Emulator],
 ) -> None:
