@@ -25,6 +25,9 @@ from reconciler.emulator._records import ApiError
 from reconciler.emulator._scenario import Fault, Scenario, ScenarioQueuedResource
 from reconciler.emulator._world import DEFAULT_IP_POOL, World
 
+#: The request log keeps the newest this many requests (a long demo must not grow forever).
+LOG_LIMIT = 100_000
+
 
 @dataclass(frozen=True, slots=True)
 class RequestRecord:
@@ -81,7 +84,7 @@ class Emulator:
         self._world = World(scenario, epoch=time.time(), ip_pool=pool)
         self._t0 = time.monotonic()
         self._offset = 0.0
-        self._log: list[RequestRecord] = []
+        self._log: collections.deque[RequestRecord] = collections.deque(maxlen=LOG_LIMIT)
         self._httpd: EmulatorHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
