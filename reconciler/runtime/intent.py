@@ -1,0 +1,370 @@
+"""Editing the intent: the one way MCP tools and CLI verbs change desired.yaml.
+
+May: read and write desired.yaml, take the intent lock, append to the audit log, record
+operation ids. May not: act on the cloud, SSH or tmux (only the controller acts), print.
+
+One edit (``IntentStore.apply``):
+
+1. Take the advisory lock ``<state dir>/intent.lock`` (flock), so concurrent tool edits, from
+   any number of MCP servers and CLI processes, run one at a time.
+2. An operation id seen before with the same edit returns the stored result (``exists``); with
+   a different edit it is refused.
+3. Read the file and its sha256; refuse if it is invalid now (the user must fix it first).
+4. Apply the edit to the round-trip tree and splice the changed lines into the original text
+   (``intent_yaml``: comments, key order and formatting of untouched lines stay); validate the
+   *whole* result with the controller's own ``parse_desired``. Invalid: nothing is written and
+   the ``file:line:col`` diagnostics are returned.
+5. Compare-and-swap against editors that do not take the lock: re-read just before writing and
+   start again from the new text if it changed. The write itself swaps the new file in with
+   ``renameat2(RENAME_EXCHANGE)``, which hands back the file it displaced: if an editor saved in
+   the instant between the check and the swap, its text is swapped straight back (so nobody
+   builds on ours, which lacks its change) and the edit is re-applied on top of it — neither
+   change is lost. (Without RENAME_EXCHANGE a plain ``rename`` after the re-check is used; the
+   window left is microseconds.) An editor that saves a buffer it read *before* our write
+   overwrites our edit, as it would any other change: only the editor can prevent that (vim
+   and emacs warn that the file changed on disk).
+6. Append an audit record (source, operation id, unified diff, timestamps) and the operation
+   record, still under the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import difflib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal, NoReturn
+
+from reconciler.adapters.files import append_jsonl
+from reconciler.adapters.statedir import StateDir
+from reconciler.errors import Diagnostic, EditConflict, EditRejected, InvalidDesiredState
+from reconciler.model.desired import Desired
+from reconciler.model.load import parse_desired
+from reconciler.runtime.intent_edits import EDITS, EditContext
+from reconciler.runtime.intent_yaml import Doc
+from reconciler.runtime.operations import OperationLog, check_operation_id
+
+LOCK_NAME: Final = "intent.lock"
+MAX_ATTEMPTS: Final = 20
+Source = Literal["mcp", "cli"]
+Status = Literal["changed", "unchanged", "exists"]
+
+
+class InvalidEdit(EditRejected):
+    """An edit refused because desired.yaml is, or would become, invalid."""
+
+    def __init__(self, message: str, diagnostics: tuple[Diagnostic, ...]) -> None:
+        super().__init__(message)
+        self.diagnostics = diagnostics
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """One intent edit: a kind from ``intent_edits.EDITS`` and its keyword arguments."""
+
+    kind: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in EDITS:
+            raise EditRejected(f"unknown edit {self.kind!r}")
+
+    @property
+    def fingerprint(self) -> str:
+        args = {k: v for k, v in self.args.items() if v is not None}  # None means "default"
+        canonical = json.dumps([self.kind, args], sort_keys=True, default=str)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def summary(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.args.items() if v is not None)
+        return f"{self.kind}({args})"
+
+
+@dataclass(frozen=True, slots=True)
+class EditResult:
+    status: Status
+    kind: str
+    args: dict[str, Any]
+    operation_id: str
+    notes: tuple[str, ...]
+    diff: str
+    file: str
+    digest: str  # sha256 of desired.yaml as this edit left it
+    ts: str
+    slots: tuple[str, ...] = ()  # the slots the edit is about
+    attempts: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["notes"] = list(self.notes)
+        out["slots"] = list(self.slots)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EditResult:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known["notes"] = tuple(known.get("notes", ()))
+        known["slots"] = tuple(known.get("slots", ()))
+        return cls(**known)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# --- the write that cannot lose a concurrent save ---------------------------------------------
+
+_AT_FDCWD: Final = -100
+_RENAME_EXCHANGE: Final = 2
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Atomically swap two paths; False when the system cannot (old kernel or filesystem)."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), b)
+
+
+def swap_in(path: Path, data: bytes, expected: str) -> tuple[bool, bytes]:
+    """Atomically replace ``path`` by ``data`` (temp file, fsync, swap, fsync the directory),
+    keeping the file's mode. Returns (written, the bytes that were at ``path`` just before).
+
+    With RENAME_EXCHANGE it always writes and the displaced bytes tell whether someone saved
+    since ``expected`` (sha256); without it, it writes only when the file still matches.
+    """
+    mode = path.stat().st_mode & 0o777
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if _exchange(tmp, str(path)):
+            written, previous = True, Path(tmp).read_bytes()
+        else:
+            previous = path.read_bytes()
+            written = _sha(previous) == expected
+            if written:
+                os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return written, previous
+
+
+# --- the store ---------------------------------------------------------------------------------
+
+
+class IntentStore:
+    """Edits of one desired file, serialized through the lock in its state directory."""
+
+    def __init__(
+        self,
+        file: Path,
+        state: StateDir,
+        env: Mapping[str, str] | None = None,
+        *,
+        lock_timeout: float = 30.0,
+    ) -> None:
+        self.file = file
+        self.path = file.expanduser().resolve()  # a symlinked file is edited, not replaced
+        self.state = state
+        self.env = dict(os.environ if env is None else env)
+        self.lock_timeout = lock_timeout
+        self.operations = OperationLog(state.root / "operations.json")
+        self._last: tuple[str, Desired] | None = None
+
+    @property
+    def source(self) -> str:
+        return str(self.file)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        self.state.ensure()
+        fd = os.open(self.state.root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + self.lock_timeout
+            delay = 0.001
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise EditConflict(
+                            f"another edit of {self.source} held the lock for "
+                            f"{self.lock_timeout:.0f}s; nothing was written",
+                            delay=1.0,
+                        ) from None
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.02)
+            yield
+        finally:
+            os.close(fd)
+
+    def read(self) -> bytes:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            raise EditRejected(f"{self.source} does not exist; write it first") from None
+
+    def parse(self, text: str) -> Desired:
+        """``parse_desired`` as the controller runs it; the last result is reused for the same
+        text (an edit's output is usually the next edit's input)."""
+        last = self._last
+        if last is not None and last[0] == text:
+            return last[1]
+        desired = parse_desired(text, self.source, self.env)
+        self._last = (text, desired)
+        return desired
+
+    def _decode(self, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise EditRejected(f"{self.source} is not UTF-8 text: {e}") from None
+
+    def transform(
+        self, text: str, edit: Edit, *, confirmed: bool
+    ) -> tuple[str, list[str], list[str]]:
+        """The edited text and notes, validated; raises EditRejected / InvalidEdit."""
+        try:
+            before = self.parse(text)
+        except InvalidDesiredState as e:
+            raise InvalidEdit(
+                f"{self.source} is invalid now; fix it before editing:\n{e}", e.diagnostics
+            ) from None
+        doc = Doc(text, self.source)
+        ctx = EditContext(doc=doc, desired=before, confirmed=confirmed)
+        EDITS[edit.kind](ctx, **edit.args)
+        new = doc.sync()
+        try:
+            self.parse(new)
+        except InvalidDesiredState as e:
+            raise InvalidEdit(
+                f"the edit would make {self.source} invalid, so nothing was written "
+                f"(positions are in the edited text):\n{e}",
+                e.diagnostics,
+            ) from None
+        return new, ctx.notes, ctx.slots
+
+    def apply(
+        self,
+        edit: Edit,
+        *,
+        source: Source,
+        operation_id: str | None = None,
+        confirmed: bool = False,
+    ) -> EditResult:
+        if operation_id is not None:
+            check_operation_id(operation_id)
+        with self.locked():
+            if operation_id is not None:
+                stored = self.operations.lookup(operation_id, edit.fingerprint)
+                if stored is not None:
+                    return replace(EditResult.from_dict(stored), status="exists")
+            op = operation_id or f"{source}-{os.urandom(6).hex()}"
+            result = self._commit(edit, op, confirmed=confirmed)
+            record = {**result.to_dict(), "source": source, "summary": edit.summary()}
+            append_jsonl(self.state.audit, record)
+            if operation_id is not None:
+                self.operations.record(
+                    operation_id, edit.fingerprint, edit.summary(), result.ts, result.to_dict()
+                )
+            return result
+
+    def _commit(self, edit: Edit, op: str, *, confirmed: bool) -> EditResult:
+        base = self.read()  # the text the edit is applied to: what desired.yaml holds now
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            text = self._decode(base)
+            new, notes, touched = self.transform(text, edit, confirmed=confirmed)
+            data = new.encode("utf-8")
+            if data == base:
+                return self._result("unchanged", edit, op, notes, touched, "", base, attempt)
+            current = self.read()
+            if current != base:  # changed since read: start again from the new text
+                base = current
+                continue
+            written, previous = swap_in(self.path, data, _sha(base))
+            if not written:
+                base = previous
+                continue
+            if previous == base:
+                diff = "".join(
+                    difflib.unified_diff(
+                        text.splitlines(keepends=True),
+                        new.splitlines(keepends=True),
+                        f"a/{self.path.name}",
+                        f"b/{self.path.name}",
+                    )
+                )
+                return self._result("changed", edit, op, notes, touched, diff, data, attempt)
+            # An editor saved between the re-check and the swap: put its text back at once (so
+            # nobody builds on our text, which lacks its change), then start again from it.
+            _, ours = swap_in(self.path, previous, _sha(data))
+            base = previous
+            if ours != data:  # yet another save in those microseconds: keep it, stop
+                self._keep_and_give_up(ours)
+        raise EditConflict(f"{self.source} kept changing during the edit; nothing was written")
+
+    def _keep_and_give_up(self, displaced: bytes) -> NoReturn:
+        keep = self.state.root / f"displaced-{time.time_ns()}.yaml"
+        keep.write_bytes(displaced)
+        raise EditConflict(
+            f"{self.source} was saved by several editors at once during the edit; nothing of "
+            f"this edit was written and a save that was displaced is kept in {keep}",
+            delay=1.0,
+        )
+
+    def _result(
+        self,
+        status: Status,
+        edit: Edit,
+        op: str,
+        notes: list[str],
+        touched: list[str],
+        diff: str,
+        data: bytes,
+        attempts: int,
+    ) -> EditResult:
+        return EditResult(
+            status=status,
+            kind=edit.kind,
+            args=dict(edit.args),
+            operation_id=op,
+            notes=tuple(notes),
+            diff=diff,
+            file=str(self.path),
+            digest=_sha(data),
+            ts=_now(),
+            slots=tuple(dict.fromkeys(touched)),
+            attempts=attempts,
+        )

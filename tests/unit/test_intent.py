@@ -1,0 +1,399 @@
+"""The intent edit engine, in-process: each edit's effect, comments kept, invalid edits write
+nothing, operation ids, compare-and-swap against saves that do not take the lock."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.adapters.files import read_jsonl
+from reconciler.adapters.statedir import StateDir
+from reconciler.errors import EditConflict, EditRejected
+from reconciler.model.load import parse_desired
+from reconciler.runtime import intent
+from reconciler.runtime.intent import Edit, IntentStore, InvalidEdit
+from reconciler.runtime.intent_edits import NeedsConfirmation
+
+SAMPLE = """\
+# My TPU intent.
+project: my-project-123   # the TRC project
+
+settings:
+  poll_interval: 30s      # steady
+  zone_codes:
+    europe-west4-a: ew4a
+
+defaults:
+  mode: spot
+
+slots:
+  # the big one
+  - name: big
+    zone: europe-west4-a
+    accelerator: v6e-64
+    want: held   # keep it
+  - name: small
+    zone: us-central2-b
+    accelerator: v4-8
+    want: released
+    setup: {tmux: true, bootstrap: false}   # flow setup
+  # race candidates below
+  - name: cand-a
+    zone: europe-west4-a
+    accelerator: v6e-8
+  - name: cand-b
+    zone: europe-west4-a
+    accelerator: v6e-8
+  # comment after the last slot
+
+generate:
+  - zones: [us-east5-b]   # generated
+    accelerators: {v6e-8: 1}
+    want: released
+
+race_groups:
+  - name: any-v6e8
+    count: 1            # one winner
+    slots:
+      - cand-a
+      - cand-b
+# end of file
+"""
+
+
+def comments(text: str) -> list[str]:
+    return [m.group(0).strip() for m in re.finditer(r"#[^\n]*", text)]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> IntentStore:
+    file = tmp_path / "desired.yaml"
+    file.write_text(SAMPLE)
+    return IntentStore(file, StateDir(tmp_path / "state"), env={})
+
+
+def apply(store: IntentStore, kind: str, *, confirmed: bool = False, **args: Any) -> Any:
+    return store.apply(Edit(kind, args), source="cli", confirmed=confirmed)
+
+
+def text(store: IntentStore) -> str:
+    return store.path.read_text()
+
+
+def slot(store: IntentStore, name: str) -> Any:
+    spec = parse_desired(text(store)).slot(name)
+    assert spec is not None
+    return spec
+
+
+def group(store: IntentStore, name: str) -> Any:
+    return next((g for g in parse_desired(text(store)).race_groups if g.name == name), None)
+
+
+def test_hold_changes_one_line_and_keeps_every_comment(store: IntentStore) -> None:
+    result = apply(store, "hold", name="small")
+    assert result.status == "changed" and result.slots == ("small",)
+    assert slot(store, "small").want == "held"
+    assert comments(text(store)) == comments(SAMPLE)
+    changed = [ln for ln in result.diff.splitlines() if ln[:1] in "+-" and ln[:3] not in "+++---"]
+    assert changed == ["-    want: released", "+    want: held"]
+
+
+def test_identical_edit_is_unchanged_and_writes_nothing(store: IntentStore) -> None:
+    before = store.path.stat().st_ino
+    assert apply(store, "hold", name="big").status == "unchanged"
+    assert store.path.stat().st_ino == before and text(store) == SAMPLE
+
+
+def test_release_needs_confirmation_and_then_releases(store: IntentStore) -> None:
+    with pytest.raises(NeedsConfirmation):
+        apply(store, "release", name="big")
+    assert text(store) == SAMPLE
+    apply(store, "release", name="big", confirmed=True)
+    assert slot(store, "big").want == "released"
+    assert comments(text(store)) == comments(SAMPLE)
+
+
+def test_releasing_a_race_candidate_takes_it_out_of_its_group(store: IntentStore) -> None:
+    result = apply(store, "release", name="cand-a", confirmed=True)
+    assert slot(store, "cand-a").want == "released" and slot(store, "cand-a").race_group is None
+    assert group(store, "any-v6e8").slots == ("cand-b",)
+    assert any("left race group 'any-v6e8'" in n for n in result.notes)
+    assert comments(text(store)) == comments(SAMPLE)
+
+
+def test_holding_the_last_candidates_removes_the_group(store: IntentStore) -> None:
+    apply(store, "hold", name="cand-a")
+    result = apply(store, "hold", name="cand-b")
+    assert group(store, "any-v6e8") is None
+    assert "race group 'any-v6e8' had no other candidate and was removed" in result.notes
+    assert slot(store, "cand-b").want == "held"
+    assert "# end of file" in text(store)
+
+
+def test_add_slot_names_it_from_mode_accelerator_zone_code_and_index(store: IntentStore) -> None:
+    first = apply(store, "add_slot", zone="europe-west4-a", accelerator="v6e-8")
+    second = apply(store, "add_slot", zone="europe-west4-a", accelerator="v6e-8")
+    assert first.slots == ("spot-v6e8-ew4a-1",) and second.slots == ("spot-v6e8-ew4a-2",)
+    assert slot(store, "spot-v6e8-ew4a-2").want == "held"
+    after = text(store)
+    assert comments(after) == comments(SAMPLE)
+    # The comment that introduces the next section stays right before it.
+    assert after.index("spot-v6e8-ew4a-2") < after.index("# comment after the last slot")
+
+
+def test_add_slot_refuses_a_taken_or_unsafe_name(store: IntentStore) -> None:
+    for name in ("big", "Bad;rm -rf", "-x"):
+        with pytest.raises(EditRejected):
+            apply(store, "add_slot", zone="us-central2-b", accelerator="v4-8", name=name)
+    with pytest.raises(EditRejected, match="invalid zone"):
+        apply(store, "add_slot", zone="us central", accelerator="v4-8")
+    assert text(store) == SAMPLE
+
+
+def test_an_edit_that_would_make_the_file_invalid_writes_nothing(store: IntentStore) -> None:
+    with pytest.raises(InvalidEdit) as err:
+        apply(store, "add_slot", zone="us-central2-b", accelerator="v9-8", name="nine")
+    assert text(store) == SAMPLE
+    assert re.search(r"desired\.yaml:\d+:\d+: no runtime version for 'v9-8'", str(err.value))
+    assert err.value.diagnostics
+
+
+def test_an_invalid_file_is_not_edited_and_its_errors_are_reported(store: IntentStore) -> None:
+    broken = SAMPLE.replace("count: 1 ", "cuont: 1 ")
+    store.path.write_text(broken)
+    with pytest.raises(InvalidEdit, match=r"desired\.yaml:\d+:\d+: unknown key 'cuont'"):
+        apply(store, "hold", name="small")
+    assert text(store) == broken
+
+
+def test_unknown_and_generated_slots_are_refused(store: IntentStore) -> None:
+    with pytest.raises(EditRejected, match=r"unknown slot 'smal' .*did you mean 'small'"):
+        apply(store, "hold", name="smal")
+    with pytest.raises(EditRejected, match="generated"):
+        apply(store, "hold", name="spot-v6e8-use5b-1")
+    assert text(store) == SAMPLE
+
+
+def test_remove_slot_says_it_becomes_unmanaged(store: IntentStore) -> None:
+    result = apply(store, "remove_slot", name="small")
+    assert parse_desired(text(store)).slot("small") is None
+    assert any("UNMANAGED" in n for n in result.notes)
+    assert set(comments(SAMPLE)) - set(comments(text(store))) == {"# flow setup"}
+
+
+def test_remove_slot_with_prune_on_needs_confirmation(store: IntentStore) -> None:
+    store.path.write_text(SAMPLE.replace("settings:\n", "settings:\n  prune: true\n"))
+    with pytest.raises(NeedsConfirmation, match="prune"):
+        apply(store, "remove_slot", name="small")
+
+
+def test_removing_a_candidate_leaves_its_group(store: IntentStore) -> None:
+    apply(store, "remove_slot", name="cand-b")
+    assert group(store, "any-v6e8").slots == ("cand-a",)
+    assert "# comment after the last slot" in text(store)
+
+
+def test_race_creates_a_group_and_strips_want(store: IntentStore) -> None:
+    result = apply(store, "race", group="pair", slots=["big", "small"], count=1)
+    assert group(store, "pair").slots == ("big", "small")
+    assert slot(store, "big").want is None and slot(store, "big").race_group == "pair"
+    assert any("removed 'want: held'" in n for n in result.notes)
+    # Only the inline comment of the removed 'want: held' line goes.
+    assert comments(text(store)) == [c for c in comments(SAMPLE) if c != "# keep it"]
+
+
+def test_race_exact_drops_candidates_only_when_confirmed(store: IntentStore) -> None:
+    with pytest.raises(NeedsConfirmation, match="dropping"):
+        apply(store, "race", group="any-v6e8", slots=["cand-a"], count=1)
+    assert text(store) == SAMPLE
+    apply(store, "race", group="any-v6e8", slots=["cand-a"], count=1, confirmed=True)
+    assert group(store, "any-v6e8").slots == ("cand-a",)
+    assert slot(store, "cand-b").want == "released"
+
+
+def test_race_union_adds_candidates_and_raises_count(store: IntentStore) -> None:
+    apply(store, "race", group="any-v6e8", slots=["small"], count=2, exact=False)
+    assert group(store, "any-v6e8").slots == ("cand-a", "cand-b", "small")
+    assert group(store, "any-v6e8").count == 2
+    assert "# one winner" in text(store)
+    with pytest.raises(NeedsConfirmation, match="lowering"):
+        apply(store, "race", group="any-v6e8", slots=["small"], count=1, exact=False)
+    with pytest.raises(EditRejected, match="more than the 3 candidates"):
+        apply(store, "race", group="any-v6e8", slots=["small"], count=4, exact=False)
+
+
+def test_setup_flags_and_rerun_bump_the_generation(store: IntentStore) -> None:
+    apply(store, "setup", name="small", bootstrap=True, rerun=True)
+    spec = slot(store, "small")
+    assert spec.setup.bootstrap and spec.setup.generation == 1
+    apply(store, "setup", name="small", tailscale=True, rerun=True)
+    assert slot(store, "small").setup.generation == 2
+    apply(store, "setup", name="big", tmux=False)
+    assert slot(store, "big").setup.tmux is False
+    assert comments(text(store)) == comments(SAMPLE)
+
+
+def test_tmux_all_turns_the_default_on_and_names_opt_outs(store: IntentStore) -> None:
+    store.path.write_text(
+        SAMPLE.replace("  mode: spot\n", "  mode: spot\n  setup: {tmux: false}\n")
+    )
+    apply(store, "setup", name="big", tmux=False)
+    result = apply(store, "tmux_all")
+    desired = parse_desired(text(store))
+    assert desired.slot("small") is not None and desired.slot("small").setup.tmux
+    assert any("'big'" in n for n in result.notes)
+
+
+def test_set_poll_validates_durations(store: IntentStore) -> None:
+    apply(store, "set_poll", interval="2m", fast_interval=3)
+    settings = parse_desired(text(store)).settings
+    assert (settings.poll_interval, settings.fast_poll_interval) == (120.0, 3.0)
+    assert "# steady" in text(store)
+    with pytest.raises(EditRejected, match="duration"):
+        apply(store, "set_poll", interval="soon")
+
+
+def test_operation_id_replay_returns_exists_and_reuse_is_refused(store: IntentStore) -> None:
+    edit = Edit("hold", {"name": "small"})
+    first = store.apply(edit, source="mcp", operation_id="op-1")
+    store.path.write_text(SAMPLE)  # the user reverts by hand: a replay must not redo it
+    again = store.apply(edit, source="mcp", operation_id="op-1")
+    assert (first.status, again.status) == ("changed", "exists")
+    assert again.diff == first.diff and text(store) == SAMPLE
+    with pytest.raises(EditRejected, match="already used for a different edit"):
+        store.apply(Edit("hold", {"name": "big"}), source="mcp", operation_id="op-1")
+    with pytest.raises(EditRejected, match="invalid operation id"):
+        store.apply(edit, source="mcp", operation_id="bad id!")
+
+
+def test_corrupt_operations_file_fails_closed(store: IntentStore) -> None:
+    store.state.ensure()
+    (store.state.operations).write_text("{not json")
+    with pytest.raises(Exception, match="corrupt"):
+        store.apply(Edit("hold", {"name": "small"}), source="mcp", operation_id="op-2")
+    assert text(store) == SAMPLE
+
+
+def test_every_edit_is_audited_with_a_diff(store: IntentStore) -> None:
+    apply(store, "hold", name="small")
+    store.apply(Edit("hold", {"name": "cand-a"}), source="mcp", operation_id="op-9")
+    records = list(read_jsonl(store.state.audit))
+    assert [r["source"] for r in records] == ["cli", "mcp"]
+    assert records[1]["operation_id"] == "op-9" and "+    want: held" in records[1]["diff"]
+    assert records[0]["ts"].endswith("Z")
+
+
+def test_a_save_after_our_read_is_kept_and_the_edit_reapplied(
+    store: IntentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = store.transform
+    calls = []
+
+    def transform_then_editor_saves(*a: Any, **k: Any) -> Any:
+        out = real(*a, **k)
+        if not calls:
+            store.path.write_text(text(store) + "# saved by an editor\n")
+        calls.append(1)
+        return out
+
+    monkeypatch.setattr(store, "transform", transform_then_editor_saves)
+    result = apply(store, "hold", name="small")
+    assert result.attempts == 2
+    assert "# saved by an editor" in text(store) and slot(store, "small").want == "held"
+
+
+def test_a_save_between_check_and_swap_is_displaced_then_merged(
+    store: IntentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = intent.swap_in
+    saves = []
+
+    def editor_saves_first(path: Path, data: bytes, expected: str) -> Any:
+        if not saves:
+            saves.append(1)
+            tmp = path.with_name(".editor.tmp")
+            tmp.write_text(path.read_text().replace("30s", "45s") + "# editor\n")
+            os.replace(tmp, path)  # the editor's own atomic save
+        return real(path, data, expected)
+
+    monkeypatch.setattr(intent, "swap_in", editor_saves_first)
+    result = apply(store, "hold", name="small")
+    final = text(store)
+    assert result.attempts == 2
+    assert "# editor" in final and "poll_interval: 45s" in final
+    assert slot(store, "small").want == "held"
+
+
+def test_a_displaced_save_that_refuses_the_edit_is_put_back(
+    store: IntentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = intent.swap_in
+    theirs = SAMPLE.replace("  - name: small\n", "  - name: tiny\n")
+
+    def editor_renames_the_slot(path: Path, data: bytes, expected: str) -> Any:
+        if path.read_text() == SAMPLE:
+            path.write_text(theirs)
+        return real(path, data, expected)
+
+    monkeypatch.setattr(intent, "swap_in", editor_renames_the_slot)
+    with pytest.raises(EditRejected, match="unknown slot 'small'"):
+        apply(store, "hold", name="small")
+    assert text(store) == theirs
+
+
+def test_concurrent_threads_serialize_on_the_lock(store: IntentStore) -> None:
+    errors: list[BaseException] = []
+
+    def add(i: int) -> None:
+        try:
+            apply(store, "add_slot", zone="us-central2-b", accelerator="v4-8", name=f"t-{i}")
+        except BaseException as e:  # collected for the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=add, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    desired = parse_desired(text(store))
+    assert all(desired.slot(f"t-{i}") is not None for i in range(12))
+    assert comments(SAMPLE) == [c for c in comments(text(store)) if c in comments(SAMPLE)]
+
+
+def test_a_held_lock_times_out_as_a_conflict(tmp_path: Path) -> None:
+    file = tmp_path / "desired.yaml"
+    file.write_text(SAMPLE)
+    store = IntentStore(file, StateDir(tmp_path / "state"), env={}, lock_timeout=0.2)
+    store.state.ensure()
+    with open(store.state.root / intent.LOCK_NAME, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(EditConflict, match="held the lock"):
+            apply(store, "hold", name="small")
+    assert text(store) == SAMPLE
+
+
+def test_symlink_and_file_mode_are_kept(tmp_path: Path) -> None:
+    real = tmp_path / "real.yaml"
+    real.write_text(SAMPLE)
+    real.chmod(0o640)
+    link = tmp_path / "desired.yaml"
+    link.symlink_to(real)
+    store = IntentStore(link, StateDir(tmp_path / "state"), env={})
+    apply(store, "hold", name="small")
+    assert link.is_symlink() and "want: held" in real.read_text().split("name: small")[1]
+    assert real.stat().st_mode & 0o777 == 0o640
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_missing_file_is_refused(tmp_path: Path) -> None:
+    store = IntentStore(tmp_path / "nope.yaml", StateDir(tmp_path / "state"), env={})
+    with pytest.raises(EditRejected, match="does not exist"):
+        apply(store, "hold", name="x")
