@@ -1,0 +1,41 @@
+"""Closing a slot's tmux window: the one direct action of the intent surfaces (MCP, CLI).
+
+May: read desired.yaml for ``settings.tmux_socket``, drive ``adapters.tmux.TmuxMirror``.
+May not: edit desired.yaml or touch anything but the windows named after the slot.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+from reconciler.errors import ReconcilerError, SetupFailed
+from reconciler.runtime.intent import IntentStore
+
+SOCKET_ENV: Final = "TPU_RECONCILER_TMUX_SOCKET"
+REOPEN_NOTE: Final = (
+    "an ACTIVE slot with tmux on gets its window again at the controller's next pass "
+    "(set its setup tmux to false to prevent that)"
+)
+
+
+def tmux_socket(store: IntentStore) -> str | None:
+    """``$TPU_RECONCILER_TMUX_SOCKET``, else ``settings.tmux_socket``, else tmux's default."""
+    socket = os.environ.get(SOCKET_ENV)
+    if socket:
+        return socket
+    try:
+        return store.parse(store.read().decode("utf-8", "replace")).settings.tmux_socket
+    except ReconcilerError:
+        return None
+
+
+async def close_window(store: IntentStore, name: str) -> list[str]:
+    """Close every ``tpu-*`` window named ``name``; the targets closed (maybe none)."""
+    try:
+        from reconciler.adapters.tmux import TmuxMirror
+    except ImportError as e:  # the tmux adapter or libtmux missing from this install
+        raise SetupFailed(f"tmux support is not available: {e}") from None
+    async with TmuxMirror(tmux_socket(store)) as mirror:
+        closed = await mirror.close(name)
+    return [w.target for w in closed]

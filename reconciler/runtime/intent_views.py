@@ -1,0 +1,410 @@
+"""Read-only views for MCP tools and CLI verbs: the intent joined with the controller's snapshot.
+
+May: read desired.yaml, ``status.json`` (schema tpu-reconciler.status.v1, written by the
+controller after every pass), ``events.jsonl``, ``oslogin_user`` and probe the controller lock.
+May not: write anything, call the cloud, SSH or tmux.
+
+Every document carries ``schema_version`` ``tpu-reconciler.mcp.v1``. A missing snapshot is not
+an error: the views then show the desired intent only and say so.
+
+``wait_for`` polls the snapshot until it shows what an edit asked for (see ``target_reached``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shlex
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from reconciler.adapters.files import read_json
+from reconciler.errors import InvalidDesiredState, ReconcilerError, UnsafeName
+from reconciler.model import names
+from reconciler.model.desired import Desired
+from reconciler.runtime.intent import EditResult, IntentStore
+
+SCHEMA: Final = "tpu-reconciler.mcp.v1"
+STATUS_SCHEMA: Final = "tpu-reconciler.status.v1"
+WON: Final = frozenset({"PROVISIONING", "ACTIVE"})
+_TAIL_BYTES: Final = 4 * 1024 * 1024
+
+
+class ViewError(ReconcilerError):
+    """A view cannot answer (unknown slot, no address yet, unreadable snapshot)."""
+
+
+def _doc(**fields: Any) -> dict[str, Any]:
+    return {"schema_version": SCHEMA, **fields}
+
+
+def _parse_time(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def read_snapshot(store: IntentStore) -> dict[str, Any] | None:
+    """The controller's last status document, or None when it has not written one."""
+    try:
+        doc = read_json(store.state.status)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise ViewError(f"status snapshot {store.state.status} is unreadable: {e}") from None
+    if not isinstance(doc, dict) or doc.get("schema_version") != STATUS_SCHEMA:
+        raise ViewError(f"status snapshot {store.state.status} has an unknown schema")
+    return doc
+
+
+def _snapshot_meta(store: IntentStore, snap: dict[str, Any] | None) -> dict[str, Any]:
+    if snap is None:
+        return {
+            "present": False,
+            "note": "no status snapshot yet (has the controller run?): desired intent only",
+        }
+    from reconciler.runtime.lock import read_holder
+
+    made = _parse_time(snap.get("generated_at"))
+    pid = read_holder(store.state)
+    return {
+        "present": True,
+        "generated_at": snap.get("generated_at"),
+        "age_seconds": round(time.time() - made, 1) if made is not None else None,
+        "controller": {"running": pid is not None, "pid": pid},
+        "desired_digest": (snap.get("desired") or {}).get("digest"),
+    }
+
+
+def _rows(snap: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    rows = snap.get("slots") if snap else None
+    return {r["name"]: r for r in rows or [] if isinstance(r, dict) and "name" in r}
+
+
+def _desired(store: IntentStore) -> tuple[Desired | None, list[str]]:
+    try:
+        return store.parse(store.read().decode("utf-8", "replace")), []
+    except InvalidDesiredState as e:
+        return None, [str(d) for d in e.diagnostics]
+    except ReconcilerError as e:
+        return None, [str(e)]
+
+
+_OBSERVED: Final = (
+    "state",
+    "state_since",
+    "node_state",
+    "health",
+    "ips",
+    "create_time",
+    "last_error",
+    "setup",
+    "tmux",
+    "instance",
+)
+
+
+def _slot_view(spec: Any, row: dict[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if spec is not None:
+        out = {
+            "name": spec.name,
+            "zone": spec.zone,
+            "accelerator": spec.accelerator,
+            "mode": spec.mode,
+            "want": spec.want,
+            "race_group": spec.race_group,
+            "generated": spec.generated,
+            "managed": True,
+            "setup_wanted": {
+                "bootstrap": spec.setup.bootstrap,
+                "tailscale": spec.setup.tailscale,
+                "tmux": spec.setup.tmux,
+                "generation": spec.setup.generation,
+            },
+        }
+    elif row is not None:
+        out = {k: row.get(k) for k in ("name", "zone", "accelerator", "mode", "managed")}
+        out["want"] = None
+        out["note"] = "not in desired.yaml: unmanaged, shown but never deleted"
+    out["observed"] = (
+        {k: row.get(k) for k in _OBSERVED} | {"decided_want": row.get("want")} if row else None
+    )
+    return out
+
+
+def list_slots(store: IntentStore) -> dict[str, Any]:
+    desired, errors = _desired(store)
+    snap = read_snapshot(store)
+    rows = _rows(snap)
+    slots = [_slot_view(s, rows.get(s.name)) for s in desired.slots] if desired else []
+    listed = {s["name"] for s in slots}
+    slots += [_slot_view(None, r) for n, r in rows.items() if n not in listed]
+    return _doc(
+        file=str(store.path),
+        desired_valid=desired is not None,
+        desired_errors=errors,
+        snapshot=_snapshot_meta(store, snap),
+        slots=slots,
+        race_groups=(snap or {}).get("race_groups")
+        or [
+            {"name": g.name, "count": g.count, "candidates": list(g.slots)}
+            for g in (desired.race_groups if desired else ())
+        ],
+    )
+
+
+def slot_info(store: IntentStore, name: str) -> dict[str, Any]:
+    names.check_name(name)
+    desired, errors = _desired(store)
+    snap = read_snapshot(store)
+    row = _rows(snap).get(name)
+    spec = desired.slot(name) if desired else None
+    if spec is None and row is None:
+        raise ViewError(f"unknown slot {name!r}: not in {store.source} nor in the snapshot")
+    view = _slot_view(spec, row)
+    try:
+        view["ssh"] = ssh_command(store, name, 0, desired=desired, snapshot=snap)
+    except (ViewError, UnsafeName) as e:
+        view["ssh"] = {"available": False, "why": str(e)}
+    return _doc(
+        **view, desired_errors=errors, snapshot=_snapshot_meta(store, snap), file=str(store.path)
+    )
+
+
+def _ssh_user(store: IntentStore, desired: Desired | None) -> str | None:
+    user = desired.settings.ssh_user if desired else None
+    if user is None:
+        try:
+            user = store.state.oslogin_user.read_text().strip() or None
+        except OSError:
+            user = None
+    return names.check_user(user) if user else None
+
+
+def _ssh_key(store: IntentStore, desired: Desired | None) -> Path:
+    configured = desired.settings.ssh_key if desired else None
+    if not configured:
+        return Path("~/.ssh/google_compute_engine").expanduser()
+    key = Path(configured).expanduser()
+    return key if key.is_absolute() else store.path.parent / key
+
+
+def ssh_command(
+    store: IntentStore,
+    name: str,
+    worker: int = 0,
+    *,
+    desired: Desired | None = None,
+    snapshot: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An OpenSSH command line for one worker, pinned to the node instance's host key."""
+    names.check_name(name)
+    if desired is None:
+        desired, _ = _desired(store)
+    snap = snapshot if snapshot is not None else read_snapshot(store)
+    if snap is None:
+        raise ViewError("no status snapshot yet: the controller has not reported an address")
+    row = _rows(snap).get(name)
+    if row is None:
+        raise ViewError(f"slot {name!r} is not in the status snapshot")
+    ips = [ip for ip in row.get("ips") or [] if isinstance(ip, str)]
+    instance = row.get("instance")
+    if not ips or not isinstance(instance, str):
+        raise ViewError(f"slot {name!r} has no node yet (state {row.get('state')})")
+    if not 0 <= worker < len(ips):
+        raise ViewError(f"slot {name!r} has workers 0..{len(ips) - 1}, not {worker}")
+    try:
+        ip = str(ipaddress.ip_address(ips[worker]))
+    except ValueError:
+        raise ViewError(f"snapshot address {ips[worker]!r} is not an IP address") from None
+    alias = names.host_key_alias(instance, worker)
+    user = _ssh_user(store, desired)
+    argv = [
+        "ssh",
+        "-i",
+        str(_ssh_key(store, desired)),
+        "-o",
+        f"HostKeyAlias={alias}",
+        "-o",
+        f"UserKnownHostsFile={store.state.known_hosts}",
+        "-o",
+        "StrictHostKeyChecking=accept-new",
+        f"{user}@{ip}" if user else ip,
+    ]
+    return _doc(
+        available=True,
+        command=shlex.join(argv),
+        argv=argv,
+        worker=worker,
+        workers=len(ips),
+        ip=ip,
+        host_key_alias=alias,
+        instance=instance,
+    )
+
+
+def tmux_status(store: IntentStore) -> dict[str, Any]:
+    snap = read_snapshot(store)
+    tmux = (snap or {}).get("tmux") or {}
+    orphans = set(tmux.get("orphans") or [])
+    windows = [
+        {"target": w, "orphaned": w in orphans}
+        for w in tmux.get("windows") or []
+        if isinstance(w, str)
+    ]
+    return _doc(
+        windows=windows,
+        orphans=sorted(orphans),
+        note="orphaned windows (slot not ACTIVE) are left open; close one with tmux_close",
+        snapshot=_snapshot_meta(store, snap),
+    )
+
+
+def plan(store: IntentStore) -> dict[str, Any]:
+    snap = read_snapshot(store)
+    return _doc(
+        plan=(snap or {}).get("plan"),
+        desired=(snap or {}).get("desired"),
+        snapshot=_snapshot_meta(store, snap),
+    )
+
+
+def events(store: IntentStore, limit: int = 50) -> dict[str, Any]:
+    """The last ``limit`` events; a torn last line (a write in progress) is skipped."""
+    limit = max(1, min(int(limit), 1000))
+    path = store.state.events
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            start = max(0, size - _TAIL_BYTES)
+            f.seek(start)
+            raw = f.read()
+    except FileNotFoundError:
+        return _doc(events=[], note=f"no event log at {path} yet")
+    lines = raw.split(b"\n")
+    if start > 0:
+        lines = lines[1:]  # the first line may be cut
+    out: list[Any] = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return _doc(events=out[-limit:], count=len(out[-limit:]))
+
+
+# --- waiting for the controller -------------------------------------------------------------
+
+
+def _row_check(result: EditResult, desired: Desired | None) -> Callable[[dict[str, Any]], bool]:
+    args = result.args
+    if result.kind in ("hold", "hold_many") or (
+        result.kind == "add_slot" and args.get("want", "held") == "held"
+    ):
+        return lambda row: row.get("state") in WON
+    if result.kind in ("release", "add_slot"):
+        return lambda row: row.get("state") == "NOT_QUEUED"
+    if result.kind == "remove_slot":
+        return lambda row: row.get("managed") is False
+    if result.kind == "setup":
+        flags = [k for k in ("bootstrap", "tailscale") if args.get(k)]
+        spec = desired.slot(result.slots[0]) if desired and result.slots else None
+        generation = spec.setup.generation if spec else 0
+
+        def setup_done(row: dict[str, Any]) -> bool:
+            setup = row.get("setup") or {}
+            tmux_ok = not args.get("tmux") or bool((row.get("tmux") or {}).get("open"))
+            return (
+                tmux_ok
+                and int(setup.get("generation") or 0) >= generation
+                and all(setup.get(k) == "done" for k in flags)
+            )
+
+        return setup_done
+    return lambda row: True
+
+
+def target_reached(
+    result: EditResult, snap: Mapping[str, Any], desired: Desired | None
+) -> tuple[bool, list[dict[str, Any]]]:
+    """Whether ``snap`` shows what ``result``'s edit asked for, and the rows it looked at.
+
+    hold / add_slot(held): each slot PROVISIONING or ACTIVE (capacity won). release /
+    add_slot(released): NOT_QUEUED. remove_slot: shown as unmanaged (or gone). race: the group
+    has ``count`` winners. setup: the flags turned on are ``done`` for the new generation (tmux:
+    its window is open). tmux_all: every ACTIVE slot that wants tmux has its window. set_poll:
+    the controller has loaded the edited file.
+    """
+    rows = _rows(dict(snap))
+    if result.kind == "race":
+        group = next(
+            (g for g in snap.get("race_groups") or [] if g.get("name") == result.args["group"]),
+            None,
+        )
+        done = group is not None and len(group.get("winners") or []) >= result.args["count"]
+        return done, [rows[n] for n in result.slots if n in rows]
+    if result.kind == "set_poll":
+        return (snap.get("desired") or {}).get("digest") == result.digest, []
+    if result.kind == "tmux_all":
+        active = [r for r in rows.values() if r.get("state") == "ACTIVE" and r.get("tmux")]
+        wanted = [r for r in active if (r["tmux"] or {}).get("target")]
+        return all((r["tmux"] or {}).get("open") for r in wanted), wanted
+    check = _row_check(result, desired)
+    seen = [rows[n] for n in result.slots if n in rows]
+    if result.kind == "remove_slot":
+        return all(check(r) for r in seen), seen
+    return len(seen) == len(result.slots) and all(check(r) for r in seen), seen
+
+
+def wait_for(
+    store: IntentStore, result: EditResult, timeout: float, *, interval: float = 0.2
+) -> dict[str, Any]:
+    """Poll the snapshot (only ones written after the edit count) until the target is reached
+    or ``timeout`` seconds pass; returns what was seen last either way."""
+    timeout = max(0.0, min(float(timeout), 3600.0))
+    desired, _ = _desired(store)
+    # Snapshots stamp whole seconds: one from the edit's own second counts.
+    edited_at = int(_parse_time(result.ts) or 0)
+    start = time.monotonic()
+    seen_mtime = -1
+    rows: list[dict[str, Any]] = []
+    generated_at = None
+    while True:
+        try:
+            mtime = store.state.status.stat().st_mtime_ns
+        except FileNotFoundError:
+            mtime = -1
+        if mtime != seen_mtime:
+            seen_mtime = mtime
+            snap = read_snapshot(store) if mtime >= 0 else None
+            made = _parse_time(snap.get("generated_at")) if snap else None
+            if snap is not None and made is not None and made >= edited_at:
+                generated_at = snap.get("generated_at")
+                done, rows = target_reached(result, snap, desired)
+                if done:
+                    return _waited(True, start, rows, generated_at)
+        if time.monotonic() - start >= timeout:
+            return _waited(False, start, rows, generated_at)
+        time.sleep(min(interval, max(0.0, timeout - (time.monotonic() - start))))
+
+
+def _waited(
+    reached: bool, start: float, rows: list[dict[str, Any]], generated_at: Any
+) -> dict[str, Any]:
+    return {
+        "reached": reached,
+        "waited_seconds": round(time.monotonic() - start, 2),
+        "snapshot_generated_at": generated_at,
+        "observed": [{k: r.get(k) for k in ("name", "state", *_OBSERVED[2:])} for r in rows],
+        **({} if reached else {"note": "not reached yet: the controller keeps working on it"}),
+    }
