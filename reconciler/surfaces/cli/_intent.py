@@ -1,0 +1,230 @@
+"""Intent verbs: ``hold``, ``release``, ``race``, ``add-slot``, ``remove-slot``, ``setup``,
+``set-poll`` (edits of desired.yaml, through ``reconciler.runtime.intent``) and ``mcp`` (the MCP
+server on stdio, same as ``tpu-mcp``).
+
+Thin and light: only argparse at import time; handlers import the runtime when called (``mcp``
+alone pays for the MCP SDK). Each edit prints what changed (notes and a short diff) and reminds
+that the controller, not this command, acts. Exit codes: 0 done, 1 refused, 2 needs
+confirmation (or usage), 75 desired.yaml kept changing (try again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+_HERE: Final = "reconciler.surfaces.cli._intent"
+EX_REFUSED: Final = 1
+EX_CONFIRM: Final = 2
+EX_TEMPFAIL: Final = 75
+
+
+def _edit_parser(sub: Any, name: str, help: str, func: str) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
+    p.add_argument(
+        "--operation-id",
+        default=None,
+        help="idempotency key: a retry with the same id and edit does nothing twice",
+    )
+    p.add_argument("--json", action="store_true", help="print the result document (JSON)")
+    p.set_defaults(handler=f"{_HERE}:{func}")
+    return p
+
+
+def register(subparsers: Any) -> None:
+    p = _edit_parser(subparsers, "hold", "want a slot held (want: held)", "hold_command")
+    p.add_argument("slot", metavar="SLOT")
+
+    p = _edit_parser(
+        subparsers, "release", "release a slot: the controller deletes its TPU", "release_command"
+    )
+    p.add_argument("slot", metavar="SLOT")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--close-tmux", action="store_true", help="also close its tmux window now")
+
+    p = _edit_parser(
+        subparsers, "race", "create or replace a race group of candidate slots", "race_command"
+    )
+    p.add_argument("group", metavar="GROUP")
+    p.add_argument("slots", metavar="SLOT", nargs="+")
+    p.add_argument("--count", type=int, required=True, help="winners wanted")
+    p.add_argument("--yes", action="store_true", help="confirm dropping or lowering")
+
+    p = _edit_parser(subparsers, "add-slot", "add a slot to desired.yaml", "add_slot_command")
+    p.add_argument("--zone", required=True)
+    p.add_argument("--accelerator", required=True, help="e.g. v6e-8, v4-32")
+    p.add_argument("--mode", choices=("spot", "on-demand", "reserved"), default=None)
+    p.add_argument("--name", default=None, help="default: <mode>-<accel>-<zone code>-<index>")
+    p.add_argument("--index", type=int, default=None, help="index for the generated name")
+    p.add_argument("--want", choices=("held", "released"), default="held")
+
+    p = _edit_parser(
+        subparsers, "remove-slot", "remove a slot: it becomes unmanaged", "remove_slot_command"
+    )
+    p.add_argument("slot", metavar="SLOT")
+    p.add_argument("--yes", action="store_true", help="confirm when settings.prune is on")
+
+    p = _edit_parser(subparsers, "setup", "set a slot's setup flags", "setup_command")
+    p.add_argument("slot", metavar="SLOT")
+    for flag in ("bootstrap", "tailscale", "tmux"):
+        p.add_argument(f"--{flag}", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--rerun", action="store_true", help="bump the generation: run setup again")
+
+    p = _edit_parser(subparsers, "set-poll", "change the poll intervals", "set_poll_command")
+    p.add_argument("--interval", default=None, help="when steady, e.g. 30s, 2m")
+    p.add_argument("--fast-interval", default=None, help="while anything moves, e.g. 5s")
+
+    p = subparsers.add_parser("mcp", help="MCP server on stdio (same as tpu-mcp)")
+    p.set_defaults(handler=f"{_HERE}:mcp_command")
+
+
+# --- handlers ------------------------------------------------------------------------------------
+
+
+def _store(args: argparse.Namespace) -> Any:
+    from reconciler.adapters.statedir import StateDir, default_state_dir
+    from reconciler.runtime.intent import IntentStore
+
+    file = Path(args.file)
+    root = Path(args.state_dir) if args.state_dir is not None else default_state_dir(file)
+    return IntentStore(file, StateDir(root))
+
+
+def _err(message: str) -> None:
+    print(f"tpu-reconciler: {message}", file=sys.stderr)
+
+
+def _ask(question: str) -> bool:
+    try:
+        return input(f"{question} [y/N] ").strip().lower() in {"y", "yes"}
+    except EOFError:
+        return False
+
+
+def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
+    from reconciler.errors import EditConflict, ReconcilerError
+    from reconciler.runtime.intent import Edit
+    from reconciler.runtime.intent_edits import NeedsConfirmation
+
+    store = _store(args)
+    confirmed = bool(getattr(args, "yes", False))
+    try:
+        edit = Edit(kind, edit_args)
+        try:
+            result = store.apply(
+                edit, source="cli", operation_id=args.operation_id, confirmed=confirmed
+            )
+        except NeedsConfirmation as e:
+            if not sys.stdin.isatty():
+                _err(f"{e} (stdin is not a terminal, so nobody can confirm)")
+                return EX_CONFIRM
+            if not _ask(f"{e.message.split(';')[0]}. Go ahead?"):
+                _err("nothing changed")
+                return EX_CONFIRM
+            result = store.apply(
+                edit, source="cli", operation_id=args.operation_id, confirmed=True
+            )
+    except EditConflict as e:
+        _err(str(e))
+        return EX_TEMPFAIL
+    except ReconcilerError as e:
+        _err(str(e))
+        return EX_REFUSED
+    _print(args, result)
+    if getattr(args, "close_tmux", False):
+        return _close_tmux(args, store)
+    return 0
+
+
+def _print(args: argparse.Namespace, result: Any) -> None:
+    if args.json:
+        import json
+
+        doc = {"schema_version": "tpu-reconciler.intent.v1", **result.to_dict()}
+        print(json.dumps(doc, indent=2))
+        return
+    if args.quiet:
+        return
+    for note in result.notes:
+        print(note)
+    if result.status == "exists":
+        print(f"operation {result.operation_id} was already done; nothing changed now")
+    elif result.status == "unchanged":
+        print(f"{args.file} already says so; nothing changed")
+    else:
+        lines = result.diff.splitlines()[2:]  # drop the ---/+++ header
+        print("\n".join(lines[:40] + (["..."] if len(lines) > 40 else [])))
+        print("The controller acts on this at its next pass (see: tpu-reconciler status).")
+
+
+def _close_tmux(args: argparse.Namespace, store: Any) -> int:
+    import asyncio
+
+    from reconciler.errors import ReconcilerError
+    from reconciler.runtime.intent_tmux import REOPEN_NOTE, close_window
+
+    try:
+        closed = asyncio.run(close_window(store, args.slot))
+    except ReconcilerError as e:
+        _err(f"tmux: {e}")
+        return EX_REFUSED
+    if not args.quiet and not args.json:
+        print(f"closed {', '.join(closed)}" if closed else "no tmux window was open")
+        if closed:
+            print(f"note: {REOPEN_NOTE}")
+    return 0
+
+
+def hold_command(args: argparse.Namespace) -> int:
+    return _run(args, "hold", name=args.slot)
+
+
+def release_command(args: argparse.Namespace) -> int:
+    return _run(args, "release", name=args.slot)
+
+
+def race_command(args: argparse.Namespace) -> int:
+    return _run(
+        args, "race", group=args.group, slots=list(args.slots), count=args.count, exact=True
+    )
+
+
+def add_slot_command(args: argparse.Namespace) -> int:
+    return _run(
+        args,
+        "add_slot",
+        zone=args.zone,
+        accelerator=args.accelerator,
+        mode=args.mode,
+        name=args.name,
+        want=args.want,
+        index=args.index,
+    )
+
+
+def remove_slot_command(args: argparse.Namespace) -> int:
+    return _run(args, "remove_slot", name=args.slot)
+
+
+def setup_command(args: argparse.Namespace) -> int:
+    return _run(
+        args,
+        "setup",
+        name=args.slot,
+        bootstrap=args.bootstrap,
+        tailscale=args.tailscale,
+        tmux=args.tmux,
+        rerun=args.rerun,
+    )
+
+
+def set_poll_command(args: argparse.Namespace) -> int:
+    return _run(args, "set_poll", interval=args.interval, fast_interval=args.fast_interval)
+
+
+def mcp_command(args: argparse.Namespace) -> int:
+    from reconciler.surfaces.mcp_server import serve
+
+    return serve(Path(args.file), args.state_dir, verbose=args.verbose)

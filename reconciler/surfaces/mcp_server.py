@@ -1,0 +1,328 @@
+"""``tpu-mcp`` (also ``tpu-reconciler mcp``): the MCP server, stdio only.
+
+Thin: each tool validates nothing itself and calls ``reconciler.runtime.intent`` (edits of
+desired.yaml) or ``reconciler.runtime.intent_views`` (reads of desired.yaml and the controller's
+snapshot). Tools never act on the cloud: the controller does, on its next pass. The one direct
+action is ``tmux_close`` (local: closes a tmux window). Errors a user must read are raised as
+``ToolError``. Nothing is written to stdout (it carries the protocol); logs go to stderr.
+
+Results are dicts with ``schema_version`` ``tpu-reconciler.mcp.v1``. Edits take an
+``operation_id``: an identical retry returns the first result with ``status: "exists"``; the
+same id for a different edit is refused. See docs/mcp.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import anyio.to_thread
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+from reconciler import __version__
+from reconciler.adapters.statedir import StateDir, default_state_dir
+from reconciler.errors import ReconcilerError
+from reconciler.runtime import intent_views as views
+from reconciler.runtime.intent import Edit, IntentStore
+from reconciler.runtime.intent_edits import NeedsConfirmation
+from reconciler.runtime.intent_tmux import REOPEN_NOTE, close_window
+
+T = TypeVar("T")
+log = logging.getLogger("reconciler.mcp")
+
+REMINDER: Final = (
+    "desired.yaml is edited; the controller acts on it at its next pass "
+    "(pass wait_seconds to wait for it, or call list_slots / events later)"
+)
+INSTRUCTIONS: Final = (
+    "Cloud TPU slots held declaratively. Read with list_slots, slot_info, plan, events. "
+    "Edits change desired.yaml only (the controller acts), each with a fresh operation_id "
+    "(reuse it only to retry the same call). cancel_slot, remove_slot, set_race_group "
+    "(when it drops candidates or lowers a count) and tmux_close need confirm=true: ask the "
+    "user first."
+)
+
+READ: Final = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+EDIT: Final = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+DESTRUCTIVE: Final = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+
+
+def _guard(fn: Callable[[], T], hint: str = "") -> T:
+    try:
+        return fn()
+    except NeedsConfirmation as e:
+        raise ToolError(f"{e}{hint}") from None
+    except ReconcilerError as e:
+        raise ToolError(str(e)) from None
+
+
+def build_server(store: IntentStore) -> MCPServer:
+    server = MCPServer(
+        "tpu-reconciler", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+    )
+
+    def edit(
+        kind: str,
+        operation_id: str,
+        wait_seconds: float = 0,
+        *,
+        confirmed: bool = False,
+        hint: str = "",
+        **args: Any,
+    ) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            result = store.apply(
+                Edit(kind, args), source="mcp", operation_id=operation_id, confirmed=confirmed
+            )
+            out: dict[str, Any] = {
+                "schema_version": views.SCHEMA,
+                **result.to_dict(),
+                "reminder": REMINDER,
+            }
+            if wait_seconds > 0:
+                out["wait"] = views.wait_for(store, result, wait_seconds)
+            return out
+
+        return _guard(run, hint)
+
+    # --- read-only ---------------------------------------------------------------------------
+
+    @server.tool(annotations=READ)
+    def list_slots() -> dict[str, Any]:
+        """Every slot: desired intent (want, race group, setup flags) joined with what the
+        controller last observed (state, IPs, setup, tmux) and the snapshot's age. Without a
+        snapshot, desired only (and says so). Unmanaged TPUs (not in the file) are listed too."""
+        return _guard(lambda: views.list_slots(store))
+
+    @server.tool(annotations=READ)
+    def slot_info(name: str) -> dict[str, Any]:
+        """One slot in detail: IPs, create time, setup state, last error, tmux window and the
+        SSH command for worker 0."""
+        return _guard(lambda: views.slot_info(store, name))
+
+    @server.tool(annotations=READ)
+    def ssh_command(name: str, worker: int = 0) -> dict[str, Any]:
+        """An OpenSSH command line for one worker of the slot's node, pinned to the node
+        instance's host key in the state directory's known_hosts."""
+        return _guard(lambda: views.ssh_command(store, name, worker))
+
+    @server.tool(annotations=READ)
+    def tmux_status() -> dict[str, Any]:
+        """tmux windows the controller mirrors (one per ACTIVE slot); orphans (window whose
+        slot is not ACTIVE) are flagged and left open."""
+        return _guard(lambda: views.tmux_status(store))
+
+    @server.tool(annotations=READ)
+    def plan() -> dict[str, Any]:
+        """What the controller will do next (its last plan: actions, deferred, blocked)."""
+        return _guard(lambda: views.plan(store))
+
+    @server.tool(annotations=READ)
+    def events(limit: int = 50) -> dict[str, Any]:
+        """The controller's latest events (transitions, actions, results, errors)."""
+        return _guard(lambda: views.events(store, limit))
+
+    # --- intent edits --------------------------------------------------------------------------
+
+    @server.tool(annotations=EDIT)
+    def queue_slot(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+        """Hold a slot (want: held): the controller queues it and keeps it. A race candidate
+        leaves its group (the group keeps racing for its other winners). wait_seconds: wait
+        until it is PROVISIONING or ACTIVE."""
+        return edit("hold", operation_id, wait_seconds, name=name)
+
+    @server.tool(annotations=EDIT)
+    def queue_slots(
+        names: list[str],
+        operation_id: str,
+        race: bool = False,
+        count: int = 1,
+        group: str | None = None,
+        wait_seconds: float = 0,
+    ) -> dict[str, Any]:
+        """Hold several slots; with race=true make them candidates of a race group instead
+        (first `count` to win are kept, the rest cancelled). The group is `group`, else the
+        one these slots already race in, else `race-<first name>`; existing candidates stay.
+        wait_seconds: wait until held (or the group has its winners)."""
+        if not race:
+            return edit("hold_many", operation_id, wait_seconds, names=list(names))
+        chosen = group or _group_for(store, names)
+        return edit(
+            "race", operation_id, wait_seconds, group=chosen, slots=list(names), count=count,
+            exact=False, hint=" (queue_slots never does that: use set_race_group)",
+        )  # fmt: skip
+
+    @server.tool(annotations=DESTRUCTIVE)
+    async def cancel_slot(
+        name: str,
+        operation_id: str,
+        confirm: bool = False,
+        close_tmux: bool = False,
+        wait_seconds: float = 0,
+    ) -> dict[str, Any]:
+        """Release a slot (want: released): the controller deletes its queued resource and
+        TPU. Needs confirm=true (ask the user). A race candidate leaves its group. The tmux
+        window stays open unless close_tmux=true. wait_seconds: wait until NOT_QUEUED."""
+        if not confirm:
+            raise ToolError(
+                f"cancel_slot deletes {name}'s TPU if it has one: ask the user, then call "
+                "again with confirm=true"
+            )
+        out = await anyio.to_thread.run_sync(
+            lambda: edit("release", operation_id, wait_seconds, confirmed=True, name=name)
+        )
+        if close_tmux:
+            out["tmux_closed"] = await _close_window(store, name)
+        return out
+
+    @server.tool(annotations=EDIT)
+    def setup_vm(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+        """Run the setup scripts on the slot's node: bootstrap on and the setup generation
+        bumped, so it runs again even if it ran before. wait_seconds: wait until done."""
+        return edit("setup", operation_id, wait_seconds, name=name, bootstrap=True, rerun=True)
+
+    @server.tool(annotations=EDIT)
+    def tailscale_setup(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+        """Join the slot's node to the tailnet: tailscale on, setup generation bumped."""
+        return edit("setup", operation_id, wait_seconds, name=name, tailscale=True, rerun=True)
+
+    @server.tool(annotations=EDIT)
+    def tmux_sync(operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+        """Mirror every ACTIVE slot in tmux: defaults.setup.tmux on. Slots that say
+        `tmux: false` themselves keep it (listed in notes; tmux_open turns one on)."""
+        return edit("tmux_all", operation_id, wait_seconds)
+
+    @server.tool(annotations=EDIT)
+    def tmux_open(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+        """Keep a tmux SSH window open to the slot's worker 0 (setup.tmux: true)."""
+        return edit("setup", operation_id, wait_seconds, name=name, tmux=True)
+
+    @server.tool(annotations=EDIT)
+    def add_slot(
+        zone: str,
+        accelerator: str,
+        operation_id: str,
+        mode: str | None = None,
+        name: str | None = None,
+        want: str = "held",
+        index: int | None = None,
+        wait_seconds: float = 0,
+    ) -> dict[str, Any]:
+        """Add a slot. Without a name it is named <mode>-<accelerator>-<zone code>-<index>
+        (e.g. spot-v6e8-ew4a-1), with the first free index unless `index` is given."""
+        return edit(
+            "add_slot", operation_id, wait_seconds, zone=zone, accelerator=accelerator,
+            mode=mode, name=name, want=want, index=index,
+        )  # fmt: skip
+
+    @server.tool(annotations=DESTRUCTIVE)
+    def set_race_group(
+        group: str,
+        slots: list[str],
+        count: int,
+        operation_id: str,
+        confirm: bool = False,
+        wait_seconds: float = 0,
+    ) -> dict[str, Any]:
+        """Create or replace a race group: exactly these candidates, `count` winners. Dropped
+        candidates get want: released and lowering the count cancels extra winners: both
+        need confirm=true. wait_seconds: wait until the group has its winners."""
+        return edit(
+            "race", operation_id, wait_seconds, confirmed=confirm, group=group,
+            slots=list(slots), count=count, exact=True,
+        )  # fmt: skip
+
+    @server.tool(annotations=DESTRUCTIVE)
+    def remove_slot(
+        name: str, operation_id: str, confirm: bool = False, wait_seconds: float = 0
+    ) -> dict[str, Any]:
+        """Remove a slot from desired.yaml: it becomes UNMANAGED (its TPU, if any, is shown
+        and never deleted — unless settings.prune is on, which needs confirm=true)."""
+        return edit("remove_slot", operation_id, wait_seconds, confirmed=confirm, name=name)
+
+    @server.tool(annotations=EDIT)
+    def set_poll(
+        operation_id: str,
+        interval: str | None = None,
+        fast_interval: str | None = None,
+        wait_seconds: float = 0,
+    ) -> dict[str, Any]:
+        """Change how often the controller polls: interval when steady, fast_interval while
+        anything moves ('30s', '2m', or seconds)."""
+        return edit(
+            "set_poll", operation_id, wait_seconds, interval=interval, fast_interval=fast_interval
+        )
+
+    @server.tool(annotations=DESTRUCTIVE)
+    async def tmux_close(name: str, confirm: bool = False) -> dict[str, Any]:
+        """Close the slot's tmux window(s) now (a local action, not an edit). Needs
+        confirm=true. The controller reopens it while the slot is ACTIVE with tmux on."""
+        if not confirm:
+            raise ToolError(
+                f"tmux_close ends whatever runs in {name}'s window: ask the user, then call "
+                "again with confirm=true"
+            )
+        return {"schema_version": views.SCHEMA, **await _close_window(store, name)}
+
+    return server
+
+
+def _group_for(store: IntentStore, names: Sequence[str]) -> str:
+    """The race group ``names`` already share, else ``race-<first name>``."""
+    desired = _guard(lambda: store.parse(store.read().decode("utf-8", "replace")))
+    groups = {s.race_group for n in names if (s := desired.slot(n)) is not None}
+    if len(groups) == 1 and None not in groups:
+        return str(groups.pop())
+    first = names[0] if names else "slots"
+    return f"race-{first}"[:63].rstrip("-")
+
+
+async def _close_window(store: IntentStore, name: str) -> dict[str, Any]:
+    try:
+        closed = await close_window(store, name)
+    except ReconcilerError as e:
+        raise ToolError(str(e)) from None
+    return {"closed": closed, "note": REOPEN_NOTE if closed else "no window was open"}
+
+
+def serve(file: Path, state_dir: Path | None = None, *, verbose: int = 0) -> int:
+    """Run the server on stdio until the client closes it."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
+    )
+    root = state_dir if state_dir is not None else default_state_dir(file)
+    store = IntentStore(file, StateDir(root))
+    log.info("serving %s (state %s)", store.path, root)
+    build_server(store).run("stdio")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from reconciler.surfaces.cli import _global_options  # the same --file / --state-dir
+
+    parser = argparse.ArgumentParser(
+        prog="tpu-mcp", description="MCP server (stdio) for tpu-reconciler's desired.yaml"
+    )
+    _global_options(parser)
+    args = parser.parse_args(argv)
+    try:
+        return serve(args.file, args.state_dir, verbose=args.verbose)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
