@@ -35,6 +35,7 @@ def list_paths(emulator: Emulator) -> list[str]:
 async def test_observe_costs_two_lists_per_zone_whatever_the_slot_count(
     emulator: Emulator, cloud: GcloudCloud
 ) -> None:
+    emulator.set_speed(0)  # freeze the world: gcloud's ~1 s per call must not move QRs along
     emulator.add_queued_resource(ZONE_A, "solo", state="ACTIVE")
     for i in range(6):
         emulator.add_queued_resource(ZONE_B, f"many-{i}", state="ACTIVE" if i < 3 else None)
