@@ -146,6 +146,8 @@ def scenarios(draw: Draw) -> Scenario:
 
 def _converged(want: Desired, seen: Observation, memory: Memory, now: float) -> None:
     first = plan(want, seen, memory, now)
+    assert plan(want, seen, memory, now) == first, "the same inputs give the same plan"
+    assert all(a.reason for a in first.actions), "every action says why"
     seen2, memory2 = apply_plan(first, want, seen, memory, now)
     second = plan(want, seen2, memory2, now)
     bootstrapped = {a.slot for a in first.actions if a.kind is Kind.BOOTSTRAP}

@@ -142,6 +142,22 @@ def test_earlier_creation_wins_among_equals() -> None:
     assert brief(p) == [("-", "delete", "c0")]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="plan.py race(): create_time compared as text; '...:00.500Z' sorts before '...:00Z'",
+)
+def test_earlier_creation_wins_when_timestamps_differ_in_precision() -> None:
+    """The API writes 0, 3, 6 or 9 fractional digits, so one second can be spelled two ways."""
+    p = plan(
+        race(),
+        world(
+            provisioning("c1", "2026-11-30T09:00:00.500Z"),
+            provisioning("c2", "2026-11-30T09:00:00Z"),
+        ),
+    )
+    assert p.races[0].winners == ("c2",)
+
+
 def test_file_order_breaks_the_last_tie() -> None:
     p = plan(race(), world(provisioning("c2"), provisioning("c1")))
     assert p.races[0].winners == ("c1",)
