@@ -1,0 +1,276 @@
+"""The I/O side of ``doctor``: gather facts, then let ``runtime.doctor``'s pure checks judge them.
+
+Probes: the desired file (parsed; its settings read leniently when it is invalid), tools on
+``PATH`` (of the environment given, so a systemd unit's PATH can be checked), ``gcloud auth
+list`` and an access token through the same provider the REST backend uses, one list call
+through the configured backend, the state directory's owners and modes, the controller lock,
+status.json, ``ssh-add -l``, the cached OS Login user (else one gcloud lookup).
+
+May: read files, stat, run gcloud / ssh-add (argument lists, stdin closed, timeouts, killed when
+late), make one read-only cloud list call. May not: write or create anything (not even the
+state directory: ``StateDir.secrets`` would create it, so paths are built by hand), print.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import stat
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from reconciler.adapters.auth import TOKEN_ENV, TOKEN_FILE_ENV, GcloudPrintAccessToken
+from reconciler.adapters.files import read_json
+from reconciler.adapters.statedir import StateDir
+from reconciler.errors import InvalidDesiredState, ReconcilerError
+from reconciler.model.desired import Desired, Settings
+from reconciler.model.load import env_overrides, parse_yaml
+from reconciler.runtime import doctor as d
+from reconciler.runtime.lock import read_holder
+from reconciler.runtime.store import DesiredStore
+
+
+async def _run(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> tuple[int, str, str]:
+    """Exit code, stdout, stderr; ``-1`` and a message on timeout or when it cannot start."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            start_new_session=True,
+        )
+    except OSError as e:
+        return -1, "", f"cannot run {argv[0]}: {e.strerror or e}"
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        await proc.wait()
+        return -1, "", f"{Path(argv[0]).name} gave no answer within {timeout:g}s"
+    rc = proc.returncode if proc.returncode is not None else -1
+    return rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def _tail(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " ".join(lines[-2:])[-300:] or "no output"
+
+
+# --- the desired file --------------------------------------------------------------------------
+
+
+def load_desired(path: Path, env: Mapping[str, str]) -> tuple[Desired | None, list[str], Any]:
+    """The parsed file (or None and its errors) and the raw YAML root, for lenient reading."""
+    result = DesiredStore(path, env).load()
+    raw: Any = None
+    if result.desired is None:
+        with contextlib.suppress(OSError, UnicodeDecodeError, InvalidDesiredState):
+            raw = parse_yaml(path.read_text(encoding="utf-8"), str(path))
+    return result.desired, [str(e) for e in result.errors], raw
+
+
+def _raw(root: Any, key: str) -> Any:
+    return root.get(key) if isinstance(root, Mapping) else None
+
+
+# --- credentials and the cloud -----------------------------------------------------------------
+
+
+async def probe_auth(
+    settings: Settings, token_source: str | None, gcloud: str | None, env: Mapping[str, str],
+    timeout: float,
+) -> d.AuthFacts:  # fmt: skip
+    from reconciler.adapters.auth import token_provider_from_env
+
+    if token_source is not None:
+        try:
+            await asyncio.wait_for(token_provider_from_env(env).token(), timeout)
+        except (ReconcilerError, TimeoutError) as e:
+            return d.AuthFacts(token_source, token_error=str(e) or "timed out")
+        return d.AuthFacts(token_source)
+    if gcloud is None:
+        return d.AuthFacts(None)
+    listing = _run([gcloud, "auth", "list", "--format=json"], env, timeout)
+    if settings.backend == "rest":
+        rc_out_err, token_error = await asyncio.gather(
+            listing, _token_error(GcloudPrintAccessToken(env, gcloud=gcloud, timeout=timeout))
+        )
+    else:
+        rc_out_err, token_error = await listing, None
+    rc, out, err = rc_out_err
+    if rc != 0:
+        return d.AuthFacts(None, accounts_error=_tail(err), token_error=token_error)
+    try:
+        accounts = json.loads(out or "[]")
+    except ValueError:
+        return d.AuthFacts(None, accounts_error="printed no JSON", token_error=token_error)
+    if not isinstance(accounts, list):
+        accounts = []
+    return d.AuthFacts(None, accounts=accounts, token_error=token_error)
+
+
+async def _token_error(provider: GcloudPrintAccessToken) -> str | None:
+    try:
+        await provider.token()  # never kept, never shown
+    except ReconcilerError as e:
+        return str(e)
+    return None
+
+
+async def probe_api(desired: Desired, env: Mapping[str, str], timeout: float) -> d.ApiFacts:
+    """One list call through the configured backend, as the controller makes it."""
+    from reconciler.runtime.cloudfactory import make_cloud
+
+    cloud = make_cloud(desired, env)
+    try:
+        zones = None if cloud.backend == "rest" else desired.zones
+        observation = await asyncio.wait_for(cloud.observe(zones), timeout)
+    except TimeoutError:
+        return d.ApiFacts(cloud.backend, error=f"no answer within {timeout:g}s")
+    except ReconcilerError as e:
+        return d.ApiFacts(cloud.backend, error=str(e))
+    except Exception as e:  # doctor reports, never crashes
+        return d.ApiFacts(cloud.backend, error=f"{type(e).__name__}: {e}")
+    finally:
+        with contextlib.suppress(Exception):
+            await cloud.aclose()
+    return d.ApiFacts(
+        cloud.backend,
+        queued_resources=len(observation.queued_resources),
+        unreachable=sorted(observation.unreachable),
+    )
+
+
+# --- local things ------------------------------------------------------------------------------
+
+
+def probe_state_dir(root: Path) -> list[d.PathFacts] | None:
+    """The state directory, its ``secrets/`` and each secret file; None when it is missing."""
+    try:
+        st = root.stat()
+    except FileNotFoundError:
+        return None
+    found = [d.PathFacts(str(root), st.st_uid, stat.S_IMODE(st.st_mode), True)]
+    secrets = root / "secrets"
+    with contextlib.suppress(OSError):
+        for p in [secrets, *sorted(secrets.iterdir())]:
+            s = p.lstat()
+            found.append(d.PathFacts(str(p), s.st_uid, stat.S_IMODE(s.st_mode), p.is_dir()))
+    return found
+
+
+def probe_snapshot(state: StateDir) -> tuple[Any, str | None]:
+    try:
+        return read_json(state.status), None
+    except FileNotFoundError:
+        return None, f"no status snapshot at {state.status}"
+    except (OSError, ValueError) as e:
+        return None, f"status snapshot {state.status} unreadable: {e}"
+
+
+async def probe_agent(env: Mapping[str, str], timeout: float) -> d.AgentFacts:
+    sock = env.get("SSH_AUTH_SOCK")
+    if not sock:
+        return d.AgentFacts(None)
+    ssh_add = shutil.which("ssh-add", path=env.get("PATH"))
+    if ssh_add is None:
+        return d.AgentFacts(sock, error="ssh-add not found (apt-get install openssh-client)")
+    rc, out, err = await _run([ssh_add, "-l"], env, timeout)
+    if rc == 1:
+        return d.AgentFacts(sock, keys=0)
+    if rc != 0:
+        return d.AgentFacts(sock, error=f"cannot talk to the agent at {sock}: {_tail(err)}")
+    return d.AgentFacts(sock, keys=sum(1 for line in out.splitlines() if line.strip()))
+
+
+async def probe_oslogin(
+    cache: Path, gcloud: str | None, env: Mapping[str, str], timeout: float
+) -> d.UserFacts | None:
+    from reconciler.adapters import oslogin
+
+    cached = oslogin.read_cached(cache)
+    if cached is not None:
+        return d.UserFacts(cached, cached=True)
+    if gcloud is None:
+        return None
+    try:  # lookup, not resolve_user: doctor writes no cache
+        return d.UserFacts(await oslogin.lookup(gcloud=gcloud, env=env, timeout=timeout))
+    except ReconcilerError as e:
+        return d.UserFacts(None, error=str(e))
+
+
+def _failed(*checks: d.Check) -> str | None:
+    return next((c.name for c in checks if c.status == "fail"), None)
+
+
+async def _none() -> None:
+    return None
+
+
+# --- all of it ---------------------------------------------------------------------------------
+
+
+async def diagnose(
+    desired_file: Path, state_root: Path, env: Mapping[str, str], *, now: float,
+    timeout: float = 20.0,
+) -> list[d.Check]:  # fmt: skip
+    """Every check, in report order."""
+    desired, errors, raw = load_desired(desired_file, env)
+    settings = (
+        desired.settings
+        if desired is not None
+        else d.lenient_settings(_raw(raw, "settings"), env_overrides(env))
+    )
+    token_source = next((v for v in (TOKEN_ENV, TOKEN_FILE_ENV) if env.get(v)), None)
+    path = env.get("PATH")
+    gcloud = shutil.which("gcloud", path=path)
+    needs_gcloud = d.gcloud_needed(settings, token_source)
+    gcloud_check = d.check_gcloud(gcloud, needs_gcloud)
+    gcloud_problem = gcloud_check.status == "fail"
+    state = StateDir(state_root)
+
+    bootstrap = [s.name for s in desired.slots if s.setup.bootstrap] if desired else None
+    tmux_slots = [s.name for s in desired.slots if s.setup.tmux] if desired else None
+    user_needed = d.oslogin_needed(desired)
+    auth, agent, user = await asyncio.gather(
+        probe_auth(settings, token_source, gcloud, env, timeout)
+        if not gcloud_problem or token_source
+        else _none(),
+        probe_agent(env, timeout) if bootstrap else _none(),
+        probe_oslogin(state.oslogin_user, gcloud, env, timeout) if user_needed else _none(),
+    )
+    auth_check = d.check_auth(auth, gcloud_problem)
+
+    api: d.ApiFacts | None = None
+    blocked = None
+    if desired is None:
+        blocked = "desired.yaml is invalid (see desired)"
+    elif auth_check.status in ("fail", "skip"):
+        blocked = "no credentials (see auth)"
+    else:
+        api = await probe_api(desired, env, timeout)
+
+    pid = read_holder(state) if state_root.is_dir() else None
+    snapshot, problem = probe_snapshot(state)
+    poll = settings.poll_interval
+    return [
+        d.check_desired(str(desired_file), desired, errors),
+        d.check_project(desired, _raw(raw, "project")),
+        gcloud_check,
+        auth_check,
+        d.check_api(api, blocked),
+        d.check_state_dir(str(state_root), probe_state_dir(state_root), os.getuid()),
+        d.check_controller(pid),
+        d.check_snapshot(snapshot, problem, now, poll, pid is not None),
+        d.check_tmux(tmux_slots, shutil.which("tmux", path=path)),
+        d.check_ssh_agent(bootstrap, agent),
+        d.check_oslogin(user_needed, user, _failed(gcloud_check, auth_check)),
+        d.check_ntfy(settings.ntfy_topic),
+    ]

@@ -1,0 +1,163 @@
+"""The pure doctor checks: each fact pattern gives one status, with a hint when it fails, and a
+check whose prerequisite failed is skipped (so a problem is reported once)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from reconciler.model.load import parse_desired
+from reconciler.runtime import doctor as d
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).timestamp()
+
+
+def desired(setup: str = "", settings: str = "") -> object:
+    text = (
+        "project: my-project\n"
+        f"settings:\n  poll_interval: 30s\n{settings}"
+        "slots:\n  - {name: a-1, zone: us-central2-b, accelerator: v4-8, want: held"
+        f"{', setup: {' + setup + '}' if setup else ''}}}\n"
+    )
+    return parse_desired(text)
+
+
+def iso(seconds_ago: float) -> str:
+    return datetime.fromtimestamp(NOW - seconds_ago, UTC).isoformat().replace("+00:00", "Z")
+
+
+def test_lenient_settings_keep_what_validates_alone() -> None:
+    s = d.lenient_settings({"ntfy_topic": "tpu-alerts", "poll_interval": "nope", "bogus": 1})
+    assert s.ntfy_topic == "tpu-alerts" and s.poll_interval == 30.0
+    assert d.lenient_settings(None, {"backend": "gcloud"}).backend == "gcloud"
+
+
+def test_invalid_desired_fails_with_its_errors_and_a_hint() -> None:
+    c = d.check_desired("d.yaml", None, ["d.yaml:3:1: unknown key 'slotz'"])
+    assert c.status == "fail" and "slotz" in c.detail and "validate" in c.hint
+    missing = d.check_desired("d.yaml", None, ["d.yaml:1:1: file not found"])
+    assert "init" in missing.hint
+
+
+def test_gcloud_is_needed_by_rest_only_without_a_token_in_the_environment() -> None:
+    rest = d.lenient_settings({})
+    assert d.gcloud_needed(rest, None) is not None
+    assert d.gcloud_needed(rest, "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE") is None
+    gcloud = d.lenient_settings({"backend": "gcloud"})
+    assert d.gcloud_needed(gcloud, "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE") == "the gcloud backend"
+    assert d.check_gcloud(None, "x").status == "fail"
+    assert d.check_gcloud(None, None).status == "skip"
+
+
+@pytest.mark.parametrize(
+    ("facts", "gcloud_problem", "status"),
+    [
+        (None, True, "skip"),
+        (d.AuthFacts(None), True, "skip"),
+        (d.AuthFacts("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"), True, "ok"),
+        (d.AuthFacts("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", token_error="unreadable"), False, "fail"),
+        (d.AuthFacts(None, accounts=[]), False, "fail"),
+        (d.AuthFacts(None, accounts=[{"account": "a@x", "status": ""}]), False, "fail"),
+        (d.AuthFacts(None, accounts=[{"account": "a@x", "status": "ACTIVE"}]), False, "ok"),
+        (
+            d.AuthFacts(None, accounts=[{"account": "a", "status": "ACTIVE"}], token_error="no"),
+            False,
+            "fail",
+        ),
+        (d.AuthFacts(None, accounts_error="boom"), False, "fail"),
+    ],
+)
+def test_auth(facts: d.AuthFacts | None, gcloud_problem: bool, status: str) -> None:
+    c = d.check_auth(facts, gcloud_problem)
+    assert c.status == status
+    assert bool(c.hint) == (status == "fail")
+
+
+def test_api() -> None:
+    assert d.check_api(None, "no credentials (see auth)").status == "skip"
+    assert d.check_api(d.ApiFacts("rest", error="PERMISSION_DENIED"), None).status == "fail"
+    assert d.check_api(d.ApiFacts("rest", unreachable=["us-east1-d"]), None).status == "warn"
+    assert d.check_api(d.ApiFacts("rest", queued_resources=3), None).detail.endswith(
+        "3 queued resources seen"
+    )
+
+
+def test_state_dir_modes_and_owner() -> None:
+    def facts(mode: int, uid: int = 1000) -> list[d.PathFacts]:
+        return [d.PathFacts("/s", uid, mode, True)]
+
+    assert d.check_state_dir("/s", None, 1000).status == "ok"
+    assert d.check_state_dir("/s", facts(0o700), 1000).status == "ok"
+    assert d.check_state_dir("/s", facts(0o750), 1000).status == "warn"
+    world = d.check_state_dir("/s", facts(0o755), 1000)
+    assert world.status == "fail" and "0755" in world.detail and "chmod" in world.hint
+    foreign = d.check_state_dir("/s", facts(0o700, uid=0), 1000)
+    assert foreign.status == "fail" and "chown" in foreign.hint
+    secret = [*facts(0o700), d.PathFacts("/s/secrets/tailscale", 1000, 0o644, False)]
+    assert "secrets/tailscale" in d.check_state_dir("/s", secret, 1000).detail
+
+
+def test_snapshot_staleness_is_three_poll_intervals() -> None:
+    fresh = {"generated_at": iso(80)}
+    assert d.check_snapshot(fresh, None, NOW, 30.0, True).status == "ok"
+    stale = d.check_snapshot({"generated_at": iso(100)}, None, NOW, 30.0, True)
+    assert stale.status == "fail" and "stale" in stale.detail and stale.hint
+    # A stopped controller explains an old snapshot: reported once, under controller.
+    assert d.check_snapshot({"generated_at": iso(100)}, None, NOW, 30.0, False).status == "skip"
+    assert d.check_snapshot(None, "no status snapshot", NOW, 30.0, False).status == "skip"
+    assert d.check_snapshot(None, "no status snapshot", NOW, 30.0, True).status == "fail"
+    failing = {"generated_at": iso(5), "observe_error": "UNAVAILABLE"}
+    assert d.check_snapshot(failing, None, NOW, 30.0, True).status == "warn"
+    assert d.check_snapshot({"generated_at": "junk"}, None, NOW, 30.0, True).status == "fail"
+
+
+def test_controller() -> None:
+    assert d.check_controller(None).status == "fail"
+    assert d.check_controller(42).detail == "running (pid 42)"
+
+
+def test_tools_are_only_needed_when_a_slot_asks() -> None:
+    assert d.check_tmux(None, None).status == "skip"
+    assert d.check_tmux([], None).status == "skip"
+    assert d.check_tmux(["a-1"], None).status == "fail"
+    assert d.check_tmux(["a-1"], "/usr/bin/tmux").status == "ok"
+    assert d.check_ssh_agent([], None).status == "skip"
+    assert d.check_ssh_agent(["a-1"], d.AgentFacts(None)).status == "fail"
+    assert d.check_ssh_agent(["a-1"], d.AgentFacts("/s", keys=0)).status == "fail"
+    assert d.check_ssh_agent(["a-1"], d.AgentFacts("/s", error="refused")).status == "fail"
+    assert d.check_ssh_agent(["a-1"], d.AgentFacts("/s", keys=2)).detail == "2 keys in the agent"
+
+
+def test_oslogin_user_needed_only_for_ssh_without_ssh_user() -> None:
+    assert d.oslogin_needed(None) is None
+    assert d.oslogin_needed(desired("bootstrap: false, tmux: false")) is False  # type: ignore[arg-type]
+    assert d.oslogin_needed(desired("tmux: true")) is True  # type: ignore[arg-type]
+    with_user = desired("tmux: true", "  ssh_user: alice\n")
+    assert d.oslogin_needed(with_user) is False  # type: ignore[arg-type]
+    assert d.check_oslogin(True, d.UserFacts("alice", cached=True), None).detail == "alice (cached)"
+    assert d.check_oslogin(True, d.UserFacts(None, error="x"), "auth").status == "skip"
+    assert d.check_oslogin(True, d.UserFacts(None, error="x"), None).status == "fail"
+
+
+def test_ntfy_topic() -> None:
+    assert d.check_ntfy("").status == "skip"
+    assert d.check_ntfy("tpu-alerts").status == "warn"
+    assert d.check_ntfy("tpu-3f9c2a7b1e4d8c6a5b0f9e2d").status == "ok"
+
+
+def test_exit_verdict_and_text() -> None:
+    checks = [
+        d.ok("a", "fine"),
+        d.Check("b", "warn", "meh\nsecond line", "do x"),
+        d.Check("c", "fail", "bad", "do y"),
+        d.skip("d", "n/a"),
+    ]
+    assert not d.healthy(checks) and d.healthy(checks[:2])
+    text = d.format_doctor(checks)
+    assert "WARN  b  meh second line\n         fix: do x\n" in text
+    assert text.endswith("doctor: 1 problem, 1 warning\n")
+    doc = d.doctor_document(checks)
+    assert doc["schema_version"] == "tpu-reconciler.doctor.v1" and doc["healthy"] is False
+    assert doc["counts"] == {"ok": 1, "warn": 1, "fail": 1, "skip": 1}
+    assert doc["checks"][2] == {"name": "c", "status": "fail", "detail": "bad", "hint": "do y"}
