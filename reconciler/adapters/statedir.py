@@ -8,6 +8,7 @@ One state directory per desired file (``--state-dir``, ``$TPU_RECONCILER_STATE_D
     events.jsonl         append-only event log (transitions, actions, results, errors)
     memory.json          controller memory: backoff, setup records, notices sent
     audit.jsonl          append-only record of every intent edit (source, operation id, diff)
+    intent.lock          flock serialising intent edits from MCP and CLI
     operations.json      MCP/CLI operation ids and their results (idempotent replays)
     known_hosts          SSH host keys pinned per node instance and worker
     oslogin_user         cached OS Login user name
@@ -64,6 +65,10 @@ class StateDir:
     @property
     def audit(self) -> Path:
         return self.root / "audit.jsonl"
+
+    @property
+    def intent_lock(self) -> Path:
+        return self.root / "intent.lock"
 
     @property
     def operations(self) -> Path:

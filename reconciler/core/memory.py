@@ -16,6 +16,7 @@ and says so); nothing here touches files or the clock.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -59,6 +60,9 @@ class SlotMemory:
     # setup kind ("bootstrap", "tailscale", "tmux") -> "<instance>#<generation>" done
 
 
+_EMPTY_SLOT: Final = SlotMemory()
+
+
 @dataclass(frozen=True, slots=True)
 class Memory:
     slots: Mapping[str, SlotMemory] = field(default_factory=lambda: MappingProxyType({}))
@@ -66,7 +70,7 @@ class Memory:
     notified: frozenset[str] = frozenset()
 
     def slot(self, name: str) -> SlotMemory:
-        return self.slots.get(name) or SlotMemory()
+        return self.slots.get(name) or _EMPTY_SLOT
 
     def error(self, key: str) -> ActionError | None:
         return self.errors.get(key)
@@ -217,6 +221,11 @@ def from_dict(data: Any) -> Memory:
             for key, e in data.get("errors", {}).items()
         }
         notified = frozenset(str(n) for n in data.get("notified", []))
-    except (AttributeError, KeyError, TypeError, ValueError) as e:
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as e:
         raise ValueError(f"corrupt memory document: {e}") from None
+    numbers = [e.not_before for e in errors.values()]
+    numbers += [s.create_not_before for s in slots.values()]
+    numbers += [s.state_since for s in slots.values() if s.state_since is not None]
+    if not all(math.isfinite(n) for n in numbers):
+        raise ValueError("corrupt memory document: a time is not a finite number")
     return Memory(slots=MappingProxyType(slots), errors=MappingProxyType(errors), notified=notified)

@@ -25,7 +25,7 @@ No I/O, no clock (``now`` is an argument), no await.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
@@ -155,6 +155,16 @@ class Plan:
 
 
 _RANK: Final = {QRState.ACTIVE: 0, QRState.PROVISIONING: 1}
+_EVENT_WORDS: Final = {"active": "is ACTIVE", "preempted": "was preempted", "failed": "failed"}
+
+
+def _time_key(stamp: str | None) -> tuple[str, str]:
+    """Sortable RFC 3339 (UTC, as the API writes it) with 0-9 fractional digits:
+    ``2026-01-01T00:00:00Z`` < ``2026-01-01T00:00:00.5Z``. Unknown times sort last."""
+    if not stamp:
+        return ("~", "")
+    head, _, rest = stamp.rstrip("Z").partition(".")
+    return (head, rest.ljust(9, "0"))
 
 
 def _create_request(desired: Desired, spec: SlotSpec) -> CreateRequest:
@@ -217,6 +227,16 @@ class _Planner:
 
     # -- gatekeeping ----------------------------------------------------------------------
     def propose(self, action: Action) -> None:
+        if action.kind in CLOUD_KINDS and not self.observed.knows(action.zone):
+            # QRs may be listed while the zone's nodes (or part of it) were not: a delete or
+            # create decided on half a zone could be wrong, so it waits for a full look.
+            self.warnings.append(
+                f"{action.slot}: zone {action.zone} not fully observed; not acting"
+            )
+            return
+        if not self.memory.errors:
+            self.actions.append(action)
+            return
         error = self.memory.error(action.key)
         if error is not None and error.permanent_fingerprint == action.fingerprint:
             self.blocked.append(Held(action, f"permanent error: {error.message}"))
@@ -272,13 +292,7 @@ class _Planner:
         if node is None or node.state != NodeState.READY or not node.endpoints:
             return
         setup, instance = spec.setup, node.instance
-        self.notice(
-            spec,
-            instance,
-            "active",
-            f"{spec.name} is ACTIVE",
-            f"{spec.accelerator} in {spec.zone} is ready",
-        )
+        self.notice(spec, instance, "active", lambda: f"{spec.accelerator} in {spec.zone} is ready")
         steps = [(Kind.BOOTSTRAP, setup.bootstrap), (Kind.TAILSCALE, setup.tailscale)]
         for kind, wanted in steps:
             if not wanted:
@@ -309,41 +323,35 @@ class _Planner:
                 )
             )
 
-    def notice(self, spec: SlotSpec, instance: str, event: str, title: str, msg: str) -> None:
+    def notice(self, spec: SlotSpec, instance: str, event: str, text: Callable[[], str]) -> None:
         key = f"{instance}:{event}"
         if key not in self.memory.notified:
-            self.notices.append(Notice(key, spec.name, event, title, msg))
+            title = f"{spec.name} {_EVENT_WORDS[event]}"
+            self.notices.append(Notice(key, spec.name, event, title, text()))
 
     def dead_notices(self, spec: SlotSpec) -> None:
         qr = self.observed.qr(spec.zone, spec.name)
         if qr is None or qr.state not in DEAD_STATES:
             return
         instance = f"{spec.name}@{qr.create_time or '?'}"
+        held = self.decided.get(spec.name) == "held"
+        then = "re-queueing" if held else "deleting it (not held)"
         if qr.state == QRState.SUSPENDED and qr.initiator == "SERVICE":
             self.notice(
-                spec,
-                instance,
-                "preempted",
-                f"{spec.name} was preempted",
-                f"{spec.accelerator} in {spec.zone}; re-queueing",
+                spec, instance, "preempted", lambda: f"{spec.accelerator} in {spec.zone}; {then}"
             )
         elif qr.state == QRState.FAILED:
-            self.notice(
-                spec,
-                instance,
-                "failed",
-                f"{spec.name} failed",
-                qr.error.message if qr.error else "queued resource FAILED",
-            )
+            reason = qr.error.message if qr.error and qr.error.message else "queued resource FAILED"
+            self.notice(spec, instance, "failed", lambda: f"{reason}; {then}")
 
     # -- races ------------------------------------------------------------------------------
     def race(self, group: RaceGroupSpec) -> RaceStatus:
         specs = [s for n in group.slots if (s := self.desired.slot(n)) is not None]
-        won: list[tuple[tuple[int, str, int], SlotSpec]] = []
+        won: list[tuple[tuple[int, tuple[str, str], int], SlotSpec]] = []
         for spec in specs:
             qr = self.observed.qr(spec.zone, spec.name)
             if qr is not None and qr.state in WON_STATES:
-                won.append(((_RANK[qr.state], qr.create_time or "~", spec.order), spec))
+                won.append(((_RANK[qr.state], _time_key(qr.create_time), spec.order), spec))
         won.sort(key=lambda item: item[0])
         keep = [spec for _, spec in won[: group.count]]
         kept = {s.name for s in keep}

@@ -54,7 +54,6 @@ from reconciler.runtime.intent_edits import EDITS, EditContext
 from reconciler.runtime.intent_yaml import Doc
 from reconciler.runtime.operations import OperationLog, check_operation_id
 
-LOCK_NAME: Final = "intent.lock"
 MAX_ATTEMPTS: Final = 20
 Source = Literal["mcp", "cli"]
 Status = Literal["changed", "unchanged", "exists"]
@@ -209,7 +208,7 @@ class IntentStore:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         self.state.ensure()
-        fd = os.open(self.state.root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(self.state.intent_lock, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             deadline = time.monotonic() + self.lock_timeout
             delay = 0.001

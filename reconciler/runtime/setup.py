@@ -96,16 +96,12 @@ class LiveSetup:
 
     async def tailscale(self, desired: Desired, action: Action, node: Node) -> None:
         from reconciler.adapters import tailscale
-        from reconciler.adapters.secrets import SecretNotFound, SecretStore
+        from reconciler.adapters.secrets import SecretStore
         from reconciler.adapters.ssh import log_dir_for
 
         spec = self._spec(desired, action)
-        try:
-            key = SecretStore.in_state_dir(self.state.root).get("tailscale")
-        except SecretNotFound:
-            raise PermanentError(
-                "no Tailscale auth key saved: run `tpu-reconciler secret set tailscale`"
-            ) from None
+        # Missing or readable-by-others key file: SetupFailed with the fix in its message.
+        key = tailscale.auth_key(SecretStore.in_state_dir(self.state.root))
         settings = desired.settings
         result = await tailscale.join(
             node.instance,

@@ -214,10 +214,6 @@ def test_any_json_either_loads_or_is_refused_with_value_error(
         from_dict(doc)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="memory.from_dict: int(inf) raises OverflowError, which it does not catch",
-)
 def test_an_infinite_number_in_the_file_is_refused_with_value_error() -> None:
     text = '{"schema_version": "X", "slots": {"a": {"dead_in_a_row": Infinity}}}'
     doc = json.loads(text.replace("X", MEMORY_SCHEMA))

@@ -417,10 +417,6 @@ _UNSEEN = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plan.py: release()/hold() propose deletes without observed.knows(zone)",
-)
 @pytest.mark.parametrize(("want", "seen"), [r[1:] for r in _UNSEEN], ids=[r[0] for r in _UNSEEN])
 def test_nothing_is_deleted_in_a_zone_that_was_not_fully_seen(
     want: Desired, seen: Observation

@@ -158,10 +158,6 @@ def test_a_user_suspension_is_not_announced_as_preemption() -> None:
     assert plan(held(), seen).notices == ()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plan.py dead_notices(): says 're-queueing' for a slot that is being released",
-)
 def test_preemption_notice_of_a_released_slot_does_not_promise_a_requeue() -> None:
     want = desired(slot("a", want="released"))
     seen = world(qr("a", state=QRState.SUSPENDED, initiator="SERVICE"))
