@@ -373,7 +373,7 @@ def test_a_held_lock_times_out_as_a_conflict(tmp_path: Path) -> None:
     file.write_text(SAMPLE)
     store = IntentStore(file, StateDir(tmp_path / "state"), env={}, lock_timeout=0.2)
     store.state.ensure()
-    with open(store.state.root / intent.LOCK_NAME, "w") as held:
+    with open(store.state.intent_lock, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(EditConflict, match="held the lock"):
             apply(store, "hold", name="small")
