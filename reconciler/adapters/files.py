@@ -29,7 +29,7 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -37,29 +37,39 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _file_mode(path: Path, mode: int | None) -> int:
+    if mode is not None:
+        return mode
+    try:
+        return path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return 0o644
+
+
+@contextlib.contextmanager
+def temp_beside(path: Path, data: bytes, *, mode: int) -> Iterator[str]:
+    """A fsynced temp file in ``path``'s directory holding ``data``, for the caller to rename
+    over ``path`` (or swap with it); removed afterwards if it is still there."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        yield tmp
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
 def atomic_write(path: Path, data: bytes | str, *, mode: int | None = PRIVATE_FILE) -> None:
     """Replace ``path`` with ``data`` atomically. ``mode=None`` keeps the existing file's mode
     (0644 for a new one), which is what a user's own desired.yaml wants."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    directory = path.parent
-    if mode is None:
-        try:
-            mode = path.stat().st_mode & 0o777
-        except FileNotFoundError:
-            mode = 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
+    with temp_beside(path, raw, mode=_file_mode(path, mode)) as tmp:
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(directory)
+    fsync_dir(path.parent)
 
 
 def write_json(path: Path, document: Any) -> None:

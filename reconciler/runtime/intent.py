@@ -37,7 +37,6 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -45,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal, NoReturn
 
-from reconciler.adapters.files import append_jsonl
+from reconciler.adapters.files import append_jsonl, fsync_dir, temp_beside
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import Diagnostic, EditConflict, EditRejected, InvalidDesiredState
 from reconciler.model.desired import Desired
@@ -153,14 +152,7 @@ def swap_in(path: Path, data: bytes, expected: str) -> tuple[bool, bytes]:
     With RENAME_EXCHANGE it always writes and the displaced bytes tell whether someone saved
     since ``expected`` (sha256); without it, it writes only when the file still matches.
     """
-    mode = path.stat().st_mode & 0o777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+    with temp_beside(path, data, mode=path.stat().st_mode & 0o777) as tmp:
         if _exchange(tmp, str(path)):
             written, previous = True, Path(tmp).read_bytes()
         else:
@@ -168,14 +160,7 @@ def swap_in(path: Path, data: bytes, expected: str) -> tuple[bool, bytes]:
             written = _sha(previous) == expected
             if written:
                 os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fsync_dir(path.parent)
     return written, previous
 
 
