@@ -116,6 +116,8 @@ def format_status(doc: dict[str, Any], now: float) -> str:
     ]
     for err in desired.get("errors") or []:
         head.append(f"  {err}")
+    if doc.get("note"):
+        head.append(str(doc["note"]))
     if doc.get("observe_error"):
         head.append(f"last observation failed: {doc['observe_error']}")
     if doc.get("unreachable_zones"):

@@ -101,6 +101,7 @@ class Controller:
         self._last_errors: tuple[str, ...] = ()
         self._last: PassResult | None = None
         self._observed_at: float | None = None
+        self._backend = "?"
 
     # -- memory ------------------------------------------------------------------------------
     def _load_memory(self) -> mem.Memory:
@@ -125,7 +126,8 @@ class Controller:
     # -- cloud -------------------------------------------------------------------------------
     @property
     def backend(self) -> str:
-        return self._cloud.backend if self._cloud is not None else "?"
+        """The backend of the last cloud used (kept after ``drain`` closes it)."""
+        return self._backend
 
     async def _cloud_for(self, desired: Desired) -> Cloud:
         key = (desired.project, desired.settings.backend, desired.settings.concurrency)
@@ -134,6 +136,7 @@ class Controller:
                 await self._cloud.aclose()
             self._cloud = self._cloud_factory(desired)
             self._cloud_key = key
+            self._backend = self._cloud.backend
         return self._cloud
 
     # -- one pass ----------------------------------------------------------------------------
@@ -465,6 +468,7 @@ class Controller:
         zones = None if cloud.backend == "rest" else desired.zones
         observation = await cloud.observe(zones)
         now = self.clock()
+        self._observed_at = now
         self.memory = mem.observe(self.memory, desired, observation, now)
         return PassResult(desired, observation, plan(desired, observation, self.memory, now))
 
@@ -476,4 +480,13 @@ class Controller:
         while self.in_flight:
             await asyncio.wait(list(self.in_flight.values()))
         self._save_memory()
+        # Look once more so `status` shows the world the apply left, not the one before it.
+        try:
+            after = await self.observe_and_plan()
+        except (TemporaryError, PermanentError):
+            after = result
+        self._write_snapshot(after, ())
+        doc = read_json(self.state.status)
+        doc["controller"] = {"running": False, "pid": None}
+        write_json(self.state.status, doc)
         return started

@@ -42,6 +42,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("status", help="what is held right now: desired against observed")
     p.add_argument("--json", action="store_true", help="print the status document as JSON")
     p.add_argument("--live", action="store_true", help="observe now instead of the snapshot")
+    p.add_argument("--watch", action="store_true", help="keep the view up to date (Ctrl-C quits)")
+    p.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between --watch refreshes (default 2)"
+    )
     p.set_defaults(handler=f"{__name__}:status_cmd")
 
     p = sub.add_parser("demo", help="see it work in a minute on the built-in emulator")
@@ -292,14 +296,18 @@ def _desired_only_status(args: argparse.Namespace) -> dict[str, Any]:
         plan=None,
         now=time.time(),
         backend=loaded.desired.settings.backend if loaded.desired else "?",
-        observe_error="no snapshot yet: start the controller with `tpu-reconciler run`",
     )
+    doc["note"] = "no snapshot yet: start the controller (`tpu-reconciler run`) or use --live"
     return doc
 
 
 def status_cmd(args: argparse.Namespace) -> int:
     from reconciler.core.render import format_status
 
+    if args.watch:
+        from reconciler.surfaces.live import watch
+
+        return watch(args)
     if args.live:
         doc = _live_status(args)
         if doc is None:
