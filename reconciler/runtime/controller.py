@@ -485,8 +485,12 @@ class Controller:
             after = await self.observe_and_plan()
         except (TemporaryError, PermanentError):
             after = result
-        self._write_snapshot(after, ())
+        self.write_snapshot(after)
+        return started
+
+    def write_snapshot(self, result: PassResult) -> None:
+        """The status snapshot of a one-off pass (``apply``): no controller is running."""
+        self._write_snapshot(result, ())
         doc = read_json(self.state.status)
         doc["controller"] = {"running": False, "pid": None}
         write_json(self.state.status, doc)
-        return started

@@ -34,6 +34,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("apply", help="one reconcile pass: observe, plan, act, wait")
     p.add_argument("--yes", action="store_true", help="allow deleting running TPUs unasked")
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="keep applying until nothing is left to do and nothing is moving",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=1800.0, help="seconds --wait may take (default 1800)"
+    )
     p.set_defaults(handler=f"{__name__}:apply_cmd")
 
     p = sub.add_parser("run", help="run the controller until interrupted")
@@ -190,7 +198,9 @@ def apply_cmd(args: argparse.Namespace) -> int:
     try:
         with ControllerLock(state_dir(args).ensure()):
             controller = build_controller(args, allow_destructive=True)
-            done = _observe_or_report(lambda: asyncio.run(_apply(controller, args.yes)))
+            done = _observe_or_report(
+                lambda: asyncio.run(_apply(controller, args.yes, args.wait, args.timeout))
+            )
     except ControllerAlreadyRunning as e:
         _err(f"{e} — it applies desired.yaml itself; use `status` to watch it")
         return 1
@@ -210,26 +220,64 @@ def apply_cmd(args: argparse.Namespace) -> int:
 _CANCELLED: dict[str, str | None] = {}
 
 
-async def _apply(controller: Controller, yes: bool) -> dict[str, str | None]:
-    """Plan, show, confirm destructive actions, carry out exactly what was shown."""
+async def _apply(
+    controller: Controller, yes: bool, wait: bool = False, timeout: float = 1800.0
+) -> dict[str, str | None]:
+    """Plan, show, confirm destructive actions, carry out exactly what was shown. With
+    ``wait``, repeat until the plan is empty and nothing is moving, showing progress."""
+    import asyncio
+
+    from reconciler.core.plan import in_motion
     from reconciler.core.render import format_plan
 
+    results: dict[str, str | None] = {}
+    confirmed: set[str] = set()
+    deadline = time.monotonic() + timeout
     try:
-        result = await controller.observe_and_plan()
-        if result.plan is None:
-            return {}
-        print(format_plan(result.plan, now=time.time()), end="")
-        if result.plan.empty:
-            return {}
-        destructive = [a.slot for a in result.plan.actions if a.destructive]
-        if destructive and not yes:
-            question = f"\nThis deletes running TPUs ({', '.join(destructive)}). Continue?"
-            if not _confirm(question):
-                return _CANCELLED
-        started = await controller.apply(result)
+        while True:
+            result = await controller.observe_and_plan()
+            if result.plan is None or result.observation is None:
+                return results
+            if not result.plan.empty:
+                print(format_plan(result.plan, now=time.time()), end="")
+                destructive = {a.slot for a in result.plan.actions if a.destructive}
+                if destructive - confirmed and not yes:
+                    names = ", ".join(sorted(destructive - confirmed))
+                    if not _confirm(f"\nThis deletes running TPUs ({names}). Continue?"):
+                        return _CANCELLED
+                    confirmed |= destructive
+                for a in await controller.apply(result):
+                    error = controller.memory.error(a.key)
+                    results[a.key] = error.message if error else None
+                if not wait:
+                    return results
+            elif not wait or not in_motion(result.desired, result.observation, result.plan.races):
+                if not results:
+                    print(format_plan(result.plan, now=time.time()), end="")
+                controller.write_snapshot(result)
+                return results
+            else:
+                _progress(result)
+            if time.monotonic() > deadline:
+                _err(f"--wait gave up after {timeout:g}s; the controller would carry on")
+                results["(timeout)"] = "timed out"
+                return results
+            assert result.desired is not None
+            await asyncio.sleep(result.desired.settings.fast_poll_interval)
     finally:
         await controller.drain()
-    return {a.key: (e.message if (e := controller.memory.error(a.key)) else None) for a in started}
+
+
+def _progress(result: Any) -> None:
+    from reconciler.model.observed import MOVING_STATES
+
+    moving = sorted(
+        f"{q.name} {q.state.value}"
+        for q in result.observation.queued_resources
+        if q.state in MOVING_STATES and result.desired and result.desired.slot(q.name)
+    )
+    line = ", ".join(moving) or "waiting for the next step"
+    print(f"… {line}", file=sys.stderr, flush=True)
 
 
 def run_cmd(args: argparse.Namespace) -> int:
