@@ -1,0 +1,109 @@
+"""The spine commands as a user runs them: the real CLI in a subprocess against the emulator.
+
+validate / plan / apply / status: exit codes, what is printed where, the confirmation rule
+for deleting running TPUs, and that status after an apply shows the world it left.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.emulator import Emulator
+from tests.fixtures.controller import desired_text
+from tests.fixtures.emulator import gcloud_env_for
+
+pytestmark = pytest.mark.integration
+
+HELD = """\
+slots:
+  - name: alpha
+    zone: us-central2-b
+    accelerator: v4-8
+    want: held
+"""
+
+
+class Cli:
+    def __init__(self, emu: Emulator, tmp_path: Path) -> None:
+        self.emu = emu
+        self.file = tmp_path / "desired.yaml"
+        self.env = gcloud_env_for(emu, tmp_path)
+        self.env["TPU_RECONCILER_STATE_DIR"] = str(tmp_path / "state")
+        self.env["TPU_RECONCILER_FILE"] = str(self.file)
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "reconciler", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    with Emulator(speed=20.0) as emu:
+        yield Cli(emu, tmp_path)
+
+
+def test_validate_reports_file_line_col_on_stderr_and_exit_1(cli: Cli) -> None:
+    cli.file.write_text(desired_text(HELD.replace("want: held", "wnat: held")))
+    out = cli("validate")
+    assert out.returncode == 1
+    assert f"{cli.file}:" in out.stderr and "unknown key 'wnat'" in out.stderr
+    assert "did you mean 'want'" in out.stderr and out.stdout == ""
+    cli.file.write_text(desired_text(HELD))
+    ok = cli("validate")
+    assert ok.returncode == 0 and "valid (1 slots" in ok.stdout
+
+
+def test_plan_shows_terraform_style_and_detailed_exit_code(cli: Cli) -> None:
+    cli.file.write_text(desired_text(HELD))
+    out = cli("plan", "--detailed-exitcode")
+    assert out.returncode == 2, out.stderr
+    assert "+ create    alpha" in out.stdout
+    assert out.stdout.rstrip().endswith("Plan: 1 to add, 0 to change, 0 to destroy.")
+    doc = json.loads(cli("plan", "--json").stdout)
+    assert doc["schema_version"] == "tpu-reconciler.plan.v1"
+    assert [a["symbol"] + a["kind"] for a in doc["actions"]] == ["+create"]
+    assert cli.emu.request_counts().get("POST queuedResources.create", 0) == 0  # plan acts not
+
+
+def test_apply_creates_then_refuses_destructive_without_yes(cli: Cli) -> None:
+    cli.file.write_text(desired_text(HELD))
+    created = cli("apply", "--wait", "--timeout", "30")
+    assert created.returncode == 0, created.stderr
+    assert cli.emu.queued_resource("us-central2-b", "alpha") is not None
+    status = json.loads(cli("status", "--json").stdout)
+    (alpha,) = [s for s in status["slots"] if s["name"] == "alpha"]
+    assert alpha["state"] == "ACTIVE" and status["controller"]["running"] is False
+
+    again = cli("plan")
+    assert again.returncode == 0 and again.stdout.strip() == "No changes."
+
+    cli.file.write_text(desired_text(HELD.replace("want: held", "want: released")))
+    refused = cli("apply")  # stdin is not a terminal: nobody can say yes
+    assert refused.returncode == 1
+    assert "[destructive]" in refused.stdout and "--yes" in refused.stderr
+    assert cli.emu.queued_resource("us-central2-b", "alpha") is not None
+
+    deleted = cli("apply", "--yes", "--wait", "--timeout", "30")
+    assert deleted.returncode == 0, deleted.stderr
+    assert cli.emu.queued_resource("us-central2-b", "alpha") is None
+
+
+def test_status_without_a_controller_says_how_to_start_one(cli: Cli) -> None:
+    cli.file.write_text(desired_text(HELD))
+    out = cli("status")
+    assert out.returncode == 0
+    assert "controller: not running" in out.stdout
+    assert "tpu-reconciler run" in out.stdout
+    assert "alpha" in out.stdout
