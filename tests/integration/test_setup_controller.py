@@ -58,13 +58,27 @@ def started(world: SetupWorld) -> int:
     return len(world.events("action.started", slot="alpha", action="bootstrap"))
 
 
+async def bootstrapped_v4_32(
+    setup_world: Callable[[int], SetupWorld], *, fail_worker_2: bool = False
+) -> SetupWorld:
+    """A v4-32 on four sshd, held by a running controller until its first bootstrap ended
+    (done; or failed, with the script failing on worker 2)."""
+    world = setup_world(4)
+    if fail_worker_2:
+        (world.marks / "fail-2").touch()
+    world.write(v4_32(world))
+    await world.start()
+    end = "failed" if fail_worker_2 else "done"
+    await world.until(
+        f"bootstrap {end}", lambda: world.slot("alpha")["setup"]["bootstrap"] == end, timeout=30
+    )
+    return world
+
+
 async def test_bootstrap_runs_once_per_generation_and_not_after_a_restart(
     setup_world: Callable[[int], SetupWorld],
 ) -> None:
-    world = setup_world(4)
-    world.write(v4_32(world))
-    await world.start()
-    await world.until("bootstrap done", bootstrapped(world), timeout=30)
+    world = await bootstrapped_v4_32(setup_world)
     slot = world.slot("alpha")
     instance = slot["instance"]
     assert slot["ips"] == IPS
@@ -96,10 +110,7 @@ async def test_bootstrap_runs_once_per_generation_and_not_after_a_restart(
 async def test_bootstrap_runs_again_on_a_recreated_node(
     setup_world: Callable[[int], SetupWorld],
 ) -> None:
-    world = setup_world(4)
-    world.write(v4_32(world))
-    await world.start()
-    await world.until("bootstrap done", bootstrapped(world), timeout=30)
+    world = await bootstrapped_v4_32(setup_world)
     first = world.slot("alpha")["instance"]
     assert world.markers("done") == [1, 1, 1, 1]
 
@@ -123,13 +134,7 @@ async def test_bootstrap_runs_again_on_a_recreated_node(
 async def test_failing_worker_is_reported_and_retried_after_backoff(
     setup_world: Callable[[int], SetupWorld],
 ) -> None:
-    world = setup_world(4)
-    (world.marks / "fail-2").touch()
-    world.write(v4_32(world))
-    await world.start()
-    await world.until(
-        "bootstrap failed", lambda: world.slot("alpha")["setup"]["bootstrap"] == "failed", 30
-    )
+    world = await bootstrapped_v4_32(setup_world, fail_worker_2=True)
     detail = world.slot("alpha")["setup"]["detail"]
     assert "worker 2" in detail and "127.0.0.4" in detail, detail
     assert world.markers("done") == [1, 1, 0, 1]  # the others went on
@@ -160,13 +165,7 @@ async def test_failing_worker_is_reported_and_retried_after_backoff(
 async def test_status_shows_the_failing_workers_log_tail(
     setup_world: Callable[[int], SetupWorld],
 ) -> None:
-    world = setup_world(4)
-    (world.marks / "fail-2").touch()
-    world.write(v4_32(world))
-    await world.start()
-    await world.until(
-        "bootstrap failed", lambda: world.slot("alpha")["setup"]["bootstrap"] == "failed", 30
-    )
+    world = await bootstrapped_v4_32(setup_world, fail_worker_2=True)
     slot = world.slot("alpha")
     shown = json.dumps({"last_error": slot["last_error"], "setup": slot["setup"]})
     assert "boom: cannot install on worker 2" in shown
