@@ -91,7 +91,7 @@ def check_desired(path: str, desired: Desired | None, errors: Sequence[str]) -> 
         "desired",
         "fail",
         f"{path} is invalid: {shown or 'unknown error'}",
-        "fix the file (tpu-reconciler validate lists every error); a running controller keeps "
+        "correct it (`tpu-reconciler validate` lists every error); a running controller keeps "
         "the last valid intent meanwhile"
         if not any("file not found" in e for e in errors)
         else f"create it: tpu-reconciler -f {path} init --project PROJECT",

@@ -20,7 +20,7 @@ from typing import Final
 from reconciler.adapters.files import atomic_write
 from reconciler.errors import InvalidDesiredState, UnsafeName
 from reconciler.model import names
-from reconciler.model.desired import Desired
+from reconciler.model.desired import DEFAULT_RUNTIME_VERSIONS, Desired
 from reconciler.model.load import parse_desired
 
 MODES: Final = ("spot", "on-demand", "reserved")
@@ -141,7 +141,9 @@ def starter_text(starter: Starter) -> str:
             text += "    want: held\n"
         if i == 0:
             text += "    # valid_until: 6h   # give up queueing after this long\n"
-            text += "    # runtime_version: tpu-ubuntu2204-base   # default: by accelerator family\n"
+            family = names.accelerator_family(accelerator)
+            version = DEFAULT_RUNTIME_VERSIONS.get(family, "VERSION")
+            text += f"    # runtime_version: {version}   # default: by accelerator family\n"
     if s.racing:
         slots = ", ".join(name for name, _, _ in s.candidates())
         text += _RACE_TAIL.format(group=RACE_GROUP, slots=slots)

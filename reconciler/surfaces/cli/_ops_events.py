@@ -1,0 +1,173 @@
+"""``tpu-reconciler events``: the controller's event log, for people (one line each) or machines.
+
+A human line is ``TIME  KIND  SLOT  what happened``: the UTC time to the second, the event
+kind, the slot (``-`` for none) and its salient fields — for a failure the error exactly as
+the cloud worded it. Control characters in any text are escaped, so a hostile message cannot
+drive the terminal. ``--json`` prints each record as stored, with ``schema_version``
+``tpu-reconciler.event.v1`` first (docs/json.md).
+
+May: read the event files (``runtime.events``), print. May not: write anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+EVENT_SCHEMA: Final = "tpu-reconciler.event.v1"
+_SHOWN_ALREADY: Final = frozenset({"ts", "seq", "kind", "slot"})
+#: With --follow the slots to come are unknown: pad to a width most generated names fit.
+_FOLLOW_SLOT_WIDTH: Final = 20
+
+
+def parse_since(value: str, now: float) -> datetime:
+    """``1h`` / ``30m`` / ``90`` (seconds ago) or an ISO-8601 time (naive means UTC)."""
+    from reconciler.model.durations import parse_duration
+
+    try:
+        return datetime.fromtimestamp(now - parse_duration(value), UTC)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"--since {value!r}: expected a duration (30m, 1h, 2d) or an ISO-8601 time"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _clean(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = text.replace("\r\n", "\n").replace("\n", "; ")
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+
+
+def _secs(value: Any) -> str:
+    return f"{value:.0f}s" if isinstance(value, int | float) else "?"
+
+
+def _qr_state(r: Mapping[str, Any]) -> str:
+    return f"{r.get('before') or 'absent'} -> {r.get('after') or 'gone'} in {r.get('zone', '?')}"
+
+
+def _started(r: Mapping[str, Any]) -> str:
+    flag = " [destructive]" if r.get("destructive") else ""
+    return f"{r.get('action')} in {r.get('zone', '?')}: {r.get('reason', '')}{flag}"
+
+
+def _failed(r: Mapping[str, Any]) -> str:
+    retry = r.get("retry")
+    when = "permanent, not retried" if retry == "permanent" else f"retry in {_secs(r.get('delay'))}"
+    return f"{r.get('action')} failed ({when}): {r.get('error')}"
+
+
+def _observe_failed(r: Mapping[str, Any]) -> str:
+    when = "permanent" if r.get("retry") == "permanent" else f"retry in {_secs(r.get('delay'))}"
+    return f"{r.get('error')} ({when})"
+
+
+def _invalid(r: Mapping[str, Any]) -> str:
+    errors = r.get("errors") or []
+    kept = "last valid intent stays in force" if r.get("in_force") else "nothing is in force"
+    return f"{'; '.join(str(e) for e in errors)} ({kept})"
+
+
+_SALIENT: Final[Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
+    "qr.state": _qr_state,
+    "action.started": _started,
+    "action.succeeded": lambda r: f"{r.get('action')} {r.get('outcome', 'done')}",
+    "action.failed": _failed,
+    "action.cancelled": lambda r: f"{r.get('action')} cancelled",
+    "observe.failed": _observe_failed,
+    "desired.loaded": lambda r: f"{r.get('slots')} slots (sha256 {str(r.get('digest'))[:12]})",
+    "desired.invalid": _invalid,
+    "controller.started": lambda r: f"pid {r.get('pid')}, {r.get('file')}",
+    "controller.stopped": lambda r: f"pid {r.get('pid')}",
+    "notify.sent": lambda r: str(r.get("event")),
+    "notify.failed": lambda r: f"{r.get('event')}: {r.get('error')}",
+}
+
+
+def format_event(record: Mapping[str, Any], slot_width: int = 0) -> str:
+    """One line for a person; the slot padded to ``slot_width``. Unknown kinds show their
+    fields as ``name=value``."""
+    ts = str(record.get("ts", "?"))
+    if len(ts) > 20 and ts.endswith("Z") and "." in ts:
+        ts = ts[: ts.index(".")] + "Z"
+    kind = str(record.get("kind", "?"))
+    salient = _SALIENT.get(kind)
+    if salient is not None:
+        what = salient(record)
+    else:
+        what = " ".join(f"{k}={_clean(v)}" for k, v in record.items() if k not in _SHOWN_ALREADY)
+    slot = str(record.get("slot") or "-")
+    return _clean(f"{ts}  {kind:<18} {slot:<{slot_width}}  {what}".rstrip())
+
+
+def json_line(record: Mapping[str, Any]) -> str:
+    return json.dumps({"schema_version": EVENT_SCHEMA, **record}, separators=(",", ":"))
+
+
+def _err(message: str) -> int:
+    print(f"tpu-reconciler events: {message}", file=sys.stderr)
+    return 2
+
+
+def events_command(args: argparse.Namespace) -> int:
+    from reconciler.surfaces.cli._spine import state_dir
+
+    try:
+        since = parse_since(args.since, time.time()) if args.since else None
+    except ValueError as e:
+        return _err(str(e))
+    if args.limit is not None and args.limit < 0:
+        return _err("--limit must be 0 or more")
+    render: Callable[[Mapping[str, Any]], str] = json_line
+    if not args.json:
+        render = functools.partial(format_event, slot_width=_FOLLOW_SLOT_WIDTH)
+    path = state_dir(args).events
+    if args.follow:
+        return _follow(path, since, args.slot, args.limit, render)
+    from reconciler.runtime.events import read_events
+
+    records = read_events(path, since=since, slot=args.slot, limit=args.limit)
+    if not args.json:
+        width = max((len(str(r.get("slot") or "-")) for r in records), default=0)
+        render = functools.partial(format_event, slot_width=width)
+    for record in records:
+        print(render(record))
+    if not records and not args.json and not args.quiet:
+        print(f"no events{' matching' if args.slot or since else ''} in {path}", file=sys.stderr)
+    return 0
+
+
+def _follow(
+    path: Any,
+    since: datetime | None,
+    slot: str | None,
+    limit: int | None,
+    render: Callable[[Mapping[str, Any]], str],
+) -> int:
+    import asyncio
+    import signal
+
+    from reconciler.runtime.events import follow_events
+
+    async def follow() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        async for record in follow_events(path, since=since, slot=slot, limit=limit, stop=stop):
+            sys.stdout.write(render(record) + "\n")
+            sys.stdout.flush()
+
+    asyncio.run(follow())
+    return 0

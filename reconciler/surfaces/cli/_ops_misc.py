@@ -1,0 +1,108 @@
+"""``tpu-reconciler doctor`` and ``tpu-reconciler init``: thin handlers over ``runtime``.
+
+``doctor`` runs ``runtime.doctor_probes.diagnose`` and prints ``format_doctor`` (or the JSON
+document); exit 0 when no check failed. ``init`` takes its answers from flags, asks for the
+missing ones on a terminal, validates the result and writes it without replacing a file
+unless ``--force``.
+
+May: print, read the terminal. May not: change anything but the file ``init`` writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+
+
+def doctor_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from reconciler.runtime.doctor import doctor_document, format_doctor, healthy
+    from reconciler.runtime.doctor_probes import diagnose
+    from reconciler.surfaces.cli._spine import state_dir
+
+    root = state_dir(args).root
+    checks = asyncio.run(
+        diagnose(args.file, root, dict(os.environ), now=time.time(), timeout=args.timeout)
+    )
+    if args.json:
+        print(json.dumps(doctor_document(checks), indent=2))
+    else:
+        print(format_doctor(checks), end="")
+    return 0 if healthy(checks) else 1
+
+
+# --- init --------------------------------------------------------------------------------------
+
+
+def _ask(question: str, default: str, read: Callable[[str], str]) -> str:
+    answer = read(f"{question} [{default}]: " if default else f"{question}: ").strip()
+    return answer or default
+
+
+def _split(text: str) -> list[str]:
+    return [part for part in text.replace(",", " ").split() if part]
+
+
+def _questions(args: argparse.Namespace, read: Callable[[str], str]) -> None:
+    """Fill what the flags left open, asking on the terminal."""
+    if not args.project:
+        default = os.environ.get("CLOUDSDK_CORE_PROJECT", "")
+        while not args.project:
+            args.project = _ask("GCP project id", default, read)
+    if not args.zone:
+        args.zone = _split(_ask("Zones (space-separated)", "us-central2-b", read))
+    if not args.accelerator:
+        args.accelerator = _split(_ask("Accelerator types (e.g. v4-8 v6e-8)", "v4-8", read))
+    if not args.mode:
+        args.mode = _ask("Mode: spot, on-demand or reserved", "spot", read)
+    if args.race is None and len(args.zone) * len(args.accelerator) > 1:
+        answer = _ask("Race the candidates, first one wins? (y/n)", "y", read)
+        args.race = answer.lower().startswith("y")
+
+
+def init_command(args: argparse.Namespace) -> int:
+    from reconciler.runtime.init import InitError, Starter, starter_text, validate, write_new
+
+    path = args.file
+    if path.exists() and not args.force:
+        print(f"tpu-reconciler init: {path} exists; --force replaces it", file=sys.stderr)
+        return 1
+    if sys.stdin.isatty():
+        try:
+            _questions(args, input)
+        except EOFError:
+            return 1
+    elif not args.project:
+        print(
+            "tpu-reconciler init: --project is required when stdin is not a terminal",
+            file=sys.stderr,
+        )
+        return 2
+    starter = Starter(
+        project=args.project,
+        zones=tuple(args.zone or ("us-central2-b",)),
+        accelerators=tuple(args.accelerator or ("v4-8",)),
+        mode=args.mode or "spot",
+        race=args.race,
+    )
+    try:
+        text = starter_text(starter)
+        desired = validate(text, str(path))
+        write_new(path, text, force=args.force)
+    except InitError as e:
+        print(f"tpu-reconciler init: {e}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        groups = len(desired.race_groups)
+        print(
+            f"wrote {path}: {len(desired.slots)} slot{'s' if len(desired.slots) != 1 else ''}"
+            f"{', racing in 1 group' if groups else ''}\n"
+            f"next: tpu-reconciler -f {path} plan   (what would happen)\n"
+            f"      tpu-reconciler -f {path} run    (or: service install)"
+        )
+    return 0

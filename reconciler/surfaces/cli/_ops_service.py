@@ -1,0 +1,137 @@
+"""``tpu-reconciler service install|uninstall|status``: the systemd user unit for ``run``.
+
+``install`` writes the unit (``runtime.service``) and prints the ``systemctl --user`` commands
+that start it; only ``--now`` runs them. ``uninstall`` stops and disables the unit (when
+systemctl is there) and removes the file. ``status`` says whether the unit file exists, whether
+it is what ``install`` would write now, and what systemd thinks of it.
+
+May: write/remove the unit file, run systemctl --user, print. May not: touch the state dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def _spec(args: argparse.Namespace, env: dict[str, str]) -> tuple[Any, str, Path]:
+    """(UnitSpec, unit name, unit path) for the -f file and state dir of ``args``."""
+    from reconciler.runtime import service
+    from reconciler.surfaces.cli._spine import state_dir
+
+    python = os.path.abspath(sys.executable)
+    desired = Path(args.file).expanduser().resolve()
+    spec = service.UnitSpec(
+        python=python,
+        desired_file=desired,
+        state_dir=state_dir(args).root.expanduser().resolve(),
+        environment=service.carried_environment(env),
+        pythonpath=service.pythonpath_for(python, env),
+    )
+    name = service.unit_name(service.instance_name(desired))
+    return spec, name, service.unit_dir(env) / name
+
+
+def _err(message: str) -> int:
+    print(f"tpu-reconciler service: {message}", file=sys.stderr)
+    return 1
+
+
+def _refusals(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A ServiceError (a refusal with its reason) becomes a message and exit code 1."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        from reconciler.runtime.service import ServiceError
+
+        try:
+            return command(args)
+        except ServiceError as e:
+            return _err(str(e))
+
+    return run
+
+
+@_refusals
+def install_command(args: argparse.Namespace) -> int:
+    from reconciler.runtime import service
+
+    env = dict(os.environ)
+    if not Path(args.file).is_file():
+        return _err(f"{args.file} does not exist: write it first (tpu-reconciler init)")
+    spec, name, path = _spec(args, env)
+    change = service.write_unit(path, service.unit_text(spec), force=args.force)
+    print(f"{change} {path}")
+    if env.get("CLOUDSDK_AUTH_ACCESS_TOKEN"):
+        print("note: CLOUDSDK_AUTH_ACCESS_TOKEN is not copied into the unit (it is a secret)")
+    steps = [["daemon-reload"], ["enable", "--now", name]]
+    if not args.now:
+        print("next: systemctl --user daemon-reload && systemctl --user enable --now " + name)
+        print(f"then: tpu-reconciler -f {spec.desired_file} status --watch")
+        print("      (loginctl enable-linger $USER keeps it running while you are logged out)")
+        return 0
+    systemctl = service.systemctl_path(env)
+    if systemctl is None:
+        return _err("systemctl not found: start the unit yourself")
+    for step in steps:
+        rc, out = service.systemctl(systemctl, step, env)
+        if rc != 0:
+            return _err(f"systemctl --user {' '.join(step)} failed: {out}")
+    print(f"started {name}")
+    return 0
+
+
+@_refusals
+def uninstall_command(args: argparse.Namespace) -> int:
+    from reconciler.runtime import service
+
+    env = dict(os.environ)
+    _, name, path = _spec(args, env)
+    systemctl = service.systemctl_path(env)
+    if path.exists() and systemctl is not None:
+        rc, out = service.systemctl(systemctl, ["disable", "--now", name], env)
+        if rc != 0:
+            print(f"warning: systemctl --user disable --now {name}: {out}", file=sys.stderr)
+    removed = service.remove_unit(path, force=args.force)
+    if not removed:
+        print(f"not installed: {path}")
+        return 0
+    if systemctl is not None:
+        service.systemctl(systemctl, ["daemon-reload"], env)
+    print(f"removed {path}")
+    return 0
+
+
+@_refusals
+def status_command(args: argparse.Namespace) -> int:
+    from reconciler.runtime import service
+
+    env = dict(os.environ)
+    spec, name, path = _spec(args, env)
+    print(f"unit: {name}")
+    try:
+        current = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        print(f"file: {path} (not installed: tpu-reconciler service install)")
+        return 3
+    same = current == service.unit_text(spec)
+    print(f"file: {path} ({'current' if same else 'differs from a fresh install: re-run it'})")
+    systemctl = service.systemctl_path(env)
+    if systemctl is None:
+        print("systemd: systemctl not found")
+        return 0
+    state = service.unit_state(systemctl, name, env)
+    if isinstance(state, str):
+        print(f"systemd: unavailable ({state})")
+        return 0
+    print(
+        f"systemd: {state['ActiveState'] or '?'} ({state['SubState'] or '?'}), "
+        f"{state['UnitFileState'] or 'unknown'}, pid {state['MainPID'] or '-'}, "
+        f"restarts {state['NRestarts'] or '0'}"
+    )
+    return 0 if state["ActiveState"] == "active" else 3

@@ -1,0 +1,203 @@
+"""``status --watch``: the status view kept up to date, read from the snapshot every interval.
+
+On a terminal it is a rich ``Live`` view redrawn in place (no clearing, so no flicker, and it
+works over SSH): states in colour (ACTIVE green, queued yellow, FAILED / SUSPENDED red,
+NOT_QUEUED dim), columns dropped by priority when the terminal is narrow, long notes cut with
+an ellipsis. Not on a terminal it prints a plain ``format_status`` block per interval (with
+``--json``: one compact status document per line), so ``status --watch | tee log`` works too.
+Ctrl-C ends it with exit code 0.
+
+It never asks the cloud: it reads status.json (``_spine.read_status``) like ``status`` does.
+May: read the snapshot and the lock, print. May not: write anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+COLUMNS: Final = ("SLOT", "ZONE", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RACE", "NOTE")
+#: Which columns to show at a terminal width (the widest set that fits is used).
+LAYOUTS: Final = (
+    (110, COLUMNS),
+    (80, ("SLOT", "ZONE", "WANT", "STATE", "FOR", "NODE", "NOTE")),
+    (0, ("SLOT", "STATE", "FOR", "NOTE")),
+)
+QUEUED: Final = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING"})
+BAD: Final = frozenset({"FAILED", "SUSPENDED", "SUSPENDING"})
+
+
+def state_style(state: str) -> str:
+    if state == "ACTIVE":
+        return "bold green"
+    if state in QUEUED:
+        return "yellow"
+    if state in BAD:
+        return "bold red"
+    if state == "DELETING":
+        return "magenta"
+    return "dim"  # NOT_QUEUED, UNKNOWN
+
+
+def columns_for(width: int) -> Sequence[str]:
+    return next(cols for least, cols in LAYOUTS if width >= least)
+
+
+def _age(stamp: Any, now: float) -> str:
+    from datetime import datetime
+
+    from reconciler.model.durations import format_duration
+
+    try:
+        then = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return ""
+    return format_duration(now - then) if stamp else ""
+
+
+def _head(doc: dict[str, Any], now: float, interval: float) -> list[tuple[str, str]]:
+    """(text, style) lines above the table."""
+    desired = doc.get("desired") or {}
+    ctl = doc.get("controller") or {}
+    valid = bool(desired.get("valid"))
+    observed = doc.get("observed_at")
+    lines = [
+        (
+            f"desired: {desired.get('file')} "
+            + ("(valid)" if valid else "(INVALID: last valid intent in force)"),
+            "" if valid else "bold red",
+        ),
+        (
+            "controller: "
+            + (f"running (pid {ctl.get('pid')})" if ctl.get("running") else "NOT RUNNING"),
+            "" if ctl.get("running") else "bold red",
+        ),
+        (
+            f"snapshot: {_age(doc.get('generated_at'), now) or '?'} old, observed "
+            f"{_age(observed, now) + ' ago' if observed else 'never'} via {doc.get('backend')}"
+            f"   (every {interval:g}s, Ctrl-C quits)",
+            "dim",
+        ),
+    ]
+    lines += [(f"  {e}", "red") for e in desired.get("errors") or []]
+    if doc.get("note"):
+        lines.append((str(doc["note"]), "yellow"))
+    if doc.get("observe_error"):
+        lines.append((f"last observation failed: {doc['observe_error']}", "red"))
+    if doc.get("unreachable_zones"):
+        lines.append((f"unreachable zones: {', '.join(doc['unreachable_zones'])}", "yellow"))
+    return lines
+
+
+def _tail(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    lines = []
+    for race in doc.get("race_groups") or []:
+        winners = ", ".join(race["winners"]) or "none yet"
+        won = len(race["winners"]) >= race["count"]
+        lines.append(
+            (f"race {race['name']}: {len(race['winners'])}/{race['count']} won ({winners})",
+             "green" if won else "yellow")
+        )  # fmt: skip
+    orphans = (doc.get("tmux") or {}).get("orphans") or []
+    if orphans:
+        lines.append((f"tmux orphans (slot not ACTIVE; left open): {', '.join(orphans)}", "dim"))
+    summary = (doc.get("plan") or {}).get("summary")
+    if summary:
+        lines.append((f"next: {summary}", "bold" if summary != "No changes." else "dim"))
+    return lines
+
+
+def render(doc: dict[str, Any], now: float, width: int, interval: float) -> RenderableType:
+    """The whole view for a terminal ``width`` columns wide."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from reconciler.core.render import status_rows
+
+    shown = columns_for(width)
+    index = [COLUMNS.index(name) for name in shown]
+    rows = [[row[i] for i in index] for row in status_rows(doc, now)]
+    natural = [max([len(name), *(len(r[c]) for r in rows)]) for c, name in enumerate(shown)]
+    others = sum(n for n, name in zip(natural, shown, strict=True) if name != "NOTE")
+    note_room = width - others - 2 * (len(shown) - 1)
+    fits = note_room >= 4  # else rich shrinks every column to fit
+    table = Table(box=None, padding=(0, 2, 0, 0), pad_edge=False, header_style="bold")
+    for name, size in zip(shown, natural, strict=True):
+        note = name == "NOTE"
+        table.add_column(
+            name,
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=size if fits and not note else None,
+            max_width=max(4, note_room) if note else None,
+        )
+    state_at = shown.index("STATE")
+    for slot, cells in zip(doc.get("slots") or [], rows, strict=True):
+        texts = [Text(c) for c in cells]
+        texts[state_at].stylize(state_style(cells[state_at]))
+        if "NOTE" in shown and slot.get("last_error"):
+            texts[shown.index("NOTE")].stylize("red")
+        table.add_row(*texts, style="dim italic" if not slot.get("managed") else None)
+    parts: list[RenderableType] = [Text(t, style=s) for t, s in _head(doc, now, interval)]
+    parts += [Text(""), table if doc.get("slots") else Text("no slots", style="dim")]
+    tail = _tail(doc)
+    if tail:
+        parts += [Text(""), *(Text(t, style=s) for t, s in tail)]
+    return Group(*parts)
+
+
+def _every(interval: float, step: Callable[[], None]) -> int:
+    """Call ``step`` now and every ``interval`` seconds until Ctrl-C (see ``watch``)."""
+    while True:
+        step()
+        time.sleep(interval)
+
+
+def watch(args: argparse.Namespace) -> int:
+    from reconciler.surfaces.cli._spine import read_status
+
+    if args.live:
+        print("tpu-reconciler: --watch reads the snapshot; drop --live", file=sys.stderr)
+        return 2
+    if not args.interval > 0:
+        print("tpu-reconciler: --interval must be more than 0", file=sys.stderr)
+        return 2
+    interval = float(args.interval)
+    try:
+        if args.json:
+            return _every(interval, lambda: _line(json.dumps(read_status(args))))
+        if not sys.stdout.isatty():
+            from reconciler.core.render import format_status
+
+            return _every(interval, lambda: _line(format_status(read_status(args), time.time())))
+        return _live(args, interval, read_status)
+    except KeyboardInterrupt:  # Ctrl-C is how a watch ends: not an error
+        return 0
+
+
+def _line(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+def _live(
+    args: argparse.Namespace, interval: float, read: Callable[[argparse.Namespace], Any]
+) -> int:
+    from rich.console import Console
+    from rich.live import Live
+
+    console = Console(highlight=False)
+
+    def view() -> RenderableType:
+        return render(read(args), time.time(), console.width, interval)
+
+    with Live(view(), console=console, auto_refresh=False, vertical_overflow="ellipsis") as live:
+        return _every(interval, lambda: live.update(view(), refresh=True))

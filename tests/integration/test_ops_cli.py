@@ -1,0 +1,375 @@
+"""The operating commands as real processes: ``status --watch`` in a pty and in a pipe,
+``events`` filters and ``--follow``, ``doctor`` against the emulator, ``init`` asking on a
+terminal, ``service`` with a stand-in systemctl, and the completion scripts run by bash."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from reconciler.adapters.statedir import StateDir
+from reconciler.emulator import Emulator
+from reconciler.runtime.events import EventLog
+from reconciler.runtime.lock import ControllerLock
+from reconciler.surfaces.cli import build_parser
+from reconciler.surfaces.cli._ops_completion import command_tree
+from tests.fixtures.emulator import gcloud_env_for
+from tests.integration.test_golden import ROOT, Cli, with_fixture_state
+from tests.support.tools import require_tool
+
+pytestmark = pytest.mark.integration
+
+CLI = (sys.executable, "-m", "reconciler")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TPU_RECONCILER_")}
+    env.pop("NO_COLOR", None)
+    env.update({"PYTHONPATH": str(ROOT), "TERM": "xterm-256color"})
+    env.update(extra or {})
+    return env
+
+
+class Pty:
+    """The CLI on a pseudo-terminal of a given size."""
+
+    def __init__(self, cwd: Path, args: list[str], cols: int = 120, rows: int = 40) -> None:
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        self.proc = subprocess.Popen(
+            [*CLI, *args],
+            cwd=cwd,
+            env=_env(),
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.output = ""
+
+    def expect(self, pattern: str, timeout: float = 20.0) -> str:
+        """Read until ``pattern`` (a regex) appears in the ANSI-stripped output."""
+        deadline = time.monotonic() + timeout
+        while not re.search(pattern, ANSI.sub("", self.output)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                pytest.fail(f"no {pattern!r} within {timeout}s; got:\n{self.output[-2000:]}")
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                try:
+                    self.output += os.read(self.master, 65536).decode("utf-8", "replace")
+                except OSError:  # EIO: the child closed the terminal
+                    pytest.fail(f"exited before {pattern!r}:\n{self.output[-2000:]}")
+        return self.output
+
+    def answer(self, prompt: str, text: str) -> None:
+        """Wait for ``prompt``, then type ``text`` and Enter."""
+        self.expect(prompt)
+        os.write(self.master, text.encode() + b"\r")
+
+    def finish(self, sig: int | None = None, timeout: float = 20.0) -> int:
+        if sig is not None:
+            os.killpg(self.proc.pid, sig)
+        try:
+            code = self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            os.close(self.master)
+        return code
+
+
+# --- status --watch ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def watched(tmp_path: Path) -> Cli:
+    return with_fixture_state(tmp_path)
+
+
+def _set_state(cli: Cli, slot: str, state: str) -> None:
+    path = cli.cwd / "state" / "status.json"
+    doc = json.loads(path.read_text())
+    for s in doc["slots"]:
+        if s["name"] == slot:
+            s["state"] = state
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+
+
+def test_watch_in_a_terminal_redraws_in_place_in_colour_and_ends_on_ctrl_c(watched: Cli) -> None:
+    term = Pty(watched.cwd, ["--state-dir", "state", "status", "--watch", "--interval", "0.3"])
+    out = term.expect(r"spot-v6e8-use1d-1\s+us-east1-d.*NOT_QUEUED")
+    for state, colour in (
+        ("ACTIVE", "32"),  # green
+        ("WAITING_FOR_RESOURCES", "33"),  # yellow
+        ("FAILED", "31"),  # red
+        ("SUSPENDED", "31"),
+        ("NOT_QUEUED", "2"),  # dim
+    ):
+        assert re.search(rf"\x1b\[(?:[0-9]+;)*{colour}m{state}", out), state
+    _set_state(watched, "spot-v6e8-use1d-1", "PROVISIONING")
+    out = term.expect(r"spot-v6e8-use1d-1\s+us-east1-d.*PROVISIONING")
+    assert "\x1b[2J" not in out and "\x1b[?1049h" not in out  # no clearing, no alt screen
+    assert term.finish(signal.SIGINT) == 0
+    assert "Traceback" not in term.output
+
+
+def test_watch_fits_a_narrow_terminal(watched: Cli) -> None:
+    term = Pty(watched.cwd, ["--state-dir", "state", "status", "--watch"], cols=50, rows=30)
+    out = ANSI.sub("", term.expect(r"next: Plan"))
+    assert term.finish(signal.SIGINT) == 0
+    lines = [line for line in out.replace("\r", "\n").split("\n") if line.strip()]
+    assert lines and max(len(line) for line in lines) <= 50
+    assert any(line.startswith("spot-v48-usc2b-2") and "FAILED" in line for line in lines)
+
+
+def piped(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    """The CLI with stdout and stderr on pipes (not a terminal)."""
+    return subprocess.Popen(
+        [*CLI, "--state-dir", "state", *args],
+        cwd=cwd,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def interrupt(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    """Ctrl-C; the exit code and stderr."""
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    return proc.returncode, err
+
+
+def test_watch_without_a_terminal_prints_plain_blocks(watched: Cli) -> None:
+    proc = piped(watched.cwd, "status", "--watch", "--interval", "0.2")
+    assert proc.stdout is not None
+    blocks = 0
+    deadline = time.monotonic() + 30
+    while blocks < 2 and time.monotonic() < deadline:
+        blocks += proc.stdout.readline().startswith("desired: ")
+    code, err = interrupt(proc)
+    assert blocks == 2 and code == 0, err
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+def test_events_filters(tmp_path: Path) -> None:
+    cli = with_fixture_state(tmp_path)
+
+    def seqs(*args: str) -> list[int]:
+        done = cli.run("--state-dir", "state", "events", "--json", *args)
+        return [json.loads(line)["seq"] for line in done.stdout.splitlines()]
+
+    assert seqs("--slot", "spot-v48-usc2b-2") == [9, 10]
+    assert seqs("--since", "2025-11-30T09:30:00Z") == [12, 13, 14]
+    assert seqs("--limit", "2") == [13, 14]
+    assert seqs("--slot", "spot-v6e8-ew4a-1", "--limit", "1") == [6]
+    assert seqs("--since", "1h") == []
+    bad = cli.run("--state-dir", "state", "events", "--since", "yesterday", code=2)
+    assert "--since" in bad.stderr
+
+
+def test_events_follow_prints_new_events_and_ends_on_ctrl_c(tmp_path: Path) -> None:
+    cli = with_fixture_state(tmp_path)
+    proc = piped(cli.cwd, "events", "--follow", "--limit", "1")
+    assert proc.stdout is not None
+    assert "controller.stopped" in proc.stdout.readline()  # the newest of the history
+    EventLog(StateDir(cli.cwd / "state")).emit(
+        "action.failed", slot="a-1", action="create", error="boom", retry="transient", delay=5
+    )
+    line = proc.stdout.readline()
+    assert "action.failed" in line and "create failed (retry in 5s): boom" in line
+    code, err = interrupt(proc)
+    assert code == 0, err
+
+
+# --- doctor -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def healthy_setup(emulator: Emulator, tmp_path: Path) -> Iterator[tuple[Cli, dict[str, str]]]:
+    require_tool("tmux")
+    cli = Cli(tmp_path)
+    (tmp_path / "desired.yaml").write_text(
+        "project: test-project\n"
+        "settings: {backend: rest, ntfy_topic: tpu-3f9c2a7b1e4d8c6a5b0f9e2d}\n"
+        "slots:\n  - {name: a-1, zone: us-central2-b, accelerator: v4-8, want: held}\n",
+        encoding="utf-8",
+    )
+    state = StateDir(tmp_path / "state").ensure()
+    state.oslogin_user.write_text("alice_example_com\n")
+    generated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    state.status.write_text(json.dumps({"generated_at": generated}))
+    with ControllerLock(state):
+        yield cli, gcloud_env_for(emulator, tmp_path / "gcloud")
+
+
+def test_doctor_healthy_against_the_emulator(healthy_setup: tuple[Cli, dict[str, str]]) -> None:
+    cli, env = healthy_setup
+    done = cli.run("--state-dir", "state", "doctor", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    assert {n for n, c in checks.items() if c["status"] not in ("ok", "skip")} == set()
+    assert checks["tpu_api"] == {
+        "name": "tpu_api",
+        "status": "ok",
+        "detail": "via rest: 0 queued resources seen",
+        "hint": "",
+    }
+    assert checks["auth"]["detail"] == "access token from $CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"
+    assert checks["oslogin_user"]["detail"] == "alice_example_com (cached)"
+    assert checks["ssh_agent"]["status"] == "skip"
+
+
+def test_doctor_reports_an_api_that_refuses(
+    healthy_setup: tuple[Cli, dict[str, str]], tmp_path: Path
+) -> None:
+    cli, env = healthy_setup
+    (tmp_path / "gcloud" / "gcloud-token").write_text("")  # an empty token: UNAUTHENTICATED
+    done = cli.run("--state-dir", "state", "doctor", env=env, code=1)
+    assert re.search(r"^FAIL  auth .*no access token", done.stdout, re.M)
+    assert re.search(r"^skip  tpu_api .*see auth", done.stdout, re.M)
+
+
+# --- init -------------------------------------------------------------------------------------
+
+
+def test_init_asks_on_a_terminal(tmp_path: Path) -> None:
+    term = Pty(tmp_path, ["-f", "mine.yaml", "init"])
+    term.answer(r"GCP project id", "my-project")
+    term.answer(r"Zones", "us-central2-b europe-west4-a")
+    term.answer(r"Accelerator types", "")
+    term.answer(r"Mode", "on-demand")
+    term.answer(r"Race the candidates", "n")
+    term.expect(r"wrote mine.yaml: 2 slots")
+    assert term.finish() == 0
+    text = (tmp_path / "mine.yaml").read_text()
+    assert "od-v48-usc2b-1" in text and "od-v48-ew4a-1" in text and "race_groups" not in text
+    Cli(tmp_path).run("-f", "mine.yaml", "validate")
+
+
+def test_init_refuses_without_answers_or_over_a_file(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    assert "--project" in cli.run("init", code=2).stderr
+    (tmp_path / "desired.yaml").write_text("mine\n")
+    assert "--force" in cli.run("init", "--project", "my-project", code=1).stderr
+    assert (tmp_path / "desired.yaml").read_text() == "mine\n"
+    bad = cli.run("-f", "x.yaml", "init", "--project", "my-project", "--zone", "moon", code=1)
+    assert "invalid zone 'moon'" in bad.stderr and not (tmp_path / "x.yaml").exists()
+    cli.run("init", "--project", "my-project", "--force")
+    cli.run("validate")
+
+
+# --- service ----------------------------------------------------------------------------------
+
+FAKE_SYSTEMCTL = """\
+#!/bin/sh
+echo "$@" >> "$SYSTEMCTL_LOG"
+case "$2" in
+  show) printf 'LoadState=loaded\\nActiveState=active\\nSubState=running\\n'
+        printf 'UnitFileState=enabled\\nMainPID=4321\\nNRestarts=2\\n' ;;
+esac
+"""
+
+
+def test_service_install_now_status_uninstall(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    (tmp_path / "desired.yaml").write_text("project: my-project\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(FAKE_SYSTEMCTL)
+    (bin_dir / "systemctl").chmod(0o755)
+    log = tmp_path / "systemctl.log"
+    env = {
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "SYSTEMCTL_LOG": str(log),
+    }
+    cli.run("--state-dir", "state", "service", "install", "--now", env=env)
+    (unit,) = (tmp_path / "config" / "systemd" / "user").glob("tpu-reconciler@desired-*.service")
+    assert log.read_text().splitlines() == [
+        "--user daemon-reload",
+        f"--user enable --now {unit.name}",
+    ]
+    status = cli.run("--state-dir", "state", "service", "status", env=env).stdout
+    assert "(current)" in status and "active (running), enabled, pid 4321, restarts 2" in status
+    cli.run("--state-dir", "state", "service", "uninstall", env=env)
+    assert not unit.exists()
+    assert log.read_text().splitlines()[-2:] == [
+        f"--user disable --now {unit.name}",
+        "--user daemon-reload",
+    ]
+    gone = cli.run("--state-dir", "state", "service", "status", env=env, code=3)
+    assert "not installed" in gone.stdout
+
+
+# --- completion -------------------------------------------------------------------------------
+
+
+def _complete(script: Path, cwd: Path, *words: str) -> list[str]:
+    line = " ".join(f"'{w}'" for w in words)
+    program = (
+        f"source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
+        '_tpu_reconciler; printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    bash = require_tool_path("bash")
+    done = subprocess.run(
+        [bash, "--norc", "-c", program], cwd=cwd, capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    return [w for w in done.stdout.splitlines() if w]
+
+
+def require_tool_path(name: str) -> str:
+    path = shutil.which(name)
+    assert path is not None, f"{name} is needed"
+    return path
+
+
+def test_completion_scripts_know_every_command(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    tree = command_tree(build_parser())
+    commands = {name for node in tree.values() for name in node.subcommands}
+    assert {"status", "events", "doctor", "init", "service", "completion", "tmux"} <= commands
+    for shell in ("bash", "zsh"):
+        text = cli.run("completion", shell).stdout
+        missing = [c for c in commands if not re.search(rf"\b{re.escape(c)}\b", text)]
+        assert not missing, f"{shell}: {missing}"
+        (tmp_path / f"c.{shell}").write_text(text)
+    zsh = shutil.which("zsh")
+    if zsh:
+        subprocess.run([zsh, "-n", str(tmp_path / "c.zsh")], check=True, timeout=30)
+
+    script = tmp_path / "c.bash"
+    (tmp_path / "mine.yaml").write_text("")
+    assert _complete(script, tmp_path, "tpu-reconciler", "ser") == ["service"]
+    assert _complete(script, tmp_path, "tpu-reconciler", "-f", "x", "service", "") == [
+        "install",
+        "uninstall",
+        "status",
+    ]
+    assert _complete(script, tmp_path, "tpu-reconciler", "-f", "mi") == ["mine.yaml"]
+    assert _complete(script, tmp_path, "tpu-reconciler", "init", "--mode", "o") == ["on-demand"]
+    assert "--follow" in _complete(script, tmp_path, "tpu-reconciler", "events", "--")
+    assert _complete(script, tmp_path, "tpu-reconciler", "completion", "") == ["bash", "zsh"]
