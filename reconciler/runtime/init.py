@@ -161,13 +161,15 @@ def validate(text: str, source: str) -> Desired:
 def write_new(path: Path, text: str, *, force: bool = False) -> None:
     """Write ``path`` (0644, like a file you made yourself); refuses to replace one unless
     ``force``."""
-    if force:
-        atomic_write(path, text, mode=0o644)
-        return
     try:
+        if force:
+            atomic_write(path, text, mode=0o644)
+            return
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     except FileExistsError:
         raise InitError(f"{path} exists; --force replaces it") from None
+    except OSError as e:
+        raise InitError(f"cannot write {path}: {e.strerror or e}") from None
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()

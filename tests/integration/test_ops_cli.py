@@ -172,6 +172,15 @@ def test_watch_without_a_terminal_prints_plain_blocks(watched: Cli) -> None:
     assert blocks == 2 and code == 0, err
 
 
+def test_watch_json_prints_a_document_per_interval(watched: Cli) -> None:
+    proc = piped(watched.cwd, "status", "--watch", "--json", "--interval", "0.2")
+    assert proc.stdout is not None
+    docs = [json.loads(proc.stdout.readline()) for _ in range(2)]
+    code, err = interrupt(proc)
+    assert code == 0, err
+    assert [d["schema_version"] for d in docs] == ["tpu-reconciler.status.v1"] * 2
+
+
 # --- events -----------------------------------------------------------------------------------
 
 
@@ -250,6 +259,57 @@ def test_doctor_reports_an_api_that_refuses(
     done = cli.run("--state-dir", "state", "doctor", env=env, code=1)
     assert re.search(r"^FAIL  auth .*no access token", done.stdout, re.M)
     assert re.search(r"^skip  tpu_api .*see auth", done.stdout, re.M)
+
+
+def test_doctor_asks_the_real_gcloud_and_ssh_agent(tmp_path: Path) -> None:
+    """Real probes: ``gcloud auth list`` with an empty config (no account), and an ssh-agent
+    first without keys, then with one."""
+    gcloud = require_tool("gcloud")
+    agent, add, keygen = (require_tool(t) for t in ("ssh-agent", "ssh-add", "ssh-keygen"))
+    cli = Cli(tmp_path)
+    (tmp_path / "desired.yaml").write_text(
+        "project: test-project\nsettings: {backend: gcloud, ssh_user: alice}\n"
+        "defaults: {setup: {bootstrap: true, tmux: false}}\n"
+        "slots:\n  - {name: a-1, zone: us-central2-b, accelerator: v4-8, want: held}\n"
+    )
+    sock = tmp_path / "agent.sock"
+    daemon = subprocess.Popen([agent, "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        env = {k: "" for k in os.environ if k.startswith("CLOUDSDK_")}
+        env.update(
+            CLOUDSDK_CONFIG=str(tmp_path / "gcloud-config"),
+            SSH_AUTH_SOCK=str(sock),
+            PATH=f"{Path(gcloud).parent}:{Path(agent).parent}:/usr/bin:/bin",
+        )
+        (tmp_path / "gcloud-config").mkdir()
+
+        def checks() -> dict[str, dict[str, str]]:
+            done = cli.run("--state-dir", "state", "doctor", "--json", env=env, code=1)
+            return {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+
+        first = checks()
+        assert first["auth"]["status"] == "fail", first["auth"]
+        assert first["auth"]["detail"] == "gcloud has no active account"
+        assert first["tpu_api"]["status"] == "skip"
+        assert first["ssh_agent"]["detail"] == "the SSH agent holds no keys"
+        assert first["oslogin_user"]["status"] == "skip"  # settings.ssh_user is set
+        key = tmp_path / "id"
+        subprocess.run(
+            [keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30
+        )
+        subprocess.run([add, "-q", str(key)], env=env, check=True, timeout=30)
+        assert checks()["ssh_agent"] == {
+            "name": "ssh_agent",
+            "status": "ok",
+            "detail": "1 key in the agent",
+            "hint": "",
+        }
+    finally:
+        daemon.terminate()
+        daemon.wait(10)
 
 
 # --- init -------------------------------------------------------------------------------------

@@ -74,3 +74,5 @@ def test_write_new_never_replaces_without_force(tmp_path: Path) -> None:
     assert path.read_text() == "project: a\n"
     i.write_new(path, "project: b\n", force=True)
     assert path.read_text() == "project: b\n"
+    with pytest.raises(i.InitError, match="cannot write"):
+        i.write_new(tmp_path / "no-such-dir" / "desired.yaml", "project: c\n")

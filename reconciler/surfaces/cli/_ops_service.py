@@ -57,6 +57,17 @@ def _refusals(command: Callable[[argparse.Namespace], int]) -> Callable[[argpars
     return run
 
 
+def _warn_if_invalid(path: Path, env: dict[str, str]) -> None:
+    from reconciler.runtime.store import DesiredStore
+
+    errors = DesiredStore(path, env).load().errors
+    if errors:
+        print(
+            f"note: {path} is invalid now ({errors[0]}); the controller will wait for a valid "
+            "file (tpu-reconciler validate)"
+        )
+
+
 @_refusals
 def install_command(args: argparse.Namespace) -> int:
     from reconciler.runtime import service
@@ -67,6 +78,7 @@ def install_command(args: argparse.Namespace) -> int:
     spec, name, path = _spec(args, env)
     change = service.write_unit(path, service.unit_text(spec), force=args.force)
     print(f"{change} {path}")
+    _warn_if_invalid(Path(args.file), env)
     if env.get("CLOUDSDK_AUTH_ACCESS_TOKEN"):
         print("note: CLOUDSDK_AUTH_ACCESS_TOKEN is not copied into the unit (it is a secret)")
     steps = [["daemon-reload"], ["enable", "--now", name]]
