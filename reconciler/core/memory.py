@@ -48,6 +48,7 @@ class ActionError:
     not_before: float
     message: str
     permanent_fingerprint: str | None = None  # set for permanent errors
+    detail: str = ""  # e.g. the last lines of a failing worker's setup log
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +134,7 @@ def record_failure(
     permanent: bool,
     fingerprint: str,
     delay_hint: float = 0.0,
+    detail: str = "",
 ) -> Memory:
     old = memory.error(key)
     failures = (old.failures if old else 0) + 1
@@ -144,8 +146,13 @@ def record_failure(
             not_before=now + backoff_delay(failures, delay_hint),
             message=message,
             permanent_fingerprint=fingerprint if permanent else None,
+            detail=detail[-2000:],
         ),
     )
+
+
+def forget_notice(memory: Memory, key: str) -> Memory:
+    return replace(memory, notified=memory.notified - {key})
 
 
 def record_dead_replaced(memory: Memory, slot: str, now: float) -> Memory:
@@ -189,6 +196,7 @@ def to_dict(memory: Memory) -> dict[str, Any]:
                 "not_before": e.not_before,
                 "message": e.message,
                 "permanent_fingerprint": e.permanent_fingerprint,
+                "detail": e.detail,
             }
             for key, e in sorted(memory.errors.items())
         },
@@ -217,6 +225,7 @@ def from_dict(data: Any) -> Memory:
                 not_before=float(e["not_before"]),
                 message=str(e["message"]),
                 permanent_fingerprint=e.get("permanent_fingerprint"),
+                detail=str(e.get("detail", "")),
             )
             for key, e in data.get("errors", {}).items()
         }

@@ -14,8 +14,9 @@ Rules (each action carries a human reason; reasons are shown, never used to deci
 - A QR whose name is not in the file is *unmanaged*: reported, never touched, unless
   ``settings.prune`` is on and it carries our label.
 - Nothing is created or deleted in a zone the observation could not see.
-- On an ACTIVE QR whose node is READY: setup steps (``~ bootstrap``, ``~ tailscale``,
-  ``~ tmux``) once per node instance and setup generation, and notices.
+- On an ACTIVE QR whose node is READY: setup steps (``~ bootstrap``, ``~ tailscale``) once
+  per node instance and setup generation; ``~ tmux`` whenever the slot's window is missing
+  from the tmux inventory; and notices.
 - An action whose key is backing off is *deferred*; one whose last permanent error happened
   under the same fingerprint (same intent, same world) is *blocked*. Both are reported.
 
@@ -216,8 +217,16 @@ def _dead_reason(qr: QueuedResource) -> str:
 
 
 class _Planner:
-    def __init__(self, desired: Desired, observed: Observation, memory: Memory, now: float):
+    def __init__(
+        self,
+        desired: Desired,
+        observed: Observation,
+        memory: Memory,
+        now: float,
+        windows: Collection[str] | None = None,
+    ):
         self.desired, self.observed, self.memory, self.now = desired, observed, memory, now
+        self.windows = frozenset(windows) if windows is not None else None
         self.actions: list[Action] = []
         self.deferred: list[Held] = []
         self.blocked: list[Held] = []
@@ -311,7 +320,7 @@ class _Planner:
                 )
             )
             break  # tailscale waits for bootstrap: scripts may install it
-        if setup.tmux and not self.memory.setup_done(spec.name, Kind.TMUX.value, instance, 0):
+        if setup.tmux and self.window_missing(spec, instance):
             self.propose(
                 Action(
                     Kind.TMUX,
@@ -322,6 +331,13 @@ class _Planner:
                     state="ACTIVE",
                 )
             )
+
+    def window_missing(self, spec: SlotSpec, instance: str) -> bool:
+        """Level-triggered when the tmux inventory is known (a window closed by hand comes
+        back, as the old tool's sync did); else once per node instance, from memory."""
+        if self.windows is not None:
+            return f"tpu-{self.desired.zone_code(spec.zone)}:{spec.name}" not in self.windows
+        return not self.memory.setup_done(spec.name, Kind.TMUX.value, instance, 0)
 
     def notice(self, spec: SlotSpec, instance: str, event: str, text: Callable[[], str]) -> None:
         key = f"{instance}:{event}"
@@ -385,15 +401,17 @@ def plan(
     observed: Observation,
     memory: Memory | None = None,
     now: float = 0.0,
+    tmux_windows: Collection[str] | None = None,
 ) -> Plan:
-    """Decide what to do. ``desired`` None (no valid intent yet) plans nothing at all."""
+    """Decide what to do. ``desired`` None (no valid intent yet) plans nothing at all.
+    ``tmux_windows``: the ``session:window`` targets that exist, None when unknown."""
     memory = memory or Memory()
     if desired is None:
         return Plan(
             unmanaged=observed.queued_resources,
             warnings=("no valid desired state: nothing will be created or deleted",),
         )
-    p = _Planner(desired, observed, memory, now)
+    p = _Planner(desired, observed, memory, now, tmux_windows)
     races = tuple(p.race(g) for g in desired.race_groups)
     for spec in desired.slots:
         if spec.race_group is None:

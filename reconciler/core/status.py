@@ -154,7 +154,10 @@ def build_status(
             k: memory.error(f"{spec.zone}/{spec.name}:{k}")
             for k in ("bootstrap", "tailscale", "tmux")
         }
-        detail = next((e.message for e in setup_errors.values() if e is not None), None)
+        failing = next((e for e in setup_errors.values() if e is not None), None)
+        detail = failing.message if failing else None
+        if failing and failing.detail:
+            detail = f"{detail}\n{failing.detail}"
         target = f"tpu-{desired.zone_code(spec.zone) if desired else zone_code(spec.zone)}"
         target = f"{target}:{spec.name}"
         row.update(

@@ -180,13 +180,14 @@ class Controller:
         self._observe_failures = 0
         self._observed_at = now
         self._note_transitions(observation)
+        windows, orphans = await self._tmux_inventory(desired, observation)
         self.memory = mem.observe(self.memory, desired, observation, now)
-        decided = plan(desired, observation, self.memory, now)
+        decided = plan(desired, observation, self.memory, now, windows)
         result = PassResult(desired, observation, decided)
         result.dispatched = self._dispatch(desired, observation, decided)
         self._send_notices(desired, decided)
         self._last = result
-        await self._write_snapshot_with_tmux(result, errors)
+        self._write_snapshot(result, errors, list(windows or ()), orphans)
         self._save_memory()
         return result
 
@@ -252,6 +253,7 @@ class Controller:
                 permanent=permanent,
                 fingerprint=action.fingerprint,
                 delay_hint=delay,
+                detail=str(getattr(e, "log_tail", "") or ""),
             )
             self.events.emit(
                 "action.failed",
@@ -335,26 +337,31 @@ class Controller:
         try:
             await self.setup.notify(settings, notice)
             self.events.emit("notify.sent", slot=notice.slot, event=notice.event)
+        except asyncio.CancelledError:
+            # Stopped before it went out: the next controller sends it (at least once).
+            self.memory = mem.forget_notice(self.memory, notice.key)
+            raise
         except Exception as e:  # notices never stop the loop
             self.events.emit("notify.failed", slot=notice.slot, event=notice.event, error=str(e))
         finally:
             self.in_flight.pop(f"notify:{notice.key}", None)
 
     # -- snapshot ----------------------------------------------------------------------------
-    async def _write_snapshot_with_tmux(self, result: PassResult, errors: tuple[str, ...]) -> None:
-        windows: list[str] = []
-        orphans: list[str] = []
-        desired = result.desired
-        wants_tmux = desired is not None and any(s.setup.tmux for s in desired.slots)
-        if self.setup is not None and desired is not None and result.observation and wants_tmux:
-            active = {
-                q.name for q in result.observation.queued_resources if q.state.value == "ACTIVE"
-            }
-            try:
-                windows, orphans = await self.setup.tmux_inventory(desired.settings, active)
-            except Exception as e:  # tmux missing or dead: status says so, loop goes on
-                log.debug("tmux inventory failed: %s", e)
-        self._write_snapshot(result, errors, windows, orphans)
+    async def _tmux_inventory(
+        self, desired: Desired, observation: Observation
+    ) -> tuple[list[str] | None, list[str]]:
+        """Windows that exist (None when unknown) and orphans, read before planning."""
+        ever_opened = any("tmux" in m.setup for m in self.memory.slots.values())
+        wanted = any(s.setup.tmux for s in desired.slots)
+        if self.setup is None or not (wanted or ever_opened or desired.settings.tmux_socket):
+            return None, []
+        active = {q.name for q in observation.queued_resources if q.state.value == "ACTIVE"}
+        try:
+            windows, orphans = await self.setup.tmux_inventory(desired.settings, active)
+        except Exception as e:  # tmux missing or dead: plan from memory, status says so
+            log.debug("tmux inventory failed: %s", e)
+            return None, []
+        return windows, orphans
 
     def _write_snapshot(
         self,
@@ -446,13 +453,18 @@ class Controller:
                     write_json(self.state.status, doc)
 
     async def drain(self, timeout: float = 10.0) -> None:
-        """Let in-flight cloud calls finish (they are short); cancel long setup steps."""
+        """Let in-flight cloud calls and notices finish (they are short); cancel long setup
+        steps, and whatever is still running after ``timeout``."""
         for key, task in list(self.in_flight.items()):
-            if not key.endswith(":cloud"):
+            if not (key.endswith(":cloud") or key.startswith("notify:")):
                 task.cancel()
         tasks = list(self.in_flight.values())
         if tasks:
-            await asyncio.wait(tasks, timeout=timeout)
+            _, pending = await asyncio.wait(tasks, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5.0)
         if self._cloud is not None:
             await self._cloud.aclose()
             self._cloud = None

@@ -6,6 +6,7 @@ May not: edit desired.yaml or touch anything but the windows named after the slo
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Final
 
@@ -39,3 +40,27 @@ async def close_window(store: IntentStore, name: str) -> list[str]:
     async with TmuxMirror(tmux_socket(store)) as mirror:
         closed = await mirror.close(name)
     return [w.target for w in closed]
+
+
+async def stays_open_notes(store: IntentStore, name: str) -> list[str]:
+    """Warnings that releasing ``name`` leaves its tmux windows open (design: deleting a TPU
+    leaves its window and warns). Asks the tmux server; the controller's last snapshot
+    answers when tmux cannot."""
+    targets: list[str] = []
+    try:
+        from reconciler.adapters.tmux import TmuxMirror
+
+        async with TmuxMirror(tmux_socket(store)) as mirror:
+            targets = [w.target for w in await mirror.windows_for(name)]
+    except (ImportError, ReconcilerError):
+        try:
+            doc = json.loads(store.state.status.read_bytes())
+            windows = doc.get("tmux", {}).get("windows", [])
+        except (OSError, ValueError, AttributeError):
+            windows = []
+        targets = [t for t in windows if isinstance(t, str) and t.rsplit(":", 1)[-1] == name]
+    return [
+        f"tmux window {target} stays open (close it with tmux_close / "
+        f"`tpu-reconciler tmux close {name}`)"
+        for target in targets
+    ]

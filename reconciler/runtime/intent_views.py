@@ -30,7 +30,6 @@ from reconciler.runtime.intent import EditResult, IntentStore
 
 SCHEMA: Final = "tpu-reconciler.mcp.v1"
 STATUS_SCHEMA: Final = "tpu-reconciler.status.v1"
-WON: Final = frozenset({"PROVISIONING", "ACTIVE"})
 _TAIL_BYTES: Final = 4 * 1024 * 1024
 
 
@@ -311,7 +310,7 @@ def _row_check(result: EditResult, desired: Desired | None) -> Callable[[dict[st
     if result.kind in ("hold", "hold_many") or (
         result.kind == "add_slot" and args.get("want", "held") == "held"
     ):
-        return lambda row: row.get("state") in WON
+        return lambda row: row.get("state") == "ACTIVE"
     if result.kind in ("release", "add_slot"):
         return lambda row: row.get("state") == "NOT_QUEUED"
     if result.kind == "remove_slot":
@@ -339,7 +338,7 @@ def target_reached(
 ) -> tuple[bool, list[dict[str, Any]]]:
     """Whether ``snap`` shows what ``result``'s edit asked for, and the rows it looked at.
 
-    hold / add_slot(held): each slot PROVISIONING or ACTIVE (capacity won). release /
+    hold / add_slot(held): each slot ACTIVE (the TPU is usable). release /
     add_slot(released): NOT_QUEUED. remove_slot: shown as unmanaged (or gone). race: the group
     has ``count`` winners. setup: the flags turned on are ``done`` for the new generation (tmux:
     its window is open). tmux_all: every ACTIVE slot that wants tmux has its window. set_poll:

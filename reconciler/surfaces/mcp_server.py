@@ -31,7 +31,7 @@ from reconciler.errors import ReconcilerError
 from reconciler.runtime import intent_views as views
 from reconciler.runtime.intent import Edit, IntentStore
 from reconciler.runtime.intent_edits import NeedsConfirmation
-from reconciler.runtime.intent_tmux import REOPEN_NOTE, close_window
+from reconciler.runtime.intent_tmux import REOPEN_NOTE, close_window, stays_open_notes
 
 T = TypeVar("T")
 log = logging.getLogger("reconciler.mcp")
@@ -140,7 +140,7 @@ def build_server(store: IntentStore) -> MCPServer:
     def queue_slot(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
         """Hold a slot (want: held): the controller queues it and keeps it. A race candidate
         leaves its group (the group keeps racing for its other winners). wait_seconds: wait
-        until it is PROVISIONING or ACTIVE."""
+        until it is ACTIVE."""
         return edit("hold", operation_id, wait_seconds, name=name)
 
     @server.tool(annotations=EDIT)
@@ -185,6 +185,8 @@ def build_server(store: IntentStore) -> MCPServer:
         )
         if close_tmux:
             out["tmux_closed"] = await _close_window(store, name)
+        else:
+            out.setdefault("notes", []).extend(await stays_open_notes(store, name))
         return out
 
     @server.tool(annotations=EDIT)

@@ -99,12 +99,6 @@ async def test_cancel_slot_leaves_the_window_unless_asked_to_close_it(
     assert {s.name: s.want for s in slots} == {"a-1": "released", "b-1": "released"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cancel_slot(close_tmux=false) says nothing about the slot's tmux window staying "
-    "open (design.md §1: 'deleting a TPU leaves its window and warns'); "
-    "reconciler/surfaces/mcp_server.py cancel_slot adds no warning",
-)
 async def test_cancel_slot_without_close_tmux_warns_that_the_window_stays(
     windows: libtmux.Server, tmp: Path
 ) -> None:

@@ -157,11 +157,6 @@ async def test_failing_worker_is_reported_and_retried_after_backoff(
     assert "alpha" not in json.dumps(world.memory()["errors"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="status.json carries only SetupFailed.message; the worker's log tail "
-    "(SetupFailed.log_tail) is dropped by Controller._run / memory.record_failure",
-)
 async def test_status_shows_the_failing_workers_log_tail(
     setup_world: Callable[[int], SetupWorld],
 ) -> None:

@@ -104,11 +104,6 @@ async def test_window_opens_once_active_and_is_never_killed(
     assert world.snapshot()["tmux"] == {"windows": [TARGET], "orphans": [TARGET]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Controller._write_snapshot_with_tmux lists tmux only while some slot in the file "
-    "has setup.tmux on: once the slot is gone from the file its window vanishes from status",
-)
 async def test_orphan_of_a_slot_removed_from_the_file_is_still_reported(
     setup_world: Callable[[int], SetupWorld], tmux_server: libtmux.Server, tmux_socket: str
 ) -> None:

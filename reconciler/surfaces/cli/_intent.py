@@ -123,9 +123,7 @@ def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
             if not _ask(f"{e.message.split(';')[0]}. Go ahead?"):
                 _err("nothing changed")
                 return EX_CONFIRM
-            result = store.apply(
-                edit, source="cli", operation_id=args.operation_id, confirmed=True
-            )
+            result = store.apply(edit, source="cli", operation_id=args.operation_id, confirmed=True)
     except EditConflict as e:
         _err(str(e))
         return EX_TEMPFAIL
@@ -135,6 +133,13 @@ def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
     _print(args, result)
     if getattr(args, "close_tmux", False):
         return _close_tmux(args, store)
+    if kind == "release" and not args.quiet and not args.json:
+        import asyncio
+
+        from reconciler.runtime.intent_tmux import stays_open_notes
+
+        for note in asyncio.run(stays_open_notes(store, args.slot)):
+            print(f"note: {note}")
     return 0
 
 
