@@ -188,6 +188,7 @@ class SyncReport:
 
     created: tuple[str, ...] = ()
     existing: tuple[str, ...] = ()
+    respawned: tuple[str, ...] = ()  # dead windows of an older node, restarted for this one
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +321,7 @@ class TmuxMirror:
         present = {w.target for w in self._listing()} if alive else set()
         missing = [w for w in unique if w.target not in present]
         existing = tuple(w.target for w in unique if w.target in present)
+        respawned = tuple(w.target for w in unique if w.target in present and self._respawn(w))
         created: list[str] = []
         if missing and not alive:
             first = missing.pop(0)
@@ -330,7 +332,27 @@ class TmuxMirror:
         for w in missing:
             self._create(w)
             created.append(w.target)
-        return SyncReport(created=tuple(created), existing=existing)
+        return SyncReport(created=tuple(created), existing=existing, respawned=respawned)
+
+    def _respawn(self, w: WantedWindow) -> bool:
+        """Restart a window whose every pane is dead *and* was started for another command
+        (an earlier node instance: another address or host-key alias). A window the user
+        exited on the current node stays as it is, and tmux itself refuses to respawn a live
+        pane, so this never ends a running session."""
+        mine = [t for t in self._listing() if t.target == w.target]
+        if not mine or not all(t.dead for t in mine):
+            return False
+        proc = self._server.cmd(
+            "display-message", "-p", "-t", mine[0].window_id, "#{pane_start_command}"
+        )
+        started = (proc.stdout or [""])[0].strip()
+        if started.startswith('"') and started.endswith('"'):
+            started = started[1:-1]
+        if started == w.command:
+            return False
+        env_flags = [f"-e{k}={v}" for k, v in w.environment.items()]
+        result = self._server.cmd("respawn-pane", "-t", mine[0].window_id, *env_flags, w.command)
+        return result.returncode == 0
 
     def _start_server_with(self, w: WantedWindow) -> None:
         """Start the server, set remain-on-exit and create the first window in one tmux run,

@@ -333,11 +333,14 @@ class _Planner:
             )
 
     def window_missing(self, spec: SlotSpec, instance: str) -> bool:
-        """Level-triggered when the tmux inventory is known (a window closed by hand comes
-        back, as the old tool's sync did); else once per node instance, from memory."""
+        """Once per node instance (so a re-created node gets its dead window respawned), and
+        level-triggered when the tmux inventory is known: a window closed by hand comes back,
+        as the old tool's sync did."""
+        if not self.memory.setup_done(spec.name, Kind.TMUX.value, instance, 0):
+            return True
         if self.windows is not None:
             return f"tpu-{self.desired.zone_code(spec.zone)}:{spec.name}" not in self.windows
-        return not self.memory.setup_done(spec.name, Kind.TMUX.value, instance, 0)
+        return False
 
     def notice(self, spec: SlotSpec, instance: str, event: str, text: Callable[[], str]) -> None:
         key = f"{instance}:{event}"

@@ -219,3 +219,31 @@ async def test_closed_mirror_refuses_work(tmux_socket: str) -> None:
     await mirror.aclose()
     with pytest.raises(SetupFailed, match="closed"):
         await mirror.inventory(None)
+
+
+def start_command(server: libtmux.Server, target: str) -> str:
+    proc = server.cmd("display-message", "-p", "-t", target, "#{pane_start_command}")
+    return (proc.stdout or [""])[0].strip().strip('"')
+
+
+async def test_dead_window_of_an_older_node_is_respawned_for_the_new_one(
+    tmux_mirror: TmuxMirror, tmux_server: libtmux.Server
+) -> None:
+    old = want("tpu-usc2b", "alpha", ("true", "old-node"))
+    await tmux_mirror.sync([old])
+    assert await wait_dead(tmux_server, "tpu-usc2b:alpha")
+    ids = window_ids(tmux_server)
+
+    same = await tmux_mirror.sync([old])  # the user exited on the current node: left alone
+    assert same.respawned == () and start_command(tmux_server, "tpu-usc2b:alpha") == old.command
+
+    new = want("tpu-usc2b", "alpha", ("sleep", "600"))
+    report = await tmux_mirror.sync([new])
+    assert report.respawned == ("tpu-usc2b:alpha",) and report.created == ()
+    assert window_ids(tmux_server) == ids  # the same window, restarted in place
+    assert start_command(tmux_server, "tpu-usc2b:alpha") == new.command
+
+    other = want("tpu-usc2b", "alpha", ("sleep", "601"))
+    live = await tmux_mirror.sync([other])  # a live window is never restarted
+    assert live.respawned == ()
+    assert start_command(tmux_server, "tpu-usc2b:alpha") == new.command
