@@ -44,29 +44,7 @@ SECTIONS: Final[tuple[tuple[type[BaseModel], str], ...]] = (
 )
 
 #: Descriptions for fields the model does not describe yet (move them into the model).
-FALLBACK: Final[dict[tuple[str, str], str]] = {
-    ("DesiredFile", "project"): "GCP project that owns the TPUs (required).",
-    ("DesiredFile", "settings"): "How the controller works; see settings.",
-    ("DesiredFile", "defaults"): "Defaults for slots and generators; see defaults.",
-    ("DesiredFile", "slots"): "TPUs you may want, each a queued resource and node of that name.",
-    ("DesiredFile", "race_groups"): "Candidate slots raced until `count` of them win.",
-    ("DesiredFile", "generate"): "Zones x accelerator counts that expand into named slots.",
-    ("SlotModel", "name"): "Slot name = queued resource id = node id.",
-    ("SlotModel", "zone"): "Zone to queue in.",
-    ("SlotModel", "accelerator"): "Accelerator type as gcloud spells it: v4-8, v6e-64.",
-    ("SlotModel", "mode"): "spot, on-demand or reserved; else defaults.mode.",
-    ("SlotModel", "runtime_version"): "Runtime version; else settings.runtime_versions by family.",
-    ("SlotModel", "setup"): "Setup flags for this slot, each overriding defaults.setup.",
-    ("RaceGroupModel", "name"): "Race group name.",
-    ("RaceGroupModel", "slots"): "Candidate slot names (defined in slots or generated).",
-    ("GeneratorModel", "mode"): "Mode of the generated slots; else defaults.mode.",
-    ("GeneratorModel", "zones"): "Zones to generate slots in.",
-    ("GeneratorModel", "accelerators"): "How many slots of each type per zone.",
-    ("GeneratorModel", "want"): "held or released for generated slots not in a race group.",
-    ("GeneratorModel", "runtime_version"): "As on slots.",
-    ("GeneratorModel", "valid_until"): "As on slots.",
-    ("GeneratorModel", "setup"): "As on slots.",
-}
+FALLBACK: Final[dict[tuple[str, str], str]] = {}
 
 GLOSSARY: Final[dict[str, str]] = {
     "ProjectId": "a GCP project id: 6-30 lowercase letters, digits and hyphens, starting with a "

@@ -163,39 +163,63 @@ class Defaults(_Model):
 
 
 class SlotModel(_Model):
-    name: SlotName
-    zone: ZoneName
-    accelerator: Accelerator
-    mode: Mode | None = None
-    runtime_version: RuntimeVersion | None = None
+    name: SlotName = Field(description="Slot name = queued resource id = node id.")
+    zone: ZoneName = Field(description="Zone to queue in.")
+    accelerator: Accelerator = Field(
+        description="Accelerator type as gcloud spells it: v4-8, v6e-64."
+    )
+    mode: Mode | None = Field(None, description="spot, on-demand or reserved; else defaults.mode.")
+    runtime_version: RuntimeVersion | None = Field(
+        None, description="Runtime version; else settings.runtime_versions by family."
+    )
     valid_until: Seconds | None = Field(None, description="Queueing window, e.g. 6h.")
     want: Want | None = Field(None, description="held or released; omit inside race groups.")
-    setup: Setup | None = None
+    setup: Setup | None = Field(
+        None, description="Setup flags for this slot, each overriding defaults.setup."
+    )
 
 
 class RaceGroupModel(_Model):
-    name: SlotName
+    name: SlotName = Field(description="Race group name.")
     count: int = Field(1, ge=0, le=1000, description="Winners wanted; 0 releases every candidate.")
-    slots: list[SlotName] = Field(min_length=1)
+    slots: list[SlotName] = Field(
+        min_length=1, description="Candidate slot names (defined in slots or generated)."
+    )
 
 
 class GeneratorModel(_Model):
-    mode: Mode | None = None
-    zones: list[ZoneName] = Field(min_length=1)
-    accelerators: dict[Accelerator, Annotated[int, Field(ge=1, le=256)]] = Field(min_length=1)
-    want: Want | None = None
-    runtime_version: RuntimeVersion | None = None
-    valid_until: Seconds | None = None
-    setup: Setup | None = None
+    mode: Mode | None = Field(None, description="Mode of the generated slots; else defaults.mode.")
+    zones: list[ZoneName] = Field(min_length=1, description="Zones to generate slots in.")
+    accelerators: dict[Accelerator, Annotated[int, Field(ge=1, le=256)]] = Field(
+        min_length=1, description="How many slots of each type per zone."
+    )
+    want: Want | None = Field(
+        None, description="held or released for generated slots not in a race group."
+    )
+    runtime_version: RuntimeVersion | None = Field(None, description="As on slots.")
+    valid_until: Seconds | None = Field(None, description="As on slots.")
+    setup: Setup | None = Field(None, description="As on slots.")
 
 
 class DesiredFile(_Model):
-    project: ProjectId
-    settings: Settings = Field(default_factory=Settings)
-    defaults: Defaults = Field(default_factory=Defaults)
-    slots: list[SlotModel] = Field(default_factory=list)
-    race_groups: list[RaceGroupModel] = Field(default_factory=list)
-    generate: list[GeneratorModel] = Field(default_factory=list)
+    project: ProjectId = Field(description="GCP project that owns the TPUs (required).")
+    settings: Settings = Field(
+        default_factory=Settings, description="How the controller works; see settings."
+    )
+    defaults: Defaults = Field(
+        default_factory=Defaults, description="Defaults for slots and generators; see defaults."
+    )
+    slots: list[SlotModel] = Field(
+        default_factory=list,
+        description="TPUs you may want, each a queued resource and node of that name.",
+    )
+    race_groups: list[RaceGroupModel] = Field(
+        default_factory=list, description="Candidate slots raced until `count` of them win."
+    )
+    generate: list[GeneratorModel] = Field(
+        default_factory=list,
+        description="Zones x accelerator counts that expand into named slots.",
+    )
 
 
 # --- resolved intent -------------------------------------------------------------------------

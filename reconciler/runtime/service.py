@@ -32,9 +32,8 @@ from pathlib import Path
 from typing import Final, Literal
 
 from reconciler.adapters.files import atomic_write
+from reconciler.exitcodes import EX_CONFIG, EX_USAGE
 
-EX_USAGE: Final = 2  # argparse's exit code for a bad command line
-EX_CONFIG: Final = 78  # sysexits.h: a configuration error that retrying cannot fix
 RESTART_SEC: Final = 15
 START_LIMIT_INTERVAL: Final = 900
 START_LIMIT_BURST: Final = 5

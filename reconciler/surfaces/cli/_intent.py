@@ -15,10 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from reconciler.exitcodes import EX_CONFIRM, EX_REFUSED, EX_TEMPFAIL
+
 _HERE: Final = "reconciler.surfaces.cli._intent"
-EX_REFUSED: Final = 1
-EX_CONFIRM: Final = 2
-EX_TEMPFAIL: Final = 75
 
 
 def _edit_parser(sub: Any, name: str, help: str, func: str) -> argparse.ArgumentParser:

@@ -285,11 +285,17 @@ def run_cmd(args: argparse.Namespace) -> int:
     import signal
 
     from reconciler.errors import ControllerAlreadyRunning
+    from reconciler.exitcodes import EX_CONFIG, EX_TEMPFAIL
     from reconciler.runtime.lock import ControllerLock
 
     setup_logging(args)
     try:
-        with ControllerLock(state_dir(args).ensure()):
+        state = state_dir(args).ensure()
+    except OSError as e:
+        _err(f"cannot use the state directory: {e}")
+        return EX_CONFIG
+    try:
+        with ControllerLock(state):
             controller = build_controller(args, allow_destructive=True)
 
             async def main() -> None:
@@ -308,7 +314,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             asyncio.run(main())
     except ControllerAlreadyRunning as e:
         _err(str(e))
-        return 1
+        return EX_TEMPFAIL
     return 0
 
 

@@ -1,0 +1,20 @@
+"""Exit codes of the ``tpu-reconciler`` commands, in one place (values from sysexits.h).
+Shared by the CLI that returns them and the systemd unit that reacts to them.
+
+    0   success                          1   refused / failed (a plan error, a failed action)
+    2   usage error, or a confirmation   75  temporary: try again (another controller runs,
+        that nobody gave                     a concurrent edit kept conflicting)
+    78  configuration that retrying cannot fix (an unusable state directory)
+
+``plan --detailed-exitcode`` uses 2 for "there are changes", as Terraform does. The systemd
+unit never restarts on 2 or 78 (``RestartPreventExitStatus``).
+"""
+
+from typing import Final
+
+EX_OK: Final = 0
+EX_REFUSED: Final = 1
+EX_USAGE: Final = 2
+EX_CONFIRM: Final = 2
+EX_TEMPFAIL: Final = 75
+EX_CONFIG: Final = 78
