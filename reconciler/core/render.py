@@ -44,7 +44,8 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _age(stamp: str | None, now: float) -> str:
+def age(stamp: str | None, now: float) -> str:
+    """How long ago an ISO-8601 ``stamp`` was, compactly (``3m``); empty when unknown."""
     if not stamp:
         return ""
     try:
@@ -83,7 +84,7 @@ def status_rows(doc: dict[str, Any], now: float) -> list[tuple[str, ...]]:
                 str(s.get("accelerator") or ""),
                 str(s.get("want") or "-"),
                 str(s.get("state", "")),
-                _age(s.get("state_since"), now),
+                age(s.get("state_since"), now),
                 str(s.get("node_state") or ""),
                 ip_text,
                 str(s.get("race_group") or ""),
@@ -110,8 +111,8 @@ def format_status(doc: dict[str, Any], now: float) -> str:
         + ("(valid)" if desired.get("valid") else "(INVALID — last valid intent in force)"),
         "controller: "
         + (f"running (pid {ctl.get('pid')})" if ctl.get("running") else "not running"),
-        f"snapshot: {_age(doc.get('generated_at'), now) or '?'} old, observed "
-        f"{_age(doc.get('observed_at'), now) + ' ago' if doc.get('observed_at') else 'never'}"
+        f"snapshot: {age(doc.get('generated_at'), now) or '?'} old, observed "
+        f"{age(doc.get('observed_at'), now) + ' ago' if doc.get('observed_at') else 'never'}"
         f" via {doc.get('backend')}",
     ]
     for err in desired.get("errors") or []:

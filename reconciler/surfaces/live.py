@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from reconciler.core.render import age
+
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
@@ -50,18 +52,6 @@ def columns_for(width: int) -> Sequence[str]:
     return next(cols for least, cols in LAYOUTS if width >= least)
 
 
-def _age(stamp: Any, now: float) -> str:
-    from datetime import datetime
-
-    from reconciler.model.durations import format_duration
-
-    try:
-        then = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return ""
-    return format_duration(now - then) if stamp else ""
-
-
 def _head(doc: dict[str, Any], now: float, interval: float) -> list[tuple[str, str]]:
     """(text, style) lines above the table."""
     desired = doc.get("desired") or {}
@@ -80,8 +70,8 @@ def _head(doc: dict[str, Any], now: float, interval: float) -> list[tuple[str, s
             "" if ctl.get("running") else "bold red",
         ),
         (
-            f"snapshot: {_age(doc.get('generated_at'), now) or '?'} old, observed "
-            f"{_age(observed, now) + ' ago' if observed else 'never'} via {doc.get('backend')}"
+            f"snapshot: {age(doc.get('generated_at'), now) or '?'} old, observed "
+            f"{age(observed, now) + ' ago' if observed else 'never'} via {doc.get('backend')}"
             f"   (every {interval:g}s, Ctrl-C quits)",
             "dim",
         ),
