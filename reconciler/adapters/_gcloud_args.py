@@ -9,7 +9,6 @@ appends the flags common to every call).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Final, Literal
 
@@ -22,10 +21,7 @@ VM: Final = ("compute", "tpus", "tpu-vm")
 ALL_ZONES: Final = "-"
 
 # Label keys and values as GCP accepts them, ASCII only; keys start with a letter.
-_LABEL_KEY_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_LABEL_VALUE_RE: Final = re.compile(r"^[a-z0-9_-]{0,63}$")
 # "", "namespace/" or "namespace/key".
-_QUERY_PATH_RE: Final = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/(?:[A-Za-z0-9_.-]+)?)?$")
 _MODE_FLAGS: Final[Mapping[str, tuple[str, ...]]] = {
     "spot": ("--spot",),
     "reserved": ("--reserved",),
@@ -33,13 +29,9 @@ _MODE_FLAGS: Final[Mapping[str, tuple[str, ...]]] = {
 }
 
 
-def check_labels(labels: Mapping[str, str]) -> str:
+def labels_arg(labels: Mapping[str, str]) -> str:
     """``k=v,k2=v2`` for ``--labels=``; raises UnsafeName on a key or value GCP would refuse."""
-    for key, value in labels.items():
-        if not isinstance(key, str) or not _LABEL_KEY_RE.fullmatch(key):
-            raise UnsafeName(f"invalid label key {key!r}: lowercase letters, digits, _ and -")
-        if not isinstance(value, str) or not _LABEL_VALUE_RE.fullmatch(value):
-            raise UnsafeName(f"invalid label value {value!r}: lowercase letters, digits, _ and -")
+    names.check_labels(labels)
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
@@ -77,7 +69,7 @@ def create_args(request: CreateRequest) -> list[str]:
             raise UnsafeName(f"invalid valid_until_seconds {seconds!r}: a positive integer")
         args.append(f"--valid-until-duration={seconds}s")
     if request.labels:
-        args.append(f"--labels={check_labels(request.labels)}")
+        args.append(f"--labels={labels_arg(request.labels)}")
     args.append("--async")
     return args
 
@@ -97,7 +89,5 @@ def describe_args(zone: str, name: str) -> list[str]:
 def guest_attributes_args(zone: str, node: str, query_path: str | None) -> list[str]:
     args = [*VM, "get-guest-attributes", names.check_name(node), f"--zone={names.check_zone(zone)}"]
     if query_path:
-        if not _QUERY_PATH_RE.fullmatch(query_path):
-            raise UnsafeName(f"invalid query path {query_path!r}: expected namespace/ or ns/key")
-        args.append(f"--query-path={query_path}")
+        args.append(f"--query-path={names.check_query_path(query_path)}")
     return args

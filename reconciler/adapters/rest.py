@@ -26,7 +26,6 @@ import ipaddress
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Awaitable, Collection, Mapping
 from typing import Any, Final, TypeVar
@@ -34,7 +33,6 @@ from typing import Any, Final, TypeVar
 import httpx
 
 from reconciler import __version__
-from reconciler.adapters._gcloud_args import check_labels
 from reconciler.adapters.auth import TokenProvider, token_provider_from_env
 from reconciler.adapters.cloud import Outcome
 from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation, check, classify_body
@@ -42,9 +40,11 @@ from reconciler.errors import PermanentCloudError, TransientCloudError, UnsafeNa
 from reconciler.model.names import (
     ZONE_RE,
     check_accelerator,
+    check_labels,
     check_name,
     check_network,
     check_project,
+    check_query_path,
     check_runtime_version,
     check_zone,
 )
@@ -63,7 +63,6 @@ ENDPOINT_ENV: Final = "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"
 #: A list longer than this many pages is treated as a broken server, not read forever.
 MAX_PAGES: Final = 1000
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain"})
-_QUERY_PATH_RE: Final = re.compile(r"^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]*)*$")
 _MODES: Final = frozenset({"spot", "on-demand", "reserved"})
 #: What the model's parsers raise on JSON of the wrong shape (ValueError by contract; the
 #: others when a nested field has the wrong type): all mean "malformed", none may crash us.
@@ -177,9 +176,7 @@ class RestCloud:
         url = f"{self._base}{check_zone(zone)}/nodes/{check_name(node)}:getGuestAttributes"
         body: dict[str, Any] = {}
         if query_path:
-            if not _QUERY_PATH_RE.fullmatch(query_path) or len(query_path) > 256:
-                raise UnsafeName(f"invalid guest attribute query path {query_path!r}")
-            body["queryPath"] = query_path
+            body["queryPath"] = check_query_path(query_path)
         answer = await self._call(Operation.OTHER, "POST", url, body=body)
         if isinstance(answer, Outcome):  # pragma: no cover - OTHER never yields ALREADY
             return []

@@ -8,6 +8,7 @@ option) and never contains shell, tmux-target or path metacharacters.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Final
 
 from reconciler.errors import UnsafeName
@@ -28,6 +29,11 @@ NETWORK_RE: Final = re.compile(r"^[a-z0-9][-a-z0-9_/.]{0,254}$")
 # POSIX-ish user names for SSH (OS Login names look like alice_example_com).
 USER_RE: Final = re.compile(r"^[a-z_][a-z0-9_.-]{0,63}$")
 ZONE_CODE_RE: Final = re.compile(r"^[a-z0-9]{1,16}$")
+# GCP labels: keys start with a letter; both at most 63 of [a-z0-9_-].
+LABEL_KEY_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+LABEL_VALUE_RE: Final = re.compile(r"^[a-z0-9_-]{0,63}$")
+# Guest-attribute query paths: "namespace/" or "namespace/key".
+QUERY_PATH_RE: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}/(?:[A-Za-z0-9_.-]{1,127})?$")
 
 
 def _check(kind: str, value: object, pattern: re.Pattern[str], rule: str) -> str:
@@ -75,6 +81,27 @@ def check_user(value: object) -> str:
 
 def check_zone_code(value: object) -> str:
     return _check("zone code", value, ZONE_CODE_RE, "expected 1-16 lowercase letters or digits")
+
+
+def check_labels(labels: Mapping[str, str]) -> Mapping[str, str]:
+    """Labels GCP would accept; UnsafeName names the first key or value it would refuse."""
+    for key, value in labels.items():
+        _check(
+            "label key",
+            key,
+            LABEL_KEY_RE,
+            "lowercase letters, digits, _ and -, starting with a letter, at most 63",
+        )
+        _check(
+            "label value", value, LABEL_VALUE_RE, "lowercase letters, digits, _ and -, at most 63"
+        )
+    return labels
+
+
+def check_query_path(value: object) -> str:
+    return _check(
+        "guest attribute query path", value, QUERY_PATH_RE, "expected namespace/ or namespace/key"
+    )
 
 
 def accelerator_family(accelerator: str) -> str:

@@ -188,3 +188,27 @@ def test_host_key_alias_is_per_instance_and_worker() -> None:
 def test_host_key_alias_refuses_an_unsafe_node_name() -> None:
     with pytest.raises(UnsafeName):
         names.host_key_alias("-oProxyCommand=x@1", 0)
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [{"Managed-By": "x"}, {"1key": "v"}, {"k": "Has Space"}, {"k": "a" * 64}, {"k": "--x;rm"}],
+)
+def test_labels_gcp_would_refuse_never_reach_a_backend(labels: dict[str, str]) -> None:
+    with pytest.raises(UnsafeName):
+        names.check_labels(labels)
+
+
+def test_our_own_label_is_valid() -> None:
+    assert names.check_labels({"managed-by": "tpu-reconciler"}) == {"managed-by": "tpu-reconciler"}
+
+
+@pytest.mark.parametrize("path", ["", "/", "-ns/", "ns", "ns/key/extra", "ns/$(id)"])
+def test_bad_guest_attribute_query_paths_are_refused(path: str) -> None:
+    with pytest.raises(UnsafeName):
+        names.check_query_path(path)
+
+
+@pytest.mark.parametrize("path", ["guestInventory/", "guestInventory/ShortName"])
+def test_good_guest_attribute_query_paths_pass(path: str) -> None:
+    assert names.check_query_path(path) == path
