@@ -376,7 +376,8 @@ def api_pages(draw: st.DrawFn, field: str, items: list[dict[str, Any]]) -> list[
         return [(status, "<html><body><h1>Error</h1>Service unavailable</body></html>")]
     if kind == "wrong-shape":
         return [(200, json.dumps(draw(values), default=str))]
-    mutated = [_mutate_item(draw, i) for i in items]
+    hit = set(draw(st.lists(st.integers(0, max(0, len(items) - 1)), max_size=2)))
+    mutated = [_mutate_item(draw, item) if i in hit else item for i, item in enumerate(items)]
     body: dict[str, Any] = {field: mutated}
     if kind == "unreachable":
         body["unreachable"] = draw(
@@ -412,20 +413,21 @@ def api_pages(draw: st.DrawFn, field: str, items: list[dict[str, Any]]) -> list[
     return [(200, json.dumps(body, default=str))]
 
 
-def claims_dead(body: str, name: str) -> bool:
-    """True when ``body`` literally says the QR ``name`` is SUSPENDED or FAILED: only then is
-    deleting it a decision made on data rather than on missing data."""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return False
-    items = doc.get("queuedResources") if isinstance(doc, dict) else None
-    for item in items if isinstance(items, list) else []:
-        if (
-            isinstance(item, dict)
-            and str(item.get("name", "")).endswith("/" + name)
-            and isinstance(item.get("state"), dict)
-            and item["state"].get("state") in DEAD_WORDS
-        ):
-            return True
+def claims_dead(bodies: list[str], name: str) -> bool:
+    """True when one of ``bodies`` literally says the QR ``name`` is SUSPENDED or FAILED: only
+    then is deleting it a decision made on data rather than on missing data."""
+    for body in bodies:
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            continue
+        items = doc.get("queuedResources") if isinstance(doc, dict) else None
+        for item in items if isinstance(items, list) else []:
+            if (
+                isinstance(item, dict)
+                and str(item.get("name", "")).endswith("/" + name)
+                and isinstance(item.get("state"), dict)
+                and item["state"].get("state") in DEAD_WORDS
+            ):
+                return True
     return False
