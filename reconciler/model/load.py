@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.reader import ReaderError
 
 from reconciler.errors import Diagnostic, InvalidDesiredState, UnsafeName
 from reconciler.model import names
@@ -39,6 +40,8 @@ _ENV_SETTINGS: Final = tuple(
     if name not in {"subnets", "zone_codes", "runtime_versions", "setup_scripts"}
 )
 _MAX_BYTES: Final = 4 * 1024 * 1024
+#: Most slots a file may ask for (explicit and generated). plan() is measured at 10,000.
+MAX_SLOTS: Final = 10_000
 
 Loc = tuple[int | str, ...]
 
@@ -140,11 +143,25 @@ def _model_at(loc: Loc) -> Any:
     return model
 
 
-def _plain(node: Any) -> Any:
+def _plain(node: Any, memo: dict[int, Any] | None = None) -> Any:
+    """Plain dicts and lists for pydantic. A container reached again through a YAML alias is
+    converted once and shared, so a "billion laughs" file costs what its text costs."""
+    memo = {} if memo is None else memo
+    if isinstance(node, Mapping | list):
+        seen = memo.get(id(node))
+        if seen is not None:
+            return seen
     if isinstance(node, Mapping):
-        return {str(k) if not isinstance(k, str) else k: _plain(v) for k, v in node.items()}
+        out: dict[str, Any] = {}
+        memo[id(node)] = out
+        for k, v in node.items():
+            out[k if isinstance(k, str) else str(k)] = _plain(v, memo)
+        return out
     if isinstance(node, list):
-        return [_plain(v) for v in node]
+        items: list[Any] = []
+        memo[id(node)] = items
+        items.extend(_plain(v, memo) for v in node)
+        return items
     return node
 
 
@@ -156,6 +173,14 @@ def parse_yaml(text: str, source: str) -> Any:
         raise InvalidDesiredState([Diagnostic(source, 1, 1, "file contains a NUL byte")])
     try:
         root = _yaml().load(text)
+    except ReaderError as e:  # a character YAML does not allow (control, lone surrogate)
+        line = text.count("\n", 0, e.position) + 1
+        col = e.position - (text.rfind("\n", 0, e.position) + 1) + 1
+        char = chr(e.character) if isinstance(e.character, int) else str(e.character)[:1]
+        what = f"character U+{ord(char):04X}" if char else "a character"
+        raise InvalidDesiredState(
+            [Diagnostic(source, line, col, f"YAML: {what} is not allowed in YAML text")]
+        ) from None
     except MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -322,10 +347,23 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
             (*loc, "name"),
         )
 
+    asked = len(model.slots)
+    for gi, gen in enumerate(model.generate):
+        loc = ("generate", gi)
+        for zi, zone in enumerate(gen.zones):
+            if zone in gen.zones[:zi]:
+                err((*loc, "zones", zi), f"zone {zone!r} is listed twice")
+        asked += len(set(gen.zones)) * sum(gen.accelerators.values())
+        if asked > MAX_SLOTS:
+            err(loc, f"this generator brings the file past {MAX_SLOTS:,} slots; ask for fewer")
+            break
+    if diags:
+        raise InvalidDesiredState(_dedupe(diags))
+
     for gi, gen in enumerate(model.generate):
         loc = ("generate", gi)
         mode = gen.mode or defaults.mode
-        for zone in gen.zones:
+        for zone in dict.fromkeys(gen.zones):
             code = settings.zone_codes.get(zone) or names.zone_code(zone)
             for accelerator, count in gen.accelerators.items():
                 for index in range(1, count + 1):
