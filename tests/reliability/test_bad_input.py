@@ -49,14 +49,10 @@ DIAGNOSTIC: Final = re.compile(
     r"(?P<file>[^\n]+?):(?P<line>[0-9]+):(?P<col>[0-9]+): (?P<msg>\S[^\n]*)"
 )
 
-#: Violations already reported, each with the strict-xfail test that pins it. The fuzz tests
+#: Violations already reported, each with the strict-xfail test that pins it: the fuzz tests
 #: count these instead of failing on them; remove an entry together with its xfail marker.
-KNOWN: Final = {
-    "reader-error-on-two-lines": (
-        re.compile(r"special characters are not allowed\n {2}in \"<unicode string>\", position"),
-        "test_unacceptable_character_is_reported_on_one_line_where_it_is",
-    ),
-}
+#: (Empty: the three found so far were fixed in c055dd6.)
+KNOWN: Final[dict[str, tuple[re.Pattern[str], str]]] = {}
 
 
 def _base(text: str) -> Desired:
@@ -255,6 +251,11 @@ HOSTILE: Final[dict[str, str]] = {
     "two documents": "project: test-project\n---\nproject: other-project\n",
     "duplicate key": "project: test-project\nproject: test-project\n",
     "alias cycle": "project: test-project\nslots: &s [*s]\n",
+    "alias bomb, 9^8 nodes, under slots": "\n".join(
+        ["project: test-project", 'x0: &x0 ["lol","lol","lol","lol","lol","lol","lol","lol"]']
+        + [f"x{i}: &x{i} [" + ",".join([f"*x{i - 1}"] * 9) + "]" for i in range(1, 8)]
+        + ["slots: *x7", ""]
+    ),
     "generator of 512,000 duplicates": (
         "project: test-project\ngenerate:\n  - {zones: ["
         + ", ".join(["us-central2-b"] * 2000)
@@ -263,8 +264,8 @@ HOSTILE: Final[dict[str, str]] = {
 }
 
 
-#: Slow to refuse (seconds each, see the generator xfail): the full run only.
-SLOW_HOSTILE: Final = frozenset({"nested 100,000 deep", "generator of 512,000 duplicates"})
+#: Slow to refuse (seconds each): the full run only.
+SLOW_HOSTILE: Final = frozenset({"nested 100,000 deep"})
 
 
 @pytest.mark.parametrize(
@@ -309,13 +310,6 @@ def test_validate_prints_positions_not_tracebacks(name: str, tmp_path: Path) -> 
     assert re.search(re.escape(str(path)) + r":[0-9]+:[0-9]+: \S", out), out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reconciler/model/load.py parse_yaml: ruamel's ReaderError (a control character "
-    "such as BEL or an unpaired surrogate) falls into the generic `except Exception` branch, "
-    "which reports 1:1 and embeds ruamel's second line ('  in \"<unicode string>\", position "
-    "N'); catch ruamel.yaml.reader.ReaderError and turn .position into line:col",
-)
 def test_unacceptable_character_is_reported_on_one_line_where_it_is() -> None:
     text = "project: test-project\nslots:\n  - name: a\x07b\n"
     desired, rendered, crash = parse_outcome(text)
@@ -343,14 +337,6 @@ def _fastest_refusal(text: str, tries: int = 3) -> float:
     return best
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reconciler/model/load.py parse_desired: _plain() expands YAML aliases, so a "
-    "400-byte 'billion laughs' file (each level 9 aliases of the one above) costs 9^levels "
-    "nodes: 7 levels take ~4 s and 150 MB, 8 levels ~40 s and 1.1 GB, 9 exhaust memory, all "
-    "in the controller's event loop. Refuse aliases (or cap the node count in _plain) with a "
-    "diagnostic at the alias",
-)
 def test_alias_bomb_costs_no_more_than_its_size() -> None:
     five, six = _alias_bomb(5), _alias_bomb(6)
     assert len(six) < 400
@@ -359,14 +345,6 @@ def test_alias_bomb_costs_no_more_than_its_size() -> None:
     assert t6 < 3 * t5 + 0.05, f"5 levels: {t5:.3f}s, 6 levels: {t6:.3f}s"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reconciler/model/load.py resolve(): generators expand zones x accelerators x count "
-    "with no bound, so a 1.4 KB file yields 102,400 slots (and 102,400 creates); 10x the zones "
-    "takes ~1 GB. Duplicate zones cost more: 2,000 copies of one zone x 256 take 7-20 s to "
-    "refuse. Cap the generated total (e.g. 10,000) before expanding, with a diagnostic at the "
-    "generator",
-)
 def test_generator_asking_for_100k_slots_is_refused() -> None:
     zones = ", ".join(f"zz-zone{i}-a" for i in range(100))
     text = (
