@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -49,10 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _MODULES:
-        qualified = f"{__name__}.{name}"
-        if importlib.util.find_spec(qualified) is None:
-            continue
-        importlib.import_module(qualified).register(sub)
+        importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
 
 
