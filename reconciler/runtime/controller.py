@@ -163,18 +163,19 @@ class Controller:
         self._observed_from = self._completions
         try:
             observation = await cloud.observe(zones)
-        except TemporaryError as e:
+        except Exception as e:  # the cloud's word, or an adapter bug: either way, back off
+            if not isinstance(e, TemporaryError | PermanentError):
+                log.exception("observation failed unexpectedly")
+            message = e.message if isinstance(e, TemporaryError | PermanentError) else repr(e)
             self._observe_failures += 1
-            self._observe_delay = e.delay
-            self.events.emit("observe.failed", error=e.message, delay=e.delay)
-            result = PassResult(desired, None, None, observe_error=e.message)
-            self._write_snapshot(result, errors)
-            return result
-        except PermanentError as e:
-            self._observe_failures += 1
-            self._observe_delay = 60.0
-            self.events.emit("observe.failed", error=e.message, retry="permanent")
-            result = PassResult(desired, None, None, observe_error=e.message)
+            self._observe_delay = e.delay if isinstance(e, TemporaryError) else 60.0
+            self.events.emit(
+                "observe.failed",
+                error=message,
+                retry="transient" if isinstance(e, TemporaryError) else "permanent",
+                delay=self._observe_delay,
+            )
+            result = PassResult(desired, None, None, observe_error=message)
             self._write_snapshot(result, errors)
             return result
         self._observe_failures = 0
@@ -198,8 +199,12 @@ class Controller:
             if before != state:
                 self.events.emit("qr.state", slot=key[1], zone=key[0], before=before, after=state)
         for key, before in self._last_states.items():
-            if key not in states and observation.knows(key[0]):
+            if key in states:
+                continue
+            if observation.knows(key[0]):
                 self.events.emit("qr.state", slot=key[1], zone=key[0], before=before, after=None)
+            else:
+                states[key] = before  # unseen, not gone: remember it until its zone answers
         self._last_states = states
 
     # -- actions -----------------------------------------------------------------------------
@@ -424,10 +429,19 @@ class Controller:
         watch_task = asyncio.create_task(watcher()) if watch else None
         self.events.emit("controller.started", pid=os.getpid(), file=str(self.store.path))
         try:
+            failures = 0
             while not stop.is_set():
                 self.wake.clear()
-                result = await self.reconcile()
-                delay = self.next_interval(result)
+                try:
+                    result = await self.reconcile()
+                    delay = self.next_interval(result)
+                    failures = 0
+                except Exception as e:  # e.g. a full disk: say so, back off, keep running
+                    failures += 1
+                    log.exception("reconcile pass failed")
+                    with contextlib.suppress(Exception):
+                        self.events.emit("controller.error", error=repr(e))
+                    delay = min(300.0, 5.0 * 2.0 ** min(failures - 1, 6))
                 stopper = asyncio.create_task(stop.wait())
                 waker = asyncio.create_task(self.wake.wait())
                 try:

@@ -113,3 +113,46 @@ async def test_invalid_file_from_the_start_observes_and_acts_on_nothing(tmp_path
     assert cloud.calls == []
     doc = (c.state.status).read_text()
     assert '"valid": false' in doc and "desired.yaml:3:" in doc
+
+
+async def test_an_adapter_bug_in_observe_is_survived_and_shown(tmp_path: Path) -> None:
+    cloud = FakeCloud()
+    c = make(tmp_path, cloud)
+    real = cloud.observe
+
+    async def broken(zones: object) -> object:
+        raise KeyError("a bug in the adapter")
+
+    cloud.observe = broken  # type: ignore[method-assign,assignment]
+    failed = await c.reconcile()
+    assert failed.observation is None and "a bug in the adapter" in (failed.observe_error or "")
+    assert '"observe_error"' in c.state.status.read_text()
+    assert c.next_interval(failed) >= 5.0  # backs off instead of spinning
+    cloud.observe = real  # type: ignore[method-assign]
+    ok = await c.reconcile()
+    assert ok.observation is not None and [a.slot for a in ok.dispatched] == ["alpha"]
+
+
+async def test_the_loop_survives_a_pass_that_raises(tmp_path: Path) -> None:
+    cloud = FakeCloud()
+    c = make(tmp_path, cloud)
+    real = c.reconcile
+    calls = []
+
+    async def flaky() -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(28, "No space left on device")
+        return await real()
+
+    c.reconcile = flaky  # type: ignore[method-assign,assignment]
+    stop = asyncio.Event()
+    task = asyncio.create_task(c.run(stop, watch=False))
+    while len(calls) < 2:
+        c.wake.set()  # skip the back-off wait
+        await asyncio.sleep(0.05)
+    stop.set()
+    await asyncio.wait_for(task, timeout=10)
+    kinds = [e["kind"] for e in read_events(c.state.events)]
+    assert "controller.error" in kinds and kinds[-1] == "controller.stopped"
+    assert cloud.calls == [("create", "alpha")]
