@@ -72,8 +72,15 @@ def atomic_write(path: Path, data: bytes | str, *, mode: int | None = PRIVATE_FI
     fsync_dir(path.parent)
 
 
-def write_json(path: Path, document: Any) -> None:
-    atomic_write(path, json.dumps(document, indent=2, sort_keys=False) + "\n")
+def write_json(path: Path, document: Any, *, compact: bool = False) -> None:
+    """``compact`` for large machine-read documents (the status snapshot at 1,000 slots is
+    4x cheaper to write without indentation)."""
+    text = (
+        json.dumps(document, separators=(",", ":"))
+        if compact
+        else json.dumps(document, indent=2, sort_keys=False)
+    )
+    atomic_write(path, text + "\n")
 
 
 def read_json(path: Path) -> Any:

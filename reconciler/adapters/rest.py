@@ -56,6 +56,10 @@ from reconciler.model.observed import (
 )
 from reconciler.model.requests import CreateRequest
 
+#: Items asked for per list page: a poll stays one request per collection up to this many QRs
+#: (the server may return fewer; pagination still follows nextPageToken).
+PAGE_SIZE: Final = 1000
+
 log = logging.getLogger(__name__)
 
 DEFAULT_ENDPOINT: Final = "https://tpu.googleapis.com/"
@@ -86,8 +90,10 @@ class RestCloud:
         timeout: float = 30.0,
         env: Mapping[str, str] | None = None,
         client: httpx.AsyncClient | None = None,
+        page_size: int = PAGE_SIZE,
     ) -> None:
         env = os.environ if env is None else env
+        self.page_size = max(1, int(page_size))
         self.project = check_project(project)
         self.endpoint = check_endpoint(endpoint or env.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT)
         self.timeout = timeout
@@ -196,7 +202,7 @@ class RestCloud:
         items: list[Any] = []
         unreachable: set[str] = set()
         seen: set[str] = set()
-        params: dict[str, str] | None = None
+        params: dict[str, str] = {"pageSize": str(self.page_size)}
         for _ in range(MAX_PAGES):
             page = await self._call(Operation.LIST, "GET", url, params=params)
             if isinstance(page, Outcome):  # pragma: no cover - LIST never yields ALREADY
@@ -217,7 +223,7 @@ class RestCloud:
             if token in seen:
                 raise _malformed(collection, "pagination repeats a page token")
             seen.add(token)
-            params = {"pageToken": token}
+            params = {"pageSize": str(self.page_size), "pageToken": token}
         raise _malformed(collection, f"more than {MAX_PAGES} pages")
 
     async def _call(

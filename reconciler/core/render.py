@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reconciler.core.plan import Plan
-from reconciler.core.status import plan_summary
 from reconciler.model.durations import format_duration
+
+if TYPE_CHECKING:  # `status` only formats a document: it must not pay for the model
+    from reconciler.core.plan import Plan
 
 
 def format_plan(plan: Plan, *, now: float | None = None) -> str:
+    from reconciler.core.status import plan_summary
+
     lines: list[str] = []
     width = max((len(a.symbol) for a in plan.actions), default=1)
     name_w = max((len(a.slot) for a in plan.actions), default=0)

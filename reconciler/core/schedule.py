@@ -4,7 +4,8 @@ Slow (``poll_interval``) when steady; fast (``fast_poll_interval``) while anythi
 provisioning, suspending or deleting, a race is open, or an action is in flight; right away
 when an action completes or the desired file changes (the caller wakes the loop for those).
 After failed observations the interval backs off exponentially from the fast interval up to
-the slow one — never a tight crash loop. Jitter spreads many controllers' polls apart;
+the slow one — never a tight crash loop. Jitter spreads many controllers' polls apart (the fast
+interval is only ever shortened by it);
 the caller supplies the random number, so this stays pure.
 """
 
@@ -29,9 +30,12 @@ def next_interval(
 ) -> float:
     """Seconds until the next pass. ``rand`` in [0, 1) drives the jitter."""
     if observe_failures:
+        # The failure's own delay (a Retry-After, 60 s for a permanent error) wins even over
+        # the slow interval: hammering a refusing API helps nobody.
         base = max(error_delay, min(slow, fast * 2.0 ** min(observe_failures - 1, 16)))
     elif moving or in_flight or dispatched:
-        base = fast
+        # Races are won on the fast interval: jitter only ever makes it shorter.
+        return max(SETTLE, fast * (1.0 - JITTER * rand))
     else:
         base = slow
     return max(SETTLE, base * (1.0 + JITTER * (2.0 * rand - 1.0)))

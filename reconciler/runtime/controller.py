@@ -394,7 +394,7 @@ class Controller:
         )
         doc["controller"] = {"running": True, "pid": os.getpid()}
         doc["in_flight"] = sorted(k for k in self.in_flight if not k.startswith("notify:"))
-        write_json(self.state.status, doc)
+        write_json(self.state.status, doc, compact=True)
 
     # -- the loop ----------------------------------------------------------------------------
     def next_interval(self, result: PassResult) -> float:
@@ -464,7 +464,7 @@ class Controller:
                     self._write_snapshot(self._last, self._last_errors)
                     doc = read_json(self.state.status)
                     doc["controller"] = {"running": False, "pid": None}
-                    write_json(self.state.status, doc)
+                    write_json(self.state.status, doc, compact=True)
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Let in-flight cloud calls and notices finish (they are short); cancel long setup
@@ -519,4 +519,4 @@ class Controller:
         self._write_snapshot(result, ())
         doc = read_json(self.state.status)
         doc["controller"] = {"running": False, "pid": None}
-        write_json(self.state.status, doc)
+        write_json(self.state.status, doc, compact=True)

@@ -102,13 +102,26 @@ async def test_one_qr_list_and_one_node_list_per_observe(
     assert {q.zone for q in seen.queued_resources} <= set(ZONES[:2])
 
 
-async def test_pagination_over_more_than_a_hundred(emu: Emulator, cloud: RestCloud) -> None:
+async def test_pagination_over_more_than_a_hundred(emu: Emulator, env: dict[str, str]) -> None:
+    for i in range(130):
+        emu.add_queued_resource(ZONES[i % 4], f"q{i:03d}", state="ACTIVE" if i < 60 else None)
+    emu.clear_requests()
+    async with RestCloud(PROJECT, env=env, timeout=5.0, page_size=25) as small_pages:
+        seen = await small_pages.observe(None)
+    assert len(seen.queued_resources) == 130 and len(seen.nodes) == 60
+    assert lists(emu) == {LISTS[0]: 6, LISTS[1]: 3}  # 25 a page
+    assert all(r.query.get("pageSize") == "25" for r in emu.requests())
+
+
+async def test_a_poll_is_one_request_per_collection_up_to_a_thousand(
+    emu: Emulator, cloud: RestCloud
+) -> None:
     for i in range(130):
         emu.add_queued_resource(ZONES[i % 4], f"q{i:03d}", state="ACTIVE" if i < 60 else None)
     emu.clear_requests()
     seen = await cloud.observe(None)
     assert len(seen.queued_resources) == 130 and len(seen.nodes) == 60
-    assert lists(emu) == {LISTS[0]: 6, LISTS[1]: 3}  # 25 a page
+    assert lists(emu) == {LISTS[0]: 1, LISTS[1]: 1}
 
 
 async def test_unreachable_zones_are_unknown_never_empty(emu: Emulator, cloud: RestCloud) -> None:

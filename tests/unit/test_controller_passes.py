@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from reconciler.adapters.statedir import StateDir
@@ -111,8 +112,8 @@ async def test_invalid_file_from_the_start_observes_and_acts_on_nothing(tmp_path
     result = await c.reconcile()
     assert result.desired is None and result.dispatched == []
     assert cloud.calls == []
-    doc = (c.state.status).read_text()
-    assert '"valid": false' in doc and "desired.yaml:3:" in doc
+    doc = json.loads(c.state.status.read_text())
+    assert doc["desired"]["valid"] is False and "desired.yaml:3:" in doc["desired"]["errors"][0]
 
 
 async def test_an_adapter_bug_in_observe_is_survived_and_shown(tmp_path: Path) -> None:
