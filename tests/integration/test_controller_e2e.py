@@ -201,18 +201,15 @@ async def test_want_released_deletes(running: Harness) -> None:
     assert deletes[0].query.get("force") in ("true", "True")  # it had a node
 
 
+def _run_argv(h: Harness) -> list[str]:
+    """``tpu-reconciler -f FILE --state-dir DIR run``, as a user starts it."""
+    return [sys.executable, "-m", "reconciler", "-f", str(h.path), "--state-dir",
+            str(h.state.root), "run"]  # fmt: skip
+
+
 def _run_controller(h: Harness, log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "reconciler",
-            "-f",
-            str(h.path),
-            "--state-dir",
-            str(h.state.root),
-            "run",
-        ],
+        _run_argv(h),
         env=h.env,
         stdout=subprocess.DEVNULL,
         stderr=log.open("ab"),
@@ -254,16 +251,7 @@ async def test_second_controller_refuses_naming_the_first(harness: Harness, tmp_
     try:
         await h.until("first controller wrote a snapshot", h.state.status.exists, timeout=30)
         second = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "reconciler",
-                "-f",
-                str(h.path),
-                "--state-dir",
-                str(h.state.root),
-                "run",
-            ],
+            _run_argv(h),
             env=h.env,
             capture_output=True,
             text=True,
