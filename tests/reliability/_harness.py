@@ -32,10 +32,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Self
 
 from reconciler.emulator import Emulator, Fault
 from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
@@ -427,6 +427,8 @@ class Oracle:
         """
         problems: list[str] = []
         alive: dict[Key, bool] = {k: True for k in self.planted}
+        history: dict[Key, list[str]] = collections.defaultdict(list)
+        t0 = min((s.arrived for s in log), default=0.0)
         lists: collections.deque[Snapshot] = collections.deque(maxlen=window)
         ordered = sorted(log, key=lambda s: s.arrived)
         answered = sorted((s for s in log if s.after is not None), key=lambda s: s.answered)
@@ -440,12 +442,18 @@ class Oracle:
             key = s.key
             if key is None:
                 continue
+            history[key].append(
+                f"{s.method} {s.status}{'/' + s.fault if s.fault else ''}@{s.arrived - t0:.2f}s"
+            )
             if s.kind == "create":
                 if self.spec(key) is None:
                     problems.append(f"create of {key[0]}/{key[1]}, which is not a slot of the file")
                 if s.accepted:
                     if alive.get(key):
-                        problems.append(f"second accepted create of {key[0]}/{key[1]}")
+                        problems.append(
+                            f"second accepted create of {key[0]}/{key[1]} without an accepted "
+                            f"delete between: {', '.join(history[key][-6:])}"
+                        )
                     alive[key] = True
             elif s.kind == "delete":
                 worlds = [s.before] if s.before is not None else []
@@ -535,61 +543,76 @@ class ControllerProcess:
         return self.proc is not None and self.proc.poll() is None
 
 
-# --- status.json, read the way a user's tools read it ---------------------------------------
+# --- threads that watch while the test runs ----------------------------------------------------
 
 
-@dataclass
-class StatusWatcher:
-    """Re-reads ``path`` every ``interval`` s in a thread. ``bad`` lists reads that were not
-    complete JSON objects; ``latest_until`` is the latest ``plan.deferred[].until`` seen."""
+class BackgroundLoop:
+    """``tick()`` every ``interval`` seconds in a daemon thread, between ``with`` and its end."""
 
-    path: Path
-    interval: float = 0.02
-    reads: int = 0
-    bad: list[str] = field(default_factory=list)
-    observe_errors: int = 0
-    last_observe_error: str = ""
-    latest_until: float = 0.0  # epoch seconds
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    interval = 0.02
 
-    def __enter__(self) -> StatusWatcher:
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="status-watcher")
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name=type(self).__name__)
+
+    def tick(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._thread.join(timeout=10)
 
     def _loop(self) -> None:
-        last = b""
         while not self._stop.wait(self.interval):
-            try:
-                raw = self.path.read_bytes()
-            except FileNotFoundError:
-                continue
-            self.reads += 1
-            if raw == last:
-                continue
-            last = raw
-            try:
-                doc = json.loads(raw)
-            except ValueError as e:
-                self.bad.append(f"{e}: {raw[-80:]!r}")
-                continue
-            if not isinstance(doc, dict) or "schema_version" not in doc:
-                self.bad.append(f"not a status document: {raw[:80]!r}")
-                continue
-            if doc.get("observe_error"):
-                self.observe_errors += 1
-                self.last_observe_error = str(doc["observe_error"])
-            for held in (doc.get("plan") or {}).get("deferred") or []:
-                until = held.get("until")
-                if isinstance(until, str):  # whole seconds, cut: the end of that second
-                    moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
-                    self.latest_until = max(self.latest_until, moment.timestamp() + 1.0)
+            self.tick()
+
+
+# --- status.json, read the way a user's tools read it ---------------------------------------
+
+
+class StatusWatcher(BackgroundLoop):
+    """Re-reads ``path`` in a loop. ``bad`` lists reads that were not complete JSON objects;
+    ``latest_until`` is the latest ``plan.deferred[].until`` seen (epoch seconds)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self.reads = 0
+        self.bad: list[str] = []
+        self.observe_errors = 0
+        self.last_observe_error = ""
+        self.latest_until = 0.0
+        self._last = b""
+
+    def tick(self) -> None:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        self.reads += 1
+        if raw == self._last:
+            return
+        self._last = raw
+        try:
+            doc = json.loads(raw)
+        except ValueError as e:
+            self.bad.append(f"{e}: {raw[-80:]!r}")
+            return
+        if not isinstance(doc, dict) or "schema_version" not in doc:
+            self.bad.append(f"not a status document: {raw[:80]!r}")
+            return
+        if doc.get("observe_error"):
+            self.observe_errors += 1
+            self.last_observe_error = str(doc["observe_error"])
+        for held in (doc.get("plan") or {}).get("deferred") or []:
+            until = held.get("until")
+            if isinstance(until, str):  # whole seconds, cut: the end of that second
+                moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
+                self.latest_until = max(self.latest_until, moment.timestamp() + 1.0)
 
 
 def torn_lines(path: Path) -> int:

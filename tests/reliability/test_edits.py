@@ -32,7 +32,6 @@ import json
 import os
 import re
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -51,7 +50,7 @@ from reconciler.model.load import parse_desired
 from reconciler.runtime import intent
 from reconciler.runtime.events import read_events
 from reconciler.runtime.intent import Edit, IntentStore
-from tests.reliability._harness import REPO, full, record_figures
+from tests.reliability._harness import REPO, BackgroundLoop, full, record_figures
 
 pytestmark = pytest.mark.integration
 
@@ -205,39 +204,31 @@ async def cli_client(tmp: Path, i: int, tally: Tally, gate: asyncio.Semaphore) -
         await _retrying(f"cli release {name}", run(*release), tally, "cli")
 
 
-class Reader:
+class Reader(BackgroundLoop):
     """Re-reads the file every millisecond; remembers when it could not be parsed."""
 
+    interval = 0.001
+
     def __init__(self, path: Path) -> None:
+        super().__init__()
         self.path = path
         self.reads = 0
         self.bad: list[tuple[float, str]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="reader")
+        self._last = b""
 
-    def __enter__(self) -> Reader:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        last = b""
-        while not self._stop.wait(0.001):
-            started = time.monotonic()
-            self.reads += 1
-            try:
-                data = self.path.read_bytes()
-                if data == last:
-                    continue  # parsed already
-                last = data
-                parse_desired(data.decode())
-            except FileNotFoundError:
-                self.bad.append((started, "missing"))
-            except (InvalidDesiredState, UnicodeDecodeError) as e:
-                self.bad.append((started, f"invalid: {str(e)[:120]}"))
+    def tick(self) -> None:
+        started = time.monotonic()
+        self.reads += 1
+        try:
+            data = self.path.read_bytes()
+            if data == self._last:
+                return  # parsed already
+            self._last = data
+            parse_desired(data.decode())
+        except FileNotFoundError:
+            self.bad.append((started, "missing"))
+        except (InvalidDesiredState, UnicodeDecodeError) as e:
+            self.bad.append((started, f"invalid: {str(e)[:120]}"))
 
 
 def _clobbered_slots(clobbered: list[dict[str, Any]], audit: list[dict[str, Any]]) -> set[str]:
@@ -399,12 +390,23 @@ def _race_the_swap(monkeypatch: pytest.MonkeyPatch, step: Callable[[], None]) ->
     monkeypatch.setattr(intent, "temp_beside", racing)
 
 
-def _edit_during(vim: VimSave, tmp: Path) -> tuple[str, BaseException | None]:
-    store = IntentStore(vim.path, StateDir(tmp / "state"))
+def _edit_racing(
+    tmp: Path, monkeypatch: pytest.MonkeyPatch, step: Callable[[VimSave], None]
+) -> tuple[str, BaseException | None, str]:
+    """One add_slot while vim saves, ``step`` of vim's save taken right before the engine's
+    swap and the rest after the edit: (status or "raised", what it raised, the final text)."""
+    path = tmp / "desired.yaml"
+    path.write_text(SAMPLE)
+    vim = VimSave(path)
+    _race_the_swap(monkeypatch, lambda: step(vim))
+    store = IntentStore(path, StateDir(tmp / "state"))
+    status, error = "raised", None
     try:
-        return store.apply(ADD, source="cli").status, None
+        status = store.apply(ADD, source="cli").status
     except BaseException as e:  # which one is the point
-        return "raised", e
+        error = e
+    vim.finish()
+    return status, error, path.read_text()
 
 
 @pytest.mark.xfail(
@@ -421,13 +423,7 @@ def _edit_during(vim: VimSave, tmp: Path) -> tuple[str, BaseException | None]:
 def test_an_edit_never_cuts_a_vim_save_in_progress(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "desired.yaml"
-    path.write_text(SAMPLE)
-    vim = VimSave(path)
-    _race_the_swap(monkeypatch, vim.begin)
-    status, error = _edit_during(vim, tmp_path)
-    vim.finish()
-    final = path.read_text()
+    status, error, final = _edit_racing(tmp_path, monkeypatch, VimSave.begin)
     assert error is None or isinstance(error, ReconcilerError), repr(error)
     assert NOTE in final, f"vim's save was lost; the file is now:\n{final}"
     desired = parse_desired(final)
@@ -446,11 +442,6 @@ def test_an_edit_never_cuts_a_vim_save_in_progress(
 def test_an_edit_while_vim_has_the_file_renamed_away_says_try_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "desired.yaml"
-    path.write_text(SAMPLE)
-    vim = VimSave(path)
-    _race_the_swap(monkeypatch, vim.rename)
-    _, error = _edit_during(vim, tmp_path)
-    vim.finish()
+    _, error, final = _edit_racing(tmp_path, monkeypatch, VimSave.rename)
     assert error is None or isinstance(error, ReconcilerError), repr(error)
-    assert NOTE in path.read_text()
+    assert NOTE in final
