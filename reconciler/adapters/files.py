@@ -21,8 +21,17 @@ PRIVATE_DIR = 0o700
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) as 0700; tighten it when it exists and is ours."""
-    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    """Create ``path`` as 0700, and every ancestor it has to create as 0700 too (mkdir's
+    ``parents=True`` would leave those at the umask default); tighten ``path`` itself when it
+    exists with a wider mode. Ancestors that already exist are left as they are."""
+    missing = []
+    for directory in (path, *path.parents):
+        if directory.exists():
+            break
+        missing.append(directory)
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another process made it meanwhile
+            directory.mkdir(mode=PRIVATE_DIR)
     with contextlib.suppress(PermissionError):
         if path.stat().st_mode & 0o777 != PRIVATE_DIR:
             path.chmod(PRIVATE_DIR)

@@ -42,7 +42,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal, NoReturn
+from typing import Any, Final, Literal
 
 from reconciler.adapters.files import append_jsonl, fsync_dir, temp_beside
 from reconciler.adapters.statedir import StateDir
@@ -54,6 +54,7 @@ from reconciler.runtime.intent_yaml import Doc
 from reconciler.runtime.operations import OperationLog, check_operation_id
 
 MAX_ATTEMPTS: Final = 20
+SETTLE_TIMEOUT: Final = 2.0  # seconds an editor's save may take before the edit gives up
 Source = Literal["mcp", "cli"]
 Status = Literal["changed", "unchanged", "exists"]
 
@@ -145,23 +146,34 @@ def _exchange(a: str, b: str) -> bool:
     raise OSError(err, os.strerror(err), b)
 
 
-def swap_in(path: Path, data: bytes, expected: str) -> tuple[bool, bytes]:
-    """Atomically replace ``path`` by ``data`` (temp file, fsync, swap, fsync the directory),
-    keeping the file's mode. Returns (written, the bytes that were at ``path`` just before).
+def swap_in(path: Path, data: bytes, expected: str) -> bool:
+    """Atomically put ``data`` at ``path`` if it still holds the text whose sha256 is
+    ``expected``; True when it did. Keeps the file's mode; fsyncs file and directory.
 
-    With RENAME_EXCHANGE it always writes and the displaced bytes tell whether someone saved
-    since ``expected`` (sha256); without it, it writes only when the file still matches.
+    With RENAME_EXCHANGE the swap itself tells whether an editor saved since the text was read:
+    then the editor's file — the very inode, which it may still be writing — is swapped straight
+    back and False returned, so a save in progress is never cut. A file renamed away mid-save
+    (vim's backup step) is not ours to fill: False as well. Without RENAME_EXCHANGE (old
+    kernels, some filesystems) the file is compared, then replaced.
     """
-    with temp_beside(path, data, mode=path.stat().st_mode & 0o777) as tmp:
-        if _exchange(tmp, str(path)):
-            written, previous = True, Path(tmp).read_bytes()
-        else:
-            previous = path.read_bytes()
-            written = _sha(previous) == expected
-            if written:
-                os.replace(tmp, path)
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return False
+    try:
+        with temp_beside(path, data, mode=mode) as tmp:
+            if _exchange(tmp, str(path)):
+                written = _sha(Path(tmp).read_bytes()) == expected
+                if not written:
+                    _exchange(tmp, str(path))  # the editor's inode goes back where it was
+            else:
+                written = _sha(path.read_bytes()) == expected
+                if written:
+                    os.replace(tmp, path)
+    except FileNotFoundError:  # renamed away between the stat and the swap
+        return False
     fsync_dir(path.parent)
-    return written, previous
+    return written
 
 
 # --- the store ---------------------------------------------------------------------------------
@@ -286,22 +298,14 @@ class IntentStore:
             return result
 
     def _commit(self, edit: Edit, op: str, *, confirmed: bool) -> EditResult:
-        base = self.read()  # the text the edit is applied to: what desired.yaml holds now
+        base = self._settled()  # the text the edit is applied to: what desired.yaml holds now
         for attempt in range(1, MAX_ATTEMPTS + 1):
             text = self._decode(base)
             new, notes, touched = self.transform(text, edit, confirmed=confirmed)
             data = new.encode("utf-8")
             if data == base:
                 return self._result("unchanged", edit, op, notes, touched, "", base, attempt)
-            current = self.read()
-            if current != base:  # changed since read: start again from the new text
-                base = current
-                continue
-            written, previous = swap_in(self.path, data, _sha(base))
-            if not written:
-                base = previous
-                continue
-            if previous == base:
+            if self._read_or_none() == base and swap_in(self.path, data, _sha(base)):
                 diff = "".join(
                     difflib.unified_diff(
                         text.splitlines(keepends=True),
@@ -311,22 +315,35 @@ class IntentStore:
                     )
                 )
                 return self._result("changed", edit, op, notes, touched, diff, data, attempt)
-            # An editor saved between the re-check and the swap: put its text back at once (so
-            # nobody builds on our text, which lacks its change), then start again from it.
-            _, ours = swap_in(self.path, previous, _sha(data))
-            base = previous
-            if ours != data:  # yet another save in those microseconds: keep it, stop
-                self._keep_and_give_up(ours)
+            # Someone saved since the read (maybe still saving): start again from their text,
+            # once it has stopped changing.
+            base = self._settled(wait=True)
         raise EditConflict(f"{self.source} kept changing during the edit; nothing was written")
 
-    def _keep_and_give_up(self, displaced: bytes) -> NoReturn:
-        keep = self.state.root / f"displaced-{time.time_ns()}.yaml"
-        keep.write_bytes(displaced)
-        raise EditConflict(
-            f"{self.source} was saved by several editors at once during the edit; nothing of "
-            f"this edit was written and a save that was displaced is kept in {keep}",
-            delay=1.0,
-        )
+    def _read_or_none(self) -> bytes | None:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def _settled(self, *, wait: bool = False, quiet: float = 0.02) -> bytes:
+        """The file's bytes; with ``wait`` (someone just saved, maybe still saving), once they
+        stopped changing for ``quiet`` seconds. A file absent for a moment (an editor's save by
+        rename) is waited for; one that stays absent is refused, one that never settles is a
+        conflict to retry."""
+        last = self._read_or_none()
+        if last is not None and not wait:
+            return last
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            now = self._read_or_none()
+            if now is not None and now == last:
+                return now
+            last = now
+        if last is None:
+            raise EditRejected(f"{self.source} does not exist; write it first")
+        raise EditConflict(f"{self.source} kept changing; nothing was written", delay=1.0)
 
     def _result(
         self,

@@ -44,11 +44,8 @@ while not stop.exists() and n < 20:
         new = b"".join(lines[:1] + [note] + lines[1:]) if n % 2 else base + note
         if path.read_bytes() != base:
             continue
-        written, previous = swap_in(path, new, sha(base))
-        if written and previous == base:
+        if swap_in(path, new, sha(base)):
             break
-        if written:
-            swap_in(path, previous, sha(new))
     with log.open("a") as f:
         f.write(f"{n}\\n")
     time.sleep(0.2)
