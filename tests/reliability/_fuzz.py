@@ -256,6 +256,8 @@ YAML_SNIPPETS: Final = (
     ": :",
     "@",
     "`",
+    "9" * 5000,  # an integer past Python's 4,300-digit conversion limit
+    "1e99999",
 )
 
 

@@ -173,7 +173,7 @@ class Served:
     zone: str | None
     fault: str | None  # the fault armed for this request (it may land on an identical one)
     before: Snapshot | None = None  # DELETE: the world when it arrived
-    after: Snapshot | None = None  # queued-resource list: the world when it was answered
+    after: Snapshot | None = None  # list or DELETE: the world when it was answered
 
     @property
     def name(self) -> str | None:
@@ -284,7 +284,7 @@ class Tap:
         try:
             before = snapshot(self.emu) if kind == "delete" else None
             status, payload = self._original(method, path, query, raw)
-            after = snapshot(self.emu) if kind == "list-qr" else None
+            after = snapshot(self.emu) if kind in ("list-qr", "delete") else None
             served = Served(
                 arrived, time.monotonic(), method, path, dict(query), status, kind, zone, fault,
                 before, after,
@@ -418,51 +418,71 @@ class Oracle:
 
     # -- rules over a request log -----------------------------------------------------------
     def audit(self, log: Sequence[Served], window: int = 4) -> list[str]:
-        """Safety violations in a request log (in arrival order):
+        """Safety violations in a request log:
 
         - a create for anything but a slot of the file;
-        - a second accepted create of a QR with no accepted delete since the first;
         - a DELETE that ``delete_refusal`` refuses in the world when it arrived *and* in the
-          worlds of the last ``window`` queued-resource lists answered before it.
+          worlds of the last ``window`` queued-resource lists answered before it;
+        - a second accepted create of a QR with no accepted delete carried out since the first
+          (in the order the emulator carried them out: a slow DELETE counts when answered).
         """
         problems: list[str] = []
-        alive: dict[Key, bool] = {k: True for k in self.planted}
-        history: dict[Key, list[str]] = collections.defaultdict(list)
-        t0 = min((s.arrived for s in log), default=0.0)
         lists: collections.deque[Snapshot] = collections.deque(maxlen=window)
-        ordered = sorted(log, key=lambda s: s.arrived)
-        answered = sorted((s for s in log if s.after is not None), key=lambda s: s.answered)
+        observed = sorted((s for s in log if s.kind == "list-qr" and s.after), key=_answered)
         li = 0
-        for s in ordered:
-            while li < len(answered) and answered[li].answered <= s.arrived:
-                snap = answered[li].after
-                assert snap is not None
-                lists.append(snap)
+        for s in sorted(log, key=lambda s: s.arrived):
+            while li < len(observed) and observed[li].answered <= s.arrived:
+                lists.append(observed[li].after or {})
                 li += 1
             key = s.key
             if key is None:
                 continue
-            history[key].append(
-                f"{s.method} {s.status}{'/' + s.fault if s.fault else ''}@{s.arrived - t0:.2f}s"
-            )
-            if s.kind == "create":
-                if self.spec(key) is None:
-                    problems.append(f"create of {key[0]}/{key[1]}, which is not a slot of the file")
-                if s.accepted:
-                    if alive.get(key):
-                        problems.append(
-                            f"second accepted create of {key[0]}/{key[1]} without an accepted "
-                            f"delete between: {', '.join(history[key][-6:])}"
-                        )
-                    alive[key] = True
+            if s.kind == "create" and self.spec(key) is None:
+                problems.append(f"create of {key[0]}/{key[1]}, which is not a slot of the file")
             elif s.kind == "delete":
-                worlds = [s.before] if s.before is not None else []
-                refusal = self.delete_refusal(key, [*worlds, *lists])
+                refusal = self.delete_refusal(key, [*([s.before] if s.before else []), *lists])
                 if refusal is not None:
                     problems.append(refusal)
-                if s.accepted:
-                    alive[key] = False
+        alive: dict[Key, bool] = {k: True for k in self.planted}
+        history: dict[Key, list[str]] = collections.defaultdict(list)
+        t0 = min((s.arrived for s in log), default=0.0)
+        for s in sorted(log, key=_answered):
+            key = s.key
+            if key is None or s.kind not in ("create", "delete"):
+                continue
+            history[key].append(
+                f"{s.method} {s.status}{'/' + s.fault if s.fault else ''}"
+                f"@{s.arrived - t0:.2f}-{s.answered - t0:.2f}s"
+            )
+            if s.accepted and s.kind == "create":
+                if alive.get(key):
+                    problems.append(
+                        f"second accepted create of {key[0]}/{key[1]} without an accepted "
+                        f"delete between: {', '.join(history[key][-6:])}"
+                    )
+                alive[key] = True
+            elif s.accepted:
+                alive[key] = False
         return problems
+
+
+def _answered(s: Served) -> float:
+    return s.answered
+
+
+def stale_deletes(log: Sequence[Served]) -> list[str]:
+    """DELETEs carried out on a newer incarnation than the one there when they arrived: a slow
+    DELETE from a killed controller meeting the QR its successor re-created. The API has no
+    precondition to prevent it; the count is reported, the arrival world is what is judged."""
+    out = []
+    for s in log:
+        key = s.key
+        if s.kind != "delete" or key is None or not s.before or not s.after:
+            continue
+        was, hit = s.before.get(key), s.after.get(key)
+        if was is not None and hit is not None and was.create_time != hit.create_time:
+            out.append(f"{key[0]}/{key[1]}: {was.state}@{was.create_time} -> {hit.create_time}")
+    return out
 
 
 # --- the controller as a process -----------------------------------------------------------

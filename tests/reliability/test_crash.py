@@ -50,6 +50,7 @@ from tests.reliability._harness import (
     full,
     record_figures,
     snapshot,
+    stale_deletes,
     torn_lines,
     wait_until,
 )
@@ -287,6 +288,7 @@ def run_crash(tmp: Path, cycles: int, seed: int, *, client_timeout: bool) -> dic
             "emulator_logged": len(emu.requests()),
             "accepted_creates": sum(s.kind == "create" and s.accepted for s in log),
             "deletes": sum(s.kind == "delete" for s in log),
+            "stale_deletes_on_a_newer_incarnation": len(stale_deletes(log)),
             "scenario_events": dict(chaos.counts),
             "status_reads": watcher.reads,
             "observe_errors_shown": watcher.observe_errors,
