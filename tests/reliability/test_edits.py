@@ -409,17 +409,6 @@ def _edit_racing(
     return status, error, path.read_text()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reconciler/runtime/intent.py IntentStore._commit: when the swap displaces a file an "
-    "editor is still writing (vim: rename to FILE~, create FILE, write), it reads the displaced "
-    "bytes (half a file), unlinks that inode (temp_beside cleanup) and swaps back a *copy* of "
-    "the half; vim's remaining writes go to the unlinked inode. desired.yaml is left cut "
-    "mid-line (seen in the concurrency test: \"invalid zone 'e'\") or, cut at a line, valid but "
-    "missing every slot after the cut. Fix: swap the displaced inode itself back "
-    "(renameat2 RENAME_EXCHANGE of the same two paths before unlinking), then wait for it to "
-    "settle (or raise EditConflict) instead of building on bytes that may be partial",
-)
 def test_an_edit_never_cuts_a_vim_save_in_progress(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -430,15 +419,6 @@ def test_an_edit_never_cuts_a_vim_save_in_progress(
     assert status != "changed" or desired.slot("x1") is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reconciler/runtime/intent.py swap_in: when an editor has just renamed desired.yaml "
-    "away (vim's save, before it creates the new file), renameat2 fails with ENOENT and the "
-    "FileNotFoundError escapes IntentStore.apply: MCP answers 'Error executing tool add_slot' "
-    "(its text hidden), the CLI fails without the usual 'try again'. Fix: treat ENOENT at the "
-    "swap like a file that changed since it was read (re-read; missing -> EditConflict with a "
-    "delay, i.e. exit 75 / a retryable ToolError)",
-)
 def test_an_edit_while_vim_has_the_file_renamed_away_says_try_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -473,13 +473,6 @@ def test_state_files_are_0600_and_directories_0700(tailscale_run: TailscaleRun) 
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(
-    strict=True,
-    reason="reconciler/adapters/files.py ensure_private_dir: mkdir(parents=True, mode=0o700) "
-    "gives only the leaf 0700; the parents it creates get the umask default, so "
-    "state/logs/<slot>/ (made on the way to logs/<slot>/<instance>/) is 0755. Create each "
-    "missing ancestor with mode 0700 (or chmod the ones it created)",
-)
 def test_per_slot_log_directories_are_0700(tailscale_run: TailscaleRun) -> None:
     state = tailscale_run.state
     assert _modes_off(state) == {}
