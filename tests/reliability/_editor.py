@@ -17,9 +17,9 @@ What no editor can see â€” a change landing between that check and its rename â€
 instead: the vim backup holds what it moved aside, and the VS Code-style replace is a
 ``renameat2(RENAME_EXCHANGE)`` (the same atomic replace for everyone else) that hands back what
 it replaced. Such a save is logged ``clobbered`` (the editor, not the intent engine, lost that
-change). One JSON line per save goes to LOG: n, style, note, clobbered, the monotonic window
-(t0, t1) during which readers may see the file missing or partial, and the wall-clock window
-(checked, swapped) in which a change would have been clobbered.
+change) with the text it loaded and the text it displaced. One JSON line per save goes to
+LOG: n, style, note, clobbered, and the monotonic window (t0, t1) during which readers may see
+the file missing or partial.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def save_vim(path: Path, loaded: bytes, new: bytes, slow: float) -> dict[str, ob
     t0 = time.monotonic()
     os.rename(path, backup)
     swapped = time.time()
-    clobbered = backup.read_bytes() != loaded
+    displaced = backup.read_bytes()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         half = len(new) // 2
@@ -78,8 +78,7 @@ def save_vim(path: Path, loaded: bytes, new: bytes, slow: float) -> dict[str, ob
     finally:
         os.close(fd)
     os.unlink(backup)
-    return {"clobbered": clobbered, "t0": t0, "t1": time.monotonic(), "checked": checked,
-            "swapped": swapped}  # fmt: skip
+    return _saved(loaded, displaced, t0, time.monotonic(), checked, swapped)
 
 
 def save_vscode(path: Path, loaded: bytes, new: bytes, n: int) -> dict[str, object] | None:
@@ -98,10 +97,21 @@ def save_vscode(path: Path, loaded: bytes, new: bytes, n: int) -> dict[str, obje
         t0 = time.monotonic()
         exchange(tmp, path)
         swapped, t1 = time.time(), time.monotonic()
-        clobbered = tmp.read_bytes() != loaded
+        displaced = tmp.read_bytes()
     finally:
         tmp.unlink(missing_ok=True)
-    return {"clobbered": clobbered, "t0": t0, "t1": t1, "checked": checked, "swapped": swapped}
+    return _saved(loaded, displaced, t0, t1, checked, swapped)
+
+
+def _saved(
+    loaded: bytes, displaced: bytes, t0: float, t1: float, checked: float, swapped: float
+) -> dict[str, object]:
+    """The log record of a save; a clobbering one keeps both texts, to tell what it undid."""
+    record: dict[str, object] = {"clobbered": displaced != loaded, "t0": t0, "t1": t1,
+                                 "checked": checked, "swapped": swapped}  # fmt: skip
+    if displaced != loaded:
+        record["loaded"], record["displaced"] = loaded.decode(), displaced.decode()
+    return record
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,11 +49,6 @@ DIAGNOSTIC: Final = re.compile(
     r"(?P<file>[^\n]+?):(?P<line>[0-9]+):(?P<col>[0-9]+): (?P<msg>\S[^\n]*)"
 )
 
-#: Violations already reported, each with the strict-xfail test that pins it: the fuzz tests
-#: count these instead of failing on them; remove an entry together with its xfail marker.
-#: (Empty: the three found so far were fixed in c055dd6.)
-KNOWN: Final[dict[str, tuple[re.Pattern[str], str]]] = {}
-
 
 def _base(text: str) -> Desired:
     return parse_desired(text, SOURCE)
@@ -79,19 +74,13 @@ def _world(desired: Desired) -> Observation:
     return Observation(queued_resources=tuple(qrs))
 
 
-def diagnostic_problems(
-    text: str, rendered: list[str], known: collections.Counter[str]
-) -> list[str]:
+def diagnostic_problems(text: str, rendered: list[str]) -> list[str]:
     """Why these rendered diagnostics break ``FILE:LINE:COL: message`` for ``text``."""
     if not rendered:
         return ["invalid, but no diagnostic"]
     lines = max(1, len(text.splitlines()) + 1)
     out = []
     for d in rendered:
-        known_as = next((name for name, (rx, _) in KNOWN.items() if rx.search(d)), None)
-        if known_as is not None:
-            known[known_as] += 1
-            continue
         m = DIAGNOSTIC.fullmatch(d)
         if m is None:
             out.append(f"not FILE:LINE:COL: message: {d!r}")
@@ -139,7 +128,6 @@ class Tally:
         self.cases = 0
         self.kinds: collections.Counter[str] = collections.Counter()
         self.valid = 0
-        self.known: collections.Counter[str] = collections.Counter()
         self.slowest = 0.0
 
     def figures(self) -> dict[str, object]:
@@ -147,7 +135,6 @@ class Tally:
             "cases": self.cases,
             "kinds": dict(self.kinds),
             "parsed_valid": self.valid,
-            "known_violations": dict(self.known),
             "slowest_parse_s": round(self.slowest, 3),
         }
 
@@ -160,7 +147,7 @@ def check_text(base: str, text: str, path: Path, tally: Tally) -> list[str]:
         return [f"parse_desired raised {crash}"]
     problems: list[str] = []
     if desired is None:
-        problems += diagnostic_problems(text, rendered, tally.known)
+        problems += diagnostic_problems(text, rendered)
     else:
         tally.valid += 1
         problems += unreleased_deletes(desired, _world(BASES[base]))
@@ -177,7 +164,7 @@ def check_text(base: str, text: str, path: Path, tally: Tally) -> list[str]:
     if desired is None and not text.startswith("\ufeff"):
         if result.desired is not before or result.current_valid:
             problems.append("an invalid file replaced the intent in force")
-        problems += diagnostic_problems(text, [str(d) for d in result.errors], tally.known)
+        problems += diagnostic_problems(text, [str(d) for d in result.errors])
     return problems
 
 
@@ -225,7 +212,7 @@ def test_fuzzed_bytes_keep_the_last_valid_intent(tmp_path: Path) -> None:
             return
         assert result.desired is before, "an unreadable file replaced the intent in force"
         text = data.decode("utf-8", "replace")
-        problems = diagnostic_problems(text, [str(d) for d in result.errors], tally.known)
+        problems = diagnostic_problems(text, [str(d) for d in result.errors])
         assert not problems, f"{data!r}\n" + "\n".join(problems)
 
     run_recorded("fuzz-desired-bytes", check, tally.figures)
@@ -274,13 +261,12 @@ SLOW_HOSTILE: Final = frozenset({"nested 100,000 deep"})
 )
 def test_hostile_file_is_refused_with_a_position(name: str, tmp_path: Path) -> None:
     text = HOSTILE[name]
-    known: collections.Counter[str] = collections.Counter()
     started = time.monotonic()
     desired, rendered, crash = parse_outcome(text)
     elapsed = time.monotonic() - started
     assert crash is None, crash
     assert desired is None, "a hostile file parsed"
-    assert not diagnostic_problems(text, rendered, known)
+    assert not diagnostic_problems(text, rendered)
     assert elapsed < 30, f"took {elapsed:.1f}s"
     path = tmp_path / "desired.yaml"
     store = DesiredStore(path, {}, source=SOURCE)
@@ -355,4 +341,4 @@ def test_generator_asking_for_100k_slots_is_refused() -> None:
     desired, rendered, crash = parse_outcome(text)
     assert crash is None
     assert desired is None, f"{len(desired.slots)} slots from {len(text)} bytes"
-    assert not diagnostic_problems(text, rendered, collections.Counter())
+    assert not diagnostic_problems(text, rendered)
