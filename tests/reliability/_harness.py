@@ -596,7 +596,8 @@ class BackgroundLoop:
 
 class StatusWatcher(BackgroundLoop):
     """Re-reads ``path`` in a loop. ``bad`` lists reads that were not complete JSON objects;
-    ``latest_until`` is the latest ``plan.deferred[].until`` seen (epoch seconds)."""
+    ``until[slot]`` is the latest ``plan.deferred[].until`` seen for a slot, ``latest_until``
+    the latest of all (epoch seconds)."""
 
     def __init__(self, path: Path) -> None:
         super().__init__()
@@ -606,6 +607,7 @@ class StatusWatcher(BackgroundLoop):
         self.observe_errors = 0
         self.last_observe_error = ""
         self.latest_until = 0.0
+        self.until: dict[str, float] = {}
         self._last = b""
 
     def tick(self) -> None:
@@ -632,7 +634,10 @@ class StatusWatcher(BackgroundLoop):
             until = held.get("until")
             if isinstance(until, str):  # whole seconds, cut: the end of that second
                 moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
-                self.latest_until = max(self.latest_until, moment.timestamp() + 1.0)
+                end = moment.timestamp() + 1.0
+                self.latest_until = max(self.latest_until, end)
+                slot = str(held.get("slot"))
+                self.until[slot] = max(self.until.get(slot, 0.0), end)
 
 
 def torn_lines(path: Path) -> int:

@@ -193,13 +193,19 @@ def _successful_lists(tap: Tap, after: float) -> list[Served]:
     ]
 
 
-def _longest_need(oracle: Oracle, lists: list[Served]) -> tuple[int, str]:
-    """The most consecutive polls one discrepancy lived through, and which it was."""
+def _longest_need(
+    oracle: Oracle, lists: list[Served], since: float, until: dict[str, float]
+) -> tuple[int, str]:
+    """The most consecutive polls one discrepancy lived through, and which it was. A slot's
+    polls count from ``since`` or from the end of a backoff it announced (``until``, on the
+    lists' clock), whichever is later."""
     streak: dict[tuple[str, str], int] = {}
     worst, what = 0, ""
     for s in lists:
         assert s.after is not None
-        needs = set(oracle.needs(s.after).items())
+        needs = {
+            n for n in oracle.needs(s.after).items() if s.arrived > max(since, until.get(n[0], 0))
+        }
         streak = {n: streak.get(n, 0) + 1 for n in needs}
         for n, count in streak.items():
             if count > worst:
@@ -263,8 +269,9 @@ def run_crash(tmp: Path, cycles: int, seed: int, *, client_timeout: bool) -> dic
             time.sleep(1.0)  # a few more polls: it must stay converged and quiet
             still = oracle.unconverged(snapshot(emu))
             violations += [f"after convergence: {p}" for p in still]
-            reference = max(tap.last_fault_at, restart, watcher.latest_until - epoch_offset)
-            polls, need = _longest_need(oracle, _successful_lists(tap, reference))
+            since = max(tap.last_fault_at, restart)
+            until = {slot: t - epoch_offset for slot, t in watcher.until.items()}
+            polls, need = _longest_need(oracle, _successful_lists(tap, since), since, until)
             if polls > POLL_BUDGET:
                 violations.append(f"{need} through {polls} polls after the last fault")
             rc = ctl.terminate()
