@@ -35,16 +35,23 @@ END: Final = "<!-- figures:end -->"
 #: (test name in the figures, what it is, the figures to show).
 ROWS: Final = (
     ("crash-short", "kill -9 cycles (CI)", ("cycles", "faults_total", "api_requests")),
-    ("crash-full", "kill -9 cycles", ("cycles", "faults_total", "api_requests")),
-    ("edits", "concurrent intent edits", ("edits", "saves", "lost")),
-    ("fuzz-desired-text", "fuzzed desired files", ("cases", "parsed_valid")),
+    (
+        "crash-full",
+        "kill -9 cycles",
+        ("cycles", "faults_total", "api_requests", "accepted_creates", "deletes",
+         "longest_need_polls", "converged_after_s", "stale_deletes_on_a_newer_incarnation"),
+    ),
+    ("edits", "concurrent intent edits",
+     ("edits", "by_surface", "retries", "saves", "clobbered_by_editor", "lost")),
+    ("fuzz-desired-text", "fuzzed desired files", ("cases", "parsed_valid", "slowest_parse_s")),
     ("fuzz-desired-bytes", "fuzzed desired bytes", ("cases", "parsed_valid")),
-    ("fuzz-api-observe", "fuzzed API answers (observe)", ("cases",)),
-    ("fuzz-api-controller", "fuzzed API answers (controller)", ("passes", "observe_errors")),
+    ("fuzz-api-observe", "fuzzed API answers (observe)", ("cases", "outcomes")),
+    ("fuzz-api-controller", "fuzzed API answers (controller)",
+     ("passes", "observe_errors", "creates_refused_as_existing")),
     ("unsafe-names-desired", "unsafe names in desired.yaml", ("cases",)),
     ("unsafe-names-adapters", "unsafe names to adapters", ("cases",)),
     ("script-paths", "script paths", ("cases", "refused", "resolved")),
-)
+)  # fmt: skip
 
 
 def run_pytest(args: argparse.Namespace, figures: Path, junit: Path) -> int:
@@ -69,6 +76,21 @@ def read_figures(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def test_counts(junit: Path) -> dict[str, int]:
+    """Tests run, failed (a failure is a violation too) and xfailed, from the JUnit report."""
+    counts = {"run": 0, "failed": 0, "xfailed": 0, "skipped": 0}
+    if not junit.exists():
+        return counts
+    for case in ET.parse(junit).iter("testcase"):
+        counts["run"] += 1
+        skipped = case.find("skipped")
+        if case.find("failure") is not None or case.find("error") is not None:
+            counts["failed"] += 1
+        elif skipped is not None:
+            counts["xfailed" if skipped.get("type") == "pytest.xfail" else "skipped"] += 1
+    return counts
+
+
 def known_violations(junit: Path) -> list[str]:
     """The strict xfails that held (each a violation found and reported, not yet fixed)."""
     if not junit.exists():
@@ -87,7 +109,12 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def table(figures: dict[str, dict[str, Any]], known: Iterable[str], seconds: float) -> str:
+def table(
+    figures: dict[str, dict[str, Any]],
+    known: Iterable[str],
+    seconds: float,
+    tests: dict[str, int],
+) -> str:
     lines = [
         "| what | figures | violations |",
         "| --- | --- | --- |",
@@ -109,7 +136,10 @@ def table(figures: dict[str, dict[str, Any]], known: Iterable[str], seconds: flo
     known = list(known)
     lines += [
         "",
-        f"Violations in this run: {total}. Known violations (strict xfails): {len(known)}.",
+        f"Tests: {tests['run']} run, {tests['failed']} failed, {tests['xfailed']} strict xfails, "
+        f"{tests['skipped']} skipped.",
+        f"Violations in this run: {total + tests['failed']} (in figures {total}, failed tests "
+        f"{tests['failed']}). Known violations (strict xfails): {len(known)}.",
     ]
     lines += [f"- `{k}`" for k in known]
     lines += ["", f"Run took {seconds / 60:.1f} minutes."]
@@ -136,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         figures_path, junit = Path(tmp) / "figures.jsonl", Path(tmp) / "junit.xml"
         code = run_pytest(args, figures_path, junit)
         figures, known = read_figures(figures_path), known_violations(junit)
-    text = table(figures, known, time.monotonic() - started)
+        tests = test_counts(junit)
+    text = table(figures, known, time.monotonic() - started, tests)
     print(text)
     if args.write_doc:
         write_doc(text)
