@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import time
 from collections.abc import AsyncIterator
@@ -25,6 +26,10 @@ from typing import Final
 from watchfiles import Change, awatch
 
 from reconciler.runtime.store import NO_CONTENT, file_digest
+
+# watchfiles logs every change it sees at INFO; files churning beside desired.yaml (an editor's
+# swap files, a log redirected there) would flood the controller's log, even feed themselves.
+logging.getLogger("watchfiles").setLevel(logging.WARNING)
 
 #: How often a missing directory is looked for, and how often the watcher thread comes back
 #: to check that its directory is still the same one (bounds the reaction to a recreated dir).
