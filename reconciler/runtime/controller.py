@@ -374,6 +374,8 @@ class Controller:
         errors: tuple[str, ...],
         windows: list[str] | None = None,
         orphans: list[str] | None = None,
+        *,
+        running: bool = True,
     ) -> None:
         last = self._last
         observation = result.observation or (last.observation if last else None)
@@ -392,7 +394,7 @@ class Controller:
             tmux_orphans=orphans or (),
             observe_error=result.observe_error,
         )
-        doc["controller"] = {"running": True, "pid": os.getpid()}
+        doc["controller"] = {"running": running, "pid": os.getpid() if running else None}
         doc["in_flight"] = sorted(k for k in self.in_flight if not k.startswith("notify:"))
         write_json(self.state.status, doc, compact=True)
 
@@ -461,10 +463,7 @@ class Controller:
             with contextlib.suppress(OSError):
                 self._save_memory()
                 if self._last is not None:
-                    self._write_snapshot(self._last, self._last_errors)
-                    doc = read_json(self.state.status)
-                    doc["controller"] = {"running": False, "pid": None}
-                    write_json(self.state.status, doc, compact=True)
+                    self._write_snapshot(self._last, self._last_errors, running=False)
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Let in-flight cloud calls and notices finish (they are short); cancel long setup
@@ -516,7 +515,4 @@ class Controller:
 
     def write_snapshot(self, result: PassResult) -> None:
         """The status snapshot of a one-off pass (``apply``): no controller is running."""
-        self._write_snapshot(result, ())
-        doc = read_json(self.state.status)
-        doc["controller"] = {"running": False, "pid": None}
-        write_json(self.state.status, doc, compact=True)
+        self._write_snapshot(result, (), running=False)
