@@ -88,11 +88,12 @@ def _err(message: str) -> None:
     print(f"tpu-reconciler: {message}", file=sys.stderr)
 
 
-def _load_or_report(path: Path) -> Any:
-    """The Desired in the file now, or None after printing its diagnostics."""
+def _load_or_report(path: Path, store: Any = None) -> Any:
+    """The Desired in the file now, or None after printing its diagnostics. Pass the
+    controller's store so the pass that follows reuses this parse (it caches by content)."""
     from reconciler.runtime.store import DesiredStore
 
-    result = DesiredStore(path, os.environ).load()
+    result = (store or DesiredStore(path, os.environ)).load()
     if result.errors:
         for d in result.errors:
             print(d, file=sys.stderr)
@@ -135,9 +136,9 @@ def _plan_once(args: argparse.Namespace) -> tuple[Any, Any]:
     """Observe once and plan; the cloud connection is closed again before returning."""
     import asyncio
 
-    if _load_or_report(args.file) is None:
-        return None, None
     controller = build_controller(args, allow_destructive=False)
+    if _load_or_report(args.file, controller.store) is None:
+        return None, None
 
     async def once() -> Any:
         try:
@@ -193,11 +194,11 @@ def apply_cmd(args: argparse.Namespace) -> int:
     from reconciler.errors import ControllerAlreadyRunning
     from reconciler.runtime.lock import ControllerLock
 
-    if _load_or_report(args.file) is None:
-        return 1
     try:
         with ControllerLock(state_dir(args).ensure()):
             controller = build_controller(args, allow_destructive=True)
+            if _load_or_report(args.file, controller.store) is None:
+                return 1
             done = _observe_or_report(
                 lambda: asyncio.run(_apply(controller, args.yes, args.wait, args.timeout))
             )
