@@ -28,8 +28,8 @@ from typing import Any, Final, TypeVar
 import asyncssh
 
 from reconciler.adapters.hostkeys import HostKey, HostKeyStore
-from reconciler.adapters.ssh import TAIL_LINES, SshOptions, Worker, WorkerResult
 from reconciler.adapters.ssh_log import WorkerLog, log_path
+from reconciler.adapters.ssh_values import TAIL_LINES, SshOptions, Worker, WorkerResult
 from reconciler.errors import HostKeyMismatch, ReconcilerError, SetupFailed
 from reconciler.model.names import host_key_alias
 
