@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from reconciler.adapters.files import read_json
-from reconciler.errors import InvalidDesiredState, ReconcilerError, UnsafeName
+from reconciler.errors import InvalidDesiredState, ReconcilerError, UnsafeName, ViewError
 from reconciler.intent.engine import EditResult, IntentEditor
 from reconciler.model import names
 from reconciler.model.desired import Desired
@@ -31,10 +31,6 @@ from reconciler.model.desired import Desired
 SCHEMA: Final = "tpu-reconciler.mcp.v1"
 STATUS_SCHEMA: Final = "tpu-reconciler.status.v1"
 _TAIL_BYTES: Final = 4 * 1024 * 1024
-
-
-class ViewError(ReconcilerError):
-    """A view cannot answer (unknown slot, no address yet, unreadable snapshot)."""
 
 
 def _doc(**fields: Any) -> dict[str, Any]:

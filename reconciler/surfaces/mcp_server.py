@@ -27,9 +27,9 @@ from mcp.types import ToolAnnotations
 
 from reconciler import __version__
 from reconciler.adapters.statedir import StateDir, default_state_dir
-from reconciler.errors import ReconcilerError
+from reconciler.errors import NeedsConfirmation, ReconcilerError
+from reconciler.exitcodes import EX_INTERRUPTED, EX_OK
 from reconciler.intent import views
-from reconciler.intent.edits import NeedsConfirmation
 from reconciler.intent.engine import Edit, IntentEditor
 from reconciler.intent.tmux import REOPEN_NOTE, close_window, stays_open_notes
 
@@ -309,7 +309,7 @@ def serve(file: Path, state_dir: Path | None = None, *, verbose: int = 0) -> int
     store = IntentEditor(file, StateDir(root))
     log.info("serving %s (state %s)", store.path, root)
     build_server(store).run("stdio")
-    return 0
+    return EX_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -323,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return serve(args.file, args.state_dir, verbose=args.verbose)
     except KeyboardInterrupt:
-        return 130
+        return EX_INTERRUPTED
 
 
 if __name__ == "__main__":
