@@ -26,10 +26,7 @@ JSON rules (``to_json`` / ``from_json`` are driven by the dataclass fields, in f
   ``from_json`` raises ``ValueError`` otherwise.
 """
 
-from __future__ import annotations
-
 import dataclasses
-import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -52,15 +49,45 @@ def _extra() -> Any:
     return field(default_factory=dict, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class ControllerInfo:
+class _Value:
+    """Equality, hash and repr for the status dataclasses, written once instead of generated
+    per class: ``dataclass(eq=True, repr=True)`` compiles those methods for every class at
+    import, and ``status`` imports this module on its fast path."""
+
+    __slots__ = ()
+    extra: Mapping[str, Any]  # declared by every subclass (a dataclass field)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _spec(type(self)).names)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, _Value)
+        return self._values() == other._values() and self.extra == other.extra
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, *self._values()))
+
+    def __repr__(self) -> str:
+        spec = _spec(type(self))
+        shown = ", ".join(f"{n}={v!r}" for n, v in zip(spec.names, self._values(), strict=True))
+        return f"{type(self).__name__}({shown})"
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ControllerInfo(_Value):
+    """Whether a controller holds the lock, and its pid (0: running, pid not yet known)."""
+
     running: bool = False
     pid: int | None = None
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
-class DesiredInfo:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class DesiredInfo(_Value):
+    """The desired file the snapshot was made from: valid or not (its errors), its digest."""
+
     file: str | None = None
     valid: bool = False
     errors: tuple[str, ...] = ()
@@ -68,8 +95,8 @@ class DesiredInfo:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
-class SetupStatus:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class SetupStatus(_Value):
     """Per slot: ``off | waiting | pending | done | failed`` for each setup step."""
 
     bootstrap: str | None = None
@@ -79,8 +106,8 @@ class SetupStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
-class TmuxStatus:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class TmuxStatus(_Value):
     """Per slot: the window the mirror keeps (None when the slot does not want one)."""
 
     target: str | None = None
@@ -88,8 +115,8 @@ class TmuxStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
-class SlotStatus:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class SlotStatus(_Value):
     """One row: a managed slot (``setup``/``tmux`` set) or an unmanaged QR (they are None)."""
 
     name: str
@@ -113,8 +140,10 @@ class SlotStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
-class RaceGroupStatus:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class RaceGroupStatus(_Value):
+    """A race: ``count`` winners wanted among ``candidates``; ``open`` while short."""
+
     name: str
     count: int = 0
     winners: tuple[str, ...] = ()
@@ -123,8 +152,10 @@ class RaceGroupStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
-class ActionStatus:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ActionStatus(_Value):
+    """One planned action, as ``plan`` shows it (``symbol`` is ``+``, ``-``, ``-/+``, ``~``)."""
+
     symbol: str = ""
     kind: str = ""
     slot: str = ""
@@ -134,7 +165,7 @@ class ActionStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class DeferredActionStatus(ActionStatus):
     """An action the planner holds back until ``until`` (ISO time, None = no set time)."""
 
@@ -142,15 +173,17 @@ class DeferredActionStatus(ActionStatus):
     until: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class BlockedActionStatus(ActionStatus):
     """An action the planner refuses to take (needs an explicit intent)."""
 
     why: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class PlanStatus:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class PlanStatus(_Value):
+    """The pending plan: its summary line, the actions, and what is deferred or blocked."""
+
     summary: str = ""
     actions: tuple[ActionStatus, ...] = ()
     deferred: tuple[DeferredActionStatus, ...] = ()
@@ -159,8 +192,8 @@ class PlanStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
-class TmuxInventoryStatus:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class TmuxInventoryStatus(_Value):
     """The snapshot's top-level ``tmux``: every ``tpu-*`` window, and the orphaned ones."""
 
     windows: tuple[str, ...] = ()
@@ -168,8 +201,8 @@ class TmuxInventoryStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
-class StatusSnapshot:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class StatusSnapshot(_Value):
     """The whole document. ``controller`` is filled from the lock by readers; ``in_flight`` is
     only in the controller's own snapshot, ``note`` only in one made without a controller."""
 
@@ -204,13 +237,30 @@ class StatusSnapshot:
 # decoding 1,000 slots stays a few dict operations per row.
 
 _Convert = Callable[[Any], Any]
+_Put = Callable[[Any, Any], None]
 
 
-@dataclass(frozen=True, slots=True)
 class _Spec:
-    known: frozenset[str]  # every JSON key a field reads (all fields but ``extra``)
-    decode: tuple[tuple[str, _Convert], ...]  # fields that need converting on the way in
-    encode: tuple[tuple[str, _Convert | None, Any], ...]  # (name, converter, added-default)
+    """How one class is read and written (a plain class: cheaper to define than a dataclass)."""
+
+    __slots__ = ("decode", "encode", "known", "names", "plain", "put_extra")
+
+    def __init__(
+        self,
+        cls: type,
+        decode: tuple[tuple[str, _Put, Any, _Convert | None], ...],
+        encode: tuple[tuple[str, _Convert | None, Any], ...],
+    ) -> None:
+        self.names = tuple(name for name, _, _, _ in decode)  # every field but ``extra``
+        self.known = frozenset(self.names)  # the JSON keys the fields read
+        # (name, slot setter, default) of plain fields with a default: copied as they are
+        self.plain = tuple(
+            (n, put, d) for n, put, d, c in decode if c is None and d is not _NOTHING
+        )
+        # (name, slot setter, default or _NOTHING, converter) of the others
+        self.decode = tuple(f for f in decode if f[3] is not None or f[2] is _NOTHING)
+        self.encode = encode  # (name, converter, added-default or _NOTHING) per field
+        self.put_extra = _slot_setter(cls, "extra")
 
 
 _SPECS: dict[type, _Spec] = {}
@@ -272,37 +322,59 @@ def _converters(hint: Any) -> tuple[_Convert | None, _Convert | None]:
 def _spec(cls: type) -> _Spec:
     spec = _SPECS.get(cls)
     if spec is None:
-        hints = typing.get_type_hints(cls, vars(sys.modules[__name__]))
-        fields = [f for f in dataclasses.fields(cls) if f.name != "extra"]
-        decode: list[tuple[str, _Convert]] = []
+        decode: list[tuple[str, _Put, Any, _Convert | None]] = []
         encode_: list[tuple[str, _Convert | None, Any]] = []
-        for f in fields:
-            into, out = _converters(hints[f.name])
-            if into is not None:
-                decode.append((f.name, into))
-            encode_.append((f.name, out, f.default if f.metadata.get(_ADDED) else _NOTHING))
-        spec = _Spec(frozenset(f.name for f in fields), tuple(decode), tuple(encode_))
+        for f in dataclasses.fields(cls):
+            if f.name == "extra":
+                continue
+            into, out = _converters(f.type)  # a type, not a string: no __future__ import here
+            default = _NOTHING if f.default is dataclasses.MISSING else f.default
+            put = _slot_setter(cls, f.name)
+            decode.append((f.name, put, default, into))
+            encode_.append((f.name, out, default if f.metadata.get(_ADDED) else _NOTHING))
+        spec = _Spec(cls, tuple(decode), tuple(encode_))
         _SPECS[cls] = spec
     return spec
 
 
+def _slot_setter(cls: type, name: str) -> _Put:
+    """The slot descriptor's setter, found along the MRO (a subclass's fields sit in its own
+    slots, inherited ones in the base's)."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            put: _Put = vars(klass)[name].__set__
+            return put
+    raise TypeError(f"{cls.__name__}.{name} has no slot")
+
+
 def decode_as(cls: type[T], data: Any) -> T:
-    """``data`` (a JSON object) as a ``cls``; see the module docstring for the rules."""
-    if not isinstance(data, dict):
+    """``data`` (a JSON object) as a ``cls``; see the module docstring for the rules.
+
+    Builds the frozen instance through its slots rather than ``__init__`` (which sets each
+    field through ``object.__setattr__``): a 1,000-slot snapshot decodes about twice as fast.
+    Every field is set, so the result equals ``cls(**fields)``.
+    """
+    if type(data) is not dict:
         raise ValueError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
     spec = _spec(cls)
-    if data.keys() <= spec.known:
-        kwargs = dict(data)
-    else:
-        kwargs = {k: v for k, v in data.items() if k in spec.known}
-        kwargs["extra"] = {k: v for k, v in data.items() if k not in spec.known}
-    for name, convert in spec.decode:
-        if name in kwargs:
-            kwargs[name] = convert(kwargs[name])
-    try:
-        return cls(**kwargs)
-    except TypeError as e:  # a required field (a slot's name) is missing
-        raise ValueError(f"{cls.__name__}: {e}") from None
+    obj = object.__new__(cls)
+    get = data.get
+    for name, put, default in spec.plain:
+        put(obj, get(name, default))
+    for name, put, default, convert in spec.decode:
+        value = get(name, _NOTHING)
+        if value is _NOTHING:
+            if default is _NOTHING:
+                raise ValueError(f"{cls.__name__}: {name!r} is missing")
+            value = default
+        elif convert is not None:
+            value = convert(value)
+        put(obj, value)
+    known = spec.known
+    spec.put_extra(
+        obj, {} if data.keys() <= known else {k: data[k] for k in data if k not in known}
+    )
+    return obj
 
 
 def encode(obj: Any) -> dict[str, Any]:
