@@ -28,6 +28,7 @@ Errors also carry the *exit code* a command returns for them (``exit_code``, nam
     │   └── InitError                    `init` cannot write a valid starter file
     ├── InvalidDesiredState              desired.yaml does not validate (diagnostics attached)
     ├── ViewError                        an intent view cannot answer (unknown slot, no snapshot)
+    ├── StatusUnreadable                 status.json exists but is corrupt or of another schema
     ├── SecretNotFound (LookupError)     no secret of that name is stored
     ├── SecretUnsafe (PermissionError)   a secret file others may read; it is not used
     └── DemoFailed                       the demo's story did not happen as told
@@ -215,3 +216,13 @@ class InvalidEdit(EditRejected):
     def __init__(self, message: str, diagnostics: tuple[Diagnostic, ...]) -> None:
         super().__init__(message)
         self.diagnostics = diagnostics
+
+
+class StatusUnreadable(ReconcilerError):
+    """The status snapshot exists but cannot be used (corrupt, unknown schema, wrong shape):
+    reported, never taken for "no snapshot"."""
+
+    def __init__(self, path: object, why: str) -> None:
+        super().__init__(f"status snapshot {path} is unreadable: {why}")
+        self.path = path
+        self.why = why
