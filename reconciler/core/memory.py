@@ -7,7 +7,8 @@ The world is read fresh every pass; memory holds only what the world cannot tell
 - per slot, the QR state last seen and since when ("time in state"), and how many dead QRs
   (SUSPENDED / FAILED) in a row it has replaced, which delays the next create;
 - per slot, which setup steps finished for which node instance and generation;
-- which notices were sent (once per node instance and event).
+- which notices were sent (once per node instance and event);
+- per slot, its workload's run, attempt, failures and phase (``core.workload_memory``).
 
 Every update is a function ``Memory -> Memory``; serialisation is to and from plain dicts. A
 memory document that cannot be read is the runtime's problem (it degrades to a fresh memory
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final
 
+from reconciler.core import workload_memory as wlm
+from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired
 from reconciler.model.observed import WON_STATES, Observation
 
@@ -69,12 +72,16 @@ class Memory:
     slots: Mapping[str, SlotMemory] = field(default_factory=lambda: MappingProxyType({}))
     errors: Mapping[str, ActionError] = field(default_factory=lambda: MappingProxyType({}))
     notified: frozenset[str] = frozenset()
+    workloads: Mapping[str, WorkloadMemory] = field(default_factory=lambda: MappingProxyType({}))
 
     def slot(self, name: str) -> SlotMemory:
         return self.slots.get(name) or _EMPTY_SLOT
 
     def error(self, key: str) -> ActionError | None:
         return self.errors.get(key)
+
+    def workload(self, slot: str) -> WorkloadMemory | None:
+        return self.workloads.get(slot)
 
     def setup_done(self, slot: str, kind: str, instance: str, generation: int) -> bool:
         return self.slot(slot).setup.get(kind) == setup_token(instance, generation)
@@ -201,6 +208,7 @@ def to_dict(memory: Memory) -> dict[str, Any]:
             for key, e in sorted(memory.errors.items())
         },
         "notified": sorted(memory.notified),
+        "workloads": {name: wlm.to_dict(w) for name, w in sorted(memory.workloads.items())},
     }
 
 
@@ -230,6 +238,7 @@ def from_dict(data: Any) -> Memory:
             for key, e in data.get("errors", {}).items()
         }
         notified = frozenset(str(n) for n in data.get("notified", []))
+        workloads = {str(k): wlm.from_dict(w) for k, w in data.get("workloads", {}).items()}
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as e:
         raise ValueError(f"corrupt memory document: {e}") from None
     numbers = [e.not_before for e in errors.values()]
@@ -237,4 +246,9 @@ def from_dict(data: Any) -> Memory:
     numbers += [s.state_since for s in slots.values() if s.state_since is not None]
     if not all(math.isfinite(n) for n in numbers):
         raise ValueError("corrupt memory document: a time is not a finite number")
-    return Memory(slots=MappingProxyType(slots), errors=MappingProxyType(errors), notified=notified)
+    return Memory(
+        slots=MappingProxyType(slots),
+        errors=MappingProxyType(errors),
+        notified=notified,
+        workloads=MappingProxyType(workloads),
+    )

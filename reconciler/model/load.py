@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -30,6 +30,8 @@ from reconciler.model.desired import (
     Setup,
     SetupSpec,
     SlotSpec,
+    WorkloadModel,
+    WorkloadSpec,
 )
 
 ENV_PREFIX: Final = "TPU_RECONCILER_"
@@ -258,6 +260,52 @@ def _setup(defaults: Setup, own: Setup | None, scripts: Sequence[str]) -> SetupS
     )
 
 
+#: A workload layer and where it was written (None: the layer has no workload block).
+Layer = tuple[WorkloadModel | None, Loc]
+
+
+def _workload(layers: Sequence[Layer], err: Callable[[Loc, str], None]) -> WorkloadSpec | None:
+    """Overlay workload blocks field by field (outermost first). A slot runs a workload when
+    some layer names a command; generations add up, as setup's do."""
+    merged: dict[str, Any] = {}
+    generation = 0
+    present = [(w, loc) for w, loc in layers if w is not None]
+    for w, _ in present:
+        merged.update({name: getattr(w, name) for name in w.model_fields_set})
+        generation += w.generation
+    if not present:
+        return None
+    loc = present[-1][1]
+    if merged.get("command") is None:
+        # defaults.workload alone may set policy without a command; any closer block must
+        # end up with one.
+        if present[-1][1][:1] != ("defaults",):
+            err((*loc, "workload"), "workload needs a command (here or in an outer block)")
+        return None
+    loc = (*loc, "workload")
+    w = WorkloadModel.model_validate(merged)
+    env = dict(w.env or {})
+    secrets = dict(w.secret_env or {})
+    for name in sorted(set(env) & set(secrets)):
+        err((*loc, "secret_env", name), f"{name!r} is set in both env and secret_env")
+    if w.restart == "always" and w.when_done == "release":
+        err(loc, "when_done: release never happens with restart: always (it relaunches)")
+    command = w.command
+    assert command is not None
+    return WorkloadSpec(
+        command=command if isinstance(command, str) else tuple(command),
+        workdir=w.workdir,
+        env=tuple(sorted(env.items())),
+        secret_env=tuple(sorted(secrets.items())),
+        restart=w.restart,
+        max_failures=w.max_failures,
+        stall_after=w.stall_after,
+        stop_grace=w.stop_grace,
+        when_done=w.when_done,
+        generation=generation,
+    )
+
+
 def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> Desired:
     """Expand generators, apply defaults and check the cross-field rules."""
     diags: list[Diagnostic] = []
@@ -272,8 +320,10 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
 
     # Which group each slot races in (and where it was named, for messages).
     membership: dict[str, str] = {}
+    group_layer: dict[str, Layer] = {}
     group_names: set[str] = set()
     for gi, rg in enumerate(model.race_groups):
+        group_layer[rg.name] = (rg.workload, ("race_groups", gi))
         if rg.name in group_names:
             err(("race_groups", gi, "name"), f"duplicate race group name {rg.name!r}")
         group_names.add(rg.name)
@@ -343,6 +393,14 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
                 valid_until_seconds=int(slot.valid_until) if slot.valid_until else None,
                 setup=_setup(defaults.setup, slot.setup, settings.setup_scripts),
                 order=len(slots),
+                workload=_workload(
+                    [
+                        (defaults.workload, ("defaults",)),
+                        group_layer.get(group or "", (None, ())),
+                        (slot.workload, loc),
+                    ],
+                    err,
+                ),
             ),
             (*loc, "name"),
         )
@@ -392,6 +450,14 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
                             setup=_setup(defaults.setup, gen.setup, settings.setup_scripts),
                             order=len(slots),
                             generated=True,
+                            workload=_workload(
+                                [
+                                    (defaults.workload, ("defaults",)),
+                                    (gen.workload, loc),
+                                    group_layer.get(group or "", (None, ())),
+                                ],
+                                err,
+                            ),
                         ),
                         loc,
                     )
