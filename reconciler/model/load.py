@@ -224,7 +224,10 @@ def parse_desired(
                 var = ENV_PREFIX + str(loc[1]).upper()
                 diags.append(Diagnostic(f"${var}", 1, 1, _message(err)))
                 continue
-            line, col = pos.at(loc, key=err["type"] == "extra_forbidden")
+            is_key = loc[-1:] == ("[key]",)  # a bad mapping key: point at the key itself
+            line, col = pos.at(
+                loc[:-1] if is_key else loc, key=is_key or err["type"] == "extra_forbidden"
+            )
             diags.append(Diagnostic(source, line, col, _message(err) + _suggest(err)))
         raise InvalidDesiredState(_dedupe(diags)) from None
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
