@@ -44,8 +44,12 @@ def test_defaults_on_a_slot_block() -> None:
 
 
 def test_every_field_and_argv_commands() -> None:
-    text = HEAD + "slots:\n" + SLOT + textwrap.indent(
-        textwrap.dedent("""\
+    text = (
+        HEAD
+        + "slots:\n"
+        + SLOT
+        + textwrap.indent(
+            textwrap.dedent("""\
         workload:
           command: [python3, -c, "print(1)"]
           workdir: ~/repo
@@ -57,7 +61,8 @@ def test_every_field_and_argv_commands() -> None:
           stop_grace: 5s
           generation: 2
         """),
-        "    ",
+            "    ",
+        )
     )
     w = workload(load(text))
     assert w is not None
