@@ -339,6 +339,15 @@ def probe_targets(
     return out
 
 
+def watching(memory: Memory) -> bool:
+    """Some attempt is starting, running, stopping or has workers left to stop: poll fast, so
+    an exit is noticed within one fast interval."""
+    return any(
+        w.phase in _LIVE or (w.phase in _AFTER_FAILURE and _ran(w.workers))
+        for w in memory.workloads.values()
+    )
+
+
 def record_sent(memory: Memory, slot: str, act: WorkloadAct, instance: str, now: float) -> Memory:
     """The controller is about to send ``act`` (recorded before it goes out, saved with the
     pass: after a kill -9 the same attempt is probed and, if missing, sent again — the

@@ -31,14 +31,27 @@ from reconciler.adapters.cloud import Cloud
 from reconciler.adapters.files import read_json, write_json
 from reconciler.adapters.statedir import StateDir
 from reconciler.core import memory as mem
-from reconciler.core.plan import CLOUD_KINDS, Action, Kind, Notice, Plan, in_motion, plan
+from reconciler.core import workload as wl
+from reconciler.core.plan import (
+    CLOUD_KINDS,
+    SETUP_KINDS,
+    WORKLOAD_KINDS,
+    Action,
+    Kind,
+    Notice,
+    Plan,
+    in_motion,
+    plan,
+)
 from reconciler.core.schedule import next_interval
 from reconciler.core.status import build_status
 from reconciler.errors import PermanentError, TemporaryError
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
+from reconciler.model.workload import WorkerProbe
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
+from reconciler.runtime.workloads import WorkloadPort, probe_all, transition_events
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +91,11 @@ class Controller:
         setup: SetupRunner | None = None,
         clock: Callable[[], float] = time.time,
         allow_destructive: bool = True,
+        workloads: WorkloadPort | None = None,
     ) -> None:
         self.store, self.state, self.events, self.setup = store, state, events, setup
+        # The setup runner doubles as the workload port when it has the methods (LiveSetup).
+        self.workloads = workloads or (setup if isinstance(setup, WorkloadPort) else None)
         self._cloud_factory = cloud_factory
         self._cloud: Cloud | None = None
         self._cloud_key: tuple[str, str, int] | None = None
@@ -181,9 +197,16 @@ class Controller:
         self._observe_failures = 0
         self._observed_at = now
         self._note_transitions(observation)
-        windows, orphans = await self._tmux_inventory(desired, observation)
+        (windows, orphans), probes = await asyncio.gather(
+            self._tmux_inventory(desired, observation), self._probe(desired, observation)
+        )
         self.memory = mem.observe(self.memory, desired, observation, now)
-        decided = plan(desired, observation, self.memory, now, windows)
+        before, self.memory = (
+            self.memory,
+            wl.observe(self.memory, desired, observation, probes, now),
+        )
+        transition_events(self.events, before, self.memory)
+        decided = plan(desired, observation, self.memory, now, windows, probes)
         result = PassResult(desired, observation, decided)
         result.dispatched = self._dispatch(desired, observation, decided)
         self._send_notices(desired, decided)
@@ -219,8 +242,18 @@ class Controller:
                 continue
             if action.kind in CLOUD_KINDS and action.kind != Kind.CREATE:
                 self._cancel_setup(action)
-            elif action.kind not in CLOUD_KINDS and self.setup is None:
+            elif action.kind in SETUP_KINDS and self.setup is None:
                 continue
+            elif action.kind in WORKLOAD_KINDS:
+                if self.workloads is None or action.workload is None or action.instance is None:
+                    continue
+                before, self.memory = (
+                    self.memory,
+                    wl.record_sent(
+                        self.memory, action.slot, action.workload, action.instance, self.clock()
+                    ),
+                )
+                transition_events(self.events, before, self.memory)
             node = observation.node(action.zone, action.slot)
             task = asyncio.create_task(self._run(desired, action, node), name=action.key)
             self.in_flight[action.key] = task
@@ -292,7 +325,7 @@ class Controller:
             self.memory = mem.record_success(self.memory, action.key)
             if action.kind == Kind.REPLACE:
                 self.memory = mem.record_dead_replaced(self.memory, action.slot, self.clock())
-            elif action.kind not in CLOUD_KINDS and action.instance is not None:
+            elif action.kind in SETUP_KINDS and action.instance is not None:
                 gen = action.generation if action.kind != Kind.TMUX else 0
                 self.memory = mem.record_setup(
                     self.memory, action.slot, action.kind.value, action.instance, gen
@@ -318,9 +351,16 @@ class Controller:
             return (
                 await cloud.delete_queued_resource(action.zone, action.slot, force=action.force)
             ).value
-        assert self.setup is not None
         if node is None:
             raise TemporaryError(f"{action.slot}: node not observed yet", delay=5.0)
+        if action.kind in WORKLOAD_KINDS:
+            assert self.workloads is not None
+            if action.kind == Kind.LAUNCH:
+                await self.workloads.workload_launch(desired, action, node)
+                return "sent"
+            await self.workloads.workload_stop(desired, action, node)
+            return "stopped"
+        assert self.setup is not None
         step: Callable[[Desired, Action, Node], Awaitable[None]] = {
             Kind.BOOTSTRAP: self.setup.bootstrap,
             Kind.TAILSCALE: self.setup.tailscale,
@@ -328,6 +368,13 @@ class Controller:
         }[action.kind]
         await step(desired, action, node)
         return "done"
+
+    async def _probe(
+        self, desired: Desired, observation: Observation
+    ) -> dict[str, tuple[WorkerProbe, ...]]:
+        if self.workloads is None:
+            return {}
+        return await probe_all(self.workloads, desired, observation, self.memory)
 
     def _send_notices(self, desired: Desired, decided: Plan) -> None:
         if not desired.settings.ntfy_topic or self.setup is None:
@@ -405,7 +452,7 @@ class Controller:
             result.observation
             and result.plan
             and in_motion(result.desired, result.observation, result.plan.races)
-        )
+        ) or (self.workloads is not None and wl.watching(self.memory))
         return next_interval(
             slow=settings.poll_interval,
             fast=settings.fast_poll_interval,
@@ -495,7 +542,10 @@ class Controller:
         now = self.clock()
         self._observed_at = now
         self.memory = mem.observe(self.memory, desired, observation, now)
-        return PassResult(desired, observation, plan(desired, observation, self.memory, now))
+        probes = await self._probe(desired, observation)
+        self.memory = wl.observe(self.memory, desired, observation, probes, now)
+        decided = plan(desired, observation, self.memory, now, probes=probes)
+        return PassResult(desired, observation, decided)
 
     async def apply(self, result: PassResult) -> list[Action]:
         """Carry out exactly the actions of a plan already shown, and wait for them."""

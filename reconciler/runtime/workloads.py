@@ -1,0 +1,91 @@
+"""The controller's side of workloads: probe every pass (bounded, in parallel), say what changed.
+
+``WorkloadPort`` is what the controller needs from the worker adapter (``runtime.setup``'s
+``LiveSetup`` implements it over ``adapters.workload.WorkloadRunner``). ``probe_all`` asks
+every slot whose attempt may be running on a READY node at once and never waits longer than
+one probe's timeout: a probe that fails or times out is *unknown* on every worker of that slot,
+which the planner never treats as a failure. ``transition_events`` writes one
+``workload.state`` event per slot whose user-visible state or attempt changed.
+
+May: await the port, emit events. May not: decide (core.workload does) or touch memory files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final, Protocol, runtime_checkable
+
+from reconciler.core import workload as wl
+from reconciler.core.memory import Memory
+from reconciler.core.plan import Action
+from reconciler.core.workload_memory import WorkloadMemory
+from reconciler.model.desired import Desired, Settings
+from reconciler.model.observed import Node, Observation
+from reconciler.model.workload import WorkerProbe
+from reconciler.runtime.events import EventLog
+
+#: Longest a pass waits for the probes of all slots together (they run in parallel).
+PROBE_TIMEOUT: Final = 5.0
+
+
+@runtime_checkable
+class WorkloadPort(Protocol):
+    async def workload_launch(self, desired: Desired, action: Action, node: Node) -> None: ...
+    async def workload_stop(self, desired: Desired, action: Action, node: Node) -> None: ...
+    async def workload_probe(
+        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int
+    ) -> tuple[WorkerProbe, ...]: ...
+
+
+def _unknown(node: Node, why: str) -> tuple[WorkerProbe, ...]:
+    return tuple(WorkerProbe(i, "unknown", error=why) for i in range(max(1, len(node.endpoints))))
+
+
+async def probe_all(
+    port: WorkloadPort,
+    desired: Desired,
+    observation: Observation,
+    memory: Memory,
+    timeout: float = PROBE_TIMEOUT,
+) -> dict[str, tuple[WorkerProbe, ...]]:
+    """This pass's probes, slot -> one per worker; failures and timeouts are "unknown"."""
+    targets = []
+    for spec, wm in wl.probe_targets(desired, observation, memory):
+        qr = observation.qr(spec.zone, spec.name)
+        node = observation.node(spec.zone, (qr.node_id if qr else None) or spec.name)
+        if node is not None:
+            targets.append((spec.name, node, wm))
+    if not targets:
+        return {}
+
+    async def one(slot: str, node: Node, wm: WorkloadMemory) -> tuple[WorkerProbe, ...]:
+        try:
+            return await asyncio.wait_for(
+                port.workload_probe(desired.settings, node, slot, wm.run_id, wm.attempt), timeout
+            )
+        except TimeoutError:
+            return _unknown(node, f"probe took longer than {timeout:g}s")
+        except Exception as e:  # the adapter promises not to raise; a bug is still unknown
+            return _unknown(node, f"probe failed: {e!r}")
+
+    results = await asyncio.gather(*(one(*t) for t in targets))
+    return {slot: probes for (slot, _, _), probes in zip(targets, results, strict=True)}
+
+
+def transition_events(events: EventLog, before: Memory, after: Memory) -> None:
+    for slot in sorted(set(before.workloads) | set(after.workloads)):
+        old, new = before.workload(slot), after.workload(slot)
+        was = (wl.state_of(old), old.run_id, old.attempt) if old else None
+        now = (wl.state_of(new), new.run_id, new.attempt) if new else None
+        if was == now:
+            continue
+        events.emit(
+            "workload.state",
+            slot=slot,
+            before=was[0] if was else None,
+            after=now[0] if now else None,
+            run_id=new.run_id if new else old.run_id if old else None,
+            attempt=new.attempt if new else None,
+            failures=new.failures if new else None,
+            detail=new.detail if new else "forgotten: workload removed",
+        )
