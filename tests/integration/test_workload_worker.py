@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import stat
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -315,3 +317,83 @@ async def test_logs_follow_every_worker_across_attempts(world: World) -> None:
     tail = [x async for x in one]
     assert [(x.worker, x.attempt) for x in tail] == [(3, 1), (3, 1)]
     assert all(x.text.startswith("w3 a1 line ") for x in tail)
+
+
+def _cli_files(world: World, tmp_path: Path) -> list[str]:
+    """desired.yaml with the SSH settings, and the controller's snapshot naming the node."""
+    desired = tmp_path / "desired.yaml"
+    desired.write_text(
+        "project: test-project\n"
+        "settings:\n"
+        f"  ssh_user: {world.cluster.user}\n"
+        f"  ssh_key: {world.cluster.client_key}\n"
+        f"  ssh_port: {world.runner.settings.ssh_port}\n"
+        "slots:\n"
+        f"  - {{name: {SLOT}, zone: us-central2-b, accelerator: v4-32, want: held}}\n"
+    )
+    slot = {
+        "name": SLOT,
+        "zone": "us-central2-b",
+        "state": "ACTIVE",
+        "node_state": "READY",
+        "ips": list(world.node.ips()),
+        "instance": world.node.instance,
+    }
+    doc = {"schema_version": "tpu-reconciler.status.v1", "slots": [slot]}
+    world.state.status.write_text(json.dumps(doc))
+    return [
+        sys.executable,
+        "-m",
+        "reconciler",
+        "--file",
+        str(desired),
+        "--state-dir",
+        str(world.state.root),
+        "logs",
+        SLOT,
+    ]
+
+
+async def test_logs_cli_follows_all_workers_with_prefixes(world: World, tmp_path: Path) -> None:
+    ticker = (
+        'i=0; while :; do i=$((i+1)); echo "tick $i of w$TPU_RECONCILER_WORKER"; sleep 0.2; done'
+    )
+    await world.runner.launch(world.node, world.request(ticker))
+    await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
+    argv = _cli_files(world, tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = await asyncio.create_subprocess_exec(
+        *argv, "--follow", "--lines", "1", stdout=asyncio.subprocess.PIPE, env=env
+    )
+    assert proc.stdout is not None
+    ticks: dict[int, list[int]] = {w: [] for w in range(4)}
+    try:
+        async with asyncio.timeout(20):
+            while not all(len(t) >= 3 for t in ticks.values()):
+                line = (await proc.stdout.readline()).decode()
+                assert line, "logs --follow ended"
+                prefix, _, text = line.rstrip("\n").partition(" ")
+                worker = int(prefix.removeprefix("[w").removesuffix("]"))
+                assert text.endswith(f" of w{worker}"), line
+                ticks[worker].append(int(text.split()[1]))
+    finally:
+        proc.terminate()
+        await proc.wait()
+    for numbers in ticks.values():  # new lines, in order, as they came
+        assert numbers == sorted(numbers) and numbers[-1] > numbers[0]
+
+    one = await asyncio.create_subprocess_exec(
+        *argv,
+        "--worker",
+        "2",
+        "--attempt",
+        "1",
+        "--lines",
+        "3",
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    out, _ = await one.communicate()
+    assert one.returncode == 0
+    lines = out.decode().splitlines()
+    assert len(lines) == 3 and all(x.startswith("[w2] tick ") for x in lines), lines
