@@ -247,6 +247,8 @@ class Controller:
             elif action.kind in WORKLOAD_KINDS:
                 if self.workloads is None or action.workload is None or action.instance is None:
                     continue
+                if f"{action.zone}/{action.slot}:stop" in self.in_flight:
+                    continue  # the next attempt starts once the last one is stopped everywhere
                 before, self.memory = (
                     self.memory,
                     wl.record_sent(
