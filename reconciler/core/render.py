@@ -4,6 +4,7 @@ only the CLI prints them. Pure: the current time is an argument.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -75,8 +76,46 @@ def _note(row: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def format_workload(
+    state: str,
+    running_for: float | None,
+    attempt: int,
+    failures: int,
+    max_failures: int | None,
+    detail: str = "",
+) -> str:
+    """One workload cell: ``running 2h13m · attempt 3 · 1/3 failures``,
+    ``gave-up (exit 1 on worker 2)``."""
+    if state in ("gave-up", "failed") and detail:
+        return f"{state} ({detail})"
+    head = f"{state} {format_duration(running_for)}" if running_for is not None else state
+    parts = [head, f"attempt {attempt}"] if attempt else [head]
+    if failures and max_failures is not None:
+        parts.append(f"{failures}/{max_failures} failures")
+    return " · ".join(parts)
+
+
+def _workload(w: dict[str, Any] | None, now: float) -> str:
+    if not w:
+        return ""
+    running_for = None
+    if w.get("state") == "running" and w.get("since"):
+        with contextlib.suppress(ValueError):
+            since = datetime.fromisoformat(str(w["since"]).replace("Z", "+00:00"))
+            running_for = now - since.timestamp()
+    return format_workload(
+        str(w.get("state") or "?"),
+        running_for,
+        int(w.get("attempt") or 0),
+        int(w.get("failures") or 0),
+        w.get("max_failures"),
+        str(w.get("detail") or ""),
+    )
+
+
 def status_rows(doc: dict[str, Any], now: float) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
+    workloads = any(s.get("workload") for s in doc.get("slots", []))
     for s in doc.get("slots", []):
         ips = s.get("ips") or []
         ip_text = ips[0] + (f" +{len(ips) - 1}" if len(ips) > 1 else "") if ips else ""
@@ -91,6 +130,7 @@ def status_rows(doc: dict[str, Any], now: float) -> list[tuple[str, ...]]:
                 str(s.get("node_state") or ""),
                 ip_text,
                 str(s.get("race_group") or ""),
+                *((_workload(s.get("workload"), now),) if workloads else ()),
                 _note(s),
             )
         )
@@ -127,7 +167,10 @@ def format_status(doc: dict[str, Any], now: float) -> str:
     if doc.get("unreachable_zones"):
         head.append(f"unreachable zones: {', '.join(doc['unreachable_zones'])}")
     rows = status_rows(doc, now)
-    body = format_table(_COLUMNS, rows) if rows else "no slots"
+    columns: tuple[str, ...] = _COLUMNS
+    if any(s.get("workload") for s in doc.get("slots", [])):
+        columns = (*_COLUMNS[:-1], "WORKLOAD", _COLUMNS[-1])
+    body = format_table(columns, rows) if rows else "no slots"
     tail = []
     for race in doc.get("race_groups") or []:
         winners = ", ".join(race["winners"]) or "none yet"

@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
 from reconciler.model.desired import Desired
@@ -25,6 +26,12 @@ def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _iso(ts: float) -> str:
+    out = iso(ts)
+    assert out is not None
+    return out
 
 
 def action_dict(action: Action) -> dict[str, Any]:
@@ -187,6 +194,7 @@ def build_status(
             },
             tmux={"target": target if spec.setup.tmux else None, "open": target in windows},
             instance=instance,
+            workload=wl.status_dict(memory.workload(spec.name), spec.workload, now, _iso),
         )
         slots.append(row)
     unmanaged = plan.unmanaged if plan else ()
@@ -199,6 +207,7 @@ def build_status(
                 "setup": None,
                 "tmux": None,
                 "instance": None,
+                "workload": None,
             }
         )
     return {

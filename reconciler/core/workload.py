@@ -34,7 +34,7 @@ No I/O, no clock (``now`` is an argument), no await.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Final, Literal
@@ -530,13 +530,34 @@ def state_of(wm: WorkloadMemory | None) -> WorkloadState:
 def describe(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: float) -> str:
     """One status cell: ``running 2h13m · attempt 3 · 1/3 failures``, ``gave-up (exit 1 on
     worker 2)``."""
+    from reconciler.core.render import format_workload
+
     state = state_of(wm)
     if wm is None:
         return state
-    if state in ("gave-up", "failed") and wm.detail:
-        return f"{state} ({wm.detail})"
-    text = f"{state} {format_duration(now - wm.since)}" if state == "running" else state
-    parts = [text, f"attempt {wm.attempt}"]
-    if w is not None and (wm.failures or w.restart in ("on-failure", "always")):
-        parts.append(f"{wm.failures}/{w.max_failures} failures")
-    return " · ".join(parts)
+    running_for = now - wm.since if state == "running" else None
+    max_failures = w.max_failures if w is not None else None
+    return format_workload(state, running_for, wm.attempt, wm.failures, max_failures, wm.detail)
+
+
+def status_dict(
+    wm: WorkloadMemory | None, w: WorkloadSpec | None, now: float, iso: Callable[[float], str]
+) -> dict[str, object] | None:
+    """``slots[].workload`` of the status document (docs/json.md); None: no workload."""
+    if wm is None and w is None:
+        return None
+    return {
+        "state": state_of(wm),
+        "run_id": wm.run_id if wm else None,
+        "attempt": wm.attempt if wm else 0,
+        "failures": wm.failures if wm else 0,
+        "max_failures": w.max_failures if w else None,
+        "since": iso(wm.since) if wm else None,
+        "workers": [
+            {"index": s.index, "state": s.state, "exit_code": s.exit_code}
+            for s in (wm.workers if wm else ())
+        ],
+        "last_lines": [],
+        "detail": wm.detail if wm else "",
+        "summary": describe(wm, w, now),
+    }

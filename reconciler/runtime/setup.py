@@ -173,7 +173,8 @@ class LiveSetup:
         )
 
     # -- workloads ---------------------------------------------------------------------------
-    async def _workload_runner(self, settings: Settings) -> Any:
+    async def workload_runner(self, settings: Settings) -> Any:
+        """The pooled runner for these SSH settings (also used by ``logs`` surfaces)."""
         from reconciler.adapters.workload import WorkloadRunner
 
         user, key = await self._user(settings), self._key(settings)
@@ -193,20 +194,20 @@ class LiveSetup:
         spec = self._spec(desired, action)
         if action.workload is None or spec.workload is None:
             raise PermanentError(f"{action.slot}: no workload to launch")
-        runner = await self._workload_runner(desired.settings)
+        runner = await self.workload_runner(desired.settings)
         await runner.launch(node, wl.launch_request(spec, action.workload, len(node.endpoints)))
 
     async def workload_stop(self, desired: Desired, action: Action, node: Node) -> None:
         act = action.workload
         if act is None:
             raise PermanentError(f"{action.slot}: no workload attempt to stop")
-        runner = await self._workload_runner(desired.settings)
+        runner = await self.workload_runner(desired.settings)
         await runner.stop(node, action.slot, act.run_id, act.attempt, act.grace)
 
     async def workload_probe(
         self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int
     ) -> tuple[WorkerProbe, ...]:
-        runner = await self._workload_runner(settings)
+        runner = await self.workload_runner(settings)
         probes: tuple[WorkerProbe, ...] = await runner.probe(node, slot, run_id, attempt)
         return probes
 

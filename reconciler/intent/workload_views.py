@@ -1,0 +1,95 @@
+"""Read-only views of workloads for MCP tools and CLI verbs: the file's workload joined with
+the controller's snapshot (``slots[].workload``), and whether it is live (so that an edit that
+would end it asks for confirmation first).
+
+May: read desired.yaml and the snapshot (through ``intent.views``). May not: edit, or reach
+the workers (logs go through ``runtime.setup``'s runner, from the surfaces).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from reconciler.intent import views
+from reconciler.intent.engine import IntentEditor
+from reconciler.model import names
+from reconciler.model.desired import Desired, WorkloadSpec
+
+#: States in which a program may be running on the workers (ending it needs confirmation).
+LIVE_STATES: Final = frozenset({"starting", "running", "stopping", "unknown"})
+
+
+def _members(desired: Desired | None, name: str) -> list[str]:
+    """The slots ``name`` stands for: itself, or a race group's candidates."""
+    if desired is not None and desired.slot(name) is None:
+        group = next((g for g in desired.race_groups if g.name == name), None)
+        if group is not None:
+            return list(group.slots)
+    return [name]
+
+
+def _spec_view(w: WorkloadSpec | None) -> dict[str, Any] | None:
+    if w is None:
+        return None
+    return {
+        "command": w.command if isinstance(w.command, str) else list(w.command),
+        "workdir": w.workdir,
+        "env": dict(w.env),
+        "secret_env": dict(w.secret_env),  # names in the secret store, never values
+        "restart": w.restart,
+        "max_failures": w.max_failures,
+        "stall_after": w.stall_after,
+        "stop_grace": w.stop_grace,
+        "when_done": w.when_done,
+        "generation": w.generation,
+    }
+
+
+def _rows(snap: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    return {str(s.get("name")): s for s in (snap or {}).get("slots") or []}
+
+
+def workload_status(store: IntentEditor, name: str) -> dict[str, Any]:
+    """Per slot (a race group: per candidate), the declared workload and its observed state."""
+    names.check_name(name)
+    desired = store.parse(store.read().decode("utf-8", "replace"))
+    snap = views.read_snapshot(store)
+    rows = _rows(snap)
+    members = _members(desired, name)
+    if all(desired.slot(m) is None and m not in rows for m in members):
+        raise views.ViewError(f"unknown slot or race group {name!r}")
+    slots = []
+    for member in members:
+        spec = desired.slot(member)
+        row = rows.get(member) or {}
+        slots.append(
+            {
+                "name": member,
+                "declared": _spec_view(spec.workload if spec else None),
+                "workload": row.get("workload"),
+                "instance": row.get("instance"),
+            }
+        )
+    return {
+        "schema_version": views.SCHEMA,
+        "name": name,
+        "slots": slots,
+        "snapshot": {
+            "available": snap is not None,
+            "generated_at": (snap or {}).get("generated_at"),
+        },
+    }
+
+
+def live(store: IntentEditor, name: str) -> bool:
+    """The snapshot shows a program that may be running for ``name`` (or a candidate)."""
+    try:
+        desired: Desired | None = store.parse(store.read().decode("utf-8", "replace"))
+    except Exception:  # an invalid file: judge by the snapshot alone
+        desired = None
+    rows = _rows(views.read_snapshot(store))
+    for member in _members(desired, name):
+        w = (rows.get(member) or {}).get("workload") or {}
+        if w.get("state") in LIVE_STATES:
+            return True
+    return False
