@@ -34,8 +34,9 @@ No I/O, no clock (``now`` is an argument), no await.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Final, Literal
 
@@ -44,6 +45,7 @@ from reconciler.core.workload_memory import WorkerSeen, WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.durations import format_duration
 from reconciler.model.observed import NodeState, Observation, QRState
+from reconciler.model.status import WorkerStatus, WorkloadStatus
 from reconciler.model.workload import LaunchRequest, WorkerProbe, WorkloadState
 
 Probes = Mapping[str, Sequence[WorkerProbe]]  # slot -> one probe per worker
@@ -540,24 +542,25 @@ def describe(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: float) -> s
     return format_workload(state, running_for, wm.attempt, wm.failures, max_failures, wm.detail)
 
 
-def status_dict(
-    wm: WorkloadMemory | None, w: WorkloadSpec | None, now: float, iso: Callable[[float], str]
-) -> dict[str, object] | None:
-    """``slots[].workload`` of the status document (docs/json.md); None: no workload."""
+def status(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: float) -> WorkloadStatus | None:
+    """``slots[].workload`` of the status snapshot (docs/json.md); None: no workload."""
     if wm is None and w is None:
         return None
-    return {
-        "state": state_of(wm),
-        "run_id": wm.run_id if wm else None,
-        "attempt": wm.attempt if wm else 0,
-        "failures": wm.failures if wm else 0,
-        "max_failures": w.max_failures if w else None,
-        "since": iso(wm.since) if wm else None,
-        "workers": [
-            {"index": s.index, "state": s.state, "exit_code": s.exit_code}
+    since = None
+    if wm is not None:
+        since = datetime.fromtimestamp(wm.since, UTC).isoformat(timespec="seconds")
+        since = since.replace("+00:00", "Z")
+    return WorkloadStatus(
+        state=state_of(wm),
+        run_id=wm.run_id if wm else None,
+        attempt=wm.attempt if wm else 0,
+        failures=wm.failures if wm else 0,
+        max_failures=w.max_failures if w else None,
+        since=since,
+        workers=tuple(
+            WorkerStatus(index=s.index, state=s.state, exit_code=s.exit_code)
             for s in (wm.workers if wm else ())
-        ],
-        "last_lines": [],
-        "detail": wm.detail if wm else "",
-        "summary": describe(wm, w, now),
-    }
+        ),
+        detail=wm.detail if wm else "",
+        summary=describe(wm, w, now),
+    )

@@ -14,6 +14,7 @@ from reconciler.intent import views
 from reconciler.intent.engine import IntentEditor
 from reconciler.model import names
 from reconciler.model.desired import Desired, WorkloadSpec
+from reconciler.model.status import StatusSnapshot, encode
 
 #: States in which a program may be running on the workers (ending it needs confirmation).
 LIVE_STATES: Final = frozenset({"starting", "running", "stopping", "unknown"})
@@ -45,8 +46,10 @@ def _spec_view(w: WorkloadSpec | None) -> dict[str, Any] | None:
     }
 
 
-def _rows(snap: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    return {str(s.get("name")): s for s in (snap or {}).get("slots") or []}
+def _workloads(snap: StatusSnapshot | None) -> dict[str, dict[str, Any] | None]:
+    """slot -> its ``workload`` JSON (None: no workload), for every slot of the snapshot."""
+    rows = snap.slots if snap is not None else ()
+    return {s.name: encode(s.workload) if s.workload is not None else None for s in rows}
 
 
 def workload_status(store: IntentEditor, name: str) -> dict[str, Any]:
@@ -54,20 +57,20 @@ def workload_status(store: IntentEditor, name: str) -> dict[str, Any]:
     names.check_name(name)
     desired = store.parse(store.read().decode("utf-8", "replace"))
     snap = views.read_snapshot(store)
-    rows = _rows(snap)
+    rows = _workloads(snap)
+    instances = {s.name: s.instance for s in snap.slots} if snap is not None else {}
     members = _members(desired, name)
     if all(desired.slot(m) is None and m not in rows for m in members):
         raise views.ViewError(f"unknown slot or race group {name!r}")
     slots = []
     for member in members:
         spec = desired.slot(member)
-        row = rows.get(member) or {}
         slots.append(
             {
                 "name": member,
                 "declared": _spec_view(spec.workload if spec else None),
-                "workload": row.get("workload"),
-                "instance": row.get("instance"),
+                "workload": rows.get(member),
+                "instance": instances.get(member),
             }
         )
     return {
@@ -76,7 +79,7 @@ def workload_status(store: IntentEditor, name: str) -> dict[str, Any]:
         "slots": slots,
         "snapshot": {
             "available": snap is not None,
-            "generated_at": (snap or {}).get("generated_at"),
+            "generated_at": snap.generated_at if snap is not None else None,
         },
     }
 
@@ -87,9 +90,10 @@ def live(store: IntentEditor, name: str) -> bool:
         desired: Desired | None = store.parse(store.read().decode("utf-8", "replace"))
     except Exception:  # an invalid file: judge by the snapshot alone
         desired = None
-    rows = _rows(views.read_snapshot(store))
+    snap = views.read_snapshot(store)
+    rows = snap.by_name() if snap is not None else {}
     for member in _members(desired, name):
-        w = (rows.get(member) or {}).get("workload") or {}
-        if w.get("state") in LIVE_STATES:
+        row = rows.get(member)
+        if row is not None and row.workload is not None and row.workload.state in LIVE_STATES:
             return True
     return False

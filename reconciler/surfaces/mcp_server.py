@@ -381,7 +381,7 @@ async def _workload_logs(
     from reconciler.surfaces.cli._logs import target_of
 
     snap = _guard(lambda: views.read_snapshot(store))
-    target = target_of(snap or {}, name)
+    target = target_of(snap, name)
     if target.node is None:
         raise ToolError(target.reason or f"{name}: no node to read logs from")
     desired = _guard(lambda: store.parse(store.read().decode("utf-8", "replace")))

@@ -31,6 +31,7 @@ from reconciler.exitcodes import EX_CONFIG, EX_OK, EX_REFUSED, EX_TEMPFAIL, EX_U
 if TYPE_CHECKING:
     from reconciler.adapters.workload import WorkloadRunner
     from reconciler.model.observed import Node
+    from reconciler.model.status import StatusSnapshot
 
 _HERE: Final = "reconciler.surfaces.cli._logs"
 #: Seconds between looks at the snapshot while following (has the node been re-created?).
@@ -71,24 +72,23 @@ class Target:
     reason: str = ""  # why there is no node
 
 
-def target_of(doc: dict[str, Any], slot: str) -> Target:
+def target_of(snapshot: StatusSnapshot | None, slot: str) -> Target:
     """The slot's node (rebuilt from ``instance`` and ``ips``) and workload run id."""
     from reconciler.model.observed import NetworkEndpoint, Node, NodeState
 
-    entry = next((s for s in doc.get("slots") or [] if s.get("name") == slot), None)
+    entry = snapshot.slot(slot) if snapshot is not None else None
     if entry is None:
         return Target(None, None, f"no slot {slot!r} in the status snapshot")
-    workload = entry.get("workload") or {}
-    run_id = workload.get("run_id") if isinstance(workload, dict) else None
+    run_id = entry.workload.run_id if entry.workload is not None else None
     run_id = run_id if isinstance(run_id, str) and run_id else None
-    instance, ips = entry.get("instance"), entry.get("ips") or []
+    instance, ips = entry.instance, entry.ips
     if not isinstance(instance, str) or "@" not in instance or not ips:
-        state = entry.get("node_state") or entry.get("state") or "unknown"
+        state = entry.node_state or entry.state or "unknown"
         return Target(None, run_id, f"{slot} has no reachable node now (state {state})")
     name, _, uid = instance.partition("@")
     node = Node(
         name=name,
-        zone=str(entry.get("zone") or ""),
+        zone=str(entry.zone or ""),
         state=NodeState.READY,
         uid=uid,
         endpoints=tuple(NetworkEndpoint(str(ip)) for ip in ips),
