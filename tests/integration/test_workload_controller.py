@@ -14,13 +14,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fixtures.setup_world import ZONE, SetupWorld
+from tests.fixtures.setup_world import ZONE, NtfyServer, SetupWorld
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +71,7 @@ def kill_workloads(world: SetupWorld, attempt: str = "*") -> int:
     return killed
 
 
-def v4_32(world: SetupWorld, workload: str, *, setup: str = "{bootstrap: false}") -> str:
+def v4_32(world: SetupWorld, workload: str, *, ntfy: NtfyServer | None = None) -> str:
     (world.marks / "job.sh").write_text(JOB)
     return world.desired(
         "slots:\n"
@@ -78,10 +79,10 @@ def v4_32(world: SetupWorld, workload: str, *, setup: str = "{bootstrap: false}"
         f"    zone: {ZONE}\n"
         "    accelerator: v4-32\n"
         "    want: held\n"
-        f"    setup: {setup}\n"
+        "    setup: {bootstrap: false}\n"
         f"    workload: {{command: [sh, job.sh], workdir: {world.marks}, env: {{EXP: one}}, "
         f"stop_grace: 2s, {workload}}}\n",
-        settings="ntfy_topic: ''",
+        settings=f"ntfy_server: {ntfy.url}\nntfy_topic: wl" if ntfy else "ntfy_topic: ''",
     )
 
 
@@ -108,9 +109,11 @@ def phase(world: SetupWorld, *phases: str, attempt: int | None = None) -> Callab
     return check
 
 
-async def running(make: Callable[[int], SetupWorld], spec: str) -> SetupWorld:
+async def running(
+    make: Callable[[int], SetupWorld], spec: str, ntfy: NtfyServer | None = None
+) -> SetupWorld:
     world = make(4)
-    world.write(v4_32(world, spec))
+    world.write(v4_32(world, spec, ntfy=ntfy))
     await world.start()
     await world.until("attempt 1 running", phase(world, "running", attempt=1), timeout=40)
     await world.until("its markers", lambda: all(ran(world)))
@@ -122,9 +125,9 @@ def drop(world: SetupWorld, name: str, code: int) -> None:
 
 
 async def test_a_failing_worker_stops_the_others_relaunches_then_gives_up(
-    setup_world4: Callable[[int], SetupWorld],
+    setup_world4: Callable[[int], SetupWorld], ntfy_server: NtfyServer
 ) -> None:
-    world = await running(setup_world4, "restart: on-failure, max_failures: 1")
+    world = await running(setup_world4, "restart: on-failure, max_failures: 1", ntfy_server)
     run_id = workload(world)["run_id"]
     assert ran(world) == [[f"{run_id} 1"]] * 4
     first = (world.marks / "ran-0").read_text().split()
@@ -152,12 +155,18 @@ async def test_a_failing_worker_stops_the_others_relaunches_then_gives_up(
     assert workload(world)["phase"] == "gave-up"
     states = [e["after"] for e in world.events("workload.state", slot="alpha")]
     assert "failed" in states and states[-1] == "gave-up"
+    shown = world.slot("alpha")["workload"]  # status --json
+    assert (shown["state"], shown["run_id"], shown["attempt"]) == ("gave-up", run_id, 2)
+    assert (shown["failures"], shown["max_failures"]) == (2, 1)
+    assert {"index": 1, "state": "exited", "exit_code": 3} in shown["workers"]
+    await world.until("the gave-up notice", lambda: "gave-up" in ntfy_server.events("wl"))
+    assert ntfy_server.events("wl").count("gave-up") == 1
 
 
 async def test_all_exit_0_succeeds_and_when_done_release_deletes_the_tpu(
-    setup_world4: Callable[[int], SetupWorld],
+    setup_world4: Callable[[int], SetupWorld], ntfy_server: NtfyServer
 ) -> None:
-    world = await running(setup_world4, "when_done: release")
+    world = await running(setup_world4, "when_done: release", ntfy_server)
     drop(world, "exit-all", 0)
     await world.until("succeeded", phase(world, "succeeded"), timeout=20)
     await world.until(
@@ -168,18 +177,28 @@ async def test_all_exit_0_succeeds_and_when_done_release_deletes_the_tpu(
     await asyncio.sleep(1.5)
     assert world.harness.state_of(ZONE, "alpha") is None  # not re-created
     assert [len(r) for r in ran(world)] == [1, 1, 1, 1]
+    assert world.slot("alpha")["workload"]["state"] == "succeeded"
+    await world.until("the notice", lambda: "succeeded" in ntfy_server.events("wl"))
 
 
 async def test_a_preemption_relaunches_the_same_run_as_the_next_attempt(
-    setup_world4: Callable[[int], SetupWorld],
+    setup_world4: Callable[[int], SetupWorld], ntfy_server: NtfyServer
 ) -> None:
-    world = await running(setup_world4, "restart: on-failure")
+    world = await running(setup_world4, "restart: on-failure", ntfy_server)
     drop(world, "exit-3-1", 1)  # one failure first: it must survive the preemption
     await world.until("attempt 2 running", phase(world, "running", attempt=2), timeout=20)
     before = world.slot("alpha")["instance"]
     run_id = workload(world)["run_id"]
     world.harness.emulator.preempt(ZONE, "alpha")
     assert kill_workloads(world, "2") == 4  # the VM went down with them (the hosts stay)
+    # A real preemption takes the wrappers too; here they record the kill first. Wait for that
+    # without yielding to the controller, or its launch on the "new" node could race them.
+    assert world.cluster is not None
+    records = world.cluster.root.glob("host-*/home/.tpu-reconciler/w*/alpha/*/2")
+    exits = [d / "exit" for d in records]
+    deadline = time.monotonic() + 10
+    while not all(e.exists() for e in exits) and time.monotonic() < deadline:
+        time.sleep(0.02)
     await world.until(
         "attempt 3 on the new node",
         lambda: phase(world, "running", attempt=3)() and workload(world)["instance"] != before,
@@ -191,6 +210,7 @@ async def test_a_preemption_relaunches_the_same_run_as_the_next_attempt(
     assert ran(world) == [[f"{run_id} 1", f"{run_id} 2", f"{run_id} 3"]] * 4
     states = [e["after"] for e in world.events("workload.state", slot="alpha")]
     assert "interrupted" in states
+    await world.until("the notice", lambda: "relaunched" in ntfy_server.events("wl"))
 
 
 async def test_an_unreachable_worker_is_unknown_and_nothing_is_relaunched(
