@@ -3,14 +3,17 @@ snapshot, and edits that end a running workload need confirm=true."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reconciler.adapters.files import write_json
+from reconciler.exitcodes import EX_CONFIRM, EX_USAGE
 from reconciler.model.load import parse_desired
-from tests.integration.test_mcp_server import call, refused, session
+from tests.integration.test_mcp_server import REPO, call, refused, session
 
 pytestmark = pytest.mark.integration
 
@@ -104,3 +107,31 @@ async def test_set_workload_on_an_idle_slot_needs_no_confirm(tmp: Path) -> None:
     assert w.command == ("python3", "eval.py") and dict(w.env) == {"EXP": "one"}
     assert (w.restart, w.max_failures, w.stall_after) == ("on-failure", 1, 600.0)
     assert spec(tmp).generation == 1
+
+
+def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "reconciler", "-f", str(tmp / "desired.yaml")]
+    argv += ["--state-dir", str(tmp / "state"), "workload", *args]
+    return subprocess.run(
+        argv, cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60
+    )
+
+
+def test_cli_workload_verbs_ask_before_ending_a_running_workload(tmp: Path) -> None:
+    snapshot(tmp, "running")
+    refused = cli(tmp, "restart", "train")
+    assert refused.returncode == EX_CONFIRM and "--yes" in refused.stderr
+    assert spec(tmp).generation == 0
+    done = cli(tmp, "restart", "train", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "workload.generation: 1" in done.stdout and spec(tmp).generation == 1
+    assert cli(tmp, "set", "train", "--command", "python3 other.py").returncode == EX_CONFIRM
+    tuned = cli(tmp, "set", "train", "--max-failures", "7", "--restart", "always")
+    assert tuned.returncode == 0, tuned.stderr  # policy only: nothing stops
+    assert (spec(tmp).max_failures, spec(tmp).restart) == (7, "always")
+    set_idle = cli(tmp, "set", "idle", "--argv", "python3", "eval.py", "--env", "A=1")
+    assert set_idle.returncode == 0, set_idle.stderr
+    assert spec(tmp, "idle").command == ("python3", "eval.py")
+    assert cli(tmp, "set", "idle", "--env", "oops").returncode == EX_USAGE
+    assert cli(tmp, "stop", "idle").returncode == 0  # not running: no question
+    assert spec(tmp, "idle") is None

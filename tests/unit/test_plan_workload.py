@@ -409,3 +409,51 @@ def test_describe_running_line() -> None:
     run.step(probes("exited", "exited", "exited", "exited", codes=[1, 1, 1, 1]))
     run.step(ALIVE)
     assert wl.describe(run.w, JOB, run.now + 7980) == "running 2h13m · attempt 2 · 1/2 failures"
+
+
+# --- what users read ---------------------------------------------------------------------------
+
+
+def test_plan_text_shows_launch_and_stop_with_their_reasons() -> None:
+    from reconciler.core.render import format_plan
+
+    run = Run(held())
+    text = format_plan(run.step())
+    assert "~ launch    a" in text and "start run g0-" in text
+    assert "Plan: 0 to add, 1 to change, 0 to destroy." in text
+    run.step(ALIVE)
+    text = format_plan(run.step(probes("alive", "exited", "alive", "alive", codes=[0, 7, 0, 0])))
+    assert "~ stop      a" in text and "exit 7 on worker 1: stop the other workers" in text
+
+
+def test_status_snapshot_and_table_show_the_workload() -> None:
+    from reconciler.core.render import format_status
+    from reconciler.core.status import build_status
+    from reconciler.model.status import encode, from_json, to_json
+
+    run = Run(held())
+    run.running()
+    decided = run.step(probes("exited", "exited", "alive", "alive", codes=[1, 1, 0, 0]))
+    snap = build_status(
+        desired=run.want, desired_file="desired.yaml", errors=(), observation=run.seen,
+        observed_at=run.now, memory=run.memory, plan=decided, now=run.now, backend="rest",
+    )  # fmt: skip
+    doc = encode(snap)
+    w = doc["slots"][0]["workload"]
+    assert {k: w[k] for k in ("state", "attempt", "failures", "max_failures")} == {
+        "state": "failed",
+        "attempt": 1,
+        "failures": 1,
+        "max_failures": 2,
+    }
+    assert w["run_id"] == run.w.run_id and w["since"].endswith("Z")
+    assert w["workers"][0] == {"index": 0, "state": "exited", "exit_code": 1}
+    assert from_json(to_json(snap)) == snap  # the JSON round-trips
+    table = format_status(snap, run.now)
+    assert "WORKLOAD" in table and "failed (exit 1 on worker 0 (+1 more))" in table
+    plain = build_status(
+        desired=desired(slot("b")), desired_file="d", errors=(), observation=world(),
+        observed_at=None, memory=Memory(), plan=None, now=0.0, backend="rest",
+    )  # fmt: skip
+    assert "workload" not in encode(plain)["slots"][0]  # no workload: not even a null
+    assert "WORKLOAD" not in format_status(plain, 0.0)
