@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from reconciler.adapters.files import PRIVATE_FILE, atomic_write, ensure_private_dir
+from reconciler.errors import SecretNotFound, SecretUnsafe
 from reconciler.model.workload import SECRET_NAME_RE as _NAME_RE
 from reconciler.model.workload import check_secret_name as check_secret_name
 
@@ -26,14 +27,6 @@ _MAX_BYTES: Final = 4096
 
 #: The secret the Tailscale join reads.
 TAILSCALE: Final = "tailscale"
-
-
-class SecretNotFound(LookupError):
-    """No secret of that name is stored."""
-
-
-class SecretUnsafe(PermissionError):
-    """A secret file (or its directory) is readable by others; it is not used."""
 
 
 class Secret:

@@ -49,7 +49,7 @@ from typing import Final, TypeVar
 import asyncssh
 
 from reconciler.adapters.hostkeys import HostKeyStore
-from reconciler.adapters.secrets import SecretNotFound, SecretStore, check_secret_name
+from reconciler.adapters.secrets import SecretStore, check_secret_name
 from reconciler.adapters.ssh import SshOptions, Worker, workers_of
 from reconciler.adapters.ssh_run import REMOTE_DIR, _private_dir
 from reconciler.adapters.ssh_session import (
@@ -62,7 +62,13 @@ from reconciler.adapters.ssh_session import (
     translate,
 )
 from reconciler.adapters.statedir import StateDir
-from reconciler.errors import HostKeyMismatch, ReconcilerError, UnsafeName, WorkloadError
+from reconciler.errors import (
+    HostKeyMismatch,
+    ReconcilerError,
+    SecretNotFound,
+    UnsafeName,
+    WorkloadError,
+)
 from reconciler.model.desired import Settings
 from reconciler.model.names import check_env_name, check_name, check_run_id
 from reconciler.model.observed import Node

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from reconciler.errors import ViewError
 from reconciler.intent import views
 from reconciler.intent.engine import IntentEditor
 from reconciler.model import names
@@ -61,7 +62,7 @@ def workload_status(store: IntentEditor, name: str) -> dict[str, Any]:
     instances = {s.name: s.instance for s in snap.slots} if snap is not None else {}
     members = _members(desired, name)
     if all(desired.slot(m) is None and m not in rows for m in members):
-        raise views.ViewError(f"unknown slot or race group {name!r}")
+        raise ViewError(f"unknown slot or race group {name!r}")
     slots = []
     for member in members:
         spec = desired.slot(member)

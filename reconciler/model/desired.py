@@ -33,8 +33,6 @@ from reconciler.model import names
 from reconciler.model.durations import parse_duration
 from reconciler.model.workload import Restart, WhenDone, check_secret_name
 
-SCHEMA_VERSION: Final = 1
-
 Mode = Literal["spot", "on-demand", "reserved"]
 Want = Literal["held", "released"]
 Backend = Literal["gcloud", "rest"]
