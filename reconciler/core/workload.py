@@ -350,6 +350,38 @@ def watching(memory: Memory) -> bool:
     )
 
 
+#: How much of a worker's output ``last_lines`` keeps.
+TAIL_LINES: Final = 10
+TAIL_WIDTH: Final = 300
+_ENDED: Final = frozenset({"failed", "gave-up", "succeeded"})
+
+
+def tails_wanted(before: Memory, after: Memory) -> list[tuple[str, WorkloadMemory, int]]:
+    """Attempts that just ended (failed, gave up, succeeded) and the worker whose output tells
+    why: the first that exited non-zero, else worker 0."""
+    out = []
+    for slot, w in after.workloads.items():
+        old = before.workload(slot)
+        ended_now = w.phase in _ENDED and (old is None or old.phase not in _ENDED)
+        if not ended_now or w.instance is None:
+            continue
+        bad = [s.index for s in w.workers if s.state == "exited" and s.exit_code != 0]
+        out.append((slot, w, min(bad) if bad else 0))
+    return out
+
+
+def record_tail(
+    memory: Memory, slot: str, run_id: str, attempt: int, lines: Sequence[str]
+) -> Memory:
+    """Keep the end of the telling worker's output with the attempt it came from."""
+    w = memory.workload(slot)
+    if w is None or (w.run_id, w.attempt) != (run_id, attempt):
+        return memory
+    kept = tuple(line[:TAIL_WIDTH] for line in list(lines)[-TAIL_LINES:])
+    new = replace(w, last_lines=kept)
+    return replace(memory, workloads=MappingProxyType({**memory.workloads, slot: new}))
+
+
 def record_sent(memory: Memory, slot: str, act: WorkloadAct, instance: str, now: float) -> Memory:
     """The controller is about to send ``act`` (recorded before it goes out, saved with the
     pass: after a kill -9 the same attempt is probed and, if missing, sent again — the
@@ -368,6 +400,7 @@ def record_sent(memory: Memory, slot: str, act: WorkloadAct, instance: str, now:
             unknown=False,
             after_preemption=act.why == "preempted" or prev.after_preemption,
             last_output_at=None if prev.attempt != act.attempt else prev.last_output_at,
+            last_lines=() if prev.attempt != act.attempt else prev.last_lines,
             workers=() if prev.attempt != act.attempt else prev.workers,
         )
     elif act.why == "failed":
@@ -561,6 +594,7 @@ def status(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: float) -> Wor
             WorkerStatus(index=s.index, state=s.state, exit_code=s.exit_code)
             for s in (wm.workers if wm else ())
         ),
+        last_lines=wm.last_lines if wm else (),
         detail=wm.detail if wm else "",
         summary=describe(wm, w, now),
     )

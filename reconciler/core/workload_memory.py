@@ -55,6 +55,7 @@ class WorkloadMemory:
     unknown: bool = False  # the last probe could not reach every worker
     workers: tuple[WorkerSeen, ...] = ()
     after_preemption: bool = False  # the attempt in play follows an interruption
+    last_lines: tuple[str, ...] = ()  # the telling worker's last output when it ended
 
 
 def to_dict(w: WorkloadMemory) -> dict[str, Any]:
@@ -75,6 +76,7 @@ def to_dict(w: WorkloadMemory) -> dict[str, Any]:
         "unknown": w.unknown,
         "workers": [[s.index, s.state, s.exit_code] for s in w.workers],
         "after_preemption": w.after_preemption,
+        "last_lines": list(w.last_lines),
     }
 
 
@@ -107,6 +109,7 @@ def from_dict(d: Any) -> WorkloadMemory:
             for i, s, c in d.get("workers", [])
         ),
         after_preemption=bool(d.get("after_preemption", False)),
+        last_lines=tuple(str(line) for line in d.get("last_lines", [])),
     )
     times = [w.since] + ([w.last_output_at] if w.last_output_at is not None else [])
     if not all(math.isfinite(t) for t in times) or w.attempt < 1 or w.failures < 0:

@@ -54,7 +54,7 @@ from reconciler.model.status import ControllerInfo
 from reconciler.model.workload import WorkerProbe
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
-from reconciler.runtime.workloads import WorkloadPort, probe_all, transition_events
+from reconciler.runtime.workloads import WorkloadPort, probe_all, tails, transition_events
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +213,8 @@ class Controller:
         result = PassResult(desired, observation, decided)
         result.dispatched = self._dispatch(desired, observation, decided)
         self._send_notices(desired, decided)
+        if self.workloads is not None:  # after dispatch: a stop or relaunch never waits on it
+            self.memory = await tails(self.workloads, desired, observation, before, self.memory)
         self._last = result
         self._write_snapshot(result, errors, list(windows or ()), orphans)
         self._save_memory()

@@ -211,6 +211,21 @@ class LiveSetup:
         probes: tuple[WorkerProbe, ...] = await runner.probe(node, slot, run_id, attempt)
         return probes
 
+    async def workload_tail(
+        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int, worker: int
+    ) -> tuple[str, ...]:
+        runner = await self.workload_runner(settings)
+        stream = runner.logs(
+            node,
+            slot,
+            worker=worker,
+            attempt=attempt,
+            lines=wl.TAIL_LINES,
+            follow=False,
+            run_id=run_id,
+        )
+        return tuple([line.text async for line in stream])
+
     async def aclose(self) -> None:
         if self._runner is not None:
             await self._runner.aclose()

@@ -35,6 +35,9 @@ class WorkloadPort(Protocol):
     async def workload_probe(
         self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int
     ) -> tuple[WorkerProbe, ...]: ...
+    async def workload_tail(
+        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int, worker: int
+    ) -> tuple[str, ...]: ...
 
 
 def _unknown(node: Node, why: str) -> tuple[WorkerProbe, ...]:
@@ -70,6 +73,40 @@ async def probe_all(
 
     results = await asyncio.gather(*(one(*t) for t in targets))
     return {slot: probes for (slot, _, _), probes in zip(targets, results, strict=True)}
+
+
+async def tails(
+    port: WorkloadPort,
+    desired: Desired,
+    observation: Observation,
+    before: Memory,
+    memory: Memory,
+    timeout: float = PROBE_TIMEOUT,
+) -> Memory:
+    """``memory`` with the last output lines of every attempt that just ended, read in
+    parallel within ``timeout`` (what cannot be read in time is left out: it is only shown)."""
+    wanted = wl.tails_wanted(before, memory)
+    if not wanted:
+        return memory
+
+    async def one(slot: str, w: WorkloadMemory, worker: int) -> tuple[str, ...]:
+        spec = desired.slot(slot)
+        qr = observation.qr(spec.zone, slot) if spec else None
+        node = observation.node(spec.zone, (qr.node_id if qr else None) or slot) if spec else None
+        if node is None or node.instance != w.instance:
+            return ()
+        try:
+            return await asyncio.wait_for(
+                port.workload_tail(desired.settings, node, slot, w.run_id, w.attempt, worker),
+                timeout,
+            )
+        except Exception:  # only for show: an unreadable log shows nothing
+            return ()
+
+    results = await asyncio.gather(*(one(*t) for t in wanted))
+    for (slot, w, _), lines in zip(wanted, results, strict=True):
+        memory = wl.record_tail(memory, slot, w.run_id, w.attempt, lines)
+    return memory
 
 
 def transition_events(events: EventLog, before: Memory, after: Memory) -> None:

@@ -159,6 +159,7 @@ async def test_a_failing_worker_stops_the_others_relaunches_then_gives_up(
     assert (shown["state"], shown["run_id"], shown["attempt"]) == ("gave-up", run_id, 2)
     assert (shown["failures"], shown["max_failures"]) == (2, 1)
     assert {"index": 1, "state": "exited", "exit_code": 3} in shown["workers"]
+    assert shown["last_lines"][-1] == "tick 1 2"  # worker 1's output, as it ended
     await world.until("the gave-up notice", lambda: "gave-up" in ntfy_server.events("wl"))
     assert ntfy_server.events("wl").count("gave-up") == 1
 

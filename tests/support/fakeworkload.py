@@ -63,6 +63,12 @@ class FakeWorkers:
             for i, (s, c) in enumerate(procs)
         )
 
+    async def workload_tail(
+        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int, worker: int
+    ) -> tuple[str, ...]:
+        code = self.procs.get((slot, run_id, attempt), [("missing", None)] * (worker + 1))[worker]
+        return (f"worker {worker} attempt {attempt}", f"exit {code[1]}")
+
 
 class ReadyCloud(FakeCloud):
     """FakeCloud whose created QRs are ACTIVE at once with a READY four-worker node."""

@@ -116,6 +116,7 @@ async def test_a_worker_exit_stops_the_others_relaunches_then_gives_up(tmp_path:
         await settle(c)
     w = c.memory.workloads["alpha"]
     assert (w.phase, w.failures, w.attempt) == ("gave-up", 2, 2)
+    assert w.last_lines == ("worker 0 attempt 2", "exit 3")  # the failing worker's output
     assert len(workers.started) == 2
     states = [
         (e["before"], e["after"], e["attempt"])
