@@ -353,8 +353,9 @@ def _register_workload_tools(server: MCPServer, store: IntentEditor) -> None:
     async def workload_logs(
         name: str, worker: int | None = None, lines: int = 100
     ) -> dict[str, Any]:
-        """The last `lines` (at most 500) lines of the slot's workload output on its workers,
-        interleaved, each with its worker and attempt; `worker` for one worker only."""
+        """The last `lines` (at most 500) lines of the slot's workload output on each of its
+        workers (as `tpu-reconciler logs --lines`), each with its worker and attempt; `worker`
+        for one worker only."""
         if not 0 <= lines <= MAX_LOG_LINES:
             raise ToolError(f"lines must be between 0 and {MAX_LOG_LINES}")
         if worker is not None and worker < 0:
@@ -445,7 +446,7 @@ async def _workload_logs(
         "schema_version": views.SCHEMA,
         "name": name,
         "run_id": target.run_id,
-        "lines": out[-lines:] if lines else [],
+        "lines": out,
     }
 
 

@@ -296,3 +296,22 @@ def _kill_connections(host: Any) -> None:
     from tests.integration.test_workload_worker import _kill_connections as kill
 
     kill(host)
+
+
+async def test_mcp_workload_logs_reads_every_workers_output(
+    setup_world4: Callable[[int], SetupWorld],
+) -> None:
+    from tests.integration.test_mcp_server import call, session
+
+    world = await running(setup_world4, "restart: on-failure")
+    args = ("reconciler.surfaces.mcp_server", "--file", str(world.harness.path))
+    args += ("--state-dir", str(world.state.root))
+    async with session(world.marks, *args) as s:
+        everyone = await call(s, "workload_logs", name="alpha", lines=8)
+        one = await call(s, "workload_logs", name="alpha", worker=2, lines=3)
+        status = await call(s, "workload_status", name="alpha")
+    assert everyone["run_id"] == workload(world)["run_id"]
+    assert {line["worker"] for line in everyone["lines"]} == {0, 1, 2, 3}
+    assert all(line["text"] == f"tick {line['worker']} 1" for line in everyone["lines"])
+    assert [line["text"] for line in one["lines"]] == ["tick 2 1"] * 3
+    assert status["slots"][0]["workload"]["state"] == "running"
