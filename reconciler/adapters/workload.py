@@ -64,9 +64,15 @@ from reconciler.adapters.ssh_session import (
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import HostKeyMismatch, ReconcilerError, UnsafeName, WorkloadError
 from reconciler.model.desired import Settings
-from reconciler.model.names import check_env_name, check_name, check_run_id
+from reconciler.model.names import check_name
 from reconciler.model.observed import Node
-from reconciler.model.workload import LaunchRequest, LogLine, WorkerProbe
+from reconciler.model.workload import (
+    LaunchRequest,
+    LogLine,
+    WorkerProbe,
+    check_env_name,
+    check_run_id,
+)
 
 T = TypeVar("T")
 

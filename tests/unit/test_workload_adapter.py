@@ -12,8 +12,13 @@ from reconciler.adapters.workload import (
     parse_probe,
 )
 from reconciler.errors import UnsafeName
-from reconciler.model.names import check_env_name, check_run_id
-from reconciler.model.workload import LaunchRequest, LogLine, WorkerProbe
+from reconciler.model.workload import (
+    LaunchRequest,
+    LogLine,
+    WorkerProbe,
+    check_env_name,
+    check_run_id,
+)
 
 
 def _req(**kw: object) -> LaunchRequest:
@@ -62,10 +67,10 @@ def test_spec_refuses_what_the_wrapper_cannot_carry(bad: dict[str, object]) -> N
 
 
 def test_names_on_the_remote_command_line_are_validated() -> None:
-    assert attempt_dir("/home/u/.tpu-reconciler", 3, "train-a", "r1.2_x", 2) == (
-        "/home/u/.tpu-reconciler/w3/train-a/r1.2_x/2"
+    assert attempt_dir("/home/u/.tpu-reconciler", 3, "train-a", "r1-2x", 2) == (
+        "/home/u/.tpu-reconciler/w3/train-a/r1-2x/2"
     )
-    for run_id in ("", "-r", "a/b", "a b", "x" * 65, "$(id)"):
+    for run_id in ("", "-r", "a/b", "a b", "x" * 64, "$(id)", "R1", "a.b"):
         with pytest.raises(UnsafeName):
             check_run_id(run_id)
     for attempt in (0, -1, True, 1.0, "1"):
