@@ -402,7 +402,8 @@ class WorkloadRunner:
         for worker, outcome in zip(workers, outcomes, strict=True):
             if isinstance(outcome, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
                 raise outcome
-            if isinstance(outcome, BaseException):  # a bug, not a worker problem: still shown
+            if isinstance(outcome, BaseException) and not isinstance(outcome, ReconcilerError):
+                # a bug, not a worker problem: still shown as that worker's failure
                 outcome = WorkloadError(
                     f"{what} {describe(worker, instance)}: unexpected {type(outcome).__name__}: "
                     f"{outcome}",

@@ -24,6 +24,7 @@ set -u
 umask 077
 
 die() { # code message
+    [ -n "${DRAIN:-}" ] && cat >/dev/null
     printf 'error %s\n' "$2"
     exit "$1"
 }
@@ -41,10 +42,12 @@ write_atomic() { # file text
 launch() {
     local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
     local slotdir=${dir%/*/*} prev=
+    DRAIN=1 # until the spec is read, every way out reads it first
     mkdir -p -- "$dir" || die 74 "cannot create $dir"
     exec 9>"$dir/launch.lock"
     flock -w 30 9 || die 75 "launch lock of $dir busy"
     if [ -e "$dir/started" ] || [ -e "$dir/stop" ]; then
+        cat >/dev/null # the spec, unread: let the sender finish writing it
         echo already
         exit 0
     fi
@@ -58,6 +61,7 @@ launch() {
     exec 8>"$dir/lock"
     flock -w 10 8 || die 75 "lock of $dir busy"
     cat >"$dir/spec" || die 74 "cannot write the spec"
+    DRAIN=
     exec 7<"$dir/spec"
     rm -f -- "$dir/spec"
     : >>"$dir/output.log"

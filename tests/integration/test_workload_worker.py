@@ -23,7 +23,7 @@ import pytest
 from reconciler.adapters.secrets import SecretStore
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.workload import WorkloadRunner
-from reconciler.errors import UnsafeName
+from reconciler.errors import UnsafeName, WorkloadError
 from reconciler.model.desired import Settings
 from reconciler.model.observed import NetworkEndpoint, Node, NodeState
 from reconciler.model.workload import LaunchRequest, LogLine, WorkerProbe
@@ -64,7 +64,7 @@ class World:
     async def probe(self, attempt: int = 1) -> tuple[WorkerProbe, ...]:
         return await self.runner.probe(self.node, SLOT, RUN, attempt)
 
-    async def until(self, what: str, check: Callable[[], bool], timeout: float = 15.0) -> None:
+    async def until(self, what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while not check():
             if time.monotonic() > deadline:
@@ -74,7 +74,7 @@ class World:
     async def until_probe(
         self, what: str, check: Callable[[tuple[WorkerProbe, ...]], bool], attempt: int = 1
     ) -> tuple[WorkerProbe, ...]:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30
         while True:
             probes = await self.probe(attempt)
             if check(probes):
@@ -235,6 +235,9 @@ async def test_stop_terms_the_group_then_kills_what_ignores_it(world: World) -> 
     await world.runner.launch(world.node, stubborn)
     children = [world.marks / f"child-{i}" for i in range(4)]
     await world.until("children started", lambda: all(_lines(c) for c in children))
+    # one process holds the TPU: attempt 2 never starts over a running attempt 1
+    with pytest.raises(WorkloadError, match="attempt r20261201-0001/1 is still running"):
+        await world.runner.launch(world.node, world.request("sleep 300", attempt=2))
     started = time.monotonic()
     await world.runner.stop(world.node, SLOT, RUN, 1, grace=0.6)
     took = time.monotonic() - started
