@@ -75,7 +75,7 @@ def _request(workers: int, attempt: int, run_id: str = RUN) -> LaunchRequest:
         slot=SLOT,
         run_id=run_id,
         attempt=attempt,
-        command="sleep 20",
+        command="sleep 600",
         workdir=None,
         env={"BENCH": "1"},
         secret_env={},
@@ -113,22 +113,29 @@ async def _probe_passes(
     runner = _runner(root, cluster, port, "probe")
     try:
         await runner.launch(node, _request(len(ips), 1))
-        await runner.probe(node, SLOT, RUN, 1)  # the pool is warm from here on
-        cpu: list[float] = []
-        wall: list[float] = []
-        for _ in range(passes):
-            c0, t0 = time.process_time(), time.perf_counter()
-            probes = await runner.probe(node, SLOT, RUN, 1)
-            wall.append(time.perf_counter() - t0)
-            cpu.append(time.process_time() - c0)
-            states = {p.state for p in probes}
-            if states != {"alive"}:
-                raise SystemExit(f"probe saw {states}: {[p.error for p in probes if p.error]}")
-            await asyncio.sleep(0.2)  # a pass every so often, not back to back
-        await runner.stop(node, SLOT, RUN, 1, grace=1)
-        return cpu, wall
+        return await _passes(runner, node, passes)
     finally:
+        await runner.stop(node, SLOT, RUN, 1, grace=1)
         await runner.aclose()
+
+
+async def _passes(
+    runner: WorkloadRunner, node: Node, passes: int
+) -> tuple[list[float], list[float]]:
+    """CPU and wall seconds of each probe pass, the pool warm."""
+    await runner.probe(node, SLOT, RUN, 1)
+    cpu: list[float] = []
+    wall: list[float] = []
+    for _ in range(passes):
+        c0, t0 = time.process_time(), time.perf_counter()
+        probes = await runner.probe(node, SLOT, RUN, 1)
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        states = {p.state for p in probes}
+        if states != {"alive"}:
+            raise SystemExit(f"probe saw {states}: {[p.error for p in probes if p.error]}")
+        await asyncio.sleep(0.2)  # a pass every so often, not back to back
+    return cpu, wall
 
 
 async def main() -> int:
