@@ -42,7 +42,7 @@ import posixpath
 import secrets as _random
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -205,6 +205,29 @@ class _Pooled:
     stack: contextlib.AsyncExitStack
     base: str  # absolute ~/.tpu-reconciler on the worker
     wrapper: str  # absolute path of this version of the wrapper there
+    #: ``wrapper serve`` on its own channel: one request line and one answer per probe
+    prober: asyncssh.SSHClientProcess[bytes] | None = None
+    probe_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def ask(self, request: str, timeout: float | None) -> str:
+        """One answer of the probe channel (opened on first use). Any failure closes the
+        channel (a late answer must never be read as the next one's)."""
+        async with self.probe_lock:
+            if self.prober is None:
+                self.prober = await self.conn.create_process(
+                    self.command("serve"), encoding=None, stderr=asyncssh.DEVNULL
+                )
+            try:
+                self.prober.stdin.write(request.encode() + b"\n")
+                async with asyncio.timeout(timeout):
+                    answer = await self.prober.stdout.readline()
+                if not answer.endswith(b"\n"):
+                    raise EOFError("the probe channel closed")
+            except BaseException:
+                self.prober.close()
+                self.prober = None
+                raise
+        return answer.decode("utf-8", "replace").strip()
 
     def command(self, verb: str, *args: str | int) -> str:
         words = ["bash", self.wrapper, verb, *(str(a) for a in args)]
@@ -279,6 +302,8 @@ class WorkloadRunner:
         """``~/.tpu-reconciler`` (0700) and this version of the wrapper in its ``bin``."""
         async with conn.start_sftp_client() as sftp:
             base = posixpath.join(await sftp.realpath("."), REMOTE_DIR)
+            if "\n" in base or "\0" in base:
+                raise WorkloadError(f"unusable home directory {base!r} on the worker")
             await _private_dir(sftp, base)
             bin_dir = posixpath.join(base, "bin")
             await _private_dir(sftp, bin_dir)
@@ -299,6 +324,9 @@ class WorkloadRunner:
     async def _connection(self, instance: str, worker: Worker) -> tuple[_Pooled, bool]:
         """The pooled connection (reused: True) or a fresh one."""
         key: _Key = (instance, worker.index, worker.host, worker.port)
+        pooled = self._pool.get(key)
+        if pooled is not None and not pooled.conn.is_closed():  # the common case: no lock
+            return pooled, True
         lock = self._opening.setdefault(key, asyncio.Lock())
         async with lock:
             pooled = self._pool.get(key)
@@ -484,10 +512,9 @@ class WorkloadRunner:
 
         async def job(pooled: _Pooled, worker: Worker) -> WorkerProbe:
             directory = attempt_dir(pooled.base, worker.index, slot, run_id, attempt)
-            text = await self._command(
-                pooled, pooled.command("probe", directory), timeout=self.probe_timeout
-            )
-            return parse_probe(worker.index, text)
+            # bounded by the timeout of the whole worker in _everywhere
+            answer = await pooled.ask(f"probe {directory}", None)
+            return parse_probe(worker.index, answer)
 
         outcomes = await self._everywhere(node, "probing", job, timeout=self.probe_timeout)
         return tuple(

@@ -48,13 +48,16 @@ class World:
     def request(
         self, command: str | tuple[str, ...], attempt: int = 1, **kw: object
     ) -> LaunchRequest:
+        # a HOME of its own: `bash -lc` then reads an empty profile, not this machine's
+        # (whose pyenv rehash serialises concurrent logins on a lock)
+        env = {"HOME": str(self.marks.parent / "home"), **kw.pop("env", {})}  # type: ignore[dict-item]
         values: dict[str, object] = {
             "slot": SLOT,
             "run_id": RUN,
             "attempt": attempt,
             "command": command,
             "workdir": str(self.marks),
-            "env": {},
+            "env": env,
             "secret_env": {},
             "workers": len(self.node.endpoints),
         }
@@ -112,6 +115,8 @@ async def world(sshd_cluster: Callable[[int], SshCluster], tmp_path: Path) -> As
     )
     marks = tmp_path / "marks"
     marks.mkdir()
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / ".profile").write_text("")
     w = World(cluster, _node(cluster), runner, state, marks)
     try:
         yield w
