@@ -17,8 +17,10 @@ Remote layout, per worker (several "workers" share one host in tests)::
 Every call is one short remote request per worker, all workers at once (``fan_out``):
 ``bash <wrapper> launch|stop|logs ...`` as an exec, and a probe as one line on the worker's
 ``wrapper serve`` channel, opened once per pooled connection and kept (a probe pass then costs
-a request and an answer packet per worker, not a channel; any failure closes that channel). Names reaching the command line are validated first (slot:
-``names.check_name``, run id, env names, secret names); values travel on stdin as
+a request and an answer packet per worker, not a channel; any failure closes that channel).
+
+Names reaching the command line are validated first (slot: ``names.check_name``, run id, env
+names, secret names); values travel on stdin as
 NUL-separated records, so no user string is ever parsed by a shell, and secret values (read
 from ``adapters/secrets``) are in no argv and no log.
 
