@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import stat
@@ -22,10 +21,12 @@ import pytest
 
 from reconciler.adapters.secrets import SecretStore
 from reconciler.adapters.statedir import StateDir
+from reconciler.adapters.status_file import write_status
 from reconciler.adapters.workload import WorkloadRunner
 from reconciler.errors import UnsafeName, WorkloadError
 from reconciler.model.desired import Settings
 from reconciler.model.observed import NetworkEndpoint, Node, NodeState
+from reconciler.model.status import SlotStatus, StatusSnapshot
 from reconciler.model.workload import LaunchRequest, LogLine, WorkerProbe
 from tests.fixtures.setup_world import one_port
 from tests.fixtures.sshd import SshCluster, SshdHost
@@ -343,16 +344,15 @@ def _cli_files(world: World, tmp_path: Path) -> list[str]:
         "slots:\n"
         f"  - {{name: {SLOT}, zone: us-central2-b, accelerator: v4-32, want: held}}\n"
     )
-    slot = {
-        "name": SLOT,
-        "zone": "us-central2-b",
-        "state": "ACTIVE",
-        "node_state": "READY",
-        "ips": list(world.node.ips()),
-        "instance": world.node.instance,
-    }
-    doc = {"schema_version": "tpu-reconciler.status.v1", "slots": [slot]}
-    world.state.status.write_text(json.dumps(doc))
+    row = SlotStatus(
+        name=SLOT,
+        zone="us-central2-b",
+        state="ACTIVE",
+        node_state="READY",
+        ips=world.node.ips(),
+        instance=world.node.instance,
+    )
+    write_status(world.state.status, StatusSnapshot(slots=(row,)))
     return [
         sys.executable,
         "-m",

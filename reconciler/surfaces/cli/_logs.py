@@ -31,6 +31,7 @@ from reconciler.exitcodes import EX_CONFIG, EX_OK, EX_REFUSED, EX_TEMPFAIL, EX_U
 if TYPE_CHECKING:
     from reconciler.adapters.workload import WorkloadRunner
     from reconciler.model.observed import Node
+    from reconciler.model.status import StatusSnapshot
 
 _HERE: Final = "reconciler.surfaces.cli._logs"
 #: Seconds between looks at the snapshot while following (has the node been re-created?).
@@ -71,27 +72,36 @@ class Target:
     reason: str = ""  # why there is no node
 
 
-def target_of(doc: dict[str, Any], slot: str) -> Target:
+def _run_id(workload: Any) -> str | None:
+    """``slots[].workload.run_id``: a typed field once the controller records it, or a dict in
+    the row's ``extra`` from a snapshot written by a newer controller."""
+    run_id = (
+        workload.get("run_id") if isinstance(workload, dict) else getattr(workload, "run_id", None)
+    )
+    return run_id if isinstance(run_id, str) and run_id else None
+
+
+def target_of(snapshot: StatusSnapshot | None, slot: str) -> Target:
     """The slot's node (rebuilt from ``instance`` and ``ips``) and workload run id."""
     from reconciler.model.observed import NetworkEndpoint, Node, NodeState
 
-    entry = next((s for s in doc.get("slots") or [] if s.get("name") == slot), None)
-    if entry is None:
+    if snapshot is None:
+        return Target(None, None, "no status snapshot yet: is the controller running?")
+    row = next((s for s in snapshot.slots if s.name == slot), None)
+    if row is None:
         return Target(None, None, f"no slot {slot!r} in the status snapshot")
-    workload = entry.get("workload") or {}
-    run_id = workload.get("run_id") if isinstance(workload, dict) else None
-    run_id = run_id if isinstance(run_id, str) and run_id else None
-    instance, ips = entry.get("instance"), entry.get("ips") or []
-    if not isinstance(instance, str) or "@" not in instance or not ips:
-        state = entry.get("node_state") or entry.get("state") or "unknown"
+    workload = getattr(row, "workload", None) or row.extra.get("workload")
+    run_id = _run_id(workload)
+    if not row.instance or "@" not in row.instance or not row.ips:
+        state = row.node_state or row.state or "unknown"
         return Target(None, run_id, f"{slot} has no reachable node now (state {state})")
-    name, _, uid = instance.partition("@")
+    name, _, uid = row.instance.partition("@")
     node = Node(
         name=name,
-        zone=str(entry.get("zone") or ""),
+        zone=row.zone or "",
         state=NodeState.READY,
         uid=uid,
-        endpoints=tuple(NetworkEndpoint(str(ip)) for ip in ips),
+        endpoints=tuple(NetworkEndpoint(ip) for ip in row.ips),
     )
     return Target(node, run_id)
 
@@ -170,11 +180,17 @@ async def _follow(
 
 
 async def _main(args: argparse.Namespace) -> int:
-    from reconciler.errors import ReconcilerError
-    from reconciler.surfaces.cli._reconcile import read_status
+    from reconciler.adapters.status_file import read_status
+    from reconciler.errors import ReconcilerError, StatusUnreadable
+    from reconciler.surfaces.cli._reconcile import state_dir
+
+    path = state_dir(args).status
 
     def look() -> Target:
-        return target_of(read_status(args), args.slot)
+        try:
+            return target_of(read_status(path), args.slot)
+        except StatusUnreadable as exc:
+            return Target(None, None, str(exc))
 
     runner = await _runner(args)
     if runner is None:
