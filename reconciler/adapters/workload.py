@@ -241,6 +241,10 @@ class _Pooled:
 _Key = tuple[str, int, str, int]  # instance, worker index, host, port
 
 
+def _key(instance: str, worker: Worker) -> _Key:
+    return (instance, worker.index, worker.host, worker.port)
+
+
 def _wrapper_bytes() -> bytes:
     return importlib.resources.files("reconciler.adapters").joinpath(WRAPPER).read_bytes()
 
@@ -327,7 +331,7 @@ class WorkloadRunner:
 
     async def _connection(self, instance: str, worker: Worker) -> tuple[_Pooled, bool]:
         """The pooled connection (reused: True) or a fresh one."""
-        key: _Key = (instance, worker.index, worker.host, worker.port)
+        key = _key(instance, worker)
         pooled = self._pool.get(key)
         if pooled is not None and not pooled.conn.is_closed():  # the common case: no lock
             return pooled, True
@@ -362,7 +366,7 @@ class WorkloadRunner:
     ) -> T:
         """``job`` on the worker's connection; a reused connection that turns out dead is
         reopened once. A timeout or a dead connection drops it from the pool."""
-        key: _Key = (instance, worker.index, worker.host, worker.port)
+        key = _key(instance, worker)
         for retry in (True, False):
             pooled, reused = await self._connection(instance, worker)
             try:
@@ -425,7 +429,10 @@ class WorkloadRunner:
                     return await self._with_worker(
                         instance, worker, lambda pooled: job(pooled, worker)
                     )
-            except (ReconcilerError, asyncssh.Error, OSError, TimeoutError) as exc:
+            except TimeoutError as exc:  # a silent partition: do not reuse that connection
+                await self._drop(_key(instance, worker))
+                return self._failure(instance, worker, exc, what)
+            except (ReconcilerError, asyncssh.Error, OSError) as exc:
                 return self._failure(instance, worker, exc, what)
 
         workers = self.workers(node)
@@ -508,6 +515,9 @@ class WorkloadRunner:
         endpoints gives an empty tuple."""
         try:
             workers = self.workers(node)
+        except UnsafeName:  # an address that is not an IP: nothing to probe
+            return ()
+        try:
             check_name(slot)
             check_run_id(run_id)
             check_attempt(attempt)

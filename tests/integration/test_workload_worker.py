@@ -128,11 +128,9 @@ async def world(sshd_cluster: Callable[[int], SshCluster], tmp_path: Path) -> As
         await runner.aclose()
 
 
-def _kill_connections(host: SshdHost) -> None:
-    """Stop a worker's sshd *and* the per-connection sshd it forked (pooled connections die
-    with them, as with a rebooted VM); the detached workloads are not its children."""
+def _connection_handlers(host: SshdHost) -> list[int]:
+    """The per-connection sshd processes the host's listener forked."""
     assert host.proc is not None
-    listener = host.proc.pid
     children = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -140,8 +138,15 @@ def _kill_connections(host: SshdHost) -> None:
                 fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[1]) == listener:
+            if int(fields[1]) == host.proc.pid:
                 children.append(int(entry))
+    return children
+
+
+def _kill_connections(host: SshdHost) -> None:
+    """Stop a worker's sshd *and* the per-connection sshd it forked (pooled connections die
+    with them, as with a rebooted VM); the detached workloads are not its children."""
+    children = _connection_handlers(host)
     host.stop()
     for pid in children:
         with contextlib.suppress(ProcessLookupError):
@@ -409,3 +414,25 @@ async def test_logs_cli_follows_all_workers_with_prefixes(world: World, tmp_path
     assert one.returncode == 0
     lines = out.decode().splitlines()
     assert len(lines) == 3 and all(x.startswith("[w2] tick ") for x in lines), lines
+
+
+async def test_a_hung_worker_times_out_as_unknown_and_is_reconnected(world: World) -> None:
+    await world.runner.launch(world.node, world.request("sleep 60"))
+    await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
+    world.runner.probe_timeout = 1.0
+    host = world.cluster.hosts[1]
+    frozen = _connection_handlers(host)
+    assert frozen
+    for pid in frozen:  # the worker stops answering, its TCP connection stays up
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        probes = await world.probe()
+        assert time.monotonic() - started < 3
+        assert [p.state for p in probes] == ["alive", "unknown", "alive", "alive"]
+        assert "timed out" in (probes[1].error or "")
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    probes = await world.until_probe("all alive", lambda ps: all(p.state == "alive" for p in ps))
+    assert _logins(host) == 2  # the connection that timed out was not reused
