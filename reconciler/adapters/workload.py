@@ -53,7 +53,7 @@ from typing import Final, TypeVar
 import asyncssh
 
 from reconciler.adapters.hostkeys import HostKeyStore
-from reconciler.adapters.secrets import SecretNotFound, SecretStore, check_secret_name
+from reconciler.adapters.secrets import SecretStore, check_secret_name
 from reconciler.adapters.ssh import SshOptions, Worker, workers_of
 from reconciler.adapters.ssh_run import REMOTE_DIR, _private_dir
 from reconciler.adapters.ssh_session import (
@@ -66,7 +66,14 @@ from reconciler.adapters.ssh_session import (
     translate,
 )
 from reconciler.adapters.statedir import StateDir
-from reconciler.errors import HostKeyMismatch, ReconcilerError, UnsafeName, WorkloadError
+from reconciler.errors import (
+    HostKeyMismatch,
+    ReconcilerError,
+    SecretNotFound,
+    SecretUnsafe,
+    UnsafeName,
+    WorkloadError,
+)
 from reconciler.model.desired import Settings
 from reconciler.model.names import check_name
 from reconciler.model.observed import Node
@@ -477,7 +484,7 @@ class WorkloadRunner:
                     f"`tpu-reconciler secret set {secret_name}`",
                     delay=60.0,
                 ) from None
-            except PermissionError as exc:
+            except SecretUnsafe as exc:
                 raise WorkloadError(str(exc), delay=60.0) from None
         return values
 

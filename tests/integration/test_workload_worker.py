@@ -11,7 +11,6 @@ import contextlib
 import os
 import signal
 import stat
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -30,6 +29,8 @@ from reconciler.model.status import SlotStatus, StatusSnapshot
 from reconciler.model.workload import LaunchRequest, LogLine, WorkerProbe
 from tests.fixtures.setup_world import one_port
 from tests.fixtures.sshd import SshCluster, SshdHost
+from tests.support.cli import CLI_ARGV, clean_env
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -69,11 +70,7 @@ class World:
         return await self.runner.probe(self.node, SLOT, RUN, attempt)
 
     async def until(self, what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            await asyncio.sleep(0.05)
+        assert await eventually(check, timeout=timeout, step=0.05), f"timed out: {what}"
 
     async def until_probe(
         self, what: str, check: Callable[[tuple[WorkerProbe, ...]], bool], attempt: int = 1
@@ -359,9 +356,7 @@ def _cli_files(world: World, tmp_path: Path) -> list[str]:
     )
     write_status(world.state.status, StatusSnapshot(slots=(row,)))
     return [
-        sys.executable,
-        "-m",
-        "reconciler",
+        *CLI_ARGV,
         "--file",
         str(desired),
         "--state-dir",
@@ -378,7 +373,7 @@ async def test_logs_cli_follows_all_workers_with_prefixes(world: World, tmp_path
     await world.runner.launch(world.node, world.request(ticker))
     await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
     argv = _cli_files(world, tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = clean_env()
     proc = await asyncio.create_subprocess_exec(
         *argv, "--follow", "--lines", "1", stdout=asyncio.subprocess.PIPE, env=env
     )

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from reconciler.exitcodes import EX_CONFIG, EX_OK, EX_REFUSED, EX_TEMPFAIL, EX_USAGE
+from reconciler.exitcodes import EX_CONFIG, EX_OK, EX_TEMPFAIL, EX_USAGE
 
 if TYPE_CHECKING:
     from reconciler.adapters.workload import WorkloadRunner
@@ -216,7 +216,7 @@ async def _main(args: argparse.Namespace) -> int:
         return EX_OK
     except ReconcilerError as exc:
         _err(str(exc))
-        return EX_TEMPFAIL if getattr(exc, "delay", None) is not None else EX_REFUSED
+        return exc.exit_code
     finally:
         await runner.aclose()
 
