@@ -431,3 +431,41 @@ async def test_a_hung_worker_times_out_as_unknown_and_is_reconnected(world: Worl
             os.kill(pid, signal.SIGCONT)
     probes = await world.until_probe("all alive", lambda ps: all(p.state == "alive" for p in ps))
     assert _logins(host) == 2  # the connection that timed out was not reused
+
+
+async def test_logs_follow_moves_to_a_recreated_node(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from reconciler.surfaces.cli import _logs
+
+    ticker = 'i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.2; done'
+    await world.runner.launch(world.node, world.request(ticker))
+    await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
+    monkeypatch.setattr(_logs, "_RECHECK", 0.3)
+    recreated = _node(world.cluster, uid="9999")  # same hosts, a new node instance
+    looks: list[_logs.Target] = []
+
+    def look() -> _logs.Target:
+        looks.append(_logs.Target(world.node if len(looks) < 3 else recreated, None))
+        return looks[-1]
+
+    args = argparse.Namespace(slot=SLOT, worker=0, attempt=None, lines=100)
+    task = asyncio.create_task(_logs._follow(world.runner, args, look))
+
+    def printed() -> list[str]:
+        return [x for x in capsys.readouterr().out.splitlines() if x]
+
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 20
+        while seen.count("[w0] tick 1") < 2:  # printed again from the new node's start
+            assert time.monotonic() < deadline, seen
+            await asyncio.sleep(0.1)
+            seen += printed()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert len(looks) >= 4 and all(x.startswith("[w0] tick ") for x in seen)

@@ -130,11 +130,15 @@ async def _runner(args: argparse.Namespace) -> WorkloadRunner | None:
     )
 
 
-async def _print(stream: Any) -> None:
+async def _print(stream: Any) -> int:
+    """Print every line as it comes; returns how many."""
+    printed = 0
     async with contextlib.aclosing(stream):
         async for line in stream:
             sys.stdout.write(f"[w{line.worker}] {line.text}\n")
             sys.stdout.flush()
+            printed += 1
+    return printed
 
 
 async def _follow(
@@ -202,7 +206,7 @@ async def _main(args: argparse.Namespace) -> int:
         if target.node is None:
             _err(target.reason)
             return EX_TEMPFAIL
-        await _print(
+        printed = await _print(
             runner.logs(
                 target.node,
                 args.slot,
@@ -213,6 +217,8 @@ async def _main(args: argparse.Namespace) -> int:
                 run_id=target.run_id,
             )
         )
+        if not printed and args.lines:
+            _err(f"no workload output for {args.slot} on its workers (nothing launched yet?)")
         return EX_OK
     except ReconcilerError as exc:
         _err(str(exc))
