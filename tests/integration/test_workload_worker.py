@@ -85,6 +85,12 @@ class World:
             await asyncio.sleep(0.1)
 
 
+def running(probes: tuple[WorkerProbe, ...]) -> bool:
+    """Every worker alive with its program started (the pid is recorded just after the
+    supervisor took the lock, so "alive" can come a moment before it)."""
+    return all(p.state == "alive" and p.pid is not None for p in probes)
+
+
 def _node(cluster: SshCluster, uid: str = "4242") -> Node:
     ips = [a for host in cluster.hosts for a, _ in host.listen]
     return Node(
@@ -171,7 +177,7 @@ async def test_runs_exactly_once_on_every_worker_with_its_environment(world: Wor
     await world.runner.launch(world.node, req)  # and once more, in sequence
     markers = [world.marks / f"ran-{i}" for i in range(4)]
     await world.until("a marker on every worker", lambda: all(m.exists() for m in markers))
-    probes = await world.until_probe("all alive", lambda ps: all(p.state == "alive" for p in ps))
+    probes = await world.until_probe("all alive", running)
     assert [p.index for p in probes] == [0, 1, 2, 3]
     assert all(p.pid and p.started_at and p.started_at <= time.time() for p in probes)
     await asyncio.sleep(0.3)  # a second copy would have written by now
@@ -205,7 +211,7 @@ async def test_secret_in_no_argv_no_log_no_readable_file(world: World, tmp_path:
         "echo started; sleep 30", secret_env={"WANDB_KEY": "wandb"}, env={"PLAIN": "x"}
     )
     await world.runner.launch(world.node, req)
-    probes = await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
+    probes = await world.until_probe("alive", running)
     needle = SECRET.encode()
 
     def delivered() -> bool:  # the program did get it, in its environment (once exec'd)
@@ -258,7 +264,7 @@ async def test_stop_terms_the_group_then_kills_what_ignores_it(world: World) -> 
 
     polite = world.request("sleep 300", attempt=2)
     await world.runner.launch(world.node, polite)
-    await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps), attempt=2)
+    await world.until_probe("alive", running, attempt=2)
     started = time.monotonic()
     await world.runner.stop(world.node, SLOT, RUN, 2, grace=20)
     assert time.monotonic() - started < 5  # TERM was enough: no waiting out the grace
@@ -272,7 +278,7 @@ async def test_stop_terms_the_group_then_kills_what_ignores_it(world: World) -> 
 
 async def test_a_down_worker_is_unknown_and_comes_back_on_a_new_connection(world: World) -> None:
     await world.runner.launch(world.node, world.request("sleep 60"))
-    await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
+    await world.until_probe("alive", running)
     for _ in range(3):
         await world.probe()
     # one connection per worker, kept open across passes
@@ -285,7 +291,7 @@ async def test_a_down_worker_is_unknown_and_comes_back_on_a_new_connection(world
     assert [p.state for p in probes] == ["alive", "alive", "unknown", "alive"]
     assert probes[2].error
     host.start()
-    probes = await world.until_probe("all alive", lambda ps: all(p.state == "alive" for p in ps))
+    probes = await world.until_probe("all alive", running)
     assert probes[2].pid is not None
     assert _logins(host) == 2 and _logins(world.cluster.hosts[0]) == 1
 
@@ -309,7 +315,7 @@ async def test_logs_follow_every_worker_across_attempts(world: World) -> None:
         "done; sleep 60"
     )
     await world.runner.launch(world.node, world.request(script))
-    await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
+    await world.until_probe("alive", running)
     stream = world.runner.logs(world.node, SLOT, worker=None, attempt=None, lines=5, follow=True)
 
     def seen(lines: list[LogLine], attempt: int, n: int) -> bool:
@@ -371,7 +377,7 @@ async def test_logs_cli_follows_all_workers_with_prefixes(world: World, tmp_path
         'i=0; while :; do i=$((i+1)); echo "tick $i of w$TPU_RECONCILER_WORKER"; sleep 0.2; done'
     )
     await world.runner.launch(world.node, world.request(ticker))
-    await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
+    await world.until_probe("alive", running)
     argv = _cli_files(world, tmp_path)
     env = clean_env()
     proc = await asyncio.create_subprocess_exec(
@@ -413,7 +419,7 @@ async def test_logs_cli_follows_all_workers_with_prefixes(world: World, tmp_path
 
 async def test_a_hung_worker_times_out_as_unknown_and_is_reconnected(world: World) -> None:
     await world.runner.launch(world.node, world.request("sleep 60"))
-    await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
+    await world.until_probe("alive", running)
     world.runner.probe_timeout = 1.0
     host = world.cluster.hosts[1]
     frozen = _connection_handlers(host)
@@ -429,7 +435,7 @@ async def test_a_hung_worker_times_out_as_unknown_and_is_reconnected(world: Worl
     finally:
         for pid in frozen:
             os.kill(pid, signal.SIGCONT)
-    probes = await world.until_probe("all alive", lambda ps: all(p.state == "alive" for p in ps))
+    probes = await world.until_probe("all alive", running)
     assert _logins(host) == 2  # the connection that timed out was not reused
 
 
@@ -442,7 +448,7 @@ async def test_logs_follow_moves_to_a_recreated_node(
 
     ticker = 'i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.2; done'
     await world.runner.launch(world.node, world.request(ticker))
-    await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
+    await world.until_probe("alive", running)
     monkeypatch.setattr(_logs, "_RECHECK", 0.3)
     recreated = _node(world.cluster, uid="9999")  # same hosts, a new node instance
     looks: list[_logs.Target] = []
