@@ -14,9 +14,13 @@ Remote layout, per worker (several "workers" share one host in tests)::
     ~/.tpu-reconciler/w<index>/<slot>/<run_id>/<attempt>/{launch.lock,lock,started,pid,exit,
                                                           stop,output.log}
 
-Every call is ONE short remote command per worker (``bash <wrapper> launch|probe|stop|logs``),
-all workers at once (``fan_out``). Names reaching the command line are validated first (slot:
-``names.check_name``, run id, env names, secret names); values travel on stdin as
+Every call is one short remote request per worker, all workers at once (``fan_out``):
+``bash <wrapper> launch|stop|logs ...`` as an exec, and a probe as one line on the worker's
+``wrapper serve`` channel, opened once per pooled connection and kept (a probe pass then costs
+a request and an answer packet per worker, not a channel; any failure closes that channel).
+
+Names reaching the command line are validated first (slot: ``names.check_name``, run id, env
+names, secret names); values travel on stdin as
 NUL-separated records, so no user string is ever parsed by a shell, and secret values (read
 from ``adapters/secrets``) are in no argv and no log.
 
@@ -42,7 +46,7 @@ import posixpath
 import secrets as _random
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -66,13 +70,20 @@ from reconciler.errors import (
     HostKeyMismatch,
     ReconcilerError,
     SecretNotFound,
+    SecretUnsafe,
     UnsafeName,
     WorkloadError,
 )
 from reconciler.model.desired import Settings
-from reconciler.model.names import check_env_name, check_name, check_run_id
+from reconciler.model.names import check_name
 from reconciler.model.observed import Node
-from reconciler.model.workload import LaunchRequest, LogLine, WorkerProbe
+from reconciler.model.workload import (
+    LaunchRequest,
+    LogLine,
+    WorkerProbe,
+    check_env_name,
+    check_run_id,
+)
 
 T = TypeVar("T")
 
@@ -205,6 +216,29 @@ class _Pooled:
     stack: contextlib.AsyncExitStack
     base: str  # absolute ~/.tpu-reconciler on the worker
     wrapper: str  # absolute path of this version of the wrapper there
+    #: ``wrapper serve`` on its own channel: one request line and one answer per probe
+    prober: asyncssh.SSHClientProcess[bytes] | None = None
+    probe_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def ask(self, request: str, timeout: float | None) -> str:
+        """One answer of the probe channel (opened on first use). Any failure closes the
+        channel (a late answer must never be read as the next one's)."""
+        async with self.probe_lock:
+            if self.prober is None:
+                self.prober = await self.conn.create_process(
+                    self.command("serve"), encoding=None, stderr=asyncssh.DEVNULL
+                )
+            try:
+                self.prober.stdin.write(request.encode() + b"\n")
+                async with asyncio.timeout(timeout):
+                    answer = await self.prober.stdout.readline()
+                if not answer.endswith(b"\n"):
+                    raise EOFError("the probe channel closed")
+            except BaseException:
+                self.prober.close()
+                self.prober = None
+                raise
+        return answer.decode("utf-8", "replace").strip()
 
     def command(self, verb: str, *args: str | int) -> str:
         words = ["bash", self.wrapper, verb, *(str(a) for a in args)]
@@ -212,6 +246,10 @@ class _Pooled:
 
 
 _Key = tuple[str, int, str, int]  # instance, worker index, host, port
+
+
+def _key(instance: str, worker: Worker) -> _Key:
+    return (instance, worker.index, worker.host, worker.port)
 
 
 def _wrapper_bytes() -> bytes:
@@ -279,6 +317,8 @@ class WorkloadRunner:
         """``~/.tpu-reconciler`` (0700) and this version of the wrapper in its ``bin``."""
         async with conn.start_sftp_client() as sftp:
             base = posixpath.join(await sftp.realpath("."), REMOTE_DIR)
+            if "\n" in base or "\0" in base:
+                raise WorkloadError(f"unusable home directory {base!r} on the worker")
             await _private_dir(sftp, base)
             bin_dir = posixpath.join(base, "bin")
             await _private_dir(sftp, bin_dir)
@@ -298,7 +338,10 @@ class WorkloadRunner:
 
     async def _connection(self, instance: str, worker: Worker) -> tuple[_Pooled, bool]:
         """The pooled connection (reused: True) or a fresh one."""
-        key: _Key = (instance, worker.index, worker.host, worker.port)
+        key = _key(instance, worker)
+        pooled = self._pool.get(key)
+        if pooled is not None and not pooled.conn.is_closed():  # the common case: no lock
+            return pooled, True
         lock = self._opening.setdefault(key, asyncio.Lock())
         async with lock:
             pooled = self._pool.get(key)
@@ -330,7 +373,7 @@ class WorkloadRunner:
     ) -> T:
         """``job`` on the worker's connection; a reused connection that turns out dead is
         reopened once. A timeout or a dead connection drops it from the pool."""
-        key: _Key = (instance, worker.index, worker.host, worker.port)
+        key = _key(instance, worker)
         for retry in (True, False):
             pooled, reused = await self._connection(instance, worker)
             try:
@@ -393,7 +436,10 @@ class WorkloadRunner:
                     return await self._with_worker(
                         instance, worker, lambda pooled: job(pooled, worker)
                     )
-            except (ReconcilerError, asyncssh.Error, OSError, TimeoutError) as exc:
+            except TimeoutError as exc:  # a silent partition: do not reuse that connection
+                await self._drop(_key(instance, worker))
+                return self._failure(instance, worker, exc, what)
+            except (ReconcilerError, asyncssh.Error, OSError) as exc:
                 return self._failure(instance, worker, exc, what)
 
         workers = self.workers(node)
@@ -402,7 +448,8 @@ class WorkloadRunner:
         for worker, outcome in zip(workers, outcomes, strict=True):
             if isinstance(outcome, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
                 raise outcome
-            if isinstance(outcome, BaseException):  # a bug, not a worker problem: still shown
+            if isinstance(outcome, BaseException) and not isinstance(outcome, ReconcilerError):
+                # a bug, not a worker problem: still shown as that worker's failure
                 outcome = WorkloadError(
                     f"{what} {describe(worker, instance)}: unexpected {type(outcome).__name__}: "
                     f"{outcome}",
@@ -437,7 +484,7 @@ class WorkloadRunner:
                     f"`tpu-reconciler secret set {secret_name}`",
                     delay=60.0,
                 ) from None
-            except PermissionError as exc:
+            except SecretUnsafe as exc:
                 raise WorkloadError(str(exc), delay=60.0) from None
         return values
 
@@ -475,6 +522,9 @@ class WorkloadRunner:
         endpoints gives an empty tuple."""
         try:
             workers = self.workers(node)
+        except UnsafeName:  # an address that is not an IP: nothing to probe
+            return ()
+        try:
             check_name(slot)
             check_run_id(run_id)
             check_attempt(attempt)
@@ -483,10 +533,9 @@ class WorkloadRunner:
 
         async def job(pooled: _Pooled, worker: Worker) -> WorkerProbe:
             directory = attempt_dir(pooled.base, worker.index, slot, run_id, attempt)
-            text = await self._command(
-                pooled, pooled.command("probe", directory), timeout=self.probe_timeout
-            )
-            return parse_probe(worker.index, text)
+            # bounded by the timeout of the whole worker in _everywhere
+            answer = await pooled.ask(f"probe {directory}", None)
+            return parse_probe(worker.index, answer)
 
         outcomes = await self._everywhere(node, "probing", job, timeout=self.probe_timeout)
         return tuple(

@@ -4,6 +4,7 @@
 #
 #   wrapper launch DIR WORKER WORKERS SLOT RUN_ID ATTEMPT   spec on stdin (NUL-separated)
 #   wrapper probe  DIR                                      one line: state=... pid=... ...
+#   wrapper serve                                           "probe DIR" lines in, answers out
 #   wrapper stop   DIR GRACE_MS                             TERM the group, KILL after grace
 #   wrapper logs   SLOTDIR RUN_ID|- ATTEMPT|0 LINES 0|1     framed output (see logs below)
 #
@@ -24,6 +25,7 @@ set -u
 umask 077
 
 die() { # code message
+    [ -n "${DRAIN:-}" ] && cat >/dev/null
     printf 'error %s\n' "$2"
     exit "$1"
 }
@@ -41,10 +43,12 @@ write_atomic() { # file text
 launch() {
     local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
     local slotdir=${dir%/*/*} prev=
+    DRAIN=1 # until the spec is read, every way out reads it first
     mkdir -p -- "$dir" || die 74 "cannot create $dir"
     exec 9>"$dir/launch.lock"
     flock -w 30 9 || die 75 "launch lock of $dir busy"
     if [ -e "$dir/started" ] || [ -e "$dir/stop" ]; then
+        cat >/dev/null # the spec, unread: let the sender finish writing it
         echo already
         exit 0
     fi
@@ -58,10 +62,11 @@ launch() {
     exec 8>"$dir/lock"
     flock -w 10 8 || die 75 "lock of $dir busy"
     cat >"$dir/spec" || die 74 "cannot write the spec"
+    DRAIN=
     exec 7<"$dir/spec"
     rm -f -- "$dir/spec"
     : >>"$dir/output.log"
-    write_atomic "$dir/started" "${EPOCHREALTIME:-$(date +%s)} $(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo -)"
+    write_atomic "$dir/started" "${EPOCHREALTIME:-$(date +%s)} $BOOT_ID"
     write_atomic "$slotdir/current" "$run/$attempt"
     setsid bash "$0" supervise "$dir" "$worker" "$workers" "$slot" "$run" "$attempt" \
         <&7 7<&- 9>&- >>"$dir/output.log" 2>&1 &
@@ -121,11 +126,11 @@ supervise() {
     finish "$code" "$sig"
 }
 
-probe() {
+probe() { # one line: state=alive|exited|missing pid=.. started=.. code=.. output=..
     local dir=$1 started=- boot=- pid=- out=- code=- state rec
     if [ ! -e "$dir/started" ]; then
         echo "state=missing"
-        exit 0
+        return 0
     fi
     read -r started boot <"$dir/started"
     [ -r "$dir/pid" ] && read -r pid <"$dir/pid"
@@ -137,13 +142,22 @@ probe() {
         read -r rec <"$dir/exit"
         code=${rec#code=}
         code=${code%% *}
-    elif [ "$pid" != - ] && [ "$boot" = "$(cat /proc/sys/kernel/random/boot_id)" ] &&
-        kill -0 -- "-$pid" 2>/dev/null; then
+    elif [ "$pid" != - ] && [ "$boot" = "$BOOT_ID" ] && kill -0 -- "-$pid" 2>/dev/null; then
         state=alive # the supervisor is gone but the program still runs
     else
         state=missing # vanished without a record (reboot, supervisor and program killed)
     fi
     echo "state=$state pid=$pid started=$started code=$code output=$out"
+}
+
+serve() { # answer "probe DIR" lines until stdin ends (a pooled probe channel)
+    local verb dir
+    while IFS=' ' read -r verb dir; do
+        case $verb in
+        probe) probe "$dir" ;;
+        *) echo "error unknown request" ;;
+        esac
+    done
 }
 
 now_ms() { # sets $now to epoch milliseconds (no subshell)
@@ -255,7 +269,9 @@ logs() {
     done
 }
 
+read -r BOOT_ID </proc/sys/kernel/random/boot_id 2>/dev/null || BOOT_ID=-
 case ${1:-} in
+serve) serve ;;
 launch) [ $# -eq 7 ] || die 2 "usage"; shift; launch "$@" ;;
 supervise) shift; supervise "$@" ;;
 probe) [ $# -eq 2 ] || die 2 "usage"; probe "$2" ;;

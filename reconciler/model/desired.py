@@ -31,7 +31,7 @@ from pydantic_core import PydanticCustomError
 from reconciler.errors import UnsafeName
 from reconciler.model import names
 from reconciler.model.durations import parse_duration
-from reconciler.model.workload import Restart, WhenDone, check_secret_name
+from reconciler.model.workload import Restart, WhenDone, check_env_name, check_secret_name
 
 Mode = Literal["spot", "on-demand", "reserved"]
 Want = Literal["held", "released"]
@@ -124,7 +124,7 @@ Family = Annotated[str, AfterValidator(_family)]
 Seconds = Annotated[float, BeforeValidator(_duration)]
 Path = Annotated[str, AfterValidator(_safe_text)]
 SocketName = Annotated[str, AfterValidator(_socket_name)]
-EnvName = Annotated[str, _named(names.check_env_name)]
+EnvName = Annotated[str, _named(check_env_name)]
 SecretName = Annotated[str, _named(check_secret_name)]
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
 Command = Annotated[str | list[str], BeforeValidator(_command)]

@@ -32,11 +32,6 @@ ZONE_CODE_RE: Final = re.compile(r"^[a-z0-9]{1,16}$")
 # GCP labels: keys start with a letter; both at most 63 of [a-z0-9_-].
 LABEL_KEY_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE: Final = re.compile(r"^[a-z0-9_-]{0,63}$")
-# Workload run ids (made by the controller, one per generation) and environment names.
-RUN_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-ENV_NAME_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-#: Environment names tpu-reconciler sets for a workload itself (TPU_RECONCILER_WORKER, ...).
-RESERVED_ENV_PREFIX: Final = "TPU_RECONCILER_"
 # Guest-attribute query paths: "namespace/" or "namespace/key".
 QUERY_PATH_RE: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}/(?:[A-Za-z0-9_.-]{1,127})?$")
 
@@ -107,23 +102,6 @@ def check_query_path(value: object) -> str:
     return _check(
         "guest attribute query path", value, QUERY_PATH_RE, "expected namespace/ or namespace/key"
     )
-
-
-def check_run_id(value: object) -> str:
-    return _check(
-        "run id",
-        value,
-        RUN_ID_RE,
-        "letters, digits, '.', '_' and '-', at most 64, starting with a letter or digit",
-    )
-
-
-def check_env_name(value: object) -> str:
-    """A workload environment variable name the user may set (not a reserved one)."""
-    name = _check("environment variable name", value, ENV_NAME_RE, "expected NAME_LIKE_THIS")
-    if name.startswith(RESERVED_ENV_PREFIX):
-        raise UnsafeName(f"{name} is set by tpu-reconciler itself; pick another name")
-    return name
 
 
 def accelerator_family(accelerator: str) -> str:

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import stat
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -22,13 +20,17 @@ import pytest
 
 from reconciler.adapters.secrets import SecretStore
 from reconciler.adapters.statedir import StateDir
+from reconciler.adapters.status_file import write_status
 from reconciler.adapters.workload import WorkloadRunner
-from reconciler.errors import UnsafeName
+from reconciler.errors import UnsafeName, WorkloadError
 from reconciler.model.desired import Settings
 from reconciler.model.observed import NetworkEndpoint, Node, NodeState
+from reconciler.model.status import SlotStatus, StatusSnapshot
 from reconciler.model.workload import LaunchRequest, LogLine, WorkerProbe
 from tests.fixtures.setup_world import one_port
 from tests.fixtures.sshd import SshCluster, SshdHost
+from tests.support.cli import CLI_ARGV, clean_env
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -48,13 +50,16 @@ class World:
     def request(
         self, command: str | tuple[str, ...], attempt: int = 1, **kw: object
     ) -> LaunchRequest:
+        # a HOME of its own: `bash -lc` then reads an empty profile, not this machine's
+        # (whose pyenv rehash serialises concurrent logins on a lock)
+        env = {"HOME": str(self.marks.parent / "home"), **kw.pop("env", {})}  # type: ignore[dict-item]
         values: dict[str, object] = {
             "slot": SLOT,
             "run_id": RUN,
             "attempt": attempt,
             "command": command,
             "workdir": str(self.marks),
-            "env": {},
+            "env": env,
             "secret_env": {},
             "workers": len(self.node.endpoints),
         }
@@ -64,17 +69,13 @@ class World:
     async def probe(self, attempt: int = 1) -> tuple[WorkerProbe, ...]:
         return await self.runner.probe(self.node, SLOT, RUN, attempt)
 
-    async def until(self, what: str, check: Callable[[], bool], timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            await asyncio.sleep(0.05)
+    async def until(self, what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
+        assert await eventually(check, timeout=timeout, step=0.05), f"timed out: {what}"
 
     async def until_probe(
         self, what: str, check: Callable[[tuple[WorkerProbe, ...]], bool], attempt: int = 1
     ) -> tuple[WorkerProbe, ...]:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30
         while True:
             probes = await self.probe(attempt)
             if check(probes):
@@ -82,6 +83,12 @@ class World:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {what}: {probes}")
             await asyncio.sleep(0.1)
+
+
+def running(probes: tuple[WorkerProbe, ...]) -> bool:
+    """Every worker alive with its program started (the pid is recorded just after the
+    supervisor took the lock, so "alive" can come a moment before it)."""
+    return all(p.state == "alive" and p.pid is not None for p in probes)
 
 
 def _node(cluster: SshCluster, uid: str = "4242") -> Node:
@@ -112,6 +119,8 @@ async def world(sshd_cluster: Callable[[int], SshCluster], tmp_path: Path) -> As
     )
     marks = tmp_path / "marks"
     marks.mkdir()
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / ".profile").write_text("")
     w = World(cluster, _node(cluster), runner, state, marks)
     try:
         yield w
@@ -122,11 +131,9 @@ async def world(sshd_cluster: Callable[[int], SshCluster], tmp_path: Path) -> As
         await runner.aclose()
 
 
-def _kill_connections(host: SshdHost) -> None:
-    """Stop a worker's sshd *and* the per-connection sshd it forked (pooled connections die
-    with them, as with a rebooted VM); the detached workloads are not its children."""
+def _connection_handlers(host: SshdHost) -> list[int]:
+    """The per-connection sshd processes the host's listener forked."""
     assert host.proc is not None
-    listener = host.proc.pid
     children = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -134,8 +141,15 @@ def _kill_connections(host: SshdHost) -> None:
                 fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[1]) == listener:
+            if int(fields[1]) == host.proc.pid:
                 children.append(int(entry))
+    return children
+
+
+def _kill_connections(host: SshdHost) -> None:
+    """Stop a worker's sshd *and* the per-connection sshd it forked (pooled connections die
+    with them, as with a rebooted VM); the detached workloads are not its children."""
+    children = _connection_handlers(host)
     host.stop()
     for pid in children:
         with contextlib.suppress(ProcessLookupError):
@@ -163,7 +177,7 @@ async def test_runs_exactly_once_on_every_worker_with_its_environment(world: Wor
     await world.runner.launch(world.node, req)  # and once more, in sequence
     markers = [world.marks / f"ran-{i}" for i in range(4)]
     await world.until("a marker on every worker", lambda: all(m.exists() for m in markers))
-    probes = await world.until_probe("all alive", lambda ps: all(p.state == "alive" for p in ps))
+    probes = await world.until_probe("all alive", running)
     assert [p.index for p in probes] == [0, 1, 2, 3]
     assert all(p.pid and p.started_at and p.started_at <= time.time() for p in probes)
     await asyncio.sleep(0.3)  # a second copy would have written by now
@@ -197,9 +211,18 @@ async def test_secret_in_no_argv_no_log_no_readable_file(world: World, tmp_path:
         "echo started; sleep 30", secret_env={"WANDB_KEY": "wandb"}, env={"PLAIN": "x"}
     )
     await world.runner.launch(world.node, req)
-    probes = await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
+    probes = await world.until_probe("alive", running)
     needle = SECRET.encode()
-    delivered = 0
+
+    def delivered() -> bool:  # the program did get it, in its environment (once exec'd)
+        found = 0
+        for probe in probes:
+            assert probe.pid is not None
+            environ = Path(f"/proc/{probe.pid}/environ").read_bytes()
+            found += f"WANDB_KEY={SECRET}".encode() in environ.split(b"\0")
+        return found == len(probes)
+
+    await world.until("the secret in every program's environment", delivered)
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -208,11 +231,6 @@ async def test_secret_in_no_argv_no_log_no_readable_file(world: World, tmp_path:
         except OSError:
             continue
         assert needle not in cmdline, f"secret in the argv of pid {entry}: {cmdline[:200]!r}"
-    for probe in probes:
-        assert probe.pid is not None
-        environ = Path(f"/proc/{probe.pid}/environ").read_bytes()
-        delivered += f"WANDB_KEY={SECRET}".encode() in environ.split(b"\0")
-    assert delivered == 4  # the program did get it, in its environment
     for path in tmp_path.rglob("*"):
         if path.is_file() and not path.is_symlink():
             try:
@@ -231,6 +249,9 @@ async def test_stop_terms_the_group_then_kills_what_ignores_it(world: World) -> 
     await world.runner.launch(world.node, stubborn)
     children = [world.marks / f"child-{i}" for i in range(4)]
     await world.until("children started", lambda: all(_lines(c) for c in children))
+    # one process holds the TPU: attempt 2 never starts over a running attempt 1
+    with pytest.raises(WorkloadError, match="attempt r20261201-0001/1 is still running"):
+        await world.runner.launch(world.node, world.request("sleep 300", attempt=2))
     started = time.monotonic()
     await world.runner.stop(world.node, SLOT, RUN, 1, grace=0.6)
     took = time.monotonic() - started
@@ -243,7 +264,7 @@ async def test_stop_terms_the_group_then_kills_what_ignores_it(world: World) -> 
 
     polite = world.request("sleep 300", attempt=2)
     await world.runner.launch(world.node, polite)
-    await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps), attempt=2)
+    await world.until_probe("alive", running, attempt=2)
     started = time.monotonic()
     await world.runner.stop(world.node, SLOT, RUN, 2, grace=20)
     assert time.monotonic() - started < 5  # TERM was enough: no waiting out the grace
@@ -257,7 +278,7 @@ async def test_stop_terms_the_group_then_kills_what_ignores_it(world: World) -> 
 
 async def test_a_down_worker_is_unknown_and_comes_back_on_a_new_connection(world: World) -> None:
     await world.runner.launch(world.node, world.request("sleep 60"))
-    await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
+    await world.until_probe("alive", running)
     for _ in range(3):
         await world.probe()
     # one connection per worker, kept open across passes
@@ -270,7 +291,7 @@ async def test_a_down_worker_is_unknown_and_comes_back_on_a_new_connection(world
     assert [p.state for p in probes] == ["alive", "alive", "unknown", "alive"]
     assert probes[2].error
     host.start()
-    probes = await world.until_probe("all alive", lambda ps: all(p.state == "alive" for p in ps))
+    probes = await world.until_probe("all alive", running)
     assert probes[2].pid is not None
     assert _logins(host) == 2 and _logins(world.cluster.hosts[0]) == 1
 
@@ -294,7 +315,7 @@ async def test_logs_follow_every_worker_across_attempts(world: World) -> None:
         "done; sleep 60"
     )
     await world.runner.launch(world.node, world.request(script))
-    await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
+    await world.until_probe("alive", running)
     stream = world.runner.logs(world.node, SLOT, worker=None, attempt=None, lines=5, follow=True)
 
     def seen(lines: list[LogLine], attempt: int, n: int) -> bool:
@@ -331,20 +352,17 @@ def _cli_files(world: World, tmp_path: Path) -> list[str]:
         "slots:\n"
         f"  - {{name: {SLOT}, zone: us-central2-b, accelerator: v4-32, want: held}}\n"
     )
-    slot = {
-        "name": SLOT,
-        "zone": "us-central2-b",
-        "state": "ACTIVE",
-        "node_state": "READY",
-        "ips": list(world.node.ips()),
-        "instance": world.node.instance,
-    }
-    doc = {"schema_version": "tpu-reconciler.status.v1", "slots": [slot]}
-    world.state.status.write_text(json.dumps(doc))
+    row = SlotStatus(
+        name=SLOT,
+        zone="us-central2-b",
+        state="ACTIVE",
+        node_state="READY",
+        ips=world.node.ips(),
+        instance=world.node.instance,
+    )
+    write_status(world.state.status, StatusSnapshot(slots=(row,)))
     return [
-        sys.executable,
-        "-m",
-        "reconciler",
+        *CLI_ARGV,
         "--file",
         str(desired),
         "--state-dir",
@@ -359,9 +377,9 @@ async def test_logs_cli_follows_all_workers_with_prefixes(world: World, tmp_path
         'i=0; while :; do i=$((i+1)); echo "tick $i of w$TPU_RECONCILER_WORKER"; sleep 0.2; done'
     )
     await world.runner.launch(world.node, world.request(ticker))
-    await world.until_probe("alive", lambda ps: all(p.state == "alive" for p in ps))
+    await world.until_probe("alive", running)
     argv = _cli_files(world, tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = clean_env()
     proc = await asyncio.create_subprocess_exec(
         *argv, "--follow", "--lines", "1", stdout=asyncio.subprocess.PIPE, env=env
     )
@@ -397,3 +415,63 @@ async def test_logs_cli_follows_all_workers_with_prefixes(world: World, tmp_path
     assert one.returncode == 0
     lines = out.decode().splitlines()
     assert len(lines) == 3 and all(x.startswith("[w2] tick ") for x in lines), lines
+
+
+async def test_a_hung_worker_times_out_as_unknown_and_is_reconnected(world: World) -> None:
+    await world.runner.launch(world.node, world.request("sleep 60"))
+    await world.until_probe("alive", running)
+    world.runner.probe_timeout = 1.0
+    host = world.cluster.hosts[1]
+    frozen = _connection_handlers(host)
+    assert frozen
+    for pid in frozen:  # the worker stops answering, its TCP connection stays up
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        probes = await world.probe()
+        assert time.monotonic() - started < 3
+        assert [p.state for p in probes] == ["alive", "unknown", "alive", "alive"]
+        assert "timed out" in (probes[1].error or "")
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    probes = await world.until_probe("all alive", running)
+    assert _logins(host) == 2  # the connection that timed out was not reused
+
+
+async def test_logs_follow_moves_to_a_recreated_node(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from reconciler.surfaces.cli import _logs
+
+    ticker = 'i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.2; done'
+    await world.runner.launch(world.node, world.request(ticker))
+    await world.until_probe("alive", running)
+    monkeypatch.setattr(_logs, "_RECHECK", 0.3)
+    recreated = _node(world.cluster, uid="9999")  # same hosts, a new node instance
+    looks: list[_logs.Target] = []
+
+    def look() -> _logs.Target:
+        looks.append(_logs.Target(world.node if len(looks) < 3 else recreated, None))
+        return looks[-1]
+
+    args = argparse.Namespace(slot=SLOT, worker=0, attempt=None, lines=100)
+    task = asyncio.create_task(_logs._follow(world.runner, args, look))
+
+    def printed() -> list[str]:
+        return [x for x in capsys.readouterr().out.splitlines() if x]
+
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 20
+        while seen.count("[w0] tick 1") < 2:  # printed again from the new node's start
+            assert time.monotonic() < deadline, seen
+            await asyncio.sleep(0.1)
+            seen += printed()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert len(looks) >= 4 and all(x.startswith("[w0] tick ") for x in seen)

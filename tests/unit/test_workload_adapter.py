@@ -12,8 +12,13 @@ from reconciler.adapters.workload import (
     parse_probe,
 )
 from reconciler.errors import UnsafeName
-from reconciler.model.names import check_env_name, check_run_id
-from reconciler.model.workload import LaunchRequest, LogLine, WorkerProbe
+from reconciler.model.workload import (
+    LaunchRequest,
+    LogLine,
+    WorkerProbe,
+    check_env_name,
+    check_run_id,
+)
 
 
 def _req(**kw: object) -> LaunchRequest:
@@ -62,10 +67,10 @@ def test_spec_refuses_what_the_wrapper_cannot_carry(bad: dict[str, object]) -> N
 
 
 def test_names_on_the_remote_command_line_are_validated() -> None:
-    assert attempt_dir("/home/u/.tpu-reconciler", 3, "train-a", "r1.2_x", 2) == (
-        "/home/u/.tpu-reconciler/w3/train-a/r1.2_x/2"
+    assert attempt_dir("/home/u/.tpu-reconciler", 3, "train-a", "r1-2x", 2) == (
+        "/home/u/.tpu-reconciler/w3/train-a/r1-2x/2"
     )
-    for run_id in ("", "-r", "a/b", "a b", "x" * 65, "$(id)"):
+    for run_id in ("", "-r", "a/b", "a b", "x" * 64, "$(id)", "R1", "a.b"):
         with pytest.raises(UnsafeName):
             check_run_id(run_id)
     for attempt in (0, -1, True, 1.0, "1"):
@@ -99,3 +104,25 @@ def test_log_frames_cut_lines_and_keep_partials_until_their_end() -> None:
     assert frames.feed(3, b"next\n") == [LogLine(3, 2, "half"), LogLine(3, 3, "next")]
     with pytest.raises(ValueError):
         frames.header(b"garbage\n")
+
+
+def test_logs_finds_the_node_and_run_in_the_snapshot() -> None:
+    from reconciler.model.status import SlotStatus, StatusSnapshot
+    from reconciler.surfaces.cli._logs import target_of
+
+    row = SlotStatus(
+        name="train-a",
+        zone="us-central2-b",
+        state="ACTIVE",
+        ips=("10.0.0.2", "10.0.0.3"),
+        instance="train-a@4242",
+        extra={"workload": {"run_id": "r7", "attempt": 2}},
+    )
+    target = target_of(StatusSnapshot(slots=(row,)), "train-a")
+    assert target.node is not None and target.node.instance == "train-a@4242"
+    assert target.node.ips() == ("10.0.0.2", "10.0.0.3") and target.run_id == "r7"
+    gone = SlotStatus(name="train-a", state="WAITING_FOR_RESOURCES")
+    waiting = target_of(StatusSnapshot(slots=(gone,)), "train-a")
+    assert waiting.node is None and "no reachable node" in waiting.reason
+    assert target_of(None, "train-a").node is None
+    assert "no slot" in target_of(StatusSnapshot(), "train-a").reason

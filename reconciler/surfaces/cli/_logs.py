@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from reconciler.exitcodes import EX_CONFIG, EX_OK, EX_REFUSED, EX_TEMPFAIL, EX_USAGE
+from reconciler.exitcodes import EX_CONFIG, EX_OK, EX_TEMPFAIL, EX_USAGE
 
 if TYPE_CHECKING:
     from reconciler.adapters.workload import WorkloadRunner
@@ -72,26 +72,36 @@ class Target:
     reason: str = ""  # why there is no node
 
 
+def _run_id(workload: Any) -> str | None:
+    """``slots[].workload.run_id``: a typed field once the controller records it, or a dict in
+    the row's ``extra`` from a snapshot written by a newer controller."""
+    run_id = (
+        workload.get("run_id") if isinstance(workload, dict) else getattr(workload, "run_id", None)
+    )
+    return run_id if isinstance(run_id, str) and run_id else None
+
+
 def target_of(snapshot: StatusSnapshot | None, slot: str) -> Target:
     """The slot's node (rebuilt from ``instance`` and ``ips``) and workload run id."""
     from reconciler.model.observed import NetworkEndpoint, Node, NodeState
 
-    entry = snapshot.slot(slot) if snapshot is not None else None
-    if entry is None:
+    if snapshot is None:
+        return Target(None, None, "no status snapshot yet: is the controller running?")
+    row = next((s for s in snapshot.slots if s.name == slot), None)
+    if row is None:
         return Target(None, None, f"no slot {slot!r} in the status snapshot")
-    run_id = entry.workload.run_id if entry.workload is not None else None
-    run_id = run_id if isinstance(run_id, str) and run_id else None
-    instance, ips = entry.instance, entry.ips
-    if not isinstance(instance, str) or "@" not in instance or not ips:
-        state = entry.node_state or entry.state or "unknown"
+    workload = getattr(row, "workload", None) or row.extra.get("workload")
+    run_id = _run_id(workload)
+    if not row.instance or "@" not in row.instance or not row.ips:
+        state = row.node_state or row.state or "unknown"
         return Target(None, run_id, f"{slot} has no reachable node now (state {state})")
-    name, _, uid = instance.partition("@")
+    name, _, uid = row.instance.partition("@")
     node = Node(
         name=name,
-        zone=str(entry.zone or ""),
+        zone=row.zone or "",
         state=NodeState.READY,
         uid=uid,
-        endpoints=tuple(NetworkEndpoint(str(ip)) for ip in ips),
+        endpoints=tuple(NetworkEndpoint(ip) for ip in row.ips),
     )
     return Target(node, run_id)
 
@@ -120,11 +130,15 @@ async def _runner(args: argparse.Namespace) -> WorkloadRunner | None:
     )
 
 
-async def _print(stream: Any) -> None:
+async def _print(stream: Any) -> int:
+    """Print every line as it comes; returns how many."""
+    printed = 0
     async with contextlib.aclosing(stream):
         async for line in stream:
             sys.stdout.write(f"[w{line.worker}] {line.text}\n")
             sys.stdout.flush()
+            printed += 1
+    return printed
 
 
 async def _follow(
@@ -170,11 +184,17 @@ async def _follow(
 
 
 async def _main(args: argparse.Namespace) -> int:
-    from reconciler.errors import ReconcilerError
-    from reconciler.surfaces.cli._reconcile import read_status
+    from reconciler.adapters.status_file import read_status
+    from reconciler.errors import ReconcilerError, StatusUnreadable
+    from reconciler.surfaces.cli._reconcile import state_dir
+
+    path = state_dir(args).status
 
     def look() -> Target:
-        return target_of(read_status(args), args.slot)
+        try:
+            return target_of(read_status(path), args.slot)
+        except StatusUnreadable as exc:
+            return Target(None, None, str(exc))
 
     runner = await _runner(args)
     if runner is None:
@@ -186,7 +206,7 @@ async def _main(args: argparse.Namespace) -> int:
         if target.node is None:
             _err(target.reason)
             return EX_TEMPFAIL
-        await _print(
+        printed = await _print(
             runner.logs(
                 target.node,
                 args.slot,
@@ -197,10 +217,12 @@ async def _main(args: argparse.Namespace) -> int:
                 run_id=target.run_id,
             )
         )
+        if not printed and args.lines:
+            _err(f"no workload output for {args.slot} on its workers (nothing launched yet?)")
         return EX_OK
     except ReconcilerError as exc:
         _err(str(exc))
-        return EX_TEMPFAIL if getattr(exc, "delay", None) is not None else EX_REFUSED
+        return exc.exit_code
     finally:
         await runner.aclose()
 
