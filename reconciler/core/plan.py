@@ -239,6 +239,7 @@ class _Planner:
     ):
         self.desired, self.observed, self.memory, self.now = desired, observed, memory, now
         self.probes = probes
+        self.done = wl.when_done_releases(desired, observed, memory, now)
         self.windows = frozenset(windows) if windows is not None else None
         self.actions: list[Action] = []
         self.deferred: list[Held] = []
@@ -383,14 +384,8 @@ class _Planner:
 
     def workload_done(self, spec: SlotSpec) -> str | None:
         """The reason to release a slot whose workload succeeded with when_done: release."""
-        if spec.workload is None or spec.workload.when_done != "release":
-            return None
-        wm = self.memory.workload(spec.name)
-        if wm is None or wm.phase != "succeeded":
-            return None
-        if (wm.generation, wm.identity) != (spec.workload.generation, spec.workload.identity):
-            return None
-        return f"workload succeeded (run {wm.run_id}); when_done: release"
+        done = self.done.get(spec.name)
+        return done[0] if done is not None else None
 
     def window_missing(self, spec: SlotSpec, instance: str) -> bool:
         """Once per node instance (so a re-created node gets its dead window respawned), and

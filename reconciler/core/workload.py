@@ -535,6 +535,26 @@ def decide(
     return Decision(acts=((act, _launch_reason(wm, w, attempt, why)),), notices=notices)
 
 
+def when_done_releases(
+    desired: Desired, observed: Observation, memory: Memory, now: float
+) -> dict[str, tuple[str, float]]:
+    """Slot -> (reason, since when) for every slot whose workload succeeded with
+    ``when_done: release`` in its current run: the planner releases them through the normal
+    delete path, and keeps them released (the QR gone) until the run changes. The signature of
+    a release rule (issue 16's ``core.control.RELEASE_RULES``), values as (reason, due)."""
+    out: dict[str, tuple[str, float]] = {}
+    for name, wm in memory.workloads.items():
+        if wm.phase != "succeeded":
+            continue
+        spec = desired.slot(name)
+        w = spec.workload if spec is not None else None
+        if w is None or w.when_done != "release":
+            continue
+        if (wm.generation, wm.identity) == (w.generation, w.identity):
+            out[name] = (f"workload succeeded (run {wm.run_id}); when_done: release", wm.since)
+    return out
+
+
 def launch_request(spec: SlotSpec, act: WorkloadAct, workers: int) -> LaunchRequest:
     w = spec.workload
     assert w is not None, "a launch is only decided for a slot with a workload"
