@@ -10,6 +10,7 @@ world changes". The controller reads only that intent, never the message, to dec
     ReconcilerError
     ├── TemporaryError(delay)            retry after a delay
     │   ├── TransientCloudError          429, UNAVAILABLE, RESOURCE_EXHAUSTED, timeouts, bad output
+    │   ├── OperationPending             the last create/delete's operation is still running
     │   ├── SetupFailed                  a bootstrap / tailscale step failed on a worker
     │   └── EditConflict                 desired.yaml changed under an edit, retries ran out
     ├── PermanentError                   retrying will not help
@@ -72,10 +73,21 @@ class TransientCloudError(CloudError, TemporaryError):
         delay: float = 10.0,
         status: str | None = None,
         code: int | None = None,
+        retry_after: float | None = None,
     ) -> None:
         TemporaryError.__init__(self, message, delay=delay)
         self.status = status
         self.code = code
+        self.retry_after = retry_after  # the server's Retry-After, seconds (core.retry)
+
+
+class OperationPending(TemporaryError):
+    """The long-running operation of the last create or delete has not finished: look again
+    later rather than send the request once more (``runtime.lro``)."""
+
+    def __init__(self, message: str, *, operation: str, delay: float = 10.0) -> None:
+        super().__init__(message, delay=delay)
+        self.operation = operation
 
 
 class PermanentCloudError(CloudError, PermanentError):

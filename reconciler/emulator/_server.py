@@ -22,7 +22,7 @@ from reconciler.emulator import _api
 from reconciler.emulator import _records as rec
 from reconciler.emulator._http import EmulatorHTTPServer
 from reconciler.emulator._records import ApiError
-from reconciler.emulator._scenario import Fault, Scenario, ScenarioQueuedResource
+from reconciler.emulator._scenario import Fault, OperationFailure, Scenario, ScenarioQueuedResource
 from reconciler.emulator._world import DEFAULT_IP_POOL, World
 
 #: The request log keeps the newest this many requests (a long demo must not grow forever).
@@ -218,6 +218,13 @@ class Emulator:
         """Deletes of a PROVISIONING QR return an operation that later fails (code 9)."""
         with self._lock:
             self._world.fail_provisioning_deletes = enabled
+
+    def fail_operations(self, **fields: Any) -> None:
+        """Arm an ``OperationFailure`` (see the scenario): matching creates or deletes get an
+        operation that finishes later with that error."""
+        failure = OperationFailure(**fields)
+        with self._lock:
+            self._world.add_op_failure(failure)
 
     def set_unreachable(self, zone: str, unreachable: bool = True) -> None:
         """Hide ``zone`` from ``locations/-`` lists (``unreachable[]``); direct calls get 503."""

@@ -111,7 +111,7 @@ def gcloud_needed(settings: Settings, token_source: str | None) -> str | None:
     REST backend its token (``CLOUDSDK_AUTH_ACCESS_TOKEN[_FILE]``), if set."""
     if settings.backend == "gcloud":
         return "the gcloud backend"
-    if token_source is None:
+    if token_source is None and settings.credentials == "gcloud":
         return "access tokens for the REST backend (gcloud auth print-access-token)"
     return None
 
@@ -188,6 +188,14 @@ class ApiFacts:
     queued_resources: int = 0
     unreachable: Sequence[str] = ()
     error: str | None = None
+    quota: str | None = None  # "p (settings.quota_project)": the quota project in use
+
+
+def check_quota_project(facts: ApiFacts | None) -> Check:
+    """Which project API quota is charged to (``X-Goog-User-Project`` / --billing-project)."""
+    if facts is None or facts.quota is None:
+        return skip("quota_project", "not known: the TPU API was not reached")
+    return ok("quota_project", facts.quota)
 
 
 def check_api(facts: ApiFacts | None, blocked_by: str | None) -> Check:

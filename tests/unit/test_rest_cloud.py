@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from reconciler.adapters.auth import QuotaHint
 from reconciler.adapters.cloud import Outcome
 from reconciler.adapters.cloud_errors import QUOTA_DELAY
 from reconciler.adapters.rest import RestCloud
@@ -29,9 +30,10 @@ AsyncHandler = Callable[[httpx.Request], Coroutine[None, None, httpx.Response]]
 
 
 class Tokens:
-    def __init__(self, *tokens: str) -> None:
+    def __init__(self, *tokens: str, quota: QuotaHint | None = None) -> None:
         self.tokens = list(tokens) or [SECRET]
         self.invalidated = 0
+        self.quota = quota or QuotaHint()
 
     async def token(self) -> str:
         return self.tokens[0]
@@ -335,7 +337,7 @@ async def test_create_posts_the_body_and_does_not_wait_for_the_operation() -> No
         log.append(request)
         return httpx.Response(200, json={"name": "projects/p/locations/z/operations/1"})
 
-    assert await cloud_with(handler).create_queued_resource(REQUEST) is Outcome.DONE
+    assert (await cloud_with(handler).create_queued_resource(REQUEST)).outcome is Outcome.DONE
     (sent,) = log
     assert sent.method == "POST"
     assert sent.url.path == BASE + "us-central2-b/queuedResources"
@@ -358,7 +360,9 @@ async def test_create_posts_the_body_and_does_not_wait_for_the_operation() -> No
     ],
 )
 async def test_create_outcomes(response: httpx.Response, expected: Outcome) -> None:
-    assert await cloud_with(lambda r: response).create_queued_resource(REQUEST) is expected
+    assert (
+        await cloud_with(lambda r: response).create_queued_resource(REQUEST)
+    ).outcome is expected
 
 
 @pytest.mark.parametrize(
@@ -421,8 +425,12 @@ async def test_delete_sends_force_only_when_asked() -> None:
         return httpx.Response(200, json={"name": "op"})
 
     cloud = cloud_with(handler)
-    assert await cloud.delete_queued_resource("us-central2-b", "a", force=True) is Outcome.DONE
-    assert await cloud.delete_queued_resource("us-central2-b", "a", force=False) is Outcome.DONE
+    assert (
+        await cloud.delete_queued_resource("us-central2-b", "a", force=True)
+    ).outcome is Outcome.DONE
+    assert (
+        await cloud.delete_queued_resource("us-central2-b", "a", force=False)
+    ).outcome is Outcome.DONE
     assert [(r.method, r.url.path, dict(r.url.params)) for r in log] == [
         ("DELETE", BASE + "us-central2-b/queuedResources/a", {"force": "true"}),
         ("DELETE", BASE + "us-central2-b/queuedResources/a", {}),
@@ -431,7 +439,9 @@ async def test_delete_sends_force_only_when_asked() -> None:
 
 async def test_delete_of_a_missing_qr_is_already_done() -> None:
     cloud = cloud_with(lambda r: error(404, "NOT_FOUND", "not found"))
-    assert await cloud.delete_queued_resource("us-central2-b", "a", force=True) is Outcome.ALREADY
+    assert (
+        await cloud.delete_queued_resource("us-central2-b", "a", force=True)
+    ).outcome is Outcome.ALREADY
     assert await cloud.describe_queued_resource("us-central2-b", "a") is None
 
 
