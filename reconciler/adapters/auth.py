@@ -50,6 +50,8 @@ QUOTA_ENV: Final = "CLOUDSDK_BILLING_QUOTA_PROJECT"
 CLOUD_PLATFORM_SCOPE: Final = "https://www.googleapis.com/auth/cloud-platform"
 #: A token whose expiry nobody told us is kept at most this long (gcloud's live an hour).
 GCLOUD_TOKEN_TTL: Final = 50 * 60.0
+#: However far away an expiry claims to be, a token is kept at most this long.
+MAX_KEEP: Final = 12 * 3600.0
 #: Refresh a token whose expiry is known this long before it expires.
 EXPIRY_MARGIN: Final = 5 * 60.0
 #: ``--min-expiry`` for config-helper: more than the margin, so gcloud refreshes by itself
@@ -219,10 +221,11 @@ class _Cached:
 
 def keep_until(expiry: float | None, now: float) -> float:
     """When to stop using a token that expires at ``expiry`` (epoch seconds, None: unknown):
-    ``EXPIRY_MARGIN`` before it, and never longer than ``GCLOUD_TOKEN_TTL`` from now."""
+    ``EXPIRY_MARGIN`` before it (at most ``MAX_KEEP`` from now); an unknown expiry is kept
+    ``GCLOUD_TOKEN_TTL``."""
     if expiry is None:
         return now + GCLOUD_TOKEN_TTL
-    return min(now + GCLOUD_TOKEN_TTL, expiry - EXPIRY_MARGIN)
+    return min(now + MAX_KEEP, expiry - EXPIRY_MARGIN)
 
 
 def parse_expiry(value: object) -> float | None:
@@ -379,10 +382,14 @@ class ApplicationDefaultCredentials(_Cached):
         try:
             if self._credentials is None:
                 self._credentials, _ = google_auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-            self._credentials.refresh(transport.Request())
-        except Exception as exc:  # google-auth's own hierarchy; keep only its type
+                if not self._credentials.valid:  # a file may carry a token still good
+                    self._credentials.refresh(transport.Request())
+            else:  # we came back inside the margin (or after a 401): a fresh token
+                self._credentials.refresh(transport.Request())
+        except Exception as exc:  # google-auth's own hierarchy: its type and first line
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
             raise TransientCloudError(
-                f"Application Default Credentials failed: {type(exc).__name__}",
+                f"Application Default Credentials failed: {type(exc).__name__}: {first}",
                 delay=_AUTH_DELAY,
                 status="UNAUTHENTICATED",
             ) from None

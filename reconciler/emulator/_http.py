@@ -60,7 +60,9 @@ class _Handler(BaseHTTPRequestHandler):
             status, payload = _control.handle(emulator, method, parts.path, raw)
             content_type = "application/json"
         else:
-            status, payload = emulator.serve_api(method, parts.path, query, raw)
+            status, payload = emulator.serve_api(
+                method, parts.path, query, raw, self.headers.get("X-Goog-User-Project")
+            )
             content_type = "application/json; charset=UTF-8"
             if payload[:1] not in (b"{", b"["):
                 content_type = "text/html; charset=UTF-8"

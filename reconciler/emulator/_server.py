@@ -39,6 +39,7 @@ class RequestRecord:
     body: Any
     status: int
     at: float  # emulated seconds since start
+    user_project: str | None = None  # the X-Goog-User-Project header, when sent
 
     @property
     def key(self) -> str:
@@ -321,9 +322,15 @@ class Emulator:
     # --- serving -----------------------------------------------------------------------------
 
     def serve_api(
-        self, method: str, path: str, query: dict[str, str], raw: bytes
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        raw: bytes,
+        user_project: str | None = None,
     ) -> tuple[int, bytes]:
-        """Answer one API request (called from handler threads)."""
+        """Answer one API request (called from handler threads). ``user_project``: the
+        request's ``X-Goog-User-Project`` header, kept in the request log."""
         with self._lock:
             fault = self._settled().faults.take(method, path)
             delay = self._world.latency + (fault.latency if fault else 0.0)
@@ -349,7 +356,9 @@ class Emulator:
                     traceback.print_exc()
                     status, obj = 500, ApiError("INTERNAL", f"emulator error: {exc!r}").body()
                 payload = _dump(obj)
-            self._log.append(RequestRecord(method, path, dict(query), body, status, world.t))
+            self._log.append(
+                RequestRecord(method, path, dict(query), body, status, world.t, user_project)
+            )
         return status, payload
 
 
