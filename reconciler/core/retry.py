@@ -1,17 +1,20 @@
 """Google's retry rule for rate limits and server errors, as a pure function.
 
 Google's guidance for 429 and 5xx answers is truncated exponential backoff with jitter,
-honouring ``Retry-After``. The rule here, per attempt ``n`` (1 for the first failure):
+honouring ``Retry-After``. The rule here, after the ``n``-th failure in a row (1-based), with
+the failures going on for ``elapsed`` seconds so far:
 
-    window(n) = min(CAP, BASE * 2 ** (n - 1))     1, 2, 4, 8, 16, 32, 64, 120, 120, ... s
-    delay(n)  = max(rand * window(n), Retry-After)   "full jitter": uniform in [0, window]
+    window(n, elapsed) = min(CAP, BASE * 2 ** (n - 1), max(BASE, elapsed))
+    delay              = max(rand * window, Retry-After)      "full jitter": uniform in [0, w]
 
-Why these numbers: a short burst of 429s leaves at most one window between its end and the
-next attempt — after a 10 s burst about five attempts were made, so recovery waits at most
-16 to 32 s; a storm that does not end settles at a mean wait of ``CAP / 2`` = 60 s, about one
-attempt per minute, and full jitter keeps many controllers from retrying in step. A server's
-``Retry-After`` is a floor (capped at ``RETRY_AFTER_CAP``, so a hostile header cannot park the
-controller for a day).
+Why these numbers: full jitter alone lets a run of small draws pile up attempts, and a 10 s
+burst could leave a two-minute window behind it; truncating the window by the outage's age as
+well means the wait after a burst of ``B`` seconds is at most ``B`` (at most ~30 s after a
+30 s burst, a few seconds after a short one). A storm that does not end reaches the ``CAP``
+after two minutes and settles at a mean wait of ``CAP / 2`` = 60 s, about one attempt per
+minute; jitter keeps many controllers from retrying in step. A server's ``Retry-After`` is a
+floor (capped at ``RETRY_AFTER_CAP``, so a hostile header cannot park the controller for a
+day).
 
 The caller supplies ``rand`` in [0, 1), so this stays pure. What it governs is decided by
 ``governs``: 429, RESOURCE_EXHAUSTED and the 5xx family; every other transient failure keeps
@@ -38,16 +41,22 @@ def governs(status: str | None, code: int | None) -> bool:
     return code is not None and (code == 429 or 500 <= code <= 599)
 
 
-def window(attempt: int) -> float:
-    """The jitter window after the ``attempt``-th failure in a row (1-based)."""
+def window(attempt: int, elapsed: float | None = None) -> float:
+    """The jitter window after the ``attempt``-th failure in a row (1-based), the failures
+    having gone on for ``elapsed`` seconds (None: not known, no truncation by age)."""
     if attempt <= 0:
         return 0.0
-    return min(CAP, BASE * 2.0 ** min(attempt - 1, 32))
+    w = min(CAP, BASE * 2.0 ** min(attempt - 1, 32))
+    if elapsed is not None:
+        w = min(w, max(BASE, elapsed))
+    return w
 
 
-def retry_delay(attempt: int, rand: float, retry_after: float | None = None) -> float:
+def retry_delay(
+    attempt: int, rand: float, retry_after: float | None = None, elapsed: float | None = None
+) -> float:
     """Seconds to wait after the ``attempt``-th failure in a row; ``rand`` in [0, 1)."""
-    delay = min(max(rand, 0.0), 1.0) * window(attempt)
+    delay = min(max(rand, 0.0), 1.0) * window(attempt, elapsed)
     if retry_after is not None and retry_after > 0:
         delay = max(delay, min(float(retry_after), RETRY_AFTER_CAP))
     return delay

@@ -103,6 +103,8 @@ class Controller:
         self._observe_failures = 0
         self._observe_delay = 0.0
         self._observe_retry: float | None = None
+        self._observe_failing_since = 0.0
+        self._failing_since: dict[str, float] = {}  # action key -> first failure in a row
         self._last_states: dict[tuple[str, str], str] = {}
         self._last_digest: str | None = None
         self._last_errors: tuple[str, ...] = ()
@@ -177,7 +179,10 @@ class Controller:
             message = e.message if isinstance(e, TemporaryError | PermanentError) else repr(e)
             self._observe_failures += 1
             self._observe_delay = e.delay if isinstance(e, TemporaryError) else 60.0
-            self._observe_retry = _rule_delay(e, self._observe_failures)
+            if self._observe_failures == 1:
+                self._observe_failing_since = now
+            elapsed = now - self._observe_failing_since
+            self._observe_retry = _rule_delay(e, self._observe_failures, elapsed)
             if self._observe_retry is not None:
                 self._observe_delay = self._observe_retry
             self.events.emit(
@@ -263,7 +268,10 @@ class Controller:
             permanent = isinstance(e, PermanentError)
             delay = getattr(e, "delay", 0.0)
             old = self.memory.error(action.key)
-            exact = _rule_delay(e, (old.failures if old else 0) + 1)
+            now = self.clock()
+            since = self._failing_since.setdefault(action.key, now) if old else now
+            self._failing_since[action.key] = since
+            exact = _rule_delay(e, (old.failures if old else 0) + 1, now - since)
             self.memory = mem.record_failure(
                 self.memory,
                 action.key,
@@ -304,6 +312,7 @@ class Controller:
                 retry="transient",
             )
         else:
+            self._failing_since.pop(action.key, None)
             self.memory = mem.record_success(self.memory, action.key)
             if action.kind == Kind.REPLACE:
                 self.memory = mem.record_dead_replaced(self.memory, action.slot, self.clock())
@@ -559,8 +568,8 @@ class Controller:
         self._write_snapshot(result, (), running=False)
 
 
-def _rule_delay(error: BaseException, attempt: int) -> float | None:
+def _rule_delay(error: BaseException, attempt: int, elapsed: float) -> float | None:
     """The wait Google's retry rule gives a 429 / 5xx failure (None: not one of those)."""
     if isinstance(error, TransientCloudError) and retry.governs(error.status, error.code):
-        return retry.retry_delay(attempt, random.random(), error.retry_after)
+        return retry.retry_delay(attempt, random.random(), error.retry_after, elapsed)
     return None
