@@ -212,5 +212,5 @@ def test_the_check_itself_fails_on_a_field_the_api_does_not_define(messages: Mod
     bad = {"spot": {}, "tpu": {"nodeSpec": [{"node": {"acceleratorType": "v4-8", "reserved": 1}}]}}
     with pytest.raises(AssertionError, match=r"tpu\.nodeSpec\[0\]\.node\.reserved"):
         decode(messages, "QueuedResource", bad)
-    with pytest.raises(AssertionError, match="guaranteed.reserved"):
+    with pytest.raises(AssertionError, match=r"guaranteed\.reserved"):
         decode(messages, "QueuedResource", {"guaranteed": {"reserved": True}})
