@@ -72,6 +72,20 @@ PAGE_SIZE: Final = 1000
 
 log = logging.getLogger(__name__)
 
+
+class _OnlyWhenVerbose(logging.Filter):
+    """httpx logs every request at INFO ("HTTP Request: GET ..."): at a 1 s fast poll that is
+    ~170,000 journal lines a day. Let them through only when this module logs at DEBUG (``-v``);
+    the event log is the record of what the controller did."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return log.isEnabledFor(logging.DEBUG)
+
+
+_HTTPX_LOG = logging.getLogger("httpx")
+if not any(isinstance(f, _OnlyWhenVerbose) for f in _HTTPX_LOG.filters):
+    _HTTPX_LOG.addFilter(_OnlyWhenVerbose())
+
 DEFAULT_ENDPOINT: Final = "https://tpu.googleapis.com/"
 ENDPOINT_ENV: Final = "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"
 #: A list longer than this many pages is treated as a broken server, not read forever.

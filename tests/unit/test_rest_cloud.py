@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -482,3 +483,13 @@ async def test_guest_attributes_post_the_query_path() -> None:
     assert json.loads(sent.content) == {"queryPath": "lifecycle/"}
     with pytest.raises(UnsafeName):
         await cloud_with(handler).guest_attributes("us-central2-b", "a", "../x?y")
+
+
+@pytest.mark.parametrize(("level", "lines"), [(logging.INFO, 0), (logging.DEBUG, 1)])
+async def test_per_request_http_logging_only_with_verbose(
+    caplog: pytest.LogCaptureFixture, level: int, lines: int
+) -> None:
+    caplog.set_level(level)  # the root level: what -q / default / -v set
+    cloud = cloud_with(lambda r: httpx.Response(404, json={"error": {"code": 404}}))
+    assert await cloud.describe_queued_resource("us-central2-b", "a") is None
+    assert len([r for r in caplog.records if r.name == "httpx"]) == lines
