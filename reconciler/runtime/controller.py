@@ -43,8 +43,8 @@ from reconciler.errors import PermanentError, TemporaryError, TransientCloudErro
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
 from reconciler.runtime import lro
+from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
-from reconciler.runtime.store import DesiredStore
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class Controller:
     def __init__(
         self,
         *,
-        store: DesiredStore,
+        store: DesiredLoader,
         state: StateDir,
         cloud_factory: CloudFactory,
         events: EventLog,

@@ -194,8 +194,8 @@ class ApiFacts:
 def check_quota_project(facts: ApiFacts | None) -> Check:
     """Which project API quota is charged to (``X-Goog-User-Project`` / --billing-project)."""
     if facts is None or facts.quota is None:
-        return skip("quota_project", "not known: the TPU API was not reached")
-    return ok("quota_project", facts.quota)
+        return skip("quota", "quota project not known: the TPU API was not reached")
+    return ok("quota", f"quota project {facts.quota}")
 
 
 def check_api(facts: ApiFacts | None, blocked_by: str | None) -> Check:

@@ -38,10 +38,10 @@ ensure_repo_on_path()
 from reconciler.adapters.statedir import StateDir  # noqa: E402
 from reconciler.core import retry  # noqa: E402
 from reconciler.emulator import Emulator, Fault  # noqa: E402
-from reconciler.runtime.cloudfactory import make_cloud  # noqa: E402
+from reconciler.runtime.backends import make_cloud  # noqa: E402
 from reconciler.runtime.controller import Controller  # noqa: E402
+from reconciler.runtime.desired_loader import DesiredLoader  # noqa: E402
 from reconciler.runtime.events import EventLog  # noqa: E402
-from reconciler.runtime.store import DesiredStore  # noqa: E402
 
 DESIRED = """\
 project: test-project
@@ -98,7 +98,7 @@ async def run(args: argparse.Namespace) -> None:
         path.write_text(DESIRED)
         state = StateDir(root / "state").ensure()
         controller = Controller(
-            store=DesiredStore(path, env),
+            store=DesiredLoader(path, env),
             state=state,
             cloud_factory=lambda d: make_cloud(d, env),
             events=EventLog(state),

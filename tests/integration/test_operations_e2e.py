@@ -120,14 +120,14 @@ class _running:
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Harness:
-        from reconciler.runtime.cloudfactory import make_cloud
+        from reconciler.runtime.backends import make_cloud
         from reconciler.runtime.controller import Controller
+        from reconciler.runtime.desired_loader import DesiredLoader
         from reconciler.runtime.events import EventLog
-        from reconciler.runtime.store import DesiredStore
 
         h = self.h
         h.controller = Controller(
-            store=DesiredStore(h.path, h.env),
+            store=DesiredLoader(h.path, h.env),
             state=h.state,
             cloud_factory=lambda d: make_cloud(d, h.env),
             events=EventLog(h.state),
