@@ -92,12 +92,12 @@ def choose_quota_project(setting: str | None, hint: QuotaHint, project: str) -> 
         return QuotaChoice(setting, "settings.quota_project")
     configured = hint.configured
     if configured == LEGACY:
-        return QuotaChoice(None, f"none ({hint.source or 'billing/quota_project'} is LEGACY)")
+        return QuotaChoice(None, f"none: {hint.source or 'billing/quota_project'} is LEGACY")
     if configured and configured not in CURRENT_PROJECT:
         return QuotaChoice(configured, hint.source or "billing/quota_project")
     if hint.user is False:
-        return QuotaChoice(None, "none (service account: quota of its own project)")
-    return QuotaChoice(project, "the project (user credentials)")
+        return QuotaChoice(None, "none: a service account uses its own project's quota")
+    return QuotaChoice(project, "the project, as for user credentials")
 
 
 class TokenProvider(Protocol):

@@ -215,9 +215,9 @@ async def test_a_hanging_gcloud_times_out_transiently(tmp_path: Path) -> None:
         (None, QuotaHint("CURRENT_PROJECT", "gcloud", True), ("proj-a", "the project")),
         (None, QuotaHint(None, "", True), ("proj-a", "the project")),
         (None, QuotaHint(None, "", None), ("proj-a", "the project")),
-        (None, QuotaHint("CURRENT_PROJECT", "gcloud", False), (None, "none (service")),
-        (None, QuotaHint(None, "", False), (None, "none (service")),
-        (None, QuotaHint("LEGACY", "gcloud billing/quota_project", True), (None, "none (")),
+        (None, QuotaHint("CURRENT_PROJECT", "gcloud", False), (None, "none: a service")),
+        (None, QuotaHint(None, "", False), (None, "none: a service")),
+        (None, QuotaHint("LEGACY", "gcloud billing/quota_project", True), (None, "none: ")),
     ],
 )
 def test_quota_project_follows_gclouds_rule(
