@@ -135,6 +135,14 @@ async def test_observe_follows_pages_with_one_list_chain_each() -> None:
     assert seen.qr("europe-west4-a", "q1") is not None
 
 
+async def test_observe_leaves_out_v1_api_nodes_as_gcloud_does() -> None:
+    old = {**node("us-central2-b", "legacy"), "apiVersion": "V1"}
+    new = {**node("us-central2-b", "a"), "apiVersion": "V2"}
+    cloud = cloud_with(api([qr("us-central2-b", "a")], [old, new, node("us-central2-b", "b")]))
+    seen = await cloud.observe(None)
+    assert sorted(n.name for n in seen.nodes) == ["a", "b"]
+
+
 async def test_observe_filters_to_the_zones_asked() -> None:
     qrs = [qr("us-central2-b", "a"), qr("europe-west4-a", "b")]
     cloud = cloud_with(api(qrs, [node("europe-west4-a", "b")]))
