@@ -33,6 +33,7 @@ from reconciler.adapters.auth import (
     GcloudAccessToken,
     choose_quota_project,
 )
+from reconciler.adapters.gcloud import GcloudCloud
 from reconciler.adapters.rest import RestCloud
 from reconciler.emulator import Emulator
 from tests.support.tools import require_tool
@@ -303,3 +304,16 @@ async def test_requests_seen_by_the_emulator_carry_the_quota_project(
         assert cloud.quota_choice().project == expected
     seen = emulator.requests()
     assert seen and all(r.user_project == expected for r in seen)
+
+
+async def test_gcloud_backend_passes_billing_project_and_gcloud_sends_it(
+    emulator: Emulator, gcloud_env: dict[str, str]
+) -> None:
+    gcloud = require_tool("gcloud")
+    cloud = GcloudCloud("test-project", gcloud=gcloud, env=gcloud_env, quota_project="bill-proj")
+    try:
+        await cloud.observe(["us-central2-b"])
+    finally:
+        await cloud.aclose()
+    seen = emulator.requests()
+    assert seen and all(r.user_project == "bill-proj" for r in seen)
