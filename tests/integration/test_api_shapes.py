@@ -144,8 +144,11 @@ async def test_gcloud_request_bodies_are_v2_messages(
     gcloud = require_tool("gcloud")
     cloud = GcloudCloud(PROJECT, gcloud=gcloud, env=gcloud_env)
     try:
-        for case in CREATE_CASES:
-            await cloud.create_queued_resource(_request(case))
+        submitted = [await cloud.create_queued_resource(_request(c)) for c in CREATE_CASES]
+        # the operation gcloud printed can be read back (over REST: gcloud has no command)
+        assert all(s.operation for s in submitted)
+        status = await cloud.get_operation(str(submitted[0].operation))
+        assert status is not None and status.name == submitted[0].operation
     finally:
         await cloud.aclose()
     bodies = create_bodies(emulator)
