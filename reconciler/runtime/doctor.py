@@ -112,7 +112,7 @@ def gcloud_needed(settings: Settings, token_source: str | None) -> str | None:
     if settings.backend == "gcloud":
         return "the gcloud backend"
     if token_source is None and settings.credentials == "gcloud":
-        return "access tokens for the REST backend (gcloud auth print-access-token)"
+        return "access tokens for the REST backend (gcloud config config-helper)"
     return None
 
 
