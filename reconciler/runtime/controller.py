@@ -39,7 +39,12 @@ from reconciler.core import retry
 from reconciler.core.plan import CLOUD_KINDS, Action, Kind, Notice, Plan, in_motion, plan
 from reconciler.core.schedule import next_interval
 from reconciler.core.status import build_status
-from reconciler.errors import PermanentError, TemporaryError, TransientCloudError
+from reconciler.errors import (
+    OperationPending,
+    PermanentError,
+    TemporaryError,
+    TransientCloudError,
+)
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
 from reconciler.runtime import lro
@@ -569,7 +574,10 @@ class Controller:
 
 
 def _rule_delay(error: BaseException, attempt: int, elapsed: float) -> float | None:
-    """The wait Google's retry rule gives a 429 / 5xx failure (None: not one of those)."""
+    """The wait Google's retry rule gives a 429 / 5xx failure, or an operation still running
+    its own short one (None: the controller's exponential backoff applies)."""
+    if isinstance(error, OperationPending):
+        return error.delay  # looking again is cheap and sends nothing: no escalation
     if isinstance(error, TransientCloudError) and retry.governs(error.status, error.code):
         return retry.retry_delay(attempt, random.random(), error.retry_after, elapsed)
     return None

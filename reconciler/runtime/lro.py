@@ -26,7 +26,7 @@ from reconciler.errors import OperationPending
 
 #: The action kinds whose operations are remembered, and the operation kind each reads back.
 KINDS: Final = {"create": "create", "delete": "delete", "replace": "delete"}
-RUNNING_DELAY: Final = 10.0
+RUNNING_DELAY: Final = 5.0
 
 
 async def previous_outcome(cloud: Cloud, pending: PendingOperation) -> CloudFailure | None:
