@@ -16,8 +16,10 @@ minute; jitter keeps many controllers from retrying in step. A server's ``Retry-
 floor (capped at ``RETRY_AFTER_CAP``, so a hostile header cannot park the controller for a
 day).
 
-The caller supplies ``rand`` in [0, 1), so this stays pure. What it governs is decided by
-``governs``: 429, RESOURCE_EXHAUSTED and the 5xx family; every other transient failure keeps
+A failed observation waits at least ``OBSERVE_FLOOR`` (5 s) whatever the draw (the
+controller applies it); a create or delete may be retried sooner. The caller supplies
+``rand`` in [0, 1), so this stays pure. What it governs is decided by ``governs``: 429,
+RESOURCE_EXHAUSTED and the 5xx family; every other transient failure keeps
 the controller's own backoff (``core.memory.backoff_delay``).
 """
 
@@ -28,6 +30,9 @@ from typing import Final
 BASE: Final = 1.0
 CAP: Final = 120.0
 RETRY_AFTER_CAP: Final = 3600.0
+#: A failed *observation* (two list calls) is not retried sooner than this: the world seldom
+#: changes faster, and the controller never polls a failing API in a tight loop.
+OBSERVE_FLOOR: Final = 5.0
 #: Google status names of 429 and 5xx answers (google.rpc.Code mapping of HTTP statuses).
 RATE_OR_SERVER: Final = frozenset(
     {"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED", "UNKNOWN", "DATA_LOSS"}
@@ -60,3 +65,4 @@ def retry_delay(
     if retry_after is not None and retry_after > 0:
         delay = max(delay, min(float(retry_after), RETRY_AFTER_CAP))
     return delay
+

@@ -189,6 +189,8 @@ class Controller:
             elapsed = now - self._observe_failing_since
             self._observe_retry = _rule_delay(e, self._observe_failures, elapsed)
             if self._observe_retry is not None:
+                self._observe_retry = max(retry.OBSERVE_FLOOR, self._observe_retry)
+            if self._observe_retry is not None:
                 self._observe_delay = self._observe_retry
             self.events.emit(
                 "observe.failed",
