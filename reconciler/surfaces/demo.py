@@ -217,7 +217,7 @@ async def _drive(
     from reconciler.runtime.desired_loader import DesiredLoader
     from reconciler.runtime.events import EventLog
     from reconciler.runtime.setup import make_setup_runner
-    from reconciler.surfaces.cli._reconcile import read_status
+    from reconciler.surfaces.cli._snapshot import current_status
 
     controller = Controller(
         store=DesiredLoader(desired_path, os.environ),
@@ -242,7 +242,7 @@ async def _drive(
     await asyncio.sleep(0.5)
     ns = type("Args", (), {"file": desired_path, "state_dir": work / "state"})()
     out("")
-    out(format_status(read_status(ns), time.time()).rstrip())
+    out(format_status(current_status(ns), time.time()).rstrip())
     counts = emu.request_counts()
     out("")
     out(
