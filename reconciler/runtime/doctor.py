@@ -144,7 +144,21 @@ class AuthFacts:
     token_error: str | None = None
 
 
+#: ``AuthFacts.token_source`` of ``settings.credentials: adc`` (not an environment variable).
+ADC_SOURCE = "Application Default Credentials"
+
+
 def check_auth(facts: AuthFacts | None, gcloud_problem: bool) -> Check:
+    if facts is not None and facts.token_source == ADC_SOURCE:
+        if facts.token_error:
+            return Check(
+                "auth",
+                "fail",
+                facts.token_error,
+                "set GOOGLE_APPLICATION_CREDENTIALS to a key or authorized-user file, run "
+                "`gcloud auth application-default login`, or run on a VM with a service account",
+            )
+        return ok("auth", f"access token from {ADC_SOURCE} (settings.credentials: adc)")
     if facts is None or (gcloud_problem and facts.token_source is None):
         return skip("auth", "needs gcloud (see gcloud)")
     if facts.token_source is not None:

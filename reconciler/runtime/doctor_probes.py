@@ -96,6 +96,14 @@ async def probe_auth(
         except (ReconcilerError, TimeoutError) as e:
             return d.AuthFacts(token_source, token_error=str(e) or "timed out")
         return d.AuthFacts(token_source)
+    if settings.backend == "rest" and settings.credentials == "adc":
+        from reconciler.adapters.auth import ApplicationDefaultCredentials
+
+        try:  # the token is never kept, never shown
+            await asyncio.wait_for(ApplicationDefaultCredentials().token(), timeout)
+        except (ReconcilerError, TimeoutError) as e:
+            return d.AuthFacts(d.ADC_SOURCE, token_error=str(e) or "timed out")
+        return d.AuthFacts(d.ADC_SOURCE)
     if gcloud is None:
         return d.AuthFacts(None)
     listing = _run([gcloud, "auth", "list", "--format=json"], env, timeout)
