@@ -44,6 +44,7 @@ from reconciler.core.status import build_status
 from reconciler.errors import (
     OperationPending,
     PermanentError,
+    SetupFailed,
     TemporaryError,
     TransientCloudError,
 )
@@ -276,7 +277,7 @@ class Controller:
             raise
         except (TemporaryError, PermanentError) as e:
             permanent = isinstance(e, PermanentError)
-            delay = getattr(e, "delay", 0.0)
+            delay = e.delay if isinstance(e, TemporaryError) else 0.0
             old = self.memory.error(action.key)
             now = self.clock()
             since = self._failing_since.setdefault(action.key, now) if old else now
@@ -290,7 +291,7 @@ class Controller:
                 permanent=permanent,
                 fingerprint=action.fingerprint,
                 delay_hint=delay,
-                detail=str(getattr(e, "log_tail", "") or ""),
+                detail=e.log_tail if isinstance(e, SetupFailed) else "",
                 delay=exact,
             )
             self.events.emit(

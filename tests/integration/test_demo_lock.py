@@ -7,18 +7,19 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
+
+from tests.support.cli import CLI_ARGV, clean_env, run_cli
 
 pytestmark = pytest.mark.integration
 
 
 def test_demo_keep_holds_the_controller_lock() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLOUDSDK_", "TPU_"))}
+    env = {k: v for k, v in clean_env().items() if not k.startswith("CLOUDSDK_")}
     demo = subprocess.Popen(
-        [sys.executable, "-m", "reconciler", "demo", "--keep"],
+        [*CLI_ARGV, "demo", "--keep"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         text=True, env=env, start_new_session=True,
     )  # fmt: skip
@@ -34,16 +35,10 @@ def test_demo_keep_holds_the_controller_lock() -> None:
             assert time.monotonic() < deadline, "demo never reached --keep"
         assert "TPU_RECONCILER_STATE_DIR" in exports
         shell = {**env, **exports}
-        status = subprocess.run(
-            [sys.executable, "-m", "reconciler", "status"],
-            env=shell, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        status = run_cli("status", env=shell)
         assert f"pid {demo.pid}" in status.stdout or str(demo.pid) in status.stdout, status.stdout
         assert "not running" not in status.stdout
-        second = subprocess.run(
-            [sys.executable, "-m", "reconciler", "run"],
-            env=shell, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        second = run_cli("run", env=shell)
         assert second.returncode != 0
         assert "already running" in second.stderr
     finally:
