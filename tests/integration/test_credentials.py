@@ -36,6 +36,7 @@ from reconciler.adapters.auth import (
 from reconciler.adapters.gcloud import GcloudCloud
 from reconciler.adapters.rest import RestCloud
 from reconciler.emulator import Emulator
+from reconciler.errors import PermanentCloudError
 from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.integration
@@ -188,6 +189,14 @@ async def test_real_gcloud_token_near_expiry_is_refreshed_before_use(
     # a service account: no X-Goog-User-Project unless one is configured (gcloud's rule)
     assert choose_quota_project(None, provider.quota, "proj-a").project is None
     assert choose_quota_project("qp-1", provider.quota, "proj-a").project == "qp-1"
+
+
+async def test_real_gcloud_not_logged_in_is_permanent(tmp_path: Path) -> None:
+    gcloud = require_tool("gcloud")
+    provider = GcloudAccessToken(_isolated_env(tmp_path), gcloud=gcloud)
+    with pytest.raises(PermanentCloudError, match="config-helper failed") as refused:
+        await provider.token()
+    assert refused.value.status == "UNAUTHENTICATED"
 
 
 # --- google-auth's ADC, the real code -----------------------------------------------------------
