@@ -80,6 +80,7 @@ _LITERALS: Final = {
     "Backend": d.Backend,
     "Restart": d.Restart,
     "WhenDone": d.WhenDone,
+    "CredentialSource": d.CredentialSource,
 }
 
 
