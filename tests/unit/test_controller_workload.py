@@ -8,11 +8,11 @@ import asyncio
 import time
 from pathlib import Path
 
-from reconciler.adapters.statedir import StateDir
 from reconciler.runtime.controller import Controller
-from reconciler.runtime.desired_loader import DesiredLoader
-from reconciler.runtime.events import EventLog, read_events
+from reconciler.runtime.events import read_events
 from tests.support.fakeworkload import FakeWorkers, ReadyCloud
+from tests.unit.test_controller_passes import make as make_controller
+from tests.unit.test_controller_passes import settle
 
 DESIRED = """\
 project: test-project
@@ -28,23 +28,7 @@ defaults:
 
 
 def make(tmp_path: Path, cloud: ReadyCloud, workers: FakeWorkers) -> Controller:
-    path = tmp_path / "desired.yaml"
-    if not path.exists():
-        path.write_text(DESIRED)
-    state = StateDir(tmp_path / "state").ensure()
-    return Controller(
-        store=DesiredLoader(path, {}),
-        state=state,
-        cloud_factory=lambda d: cloud,  # type: ignore[arg-type,return-value]
-        events=EventLog(state),
-        setup=None,
-        workloads=workers,
-    )
-
-
-async def settle(c: Controller) -> None:
-    while c.in_flight:
-        await asyncio.wait(list(c.in_flight.values()))
+    return make_controller(tmp_path, cloud, DESIRED, workloads=workers)
 
 
 async def launched(tmp_path: Path) -> tuple[Controller, ReadyCloud, FakeWorkers]:
