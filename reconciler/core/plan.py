@@ -421,7 +421,7 @@ class _Planner:
     # -- races ------------------------------------------------------------------------------
     def race(self, group: RaceGroupSpec) -> RaceStatus:
         specs = [s for n in group.slots if (s := self.desired.slot(n)) is not None]
-        done = [(s.name, r) for s in specs if (r := self.workload_done(s)) is not None]
+        done = [(s.name, r) for s in specs if self.done and (r := self.workload_done(s))]
         if done:
             for spec in specs:
                 self.decided[spec.name] = "released"
@@ -481,7 +481,7 @@ def plan(
     races = tuple(p.race(g) for g in desired.race_groups)
     for spec in desired.slots:
         if spec.race_group is None:
-            done = p.workload_done(spec) if spec.want != "released" else None
+            done = p.workload_done(spec) if p.done and spec.want != "released" else None
             p.decided[spec.name] = "released" if done else spec.want or "held"
             if spec.want == "released" or done:
                 p.release(spec, done or "want: released")
@@ -489,7 +489,8 @@ def plan(
                 p.hold(spec, "want: held, not queued")
         if p.decided.get(spec.name) == "held":
             p.setup(spec)
-        p.workload(spec)
+        if spec.workload is not None or spec.name in memory.workloads:
+            p.workload(spec)
         p.dead_notices(spec)
     unmanaged = _unmanaged(desired, observed.queued_resources)
     if desired.settings.prune:
