@@ -315,3 +315,25 @@ async def test_mcp_workload_logs_reads_every_workers_output(
     assert all(line["text"] == f"tick {line['worker']} 1" for line in everyone["lines"])
     assert [line["text"] for line in one["lines"]] == ["tick 2 1"] * 3
     assert status["slots"][0]["workload"]["state"] == "running"
+
+
+async def test_a_generation_bump_stops_the_run_and_starts_a_new_run_id(
+    setup_world4: Callable[[int], SetupWorld],
+) -> None:
+    world = await running(setup_world4, "restart: on-failure")
+    old = workload(world)["run_id"]
+    world.write(v4_32(world, "restart: on-failure, generation: 1"))
+    await world.until(
+        "the new run running",
+        lambda: workload(world)["run_id"] != old and phase(world, "running", attempt=1)(),
+        timeout=30,
+    )
+    new = workload(world)["run_id"]
+    await world.until("its markers", lambda: all(len(r) == 2 for r in ran(world)))
+    assert ran(world) == [[f"{old} 1", f"{new} 1"]] * 4
+    assert world.cluster is not None
+    exits = sorted(world.cluster.root.glob(f"host-*/home/.tpu-reconciler/w*/alpha/{old}/1/exit"))
+    assert len(exits) == 4 and all("stopped=yes" in e.read_text() for e in exits)
+    stop = world.events("action.started", slot="alpha", action="stop")
+    assert len(stop) == 1 and "generation bumped 0 → 1" in stop[0]["reason"]
+    assert workload(world)["failures"] == 0  # a deliberate stop is no failure
