@@ -66,7 +66,7 @@ from reconciler.model.workload import WorkerProbe
 from reconciler.runtime import lro
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
-from reconciler.runtime.workloads import WorkloadPort, probe_all, tails, transition_events
+from reconciler.runtime.workloads import Prober, WorkloadPort, tails, transition_events
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,7 @@ class Controller:
         self.store, self.state, self.events, self.setup = store, state, events, setup
         # The setup runner doubles as the workload port when it has the methods (LiveSetup).
         self.workloads = workloads or (setup if isinstance(setup, WorkloadPort) else None)
+        self.prober = Prober()
         self._cloud_factory = cloud_factory
         self._cloud: Cloud | None = None
         self._cloud_key: tuple[object, ...] | None = None
@@ -406,7 +407,7 @@ class Controller:
     ) -> dict[str, tuple[WorkerProbe, ...]]:
         if self.workloads is None:
             return {}
-        return await probe_all(self.workloads, desired, observation, self.memory)
+        return await self.prober.probe_all(self.workloads, desired, observation, self.memory)
 
     async def _submit(self, cloud: Cloud, action: Action) -> str:
         """A create or delete, unless the operation of the last one says not to resend."""
@@ -593,6 +594,7 @@ class Controller:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=5.0)
+        self.prober.cancel()
         if self._cloud is not None:
             await self._cloud.aclose()
             self._cloud = None

@@ -1,10 +1,10 @@
 """The controller's side of workloads: probe every pass (bounded, in parallel), say what changed.
 
 ``WorkloadPort`` is what the controller needs from the worker adapter (``runtime.setup``'s
-``LiveSetup`` implements it over ``adapters.workload.WorkloadRunner``). ``probe_all`` asks
+``LiveSetup`` implements it over ``adapters.workload.WorkloadRunner``). ``Prober`` asks
 every slot whose attempt may be running on a READY node at once and never waits longer than
-one probe's timeout: a probe that fails or times out is *unknown* on every worker of that slot,
-which the planner never treats as a failure. ``transition_events`` writes one
+one probe's timeout: a probe that fails or is not back in time is *unknown* on every worker of
+that slot, which the planner never treats as a failure. ``transition_events`` writes one
 ``workload.state`` event per slot whose user-visible state or attempt changed.
 
 May: await the port, emit events. May not: decide (core.workload does) or touch memory files.
@@ -44,35 +44,54 @@ def _unknown(node: Node, why: str) -> tuple[WorkerProbe, ...]:
     return tuple(WorkerProbe(i, "unknown", error=why) for i in range(max(1, len(node.endpoints))))
 
 
-async def probe_all(
-    port: WorkloadPort,
-    desired: Desired,
-    observation: Observation,
-    memory: Memory,
-    timeout: float = PROBE_TIMEOUT,
-) -> dict[str, tuple[WorkerProbe, ...]]:
-    """This pass's probes, slot -> one per worker; failures and timeouts are "unknown"."""
-    targets = []
-    for spec, wm in wl.probe_targets(desired, observation, memory):
-        qr = observation.qr(spec.zone, spec.name)
-        node = observation.node(spec.zone, (qr.node_id if qr else None) or spec.name)
-        if node is not None:
-            targets.append((spec.name, node, wm))
-    if not targets:
-        return {}
+class Prober:
+    """This pass's probes, slot -> one per worker, never waiting longer than ``timeout``.
 
-    async def one(slot: str, node: Node, wm: WorkloadMemory) -> tuple[WorkerProbe, ...]:
-        try:
-            return await asyncio.wait_for(
-                port.workload_probe(desired.settings, node, slot, wm.run_id, wm.attempt), timeout
-            )
-        except TimeoutError:
-            return _unknown(node, f"probe took longer than {timeout:g}s")
-        except Exception as e:  # the adapter promises not to raise; a bug is still unknown
-            return _unknown(node, f"probe failed: {e!r}")
+    A probe still running at the deadline (a worker slow to connect) is "unknown" for this
+    pass but keeps going: the next pass takes its answer instead of starting over, so a worker
+    that needs longer than one pass to connect is still seen. A probe no longer wanted (the
+    attempt moved on, the node is gone) is cancelled."""
 
-    results = await asyncio.gather(*(one(*t) for t in targets))
-    return {slot: probes for (slot, _, _), probes in zip(targets, results, strict=True)}
+    def __init__(self, timeout: float = PROBE_TIMEOUT) -> None:
+        self.timeout = timeout
+        self._tasks: dict[tuple[str, str, int, str], asyncio.Task[tuple[WorkerProbe, ...]]] = {}
+
+    async def probe_all(
+        self, port: WorkloadPort, desired: Desired, observation: Observation, memory: Memory
+    ) -> dict[str, tuple[WorkerProbe, ...]]:
+        wanted: dict[tuple[str, str, int, str], Node] = {}
+        for spec, wm in wl.probe_targets(desired, observation, memory):
+            qr = observation.qr(spec.zone, spec.name)
+            node = observation.node(spec.zone, (qr.node_id if qr else None) or spec.name)
+            if node is not None:
+                wanted[(spec.name, wm.run_id, wm.attempt, node.instance)] = node
+        for key in [k for k in self._tasks if k not in wanted]:
+            self._tasks.pop(key).cancel()
+        for key, node in wanted.items():
+            if key not in self._tasks:
+                slot, run_id, attempt, _ = key
+                probe = port.workload_probe(desired.settings, node, slot, run_id, attempt)
+                self._tasks[key] = asyncio.create_task(probe)
+        if not wanted:
+            return {}
+        await asyncio.wait([self._tasks[k] for k in wanted], timeout=self.timeout)
+        out: dict[str, tuple[WorkerProbe, ...]] = {}
+        for key, node in wanted.items():
+            task = self._tasks[key]
+            if not task.done():
+                out[key[0]] = _unknown(node, f"probe took longer than {self.timeout:g}s")
+                continue
+            del self._tasks[key]
+            try:
+                out[key[0]] = task.result()
+            except Exception as e:  # the adapter promises not to raise; a bug is still unknown
+                out[key[0]] = _unknown(node, f"probe failed: {e!r}")
+        return out
+
+    def cancel(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        self._tasks.clear()
 
 
 async def tails(

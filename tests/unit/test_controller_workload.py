@@ -116,22 +116,25 @@ async def test_a_worker_exit_stops_the_others_relaunches_then_gives_up(tmp_path:
 
 
 async def test_a_hung_probe_holds_a_pass_no_longer_than_its_timeout_and_is_unknown(
-    tmp_path: Path, monkeypatch: object
+    tmp_path: Path,
 ) -> None:
-    import reconciler.runtime.workloads as rw
-
     c, _, workers = await launched(tmp_path)
     await c.reconcile()
-    workers.probe_gate = asyncio.Event()  # never set: the probe hangs
-    defaults = list(rw.probe_all.__defaults__ or ())
-    rw.probe_all.__defaults__ = (0.3,)
-    try:
-        began = time.monotonic()
-        result = await c.reconcile()
-        took = time.monotonic() - began
-    finally:
-        rw.probe_all.__defaults__ = tuple(defaults)
+    workers.probe_gate = asyncio.Event()  # the probe hangs until the gate opens
+    c.prober.timeout = 0.3
+    began = time.monotonic()
+    result = await c.reconcile()
+    took = time.monotonic() - began
     assert took < 1.5
     assert result.dispatched == []
     w = c.memory.workloads["alpha"]
     assert w.unknown and w.phase == "running" and w.failures == 0
+    # The slow probe was not thrown away: once it answers, the next pass uses that answer.
+    workers.exit(("alpha", w.run_id, 1), 3, 1)
+    workers.probe_gate.set()
+    await asyncio.sleep(0)
+    result = await c.reconcile()
+    assert [a.kind.value for a in result.dispatched] == ["stop"]
+    assert c.memory.workloads["alpha"].failures == 1
+    await settle(c)
+    await c.drain()
