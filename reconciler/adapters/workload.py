@@ -297,6 +297,7 @@ class WorkloadRunner:
         self._pool: dict[_Key, _Pooled] = {}
         self._opening: dict[_Key, asyncio.Lock] = {}
         self._workers: dict[tuple[str, tuple[str, ...]], tuple[Worker, ...]] = {}
+        self._closed = False
         self._wrapper = _wrapper_bytes()
         self._wrapper_name = f"workload-{hashlib.sha256(self._wrapper).hexdigest()[:12]}.sh"
 
@@ -357,6 +358,8 @@ class WorkloadRunner:
         pooled = self._pool.get(key)
         if pooled is not None and not pooled.conn.is_closed():  # the common case: no lock
             return pooled, True
+        if self._closed:  # e.g. a log follower still retrying after aclose: open nothing
+            raise WorkloadError("the workload runner is closed")
         lock = self._opening.setdefault(key, asyncio.Lock())
         async with lock:
             pooled = self._pool.get(key)
@@ -403,6 +406,8 @@ class WorkloadRunner:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def aclose(self) -> None:
+        """Close every pooled connection; the runner opens none after this."""
+        self._closed = True
         for key in list(self._pool):
             await self._drop(key)
         self._opening.clear()
@@ -656,7 +661,7 @@ class WorkloadRunner:
                     if not follow:
                         break
                 except (ReconcilerError, asyncssh.Error, OSError, TimeoutError, ValueError) as exc:
-                    if not follow:
+                    if not follow or self._closed:
                         await queue.put(self._failure(instance, worker, exc, "reading the log of"))
                         break
                 tail = 0  # after a reconnect: only what is new
