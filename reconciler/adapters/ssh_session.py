@@ -47,7 +47,7 @@ _PREFERRED_HOST_KEY_ALGS: Final = (
 )
 
 #: AES-GCM first: one AEAD call per packet (AES-NI), where asyncssh's chacha20-poly1305 builds
-#: several cipher contexts per packet; it halved the client CPU of a 64-worker probe pass.
+#: several cipher contexts per packet (a 64-worker workload probe pass: ~40 -> ~28 ms of CPU).
 _PREFERRED_CIPHERS: Final = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
 T = TypeVar("T")

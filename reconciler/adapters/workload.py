@@ -14,7 +14,7 @@ Remote layout, per worker (several "workers" share one host in tests)::
     ~/.tpu-reconciler/w<index>/<slot>/<run_id>/<attempt>/{launch.lock,lock,started,pid,exit,
                                                           stop,output.log}
 
-Every call is one short remote request per worker, all workers at once (``fan_out``):
+Every call is one short remote request per worker, all workers at once:
 ``bash <wrapper> launch|stop|logs ...`` as an exec, and a probe as one line on the worker's
 ``wrapper serve`` channel, opened once per pooled connection and kept (a probe pass then costs
 a request and an answer packet per worker, not a channel; any failure closes that channel).
@@ -60,7 +60,6 @@ from reconciler.adapters.ssh_session import (
     ClientKeys,
     connect,
     describe,
-    fan_out,
     load_client_keys,
     run,
     translate,
@@ -93,6 +92,7 @@ _MAX_ATTEMPT: Final = 1_000_000
 _STALE: Final = (asyncssh.ConnectionLost, asyncssh.ChannelOpenError, ConnectionError, EOFError)
 _PROBE_STATES: Final = frozenset({"alive", "exited", "missing"})
 _FOLLOW_RETRY: Final = (1.0, 2.0, 5.0)
+_WORKER_CACHE: Final = 256
 
 
 # --- values that reach the remote command line ------------------------------------------------
@@ -116,9 +116,16 @@ def worker_dir(base: str, worker: int, slot: str) -> str:
 
 
 def attempt_dir(base: str, worker: int, slot: str, run_id: str, attempt: int) -> str:
-    return posixpath.join(
-        worker_dir(base, worker, slot), check_run_id(run_id), str(check_attempt(attempt))
-    )
+    """``<base>/w<worker>/<slot>/<run_id>/<attempt>``, every part validated."""
+    check_name(slot)
+    check_run_id(run_id)
+    check_attempt(attempt)
+    return _attempt_path(base, worker, slot, run_id, attempt)
+
+
+def _attempt_path(base: str, worker: int, slot: str, run_id: str, attempt: int) -> str:
+    """``attempt_dir`` for names the caller validated already (once per call, not per worker)."""
+    return f"{base}/w{int(worker)}/{slot}/{run_id}/{int(attempt)}"
 
 
 def encode_spec(req: LaunchRequest, secret_values: Mapping[str, bytes]) -> bytes:
@@ -289,16 +296,25 @@ class WorkloadRunner:
         self._slots = asyncio.Semaphore(settings.ssh_concurrency)
         self._pool: dict[_Key, _Pooled] = {}
         self._opening: dict[_Key, asyncio.Lock] = {}
+        self._workers: dict[tuple[str, tuple[str, ...]], tuple[Worker, ...]] = {}
+        self._closed = False
         self._wrapper = _wrapper_bytes()
         self._wrapper_name = f"workload-{hashlib.sha256(self._wrapper).hexdigest()[:12]}.sh"
 
     # -- connections ------------------------------------------------------------------------
 
     def workers(self, node: Node) -> tuple[Worker, ...]:
-        """The node's workers as ``settings`` reaches them (internal or external IPs)."""
-        return workers_of(
-            node.ips(internal=self.settings.internal_ips), port=self.settings.ssh_port
-        )
+        """The node's workers as ``settings`` reaches them (internal or external IPs); kept
+        per node instance and addresses (validating 64 addresses each pass costs ~4 ms)."""
+        ips = node.ips(internal=self.settings.internal_ips)
+        key = (node.instance, ips)
+        workers = self._workers.get(key)
+        if workers is None:
+            workers = workers_of(ips, port=self.settings.ssh_port)
+            if len(self._workers) >= _WORKER_CACHE:
+                self._workers.clear()
+            self._workers[key] = workers
+        return workers
 
     async def _open(self, instance: str, worker: Worker) -> _Pooled:
         if self._keys is None:
@@ -342,6 +358,8 @@ class WorkloadRunner:
         pooled = self._pool.get(key)
         if pooled is not None and not pooled.conn.is_closed():  # the common case: no lock
             return pooled, True
+        if self._closed:  # e.g. a log follower still retrying after aclose: open nothing
+            raise WorkloadError("the workload runner is closed")
         lock = self._opening.setdefault(key, asyncio.Lock())
         async with lock:
             pooled = self._pool.get(key)
@@ -388,6 +406,8 @@ class WorkloadRunner:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def aclose(self) -> None:
+        """Close every pooled connection; the runner opens none after this."""
+        self._closed = True
         for key in list(self._pool):
             await self._drop(key)
         self._opening.clear()
@@ -426,36 +446,47 @@ class WorkloadRunner:
         *,
         timeout: float | None = None,
     ) -> list[T | ReconcilerError]:
-        """``job`` on every worker at once; each worker's failure becomes its ReconcilerError
-        (``timeout`` bounds one worker's connecting and job together)."""
+        """``job`` on every worker at once; each worker's failure becomes its ReconcilerError.
+        ``timeout`` bounds each worker's connecting and job together (one deadline for the
+        whole batch: a timer per worker costs more than the probe itself)."""
         instance = node.instance
 
         async def one(worker: Worker) -> T | ReconcilerError:
             try:
-                async with asyncio.timeout(timeout):
-                    return await self._with_worker(
-                        instance, worker, lambda pooled: job(pooled, worker)
-                    )
-            except TimeoutError as exc:  # a silent partition: do not reuse that connection
-                await self._drop(_key(instance, worker))
-                return self._failure(instance, worker, exc, what)
-            except (ReconcilerError, asyncssh.Error, OSError) as exc:
+                return await self._with_worker(instance, worker, lambda pooled: job(pooled, worker))
+            except (ReconcilerError, asyncssh.Error, OSError, TimeoutError) as exc:
                 return self._failure(instance, worker, exc, what)
 
         workers = self.workers(node)
-        outcomes = await fan_out(workers, one)
+        tasks = [asyncio.create_task(one(w)) for w in workers]
+        late: set[asyncio.Task[T | ReconcilerError]] = set()
+        try:
+            if tasks:
+                _, late = await asyncio.wait(tasks, timeout=timeout)
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         results: list[T | ReconcilerError] = []
-        for worker, outcome in zip(workers, outcomes, strict=True):
-            if isinstance(outcome, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
-                raise outcome
-            if isinstance(outcome, BaseException) and not isinstance(outcome, ReconcilerError):
-                # a bug, not a worker problem: still shown as that worker's failure
-                outcome = WorkloadError(
-                    f"{what} {describe(worker, instance)}: unexpected {type(outcome).__name__}: "
-                    f"{outcome}",
-                    worker=worker.index,
+        for worker, task in zip(workers, tasks, strict=True):
+            if task in late:  # a silent partition: that connection is not reused
+                await self._drop(_key(instance, worker))
+                results.append(self._failure(instance, worker, TimeoutError(), what))
+                continue
+            error = task.exception()
+            if error is None:
+                results.append(task.result())
+            elif isinstance(error, KeyboardInterrupt | SystemExit):
+                raise error
+            else:  # a bug, not a worker problem: still shown as that worker's failure
+                results.append(
+                    WorkloadError(
+                        f"{what} {describe(worker, instance)}: unexpected "
+                        f"{type(error).__name__}: {error}",
+                        worker=worker.index,
+                    )
                 )
-            results.append(outcome)
         return results
 
     @staticmethod
@@ -532,7 +563,7 @@ class WorkloadRunner:
             return tuple(WorkerProbe(w.index, "unknown", error=str(exc)) for w in workers)
 
         async def job(pooled: _Pooled, worker: Worker) -> WorkerProbe:
-            directory = attempt_dir(pooled.base, worker.index, slot, run_id, attempt)
+            directory = _attempt_path(pooled.base, worker.index, slot, run_id, attempt)
             # bounded by the timeout of the whole worker in _everywhere
             answer = await pooled.ask(f"probe {directory}", None)
             return parse_probe(worker.index, answer)
@@ -630,7 +661,7 @@ class WorkloadRunner:
                     if not follow:
                         break
                 except (ReconcilerError, asyncssh.Error, OSError, TimeoutError, ValueError) as exc:
-                    if not follow:
+                    if not follow or self._closed:
                         await queue.put(self._failure(instance, worker, exc, "reading the log of"))
                         break
                 tail = 0  # after a reconnect: only what is new

@@ -75,7 +75,7 @@ launch() {
 
 supervise() {
     local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
-    local rec kv wd= mode= cmd= pid code sig stopped
+    local rec kv wd='' mode='' cmd='' pid code sig stopped
     local -a argv=()
     trap '' HUP
     # the launching SSH session's variables mean nothing to a detached program
@@ -85,6 +85,7 @@ supervise() {
         workdir=*) wd=${rec#workdir=} ;;
         env=*)
             kv=${rec#env=}
+            # shellcheck disable=SC2163  # exports NAME=VALUE as given, no eval
             [[ ${kv%%=*} =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && export -- "$kv"
             ;;
         shell=*) mode=shell cmd=${rec#shell=} ;;
@@ -101,6 +102,7 @@ supervise() {
         write_atomic "$dir/exit" "code=$1 signal=$2 stopped=$stopped ended=$EPOCHREALTIME"
         exit 0
     }
+    # shellcheck disable=SC2088  # a literal "~/..." from the spec, expanded here
     case $wd in
     "~") wd=$HOME ;;
     "~/"*) wd=$HOME/${wd#"~/"} ;;
@@ -166,7 +168,7 @@ now_ms() { # sets $now to epoch milliseconds (no subshell)
 }
 
 stop() {
-    local dir=$1 grace=$2 pid= now deadline
+    local dir=$1 grace=$2 pid='' now deadline
     mkdir -p -- "$dir" || die 74 "cannot create $dir"
     exec 9>"$dir/launch.lock"
     flock -w 30 9 || die 75 "launch lock of $dir busy"
@@ -224,7 +226,7 @@ pointer() { # slotdir run -> $cur ("run/attempt" of the latest launch, or of run
 }
 
 logs() {
-    local slotdir=$1 run=$2 attempt=$3 lines=$4 follow=$5 cur= mine file size off beat=0
+    local slotdir=$1 run=$2 attempt=$3 lines=$4 follow=$5 cur='' mine file size off beat=0
     if [ "$attempt" != 0 ]; then
         if [ "$run" = - ]; then
             pointer "$slotdir" -

@@ -126,3 +126,15 @@ def test_logs_finds_the_node_and_run_in_the_snapshot() -> None:
     assert waiting.node is None and "no reachable node" in waiting.reason
     assert target_of(None, "train-a").node is None
     assert "no slot" in target_of(StatusSnapshot(), "train-a").reason
+
+
+def test_the_wrapper_is_clean_bash() -> None:
+    import subprocess
+    from importlib.resources import files
+
+    from tests.support.tools import require_tool
+
+    wrapper = files("reconciler.adapters").joinpath("workload_wrapper.sh")
+    for argv in (["bash", "-n"], [require_tool("shellcheck"), "-s", "bash"]):
+        done = subprocess.run([*argv, str(wrapper)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
