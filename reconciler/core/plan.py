@@ -466,6 +466,7 @@ def plan(
     memory: Memory | None = None,
     now: float = 0.0,
     tmux_windows: Collection[str] | None = None,
+    *,
     probes: wl.Probes | None = None,
 ) -> Plan:
     """Decide what to do. ``desired`` None (no valid intent yet) plans nothing at all.

@@ -235,7 +235,7 @@ class Controller:
             wl.observe(self.memory, desired, observation, probes, now),
         )
         transition_events(self.events, before, self.memory)
-        decided = plan(desired, observation, self.memory, now, windows, probes)
+        decided = plan(desired, observation, self.memory, now, windows, probes=probes)
         result = PassResult(desired, observation, decided)
         result.dispatched = self._dispatch(desired, observation, decided)
         self._send_notices(desired, decided)
