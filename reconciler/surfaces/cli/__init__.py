@@ -26,7 +26,16 @@ from reconciler import __version__
 from reconciler.exitcodes import EX_INTERRUPTED, EX_OK, EX_USAGE
 
 #: Command modules, in help order. Each is reconciler.surfaces.cli.<name>.
-_MODULES = ("_reconcile", "_intent", "_secret", "_tmux", "_ops", "_emulator")
+_MODULES = (
+    "_reconcile",
+    "_intent",
+    "_workload",
+    "_secret",
+    "_tmux",
+    "_logs",
+    "_ops",
+    "_emulator",
+)
 
 #: The module registering each top-level command. A command missing here still works (the
 #: whole tree is built for it, only slower); tests/unit/test_cli_commands.py keeps it complete.
@@ -36,8 +45,10 @@ _COMMANDS: Final[Mapping[str, str]] = {
         ("hold", "release", "race", "add-slot", "remove-slot", "setup", "set-poll", "mcp"),
         "_intent",
     ),
+    "workload": "_workload",
     "secret": "_secret",
     "tmux": "_tmux",
+    "logs": "_logs",
     **dict.fromkeys(("events", "doctor", "init", "service", "completion"), "_ops"),
     "emulator": "_emulator",
 }
