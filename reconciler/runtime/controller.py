@@ -25,7 +25,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.adapters.cloud import Cloud
 from reconciler.adapters.files import read_json, write_json
@@ -39,6 +39,9 @@ from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.store import DesiredStore
+
+if TYPE_CHECKING:
+    from reconciler.runtime.history import HistoryRecorder
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +81,10 @@ class Controller:
         setup: SetupRunner | None = None,
         clock: Callable[[], float] = time.time,
         allow_destructive: bool = True,
+        history: HistoryRecorder | None = None,
     ) -> None:
         self.store, self.state, self.events, self.setup = store, state, events, setup
+        self.history = history  # capacity history: fed one look per pass, writes off-thread
         self._cloud_factory = cloud_factory
         self._cloud: Cloud | None = None
         self._cloud_key: tuple[str, str, int] | None = None
@@ -184,6 +189,8 @@ class Controller:
         windows, orphans = await self._tmux_inventory(desired, observation)
         self.memory = mem.observe(self.memory, desired, observation, now)
         decided = plan(desired, observation, self.memory, now, windows)
+        if self.history is not None:
+            self.history.observe(desired, observation, self.memory, now)
         result = PassResult(desired, observation, decided)
         result.dispatched = self._dispatch(desired, observation, decided)
         self._send_notices(desired, decided)
@@ -429,6 +436,8 @@ class Controller:
                 self.wake.set()
 
         watch_task = asyncio.create_task(watcher()) if watch else None
+        if self.history is not None:
+            self.history.start()
         self.events.emit("controller.started", pid=os.getpid(), file=str(self.store.path))
         try:
             failures = 0
@@ -459,6 +468,8 @@ class Controller:
                 with contextlib.suppress(asyncio.CancelledError):
                     await watch_task
             await self.drain()
+            if self.history is not None:
+                await asyncio.to_thread(self.history.close)
             self.events.emit("controller.stopped", pid=os.getpid())
             with contextlib.suppress(OSError):
                 self._save_memory()

@@ -101,7 +101,9 @@ def _load_or_report(path: Path, store: Any = None) -> Any:
     return result.desired
 
 
-def build_controller(args: argparse.Namespace, *, allow_destructive: bool) -> Controller:
+def build_controller(
+    args: argparse.Namespace, *, allow_destructive: bool, history: bool = False
+) -> Controller:
     from reconciler.runtime.cloudfactory import make_cloud
     from reconciler.runtime.controller import Controller
     from reconciler.runtime.events import EventLog
@@ -110,13 +112,20 @@ def build_controller(args: argparse.Namespace, *, allow_destructive: bool) -> Co
 
     state = state_dir(args).ensure()
     store = DesiredStore(args.file, os.environ)
+    events = EventLog(state)
+    recorder = None
+    if history:
+        from reconciler.runtime.history import HistoryRecorder
+
+        recorder = HistoryRecorder(state, events)
     return Controller(
         store=store,
         state=state,
         cloud_factory=make_cloud,
-        events=EventLog(state),
+        events=events,
         setup=make_setup_runner(args.file, state),
         allow_destructive=allow_destructive,
+        history=recorder,
     )
 
 
@@ -297,7 +306,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         return EX_CONFIG
     try:
         with ControllerLock(state):
-            controller = build_controller(args, allow_destructive=True)
+            controller = build_controller(args, allow_destructive=True, history=True)
 
             async def main() -> None:
                 stop = asyncio.Event()

@@ -1,0 +1,467 @@
+"""The capacity history store: one SQLite file, ``<state dir>/history.sqlite``.
+
+Standard library ``sqlite3`` in WAL mode with ``synchronous=NORMAL``: a crash of the writing
+process (kill -9) loses at most the transaction in progress and never corrupts the file. One
+writer (the controller's recorder thread) inserts a batch of records per transaction; readers
+(``history``, ``recommend``, MCP) open their own read-only connections.
+
+Compact on purpose (≤ 200 bytes per transition on disk, measured by
+``scripts/bench/history_query.py``): every repeated string (slot, zone, accelerator, mode,
+state, error message) is interned once in ``names`` and rows hold small integers; times are
+integer milliseconds since the epoch, durations integer milliseconds; the tables are plain
+rowid tables without secondary indexes (a scan of a million rows is faster than maintaining
+an index on every insert, and ``since`` filters are rare and coarse).
+
+A file that SQLite calls corrupt (``DatabaseError``) is moved aside as
+``history.sqlite.corrupt-<time>`` and started afresh; the recorder then refills it from the
+event log.
+
+May: read and write the history file. May not: decide what a record means (``core.history``)
+or compute statistics (``core.capacity``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from reconciler.core.capacity import Place, Samples
+from reconciler.core.history import (
+    Lifetime,
+    LoserDeleted,
+    RaceWon,
+    Record,
+    Refusal,
+    Transition,
+    Wait,
+    WorkloadAttempt,
+)
+
+SCHEMA_VERSION: Final = 1
+FILENAME: Final = "history.sqlite"
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS names(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS transitions(
+  at INTEGER NOT NULL, slot INTEGER, zone INTEGER, acc INTEGER, mode INTEGER,
+  before INTEGER, after INTEGER, code INTEGER, msg INTEGER);
+CREATE TABLE IF NOT EXISTS waits(
+  at INTEGER NOT NULL, slot INTEGER, zone INTEGER, acc INTEGER, mode INTEGER,
+  to_prov INTEGER, to_active INTEGER, waited INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS lifetimes(
+  at INTEGER NOT NULL, slot INTEGER, zone INTEGER, acc INTEGER, mode INTEGER,
+  ready_at INTEGER NOT NULL, preempted INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS races(
+  at INTEGER NOT NULL, grp INTEGER, winner INTEGER, zone INTEGER,
+  loser INTEGER, loser_zone INTEGER, waited INTEGER, delete_ms INTEGER);
+CREATE TABLE IF NOT EXISTS refusals(
+  at INTEGER NOT NULL, slot INTEGER, zone INTEGER, acc INTEGER, mode INTEGER,
+  code INTEGER, msg INTEGER, closed INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS workload_attempts(
+  started_at INTEGER NOT NULL, slot INTEGER, zone INTEGER, acc INTEGER, run_id INTEGER,
+  attempt INTEGER NOT NULL, ended_at INTEGER, exit_code INTEGER, cause INTEGER);
+"""
+
+_TABLES: Final = {
+    "transitions": "at",
+    "waits": "at",
+    "lifetimes": "at",
+    "races": "at",
+    "refusals": "at",
+    "workload_attempts": "started_at",
+}
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionRow:
+    at: float
+    slot: str
+    zone: str
+    accelerator: str
+    mode: str
+    before: str | None
+    after: str | None
+    code: int | None
+    message: str
+
+
+class HistoryDB:
+    """One connection to the history file. Not thread-safe: one thread per instance."""
+
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+        self.path = path
+        if readonly:
+            self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        else:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            os.close(fd)
+            self.conn = sqlite3.connect(path, isolation_level=None)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.executescript(_SCHEMA)
+            self.set_meta_default("schema_version", str(SCHEMA_VERSION))
+        self.conn.execute("PRAGMA busy_timeout=2000")
+        self._ids: dict[str, int] = {}
+        self._names: dict[int, str] | None = None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- meta ----------------------------------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def set_meta_default(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def integrity(self) -> str:
+        return str(self.conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+    # -- writing -------------------------------------------------------------------------------
+    def _id(self, name: str | None) -> int | None:
+        if name is None:
+            return None
+        found = self._ids.get(name)
+        if found is not None:
+            return found
+        cur = self.conn.execute("INSERT OR IGNORE INTO names(name) VALUES (?)", (name,))
+        if cur.rowcount == 1 and cur.lastrowid is not None:
+            ident = int(cur.lastrowid)
+        else:
+            ident = int(
+                self.conn.execute("SELECT id FROM names WHERE name=?", (name,)).fetchone()[0]
+            )
+        self._ids[name] = ident
+        return ident
+
+    def _place(self, slot: str, zone: str, acc: str, mode: str) -> tuple[int | None, ...]:
+        return (self._id(slot), self._id(zone), self._id(acc), self._id(mode))
+
+    def write(self, records: Iterable[Record], *, meta: dict[str, str] | None = None) -> int:
+        """Insert ``records`` (and ``meta`` values) in one transaction; returns the count."""
+        rows: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+        deletes: list[tuple[Any, ...]] = []
+        n = 0
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for r in records:
+                n += 1
+                if isinstance(r, Transition):
+                    rows["transitions"].append(
+                        (
+                            _ms(r.at),
+                            *self._place(r.slot, r.zone, r.accelerator, r.mode),
+                            self._id(r.before),
+                            self._id(r.after),
+                            r.code,
+                            self._id(r.message) if r.message else None,
+                        )
+                    )
+                elif isinstance(r, Wait):
+                    rows["waits"].append(
+                        (
+                            _ms(r.queued_at),
+                            *self._place(r.slot, r.zone, r.accelerator, r.mode),
+                            _ms(r.to_provisioning),
+                            _ms(r.to_active),
+                            _ms(r.waited),
+                        )
+                    )
+                elif isinstance(r, Lifetime):
+                    rows["lifetimes"].append(
+                        (
+                            _ms(r.ended_at),
+                            *self._place(r.slot, r.zone, r.accelerator, r.mode),
+                            _ms(r.ready_at),
+                            int(r.end == "preempted"),
+                        )
+                    )
+                elif isinstance(r, RaceWon):
+                    for loser, zone, waited in r.losers or (("", "", 0.0),):
+                        rows["races"].append(
+                            (
+                                _ms(r.at),
+                                self._id(r.group),
+                                self._id(r.winner),
+                                self._id(r.zone),
+                                self._id(loser or None),
+                                self._id(zone or None),
+                                _ms(waited) if loser else None,
+                                None,
+                            )
+                        )
+                elif isinstance(r, LoserDeleted):
+                    deletes.append(
+                        (_ms(r.seconds), self._id(r.group), self._id(r.slot), self._id(r.zone))
+                    )
+                elif isinstance(r, Refusal):
+                    rows["refusals"].append(
+                        (
+                            _ms(r.at),
+                            *self._place(r.slot, r.zone, r.accelerator, r.mode),
+                            r.code,
+                            self._id(r.message),
+                            int(r.closed),
+                        )
+                    )
+                elif isinstance(r, WorkloadAttempt):
+                    rows["workload_attempts"].append(
+                        (
+                            _ms(r.started_at),
+                            self._id(r.slot),
+                            self._id(r.zone),
+                            self._id(r.accelerator),
+                            self._id(r.run_id),
+                            r.attempt,
+                            _ms(r.ended_at),
+                            r.exit_code,
+                            self._id(r.cause or None),
+                        )
+                    )
+            for table, values in rows.items():
+                marks = ", ".join("?" * len(values[0]))
+                self.conn.executemany(f"INSERT INTO {table} VALUES ({marks})", values)
+            for delete in deletes:
+                self.conn.execute(
+                    "UPDATE races SET delete_ms=? WHERE rowid=(SELECT max(rowid) FROM races"
+                    " WHERE grp=? AND loser=? AND loser_zone=? AND delete_ms IS NULL)",
+                    delete,
+                )
+            for key, value in (meta or {}).items():
+                self.set_meta(key, value)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            self._ids.clear()  # names inserted in the rolled-back transaction are gone
+            raise
+        return n
+
+    def prune(self, before: float) -> int:
+        """Delete records older than ``before`` (epoch seconds); returns how many."""
+        cutoff = _ms(before)
+        removed = 0
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for table, column in _TABLES.items():
+                cur = self.conn.execute(f"DELETE FROM {table} WHERE {column} < ?", (cutoff,))
+                removed += max(cur.rowcount, 0)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            raise
+        return removed
+
+    # -- reading -------------------------------------------------------------------------------
+    def names(self) -> dict[int, str]:
+        if self._names is None or len(self._names) != len(self._ids) or not self._ids:
+            self._names = {
+                int(i): str(n) for i, n in self.conn.execute("SELECT id, name FROM names")
+            }
+        return self._names
+
+    def _filters(
+        self,
+        since: float | None,
+        zone: str | None,
+        accelerator: str | None,
+        mode: str | None,
+        *,
+        at: str = "at",
+    ) -> tuple[str, list[Any]] | None:
+        """A WHERE clause for the filters; None when a named value was never recorded."""
+        ids = {v: i for i, v in self.names().items()}
+        clauses: list[str] = []
+        args: list[Any] = []
+        if since is not None:
+            clauses.append(f"{at} >= ?")
+            args.append(_ms(since))
+        for column, value in (("zone", zone), ("acc", accelerator), ("mode", mode)):
+            if value is None:
+                continue
+            if value not in ids:
+                return None
+            clauses.append(f"{column} = ?")
+            args.append(ids[value])
+        return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
+
+    def samples(
+        self,
+        *,
+        since: float | None = None,
+        zone: str | None = None,
+        accelerator: str | None = None,
+        mode: str | None = None,
+    ) -> dict[Place, Samples]:
+        """Everything ``core.capacity`` needs per (zone, accelerator, mode)."""
+        where = self._filters(since, zone, accelerator, mode)
+        if where is None:
+            return {}
+        clause, args = where
+        names = self.names()
+        prov: dict[tuple[int, int, int], list[float]] = defaultdict(list)
+        active: dict[tuple[int, int, int], list[float]] = defaultdict(list)
+        unserved: dict[tuple[int, int, int], list[float]] = defaultdict(list)
+        lifetimes: dict[tuple[int, int, int], list[float]] = defaultdict(list)
+        held: dict[tuple[int, int, int], float] = defaultdict(float)
+        failures: dict[tuple[int, int, int], dict[int | str, int]] = defaultdict(dict)
+        refused: dict[tuple[int, int, int], int] = defaultdict(int)
+        closed: set[tuple[int, int, int]] = set()
+        last: dict[tuple[int, int, int], int] = {}
+        keys: set[tuple[int, int, int]] = set()
+
+        def seen(key: tuple[int, int, int], at: int) -> None:
+            keys.add(key)
+            if at > last.get(key, -1):
+                last[key] = at
+
+        for z, a, m, at, to_prov, to_active, waited in self.conn.execute(
+            f"SELECT zone, acc, mode, at, to_prov, to_active, waited FROM waits{clause}", args
+        ):
+            key = (z, a, m)
+            seen(key, at)
+            if to_active is None:
+                unserved[key].append(waited / 1000.0)
+            else:
+                active[key].append(to_active / 1000.0)
+                prov[key].append(to_prov / 1000.0)
+        for z, a, m, at, ready, preempted in self.conn.execute(
+            f"SELECT zone, acc, mode, at, ready_at, preempted FROM lifetimes{clause}", args
+        ):
+            key = (z, a, m)
+            seen(key, at)
+            held[key] += (at - ready) / 1000.0
+            if preempted:
+                lifetimes[key].append((at - ready) / 1000.0)
+        fclause = clause + (" AND " if clause else " WHERE ") + "code IS NOT NULL"
+        for z, a, m, code, n, at in self.conn.execute(
+            "SELECT zone, acc, mode, code, count(*), max(at) FROM transitions"
+            f"{fclause} GROUP BY zone, acc, mode, code",
+            args,
+        ):
+            key = (z, a, m)
+            seen(key, at)
+            failures[key][int(code)] = failures[key].get(int(code), 0) + int(n)
+        for z, a, m, code, n, c, at in self.conn.execute(
+            "SELECT zone, acc, mode, code, count(*), max(closed), max(at) FROM refusals"
+            f"{clause} GROUP BY zone, acc, mode, code",
+            args,
+        ):
+            key = (z, a, m)
+            seen(key, at)
+            label: int | str = int(code) if code is not None else "?"
+            failures[key][label] = failures[key].get(label, 0) + int(n)
+            refused[key] += int(n)
+            if c:
+                closed.add(key)
+        out: dict[Place, Samples] = {}
+        for key in keys:
+            place = (names.get(key[0], "?"), names.get(key[1], "?"), names.get(key[2], "?"))
+            out[place] = Samples(
+                to_provisioning=tuple(prov[key]),
+                to_active=tuple(active[key]),
+                unserved=tuple(unserved[key]),
+                lifetimes_preempted=tuple(lifetimes[key]),
+                held_seconds=held[key],
+                failures=failures[key],
+                refusals=refused[key],
+                closed=key in closed,
+                last_seen=last[key] / 1000.0 if key in last else None,
+            )
+        return out
+
+    def transitions(
+        self,
+        *,
+        since: float | None = None,
+        zone: str | None = None,
+        accelerator: str | None = None,
+        mode: str | None = None,
+    ) -> Iterator[TransitionRow]:
+        """Every transition matching the filters, oldest first (for ``--export csv``)."""
+        where = self._filters(since, zone, accelerator, mode)
+        if where is None:
+            return
+        clause, args = where
+        names = self.names()
+
+        def name(i: int | None) -> str | None:
+            return None if i is None else names.get(i, "?")
+
+        for at, slot, z, a, m, before, after, code, msg in self.conn.execute(
+            "SELECT at, slot, zone, acc, mode, before, after, code, msg FROM transitions"
+            f"{clause} ORDER BY rowid",
+            args,
+        ):
+            yield TransitionRow(
+                at / 1000.0,
+                name(slot) or "?",
+                name(z) or "?",
+                name(a) or "?",
+                name(m) or "?",
+                name(before),
+                name(after),
+                code,
+                name(msg) or "",
+            )
+
+    def count(self, table: str) -> int:
+        if table not in _TABLES:
+            raise ValueError(f"unknown table {table!r}")
+        return int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def open_store(path: Path) -> tuple[HistoryDB, Path | None]:
+    """The writable store at ``path``; a corrupt file is moved aside first (its new name is
+    returned) and a fresh one created."""
+    try:
+        db = HistoryDB(path)
+        try:
+            verdict = str(db.conn.execute("PRAGMA quick_check").fetchone()[0])
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        if verdict != "ok":
+            db.close()
+            raise sqlite3.DatabaseError(verdict)
+        return db, None
+    except sqlite3.DatabaseError:
+        aside = move_aside(path)
+        return HistoryDB(path), aside
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a corrupt file (and its WAL and shared-memory files) out of the way."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    return aside
+
+
+def open_readonly(path: Path) -> HistoryDB | None:
+    """A read-only view for ``history`` / ``recommend`` / MCP; None when there is no store."""
+    if not path.exists():
+        return None
+    try:
+        return HistoryDB(path, readonly=True)
+    except sqlite3.Error:
+        return None

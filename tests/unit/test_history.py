@@ -1,0 +1,175 @@
+"""The history tracker (pure) and the SQLite store (real SQLite in a temp dir)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from reconciler.adapters.history_db import HistoryDB, open_store
+from reconciler.core.capacity import summarize
+from reconciler.core.history import (
+    Lifetime,
+    LoserDeleted,
+    RaceWon,
+    Refusal,
+    Seen,
+    Tracker,
+    Transition,
+    Wait,
+    from_event,
+)
+
+Z1, Z2 = "europe-west4-a", "us-east5-b"
+
+
+def seen(slot: str, state: str | None, zone: str = Z1, **kw: object) -> Seen:
+    return Seen(slot=slot, zone=zone, state=state, accelerator="v6e-8", mode="spot", **kw)  # type: ignore[arg-type]
+
+
+def walk(tracker: Tracker, steps: list[tuple[float, list[Seen]]], **kw: object) -> list[object]:
+    out: list[object] = []
+    for now, looks in steps:
+        out += tracker.step(looks, now, gone_zones=[Z1, Z2], complete=True, **kw)  # type: ignore[arg-type]
+    return out
+
+
+def test_a_served_request_then_preempted_gives_wait_and_lifetime() -> None:
+    records = walk(
+        Tracker(),
+        [
+            (0, [seen("a", "ACCEPTED")]),
+            (10, [seen("a", "WAITING_FOR_RESOURCES")]),
+            (100, [seen("a", "PROVISIONING")]),
+            (130, [seen("a", "ACTIVE")]),
+            (3730, [seen("a", "SUSPENDED")]),
+            (3740, [seen("a", "DELETING")]),
+            (3750, []),
+        ],
+    )
+    transitions = [r for r in records if isinstance(r, Transition)]
+    assert [(t.before, t.after) for t in transitions] == [
+        (None, "ACCEPTED"),
+        ("ACCEPTED", "WAITING_FOR_RESOURCES"),
+        ("WAITING_FOR_RESOURCES", "PROVISIONING"),
+        ("PROVISIONING", "ACTIVE"),
+        ("ACTIVE", "SUSPENDED"),
+        ("SUSPENDED", "DELETING"),
+        ("DELETING", None),
+    ]
+    waits = [r for r in records if isinstance(r, Wait)]
+    assert waits == [Wait("a", Z1, "v6e-8", "spot", 0, 100, 130, 130)]
+    lives = [r for r in records if isinstance(r, Lifetime)]
+    assert lives == [Lifetime("a", Z1, "v6e-8", "spot", 130, 3730, "preempted")]
+    assert lives[0].seconds == 3600
+
+
+def test_no_change_no_records_and_unseen_zone_is_not_gone() -> None:
+    t = Tracker()
+    t.step([seen("a", "ACCEPTED", zone=Z2)], 0, gone_zones=[Z2], complete=True)
+    assert t.step([seen("a", "ACCEPTED", zone=Z2)], 5, gone_zones=[Z2], complete=True) == []
+    # Z2 did not answer this time: absence there is not a deletion.
+    assert t.step([], 6, gone_zones=[Z1], complete=True) == []
+
+
+def test_deleted_while_queued_is_a_censored_wait() -> None:
+    records = walk(
+        Tracker(), [(0, [seen("a", "ACCEPTED")]), (50, [seen("a", "DELETING")]), (53, [])]
+    )
+    assert [r for r in records if isinstance(r, Wait)] == [
+        Wait("a", Z1, "v6e-8", "spot", 0, None, None, 50)
+    ]
+
+
+def test_first_seen_active_has_no_wait_but_a_lifetime() -> None:
+    records = walk(Tracker(), [(0, [seen("a", "ACTIVE")]), (60, [seen("a", "DELETING")])])
+    assert not [r for r in records if isinstance(r, Wait)]
+    assert next(r for r in records if isinstance(r, Lifetime)).end == "deleted"
+
+
+def test_race_winner_losers_waited_and_delete_time() -> None:
+    groups = {"a": "g", "b": "g"}
+    records = walk(
+        Tracker(),
+        [
+            (0, [seen("a", "ACCEPTED"), seen("b", "ACCEPTED", zone=Z2)]),
+            (40, [seen("a", "PROVISIONING"), seen("b", "WAITING_FOR_RESOURCES", zone=Z2)]),
+            (41, [seen("a", "PROVISIONING"), seen("b", "DELETING", zone=Z2)]),
+            (44, [seen("a", "ACTIVE")]),
+        ],
+        groups=groups,
+    )
+    assert [r for r in records if isinstance(r, RaceWon)] == [
+        RaceWon("g", "a", Z1, 40, (("b", Z2, 40),))
+    ]
+    assert [r for r in records if isinstance(r, LoserDeleted)] == [LoserDeleted("g", "b", Z2, 3)]
+
+
+def test_refusals_once_per_failure_and_only_for_creates() -> None:
+    t = Tracker()
+    msg = "PERMISSION_DENIED: no permission to submit into this queue"
+    errors = {f"{Z1}/a:cloud": (100.0, msg), f"{Z1}/b:cloud": (100.0, "INTERNAL: x")}
+    absent = {f"{Z1}/a:cloud": ("a", "v6e-8", "spot")}
+    first = t.refusals(errors, absent, 50)
+    assert first == [Refusal("a", Z1, "v6e-8", "spot", 50, 7, msg, True)]
+    assert t.refusals(errors, absent, 60) == []  # same failure, seen again
+    errors[f"{Z1}/a:cloud"] = (200.0, msg)
+    assert len(t.refusals(errors, absent, 150)) == 1  # it failed again
+
+
+def test_event_log_replay() -> None:
+    slots = {"a": (Z1, "v6e-8", "spot")}
+    fact = from_event({"kind": "qr.state", "slot": "a", "zone": Z1, "after": "ACTIVE"}, 5, slots)
+    assert fact == seen("a", "ACTIVE")
+    refusal = from_event(
+        {"kind": "action.failed", "slot": "a", "action": "create", "error": "RESOURCE_EXHAUSTED"},
+        5,
+        slots,
+    )
+    assert isinstance(refusal, Refusal) and refusal.code == 8 and refusal.zone == Z1
+    assert from_event({"kind": "desired.loaded"}, 5, slots) is None
+
+
+def test_store_round_trip_and_summary(tmp_path: Path) -> None:
+    records = walk(
+        Tracker(),
+        [
+            (0, [seen("a", "ACCEPTED"), seen("b", "ACCEPTED", zone=Z2)]),
+            (60, [seen("a", "ACTIVE"), seen("b", "ACCEPTED", zone=Z2)]),
+            (600, [seen("a", "SUSPENDED"), seen("b", "FAILED", zone=Z2, code=8, message="x")]),
+        ],
+    )
+    db, aside = open_store(tmp_path / "h.sqlite")
+    assert aside is None
+    db.write(records)
+    assert db.count("transitions") == 5
+    stats = {s.zone: s for s in summarize(db.samples())}
+    assert stats[Z1].samples == 1 and stats[Z1].p50_active == 60
+    assert stats[Z1].median_lifetime == 540 and stats[Z1].preemptions == 1
+    assert stats[Z2].samples == 0 and stats[Z2].unserved == 1 and stats[Z2].failures == {"8": 1}
+    assert db.samples(zone="nowhere-x1-a") == {}
+    assert [r.after for r in db.transitions(zone=Z2)] == ["ACCEPTED", "FAILED"]
+    assert db.prune(30) == 4  # the two transitions at t=0 and the two waits queued then
+    db.close()
+
+
+def test_a_failed_batch_rolls_back_whole(tmp_path: Path) -> None:
+    db = HistoryDB(tmp_path / "h.sqlite")
+    db.conn.execute("DROP TABLE lifetimes")  # the lifetime insert of this batch fails
+    records = walk(Tracker(), [(0, [seen("a", "ACTIVE")]), (5, [seen("a", "SUSPENDED")])])
+    try:
+        db.write(records)
+    except sqlite3.OperationalError:
+        pass
+    else:
+        raise AssertionError("the broken batch should have failed")
+    assert db.count("transitions") == 0
+    db.close()
+
+
+def test_corrupt_file_is_moved_aside(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    db, aside = open_store(path)
+    assert aside is not None and aside.read_bytes().startswith(b"this is not")
+    assert db.integrity() == "ok"
+    db.close()
