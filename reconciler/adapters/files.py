@@ -1,4 +1,5 @@
-"""Durable, private files: atomic writes, 0700 directories, append-only JSON lines.
+"""Durable, private files: atomic writes, 0700 directories, append-only JSON lines, and the
+compare-and-swap write (``swap_in``, over ``renameat2(RENAME_EXCHANGE)``) intent edits use.
 
 Every write of state and of desired.yaml goes through ``atomic_write``: a temp file in the same
 directory, fsync, rename over the target, fsync the directory. A reader therefore sees the old
@@ -9,12 +10,15 @@ otherwise (desired.yaml keeps the mode it already had).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import hashlib
 import json
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
@@ -125,3 +129,52 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 continue
             if isinstance(record, dict):
                 yield record
+
+
+_AT_FDCWD: Final = -100
+_RENAME_EXCHANGE: Final = 2
+
+
+def exchange(a: str, b: str) -> bool:
+    """Atomically swap two paths; False when the system cannot (old kernel or filesystem)."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), b)
+
+
+def swap_in(path: Path, data: bytes, expected: str) -> bool:
+    """Atomically put ``data`` at ``path`` if it still holds the text whose sha256 is
+    ``expected``; True when it did. Keeps the file's mode; fsyncs file and directory.
+
+    With RENAME_EXCHANGE the swap itself tells whether an editor saved since the text was read:
+    then the editor's file — the very inode, which it may still be writing — is swapped straight
+    back and False returned, so a save in progress is never cut. A file renamed away mid-save
+    (vim's backup step) is not ours to fill: False as well. Without RENAME_EXCHANGE (old
+    kernels, some filesystems) the file is compared, then replaced.
+    """
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return False
+    try:
+        with temp_beside(path, data, mode=mode) as tmp:
+            if exchange(tmp, str(path)):
+                written = hashlib.sha256(Path(tmp).read_bytes()).hexdigest() == expected
+                if not written:
+                    exchange(tmp, str(path))  # the editor's inode goes back where it was
+            else:
+                written = hashlib.sha256(path.read_bytes()).hexdigest() == expected
+                if written:
+                    os.replace(tmp, path)
+    except FileNotFoundError:  # renamed away between the stat and the swap
+        return False
+    fsync_dir(path.parent)
+    return written

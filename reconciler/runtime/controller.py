@@ -37,8 +37,8 @@ from reconciler.core.status import build_status
 from reconciler.errors import PermanentError, TemporaryError
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
+from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
-from reconciler.runtime.store import DesiredStore
 
 if TYPE_CHECKING:
     from reconciler.runtime.history import HistoryRecorder
@@ -74,7 +74,7 @@ class Controller:
     def __init__(
         self,
         *,
-        store: DesiredStore,
+        store: DesiredLoader,
         state: StateDir,
         cloud_factory: CloudFactory,
         events: EventLog,

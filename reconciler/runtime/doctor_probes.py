@@ -30,8 +30,8 @@ from reconciler.errors import InvalidDesiredState, ReconcilerError
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.load import env_overrides, parse_yaml
 from reconciler.runtime import doctor as d
+from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.lock import read_holder
-from reconciler.runtime.store import DesiredStore
 
 
 async def _run(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> tuple[int, str, str]:
@@ -68,7 +68,7 @@ def _tail(text: str) -> str:
 
 def load_desired(path: Path, env: Mapping[str, str]) -> tuple[Desired | None, list[str], Any]:
     """The parsed file (or None and its errors) and the raw YAML root, for lenient reading."""
-    result = DesiredStore(path, env).load()
+    result = DesiredLoader(path, env).load()
     raw: Any = None
     if result.desired is None:
         with contextlib.suppress(OSError, UnicodeDecodeError, InvalidDesiredState):
@@ -126,7 +126,7 @@ async def _token_error(provider: GcloudPrintAccessToken) -> str | None:
 
 async def probe_api(desired: Desired, env: Mapping[str, str], timeout: float) -> d.ApiFacts:
     """One list call through the configured backend, as the controller makes it."""
-    from reconciler.runtime.cloudfactory import make_cloud
+    from reconciler.runtime.backends import make_cloud
 
     cloud = make_cloud(desired, env)
     try:

@@ -9,7 +9,8 @@ last ones seen; a periodic re-read by hash catches anything inotify missed. A di
 does not exist yet, or is deleted and recreated, is waited for and watched again.
 
 May: stat and read the watched file, own a watchfiles watcher thread. May not: parse the file
-(``runtime.store`` does), write anything, or raise for a missing or unreadable file/directory.
+(``runtime.desired_loader`` does), write anything, or raise for a missing or unreadable
+file or directory.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Final
 
 from watchfiles import Change, awatch
 
-from reconciler.runtime.store import NO_CONTENT, file_digest
+from reconciler.runtime.desired_loader import NO_CONTENT, file_digest
 
 # watchfiles logs every change it sees at INFO; files churning beside desired.yaml (an editor's
 # swap files, a log redirected there) would flood the controller's log, even feed themselves.

@@ -194,16 +194,16 @@ async def _main(
 ) -> int:
     from reconciler.adapters.statedir import StateDir
     from reconciler.core.render import format_status
-    from reconciler.runtime.cloudfactory import make_cloud
+    from reconciler.runtime.backends import make_cloud
     from reconciler.runtime.controller import Controller
+    from reconciler.runtime.desired_loader import DesiredLoader
     from reconciler.runtime.events import EventLog
     from reconciler.runtime.setup import make_setup_runner
-    from reconciler.runtime.store import DesiredStore
-    from reconciler.surfaces.cli._spine import read_status
+    from reconciler.surfaces.cli._reconcile import read_status
 
     state = StateDir(work / "state").ensure()
     controller = Controller(
-        store=DesiredStore(desired_path, os.environ),
+        store=DesiredLoader(desired_path, os.environ),
         state=state,
         cloud_factory=make_cloud,
         events=EventLog(state),

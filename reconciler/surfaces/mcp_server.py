@@ -1,7 +1,7 @@
 """``tpu-mcp`` (also ``tpu-reconciler mcp``): the MCP server, stdio only.
 
-Thin: each tool validates nothing itself and calls ``reconciler.runtime.intent`` (edits of
-desired.yaml) or ``reconciler.runtime.intent_views`` (reads of desired.yaml and the controller's
+Thin: each tool validates nothing itself and calls ``reconciler.intent.engine`` (edits of
+desired.yaml) or ``reconciler.intent.views`` (reads of desired.yaml and the controller's
 snapshot). Tools never act on the cloud: the controller does, on its next pass. The one direct
 action is ``tmux_close`` (local: closes a tmux window). Errors a user must read are raised as
 ``ToolError``. Nothing is written to stdout (it carries the protocol); logs go to stderr.
@@ -28,10 +28,10 @@ from mcp.types import ToolAnnotations
 from reconciler import __version__
 from reconciler.adapters.statedir import StateDir, default_state_dir
 from reconciler.errors import ReconcilerError
-from reconciler.runtime import intent_views as views
-from reconciler.runtime.intent import Edit, IntentStore
-from reconciler.runtime.intent_edits import NeedsConfirmation
-from reconciler.runtime.intent_tmux import REOPEN_NOTE, close_window, stays_open_notes
+from reconciler.intent import views
+from reconciler.intent.edits import NeedsConfirmation
+from reconciler.intent.engine import Edit, IntentEditor
+from reconciler.intent.tmux import REOPEN_NOTE, close_window, stays_open_notes
 
 T = TypeVar("T")
 log = logging.getLogger("reconciler.mcp")
@@ -68,7 +68,7 @@ def _guard(fn: Callable[[], T], hint: str = "") -> T:
         raise ToolError(str(e)) from None
 
 
-def build_server(store: IntentStore) -> MCPServer:
+def build_server(store: IntentEditor) -> MCPServer:
     server = MCPServer(
         "tpu-reconciler", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
@@ -281,7 +281,7 @@ def build_server(store: IntentStore) -> MCPServer:
     return server
 
 
-def _group_for(store: IntentStore, names: Sequence[str]) -> str:
+def _group_for(store: IntentEditor, names: Sequence[str]) -> str:
     """The race group ``names`` already share, else ``race-<first name>``."""
     desired = _guard(lambda: store.parse(store.read().decode("utf-8", "replace")))
     groups = {s.race_group for n in names if (s := desired.slot(n)) is not None}
@@ -291,7 +291,7 @@ def _group_for(store: IntentStore, names: Sequence[str]) -> str:
     return f"race-{first}"[:63].rstrip("-")
 
 
-async def _close_window(store: IntentStore, name: str) -> dict[str, Any]:
+async def _close_window(store: IntentEditor, name: str) -> dict[str, Any]:
     try:
         closed = await close_window(store, name)
     except ReconcilerError as e:
@@ -306,7 +306,7 @@ def serve(file: Path, state_dir: Path | None = None, *, verbose: int = 0) -> int
         level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
     )
     root = state_dir if state_dir is not None else default_state_dir(file)
-    store = IntentStore(file, StateDir(root))
+    store = IntentEditor(file, StateDir(root))
     log.info("serving %s (state %s)", store.path, root)
     build_server(store).run("stdio")
     return 0

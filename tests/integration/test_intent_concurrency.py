@@ -31,7 +31,7 @@ MCP_SERVERS, MCP_CALLS, CLI_PROCS = 2, 10, 30
 EDITOR = """
 import hashlib, sys, time
 from pathlib import Path
-from reconciler.runtime.intent import swap_in
+from reconciler.intent.engine import swap_in
 path, stop, log = map(Path, sys.argv[1:4])
 sha = lambda b: hashlib.sha256(b).hexdigest()
 n = 0

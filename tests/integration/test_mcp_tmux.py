@@ -18,8 +18,8 @@ import libtmux
 import pytest
 from mcp import ClientSession
 
+from reconciler.intent.tmux import REOPEN_NOTE, SOCKET_ENV
 from reconciler.model.load import parse_desired
-from reconciler.runtime.intent_tmux import REOPEN_NOTE, SOCKET_ENV
 from tests.integration.test_mcp_server import call
 from tests.integration.test_mcp_server import session as mcp_session
 from tests.integration.test_tmux_cli import targets, windows

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.runtime.store import file_digest
+from reconciler.runtime.desired_loader import file_digest
 from reconciler.runtime.watch import watch_file
 
 WAKE_TIMEOUT = 1.0

@@ -35,10 +35,10 @@ from reconciler.emulator import Emulator, Fault
 from reconciler.errors import ReconcilerError
 from reconciler.model.load import parse_desired
 from reconciler.model.observed import Observation
-from reconciler.runtime.cloudfactory import make_cloud
+from reconciler.runtime.backends import make_cloud
 from reconciler.runtime.controller import Controller, PassResult
+from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
-from reconciler.runtime.store import DesiredStore
 from tests.reliability._fuzz import api_pages, claims_dead, fuzz_settings
 from tests.reliability._harness import Tap, run_recorded, snapshot, wait_until
 
@@ -149,7 +149,7 @@ class _Driver:
         env = _env(emu)
         self.loop = asyncio.new_event_loop()
         self.controller = Controller(
-            store=DesiredStore(self.path, env),
+            store=DesiredLoader(self.path, env),
             state=self.state,
             cloud_factory=lambda d: make_cloud(d, env),
             events=EventLog(self.state),

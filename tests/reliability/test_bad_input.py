@@ -7,7 +7,7 @@ invented from the schema's own words; and raw bytes with flips (invalid UTF-8). 
 
 - ``parse_desired`` returns a ``Desired`` or raises ``InvalidDesiredState`` — nothing else;
 - every diagnostic is one line ``FILE:LINE:COL: message`` with LINE and COL inside the file;
-- through ``DesiredStore``, a file that does not parse leaves the last valid intent in force
+- through ``DesiredLoader``, a file that does not parse leaves the last valid intent in force
   (the very same object), so the planner cannot act on it;
 - a file that *does* parse (a truncation at a slot boundary, say) never makes the planner
   delete a QR the file does not explicitly release (slots cut off become unmanaged).
@@ -40,7 +40,7 @@ from reconciler.model.observed import (
     QRState,
     QueuedResource,
 )
-from reconciler.runtime.store import DesiredStore
+from reconciler.runtime.desired_loader import DesiredLoader
 from tests.reliability._fuzz import VALID_FILES, desired_texts, fuzz_settings, raw_bytes
 from tests.reliability._harness import REPO, run_recorded
 
@@ -152,7 +152,7 @@ def check_text(base: str, text: str, path: Path, tally: Tally) -> list[str]:
         tally.valid += 1
         problems += unreleased_deletes(desired, _world(BASES[base]))
     # Through the store, as the controller reads it: the last valid intent stays in force.
-    store = DesiredStore(path, {}, source=SOURCE)
+    store = DesiredLoader(path, {}, source=SOURCE)
     path.write_text(base)
     before = store.load().desired
     assert before is not None
@@ -192,7 +192,7 @@ def test_fuzzed_desired_files_never_crash_nor_act(tmp_path: Path) -> None:
 def test_fuzzed_bytes_keep_the_last_valid_intent(tmp_path: Path) -> None:
     tally = Tally()
     path = tmp_path / "desired.yaml"
-    store = DesiredStore(path, {}, source=SOURCE)
+    store = DesiredLoader(path, {}, source=SOURCE)
     path.write_text(VALID_FILES[0])
     first = store.load().desired
     assert first is not None
@@ -269,7 +269,7 @@ def test_hostile_file_is_refused_with_a_position(name: str, tmp_path: Path) -> N
     assert not diagnostic_problems(text, rendered)
     assert elapsed < 30, f"took {elapsed:.1f}s"
     path = tmp_path / "desired.yaml"
-    store = DesiredStore(path, {}, source=SOURCE)
+    store = DesiredLoader(path, {}, source=SOURCE)
     path.write_text(VALID_FILES[1])
     before = store.load().desired
     path.write_text(text)

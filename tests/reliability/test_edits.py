@@ -45,10 +45,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from reconciler.adapters import files
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import InvalidDesiredState, ReconcilerError
+from reconciler.intent import engine as intent
+from reconciler.intent.engine import Edit, IntentEditor
 from reconciler.model.load import parse_desired
-from reconciler.runtime import intent
 from reconciler.runtime.events import read_events
-from reconciler.runtime.intent import Edit, IntentStore
 from tests.reliability._harness import REPO, BackgroundLoop, full, record_figures
 
 pytestmark = pytest.mark.integration
@@ -392,7 +392,7 @@ def _edit_racing(
     path.write_text(SAMPLE)
     vim = VimSave(path)
     _race_the_swap(monkeypatch, lambda: step(vim))
-    store = IntentStore(path, StateDir(tmp / "state"))
+    store = IntentEditor(path, StateDir(tmp / "state"))
     status, error = "raised", None
     try:
         status = store.apply(ADD, source="cli").status

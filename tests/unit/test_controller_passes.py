@@ -9,8 +9,8 @@ from pathlib import Path
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import PermanentCloudError, TransientCloudError
 from reconciler.runtime.controller import Controller
+from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog, read_events
-from reconciler.runtime.store import DesiredStore
 from tests.support.fakecloud import FakeCloud
 
 DESIRED = """\
@@ -30,7 +30,7 @@ def make(tmp_path: Path, cloud: FakeCloud, text: str = DESIRED) -> Controller:
     path.write_text(text)
     state = StateDir(tmp_path / "state").ensure()
     return Controller(
-        store=DesiredStore(path, {}),
+        store=DesiredLoader(path, {}),
         state=state,
         cloud_factory=lambda d: cloud,  # type: ignore[arg-type,return-value]
         events=EventLog(state),

@@ -15,10 +15,10 @@ import pytest
 from reconciler.adapters.files import read_jsonl
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import EditConflict, EditRejected
+from reconciler.intent import engine as intent
+from reconciler.intent.edits import NeedsConfirmation
+from reconciler.intent.engine import Edit, IntentEditor, InvalidEdit
 from reconciler.model.load import parse_desired
-from reconciler.runtime import intent
-from reconciler.runtime.intent import Edit, IntentStore, InvalidEdit
-from reconciler.runtime.intent_edits import NeedsConfirmation
 
 SAMPLE = """\
 # My TPU intent.
@@ -72,31 +72,31 @@ def comments(text: str) -> list[str]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> IntentStore:
+def store(tmp_path: Path) -> IntentEditor:
     file = tmp_path / "desired.yaml"
     file.write_text(SAMPLE)
-    return IntentStore(file, StateDir(tmp_path / "state"), env={})
+    return IntentEditor(file, StateDir(tmp_path / "state"), env={})
 
 
-def apply(store: IntentStore, kind: str, *, confirmed: bool = False, **args: Any) -> Any:
+def apply(store: IntentEditor, kind: str, *, confirmed: bool = False, **args: Any) -> Any:
     return store.apply(Edit(kind, args), source="cli", confirmed=confirmed)
 
 
-def text(store: IntentStore) -> str:
+def text(store: IntentEditor) -> str:
     return store.path.read_text()
 
 
-def slot(store: IntentStore, name: str) -> Any:
+def slot(store: IntentEditor, name: str) -> Any:
     spec = parse_desired(text(store)).slot(name)
     assert spec is not None
     return spec
 
 
-def group(store: IntentStore, name: str) -> Any:
+def group(store: IntentEditor, name: str) -> Any:
     return next((g for g in parse_desired(text(store)).race_groups if g.name == name), None)
 
 
-def test_hold_changes_one_line_and_keeps_every_comment(store: IntentStore) -> None:
+def test_hold_changes_one_line_and_keeps_every_comment(store: IntentEditor) -> None:
     result = apply(store, "hold", name="small")
     assert result.status == "changed" and result.slots == ("small",)
     assert slot(store, "small").want == "held"
@@ -105,13 +105,13 @@ def test_hold_changes_one_line_and_keeps_every_comment(store: IntentStore) -> No
     assert changed == ["-    want: released", "+    want: held"]
 
 
-def test_identical_edit_is_unchanged_and_writes_nothing(store: IntentStore) -> None:
+def test_identical_edit_is_unchanged_and_writes_nothing(store: IntentEditor) -> None:
     before = store.path.stat().st_ino
     assert apply(store, "hold", name="big").status == "unchanged"
     assert store.path.stat().st_ino == before and text(store) == SAMPLE
 
 
-def test_release_needs_confirmation_and_then_releases(store: IntentStore) -> None:
+def test_release_needs_confirmation_and_then_releases(store: IntentEditor) -> None:
     with pytest.raises(NeedsConfirmation):
         apply(store, "release", name="big")
     assert text(store) == SAMPLE
@@ -120,7 +120,7 @@ def test_release_needs_confirmation_and_then_releases(store: IntentStore) -> Non
     assert comments(text(store)) == comments(SAMPLE)
 
 
-def test_releasing_a_race_candidate_takes_it_out_of_its_group(store: IntentStore) -> None:
+def test_releasing_a_race_candidate_takes_it_out_of_its_group(store: IntentEditor) -> None:
     result = apply(store, "release", name="cand-a", confirmed=True)
     assert slot(store, "cand-a").want == "released" and slot(store, "cand-a").race_group is None
     assert group(store, "any-v6e8").slots == ("cand-b",)
@@ -128,7 +128,7 @@ def test_releasing_a_race_candidate_takes_it_out_of_its_group(store: IntentStore
     assert comments(text(store)) == comments(SAMPLE)
 
 
-def test_holding_the_last_candidates_removes_the_group(store: IntentStore) -> None:
+def test_holding_the_last_candidates_removes_the_group(store: IntentEditor) -> None:
     apply(store, "hold", name="cand-a")
     result = apply(store, "hold", name="cand-b")
     assert group(store, "any-v6e8") is None
@@ -137,7 +137,7 @@ def test_holding_the_last_candidates_removes_the_group(store: IntentStore) -> No
     assert "# end of file" in text(store)
 
 
-def test_add_slot_names_it_from_mode_accelerator_zone_code_and_index(store: IntentStore) -> None:
+def test_add_slot_names_it_from_mode_accelerator_zone_code_and_index(store: IntentEditor) -> None:
     first = apply(store, "add_slot", zone="europe-west4-a", accelerator="v6e-8")
     second = apply(store, "add_slot", zone="europe-west4-a", accelerator="v6e-8")
     assert first.slots == ("spot-v6e8-ew4a-1",) and second.slots == ("spot-v6e8-ew4a-2",)
@@ -148,7 +148,7 @@ def test_add_slot_names_it_from_mode_accelerator_zone_code_and_index(store: Inte
     assert after.index("spot-v6e8-ew4a-2") < after.index("# comment after the last slot")
 
 
-def test_add_slot_refuses_a_taken_or_unsafe_name(store: IntentStore) -> None:
+def test_add_slot_refuses_a_taken_or_unsafe_name(store: IntentEditor) -> None:
     for name in ("big", "Bad;rm -rf", "-x"):
         with pytest.raises(EditRejected):
             apply(store, "add_slot", zone="us-central2-b", accelerator="v4-8", name=name)
@@ -157,7 +157,7 @@ def test_add_slot_refuses_a_taken_or_unsafe_name(store: IntentStore) -> None:
     assert text(store) == SAMPLE
 
 
-def test_an_edit_that_would_make_the_file_invalid_writes_nothing(store: IntentStore) -> None:
+def test_an_edit_that_would_make_the_file_invalid_writes_nothing(store: IntentEditor) -> None:
     with pytest.raises(InvalidEdit) as err:
         apply(store, "add_slot", zone="us-central2-b", accelerator="v9-8", name="nine")
     assert text(store) == SAMPLE
@@ -165,7 +165,7 @@ def test_an_edit_that_would_make_the_file_invalid_writes_nothing(store: IntentSt
     assert err.value.diagnostics
 
 
-def test_an_invalid_file_is_not_edited_and_its_errors_are_reported(store: IntentStore) -> None:
+def test_an_invalid_file_is_not_edited_and_its_errors_are_reported(store: IntentEditor) -> None:
     broken = SAMPLE.replace("count: 1 ", "cuont: 1 ")
     store.path.write_text(broken)
     with pytest.raises(InvalidEdit, match=r"desired\.yaml:\d+:\d+: unknown key 'cuont'"):
@@ -173,7 +173,7 @@ def test_an_invalid_file_is_not_edited_and_its_errors_are_reported(store: Intent
     assert text(store) == broken
 
 
-def test_unknown_and_generated_slots_are_refused(store: IntentStore) -> None:
+def test_unknown_and_generated_slots_are_refused(store: IntentEditor) -> None:
     with pytest.raises(EditRejected, match=r"unknown slot 'smal' .*did you mean 'small'"):
         apply(store, "hold", name="smal")
     with pytest.raises(EditRejected, match="generated"):
@@ -181,26 +181,26 @@ def test_unknown_and_generated_slots_are_refused(store: IntentStore) -> None:
     assert text(store) == SAMPLE
 
 
-def test_remove_slot_says_it_becomes_unmanaged(store: IntentStore) -> None:
+def test_remove_slot_says_it_becomes_unmanaged(store: IntentEditor) -> None:
     result = apply(store, "remove_slot", name="small")
     assert parse_desired(text(store)).slot("small") is None
     assert any("UNMANAGED" in n for n in result.notes)
     assert set(comments(SAMPLE)) - set(comments(text(store))) == {"# flow setup"}
 
 
-def test_remove_slot_with_prune_on_needs_confirmation(store: IntentStore) -> None:
+def test_remove_slot_with_prune_on_needs_confirmation(store: IntentEditor) -> None:
     store.path.write_text(SAMPLE.replace("settings:\n", "settings:\n  prune: true\n"))
     with pytest.raises(NeedsConfirmation, match="prune"):
         apply(store, "remove_slot", name="small")
 
 
-def test_removing_a_candidate_leaves_its_group(store: IntentStore) -> None:
+def test_removing_a_candidate_leaves_its_group(store: IntentEditor) -> None:
     apply(store, "remove_slot", name="cand-b")
     assert group(store, "any-v6e8").slots == ("cand-a",)
     assert "# comment after the last slot" in text(store)
 
 
-def test_race_creates_a_group_and_strips_want(store: IntentStore) -> None:
+def test_race_creates_a_group_and_strips_want(store: IntentEditor) -> None:
     result = apply(store, "race", group="pair", slots=["big", "small"], count=1)
     assert group(store, "pair").slots == ("big", "small")
     assert slot(store, "big").want is None and slot(store, "big").race_group == "pair"
@@ -209,7 +209,7 @@ def test_race_creates_a_group_and_strips_want(store: IntentStore) -> None:
     assert comments(text(store)) == [c for c in comments(SAMPLE) if c != "# keep it"]
 
 
-def test_race_exact_drops_candidates_only_when_confirmed(store: IntentStore) -> None:
+def test_race_exact_drops_candidates_only_when_confirmed(store: IntentEditor) -> None:
     with pytest.raises(NeedsConfirmation, match="dropping"):
         apply(store, "race", group="any-v6e8", slots=["cand-a"], count=1)
     assert text(store) == SAMPLE
@@ -218,7 +218,7 @@ def test_race_exact_drops_candidates_only_when_confirmed(store: IntentStore) -> 
     assert slot(store, "cand-b").want == "released"
 
 
-def test_race_union_adds_candidates_and_raises_count(store: IntentStore) -> None:
+def test_race_union_adds_candidates_and_raises_count(store: IntentEditor) -> None:
     apply(store, "race", group="any-v6e8", slots=["small"], count=2, exact=False)
     assert group(store, "any-v6e8").slots == ("cand-a", "cand-b", "small")
     assert group(store, "any-v6e8").count == 2
@@ -229,7 +229,7 @@ def test_race_union_adds_candidates_and_raises_count(store: IntentStore) -> None
         apply(store, "race", group="any-v6e8", slots=["small"], count=4, exact=False)
 
 
-def test_setup_flags_and_rerun_bump_the_generation(store: IntentStore) -> None:
+def test_setup_flags_and_rerun_bump_the_generation(store: IntentEditor) -> None:
     apply(store, "setup", name="small", bootstrap=True, rerun=True)
     spec = slot(store, "small")
     assert spec.setup.bootstrap and spec.setup.generation == 1
@@ -240,7 +240,7 @@ def test_setup_flags_and_rerun_bump_the_generation(store: IntentStore) -> None:
     assert comments(text(store)) == comments(SAMPLE)
 
 
-def test_tmux_all_turns_the_default_on_and_names_opt_outs(store: IntentStore) -> None:
+def test_tmux_all_turns_the_default_on_and_names_opt_outs(store: IntentEditor) -> None:
     store.path.write_text(
         SAMPLE.replace("  mode: spot\n", "  mode: spot\n  setup: {tmux: false}\n")
     )
@@ -251,7 +251,7 @@ def test_tmux_all_turns_the_default_on_and_names_opt_outs(store: IntentStore) ->
     assert any("'big'" in n for n in result.notes)
 
 
-def test_set_poll_validates_durations(store: IntentStore) -> None:
+def test_set_poll_validates_durations(store: IntentEditor) -> None:
     apply(store, "set_poll", interval="2m", fast_interval=3)
     settings = parse_desired(text(store)).settings
     assert (settings.poll_interval, settings.fast_poll_interval) == (120.0, 3.0)
@@ -260,7 +260,7 @@ def test_set_poll_validates_durations(store: IntentStore) -> None:
         apply(store, "set_poll", interval="soon")
 
 
-def test_operation_id_replay_returns_exists_and_reuse_is_refused(store: IntentStore) -> None:
+def test_operation_id_replay_returns_exists_and_reuse_is_refused(store: IntentEditor) -> None:
     edit = Edit("hold", {"name": "small"})
     first = store.apply(edit, source="mcp", operation_id="op-1")
     store.path.write_text(SAMPLE)  # the user reverts by hand: a replay must not redo it
@@ -273,7 +273,7 @@ def test_operation_id_replay_returns_exists_and_reuse_is_refused(store: IntentSt
         store.apply(edit, source="mcp", operation_id="bad id!")
 
 
-def test_corrupt_operations_file_fails_closed(store: IntentStore) -> None:
+def test_corrupt_operations_file_fails_closed(store: IntentEditor) -> None:
     store.state.ensure()
     (store.state.operations).write_text("{not json")
     with pytest.raises(Exception, match="corrupt"):
@@ -281,7 +281,7 @@ def test_corrupt_operations_file_fails_closed(store: IntentStore) -> None:
     assert text(store) == SAMPLE
 
 
-def test_every_edit_is_audited_with_a_diff(store: IntentStore) -> None:
+def test_every_edit_is_audited_with_a_diff(store: IntentEditor) -> None:
     apply(store, "hold", name="small")
     store.apply(Edit("hold", {"name": "cand-a"}), source="mcp", operation_id="op-9")
     records = list(read_jsonl(store.state.audit))
@@ -291,7 +291,7 @@ def test_every_edit_is_audited_with_a_diff(store: IntentStore) -> None:
 
 
 def test_a_save_after_our_read_is_kept_and_the_edit_reapplied(
-    store: IntentStore, monkeypatch: pytest.MonkeyPatch
+    store: IntentEditor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = store.transform
     calls = []
@@ -310,7 +310,7 @@ def test_a_save_after_our_read_is_kept_and_the_edit_reapplied(
 
 
 def test_a_save_between_check_and_swap_is_displaced_then_merged(
-    store: IntentStore, monkeypatch: pytest.MonkeyPatch
+    store: IntentEditor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = intent.swap_in
     saves = []
@@ -332,7 +332,7 @@ def test_a_save_between_check_and_swap_is_displaced_then_merged(
 
 
 def test_a_displaced_save_that_refuses_the_edit_is_put_back(
-    store: IntentStore, monkeypatch: pytest.MonkeyPatch
+    store: IntentEditor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = intent.swap_in
     theirs = SAMPLE.replace("  - name: small\n", "  - name: tiny\n")
@@ -348,7 +348,7 @@ def test_a_displaced_save_that_refuses_the_edit_is_put_back(
     assert text(store) == theirs
 
 
-def test_concurrent_threads_serialize_on_the_lock(store: IntentStore) -> None:
+def test_concurrent_threads_serialize_on_the_lock(store: IntentEditor) -> None:
     errors: list[BaseException] = []
 
     def add(i: int) -> None:
@@ -371,7 +371,7 @@ def test_concurrent_threads_serialize_on_the_lock(store: IntentStore) -> None:
 def test_a_held_lock_times_out_as_a_conflict(tmp_path: Path) -> None:
     file = tmp_path / "desired.yaml"
     file.write_text(SAMPLE)
-    store = IntentStore(file, StateDir(tmp_path / "state"), env={}, lock_timeout=0.2)
+    store = IntentEditor(file, StateDir(tmp_path / "state"), env={}, lock_timeout=0.2)
     store.state.ensure()
     with open(store.state.intent_lock, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
@@ -386,7 +386,7 @@ def test_symlink_and_file_mode_are_kept(tmp_path: Path) -> None:
     real.chmod(0o640)
     link = tmp_path / "desired.yaml"
     link.symlink_to(real)
-    store = IntentStore(link, StateDir(tmp_path / "state"), env={})
+    store = IntentEditor(link, StateDir(tmp_path / "state"), env={})
     apply(store, "hold", name="small")
     assert link.is_symlink() and "want: held" in real.read_text().split("name: small")[1]
     assert real.stat().st_mode & 0o777 == 0o640
@@ -394,6 +394,6 @@ def test_symlink_and_file_mode_are_kept(tmp_path: Path) -> None:
 
 
 def test_missing_file_is_refused(tmp_path: Path) -> None:
-    store = IntentStore(tmp_path / "nope.yaml", StateDir(tmp_path / "state"), env={})
+    store = IntentEditor(tmp_path / "nope.yaml", StateDir(tmp_path / "state"), env={})
     with pytest.raises(EditRejected, match="does not exist"):
         apply(store, "hold", name="x")

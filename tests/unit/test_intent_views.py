@@ -14,9 +14,9 @@ import pytest
 
 from reconciler.adapters.files import write_json
 from reconciler.adapters.statedir import StateDir
+from reconciler.intent import views
+from reconciler.intent.engine import Edit, IntentEditor
 from reconciler.model import names
-from reconciler.runtime import intent_views as views
-from reconciler.runtime.intent import Edit, IntentStore
 from tests.unit.test_intent import SAMPLE
 
 
@@ -44,13 +44,13 @@ def snapshot(*rows: dict[str, Any], at: datetime | None = None, **extra: Any) ->
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> IntentStore:
+def store(tmp_path: Path) -> IntentEditor:
     file = tmp_path / "desired.yaml"
     file.write_text(SAMPLE.replace("settings:\n", "settings:\n  ssh_user: alice\n"))
-    return IntentStore(file, StateDir(tmp_path / "state").ensure(), env={})
+    return IntentEditor(file, StateDir(tmp_path / "state").ensure(), env={})
 
 
-def test_list_slots_without_a_snapshot_shows_desired_only_and_says_so(store: IntentStore) -> None:
+def test_list_slots_without_a_snapshot_shows_desired_only_and_says_so(store: IntentEditor) -> None:
     doc = views.list_slots(store)
     assert doc["schema_version"] == "tpu-reconciler.mcp.v1"
     assert doc["snapshot"]["present"] is False and "desired intent only" in doc["snapshot"]["note"]
@@ -60,7 +60,7 @@ def test_list_slots_without_a_snapshot_shows_desired_only_and_says_so(store: Int
     assert by_name["spot-v6e8-use5b-1"]["generated"] is True
 
 
-def test_list_slots_joins_the_snapshot_and_lists_unmanaged(store: IntentStore) -> None:
+def test_list_slots_joins_the_snapshot_and_lists_unmanaged(store: IntentEditor) -> None:
     made = datetime.now(UTC) - timedelta(seconds=30)
     write_json(store.state.status, snapshot(row("small", "ACTIVE"), row("stray", "ACTIVE",
                managed=False, want=None), at=made))  # fmt: skip
@@ -72,7 +72,7 @@ def test_list_slots_joins_the_snapshot_and_lists_unmanaged(store: IntentStore) -
     assert doc["snapshot"]["controller"] == {"running": False, "pid": None}
 
 
-def test_ssh_command_pins_the_instance_host_key(store: IntentStore) -> None:
+def test_ssh_command_pins_the_instance_host_key(store: IntentEditor) -> None:
     write_json(store.state.status, snapshot(row("small", "ACTIVE", ips=["10.0.0.5", "10.0.0.6"],
                instance="small@12345")))  # fmt: skip
     doc = views.ssh_command(store, "small", worker=1)
@@ -84,7 +84,7 @@ def test_ssh_command_pins_the_instance_host_key(store: IntentStore) -> None:
         views.ssh_command(store, "small", worker=2)
 
 
-def test_ssh_command_explains_what_is_missing(store: IntentStore) -> None:
+def test_ssh_command_explains_what_is_missing(store: IntentEditor) -> None:
     with pytest.raises(views.ViewError, match="no status snapshot"):
         views.ssh_command(store, "small")
     write_json(store.state.status, snapshot(row("small", "WAITING_FOR_RESOURCES")))
@@ -96,7 +96,7 @@ def test_ssh_command_explains_what_is_missing(store: IntentStore) -> None:
         views.slot_info(store, "nowhere")
 
 
-def test_tmux_status_flags_orphans_and_plan_comes_from_the_snapshot(store: IntentStore) -> None:
+def test_tmux_status_flags_orphans_and_plan_comes_from_the_snapshot(store: IntentEditor) -> None:
     write_json(store.state.status, snapshot())
     tmux = views.tmux_status(store)
     assert {w["target"]: w["orphaned"] for w in tmux["windows"]} == {
@@ -106,7 +106,7 @@ def test_tmux_status_flags_orphans_and_plan_comes_from_the_snapshot(store: Inten
     assert views.plan(store)["plan"]["summary"] == "No changes."
 
 
-def test_events_tail_skips_a_torn_last_line(store: IntentStore) -> None:
+def test_events_tail_skips_a_torn_last_line(store: IntentEditor) -> None:
     lines = [json.dumps({"n": i}) for i in range(80)]
     store.state.events.write_text("\n".join(lines) + '\n{"n": 80, "tor')
     doc = views.events(store, limit=5)
@@ -114,11 +114,11 @@ def test_events_tail_skips_a_torn_last_line(store: IntentStore) -> None:
     assert views.events(store)["count"] == 50
 
 
-def edit(store: IntentStore, kind: str, **args: Any) -> Any:
+def edit(store: IntentEditor, kind: str, **args: Any) -> Any:
     return store.apply(Edit(kind, args), source="mcp", confirmed=True)
 
 
-def test_wait_returns_when_a_later_snapshot_shows_the_intended_state(store: IntentStore) -> None:
+def test_wait_returns_when_a_later_snapshot_shows_the_intended_state(store: IntentEditor) -> None:
     old = datetime.now(UTC) - timedelta(minutes=5)
     write_json(store.state.status, snapshot(row("small", "ACTIVE"), at=old))  # stale: ignored
     result = edit(store, "hold", name="small")
@@ -135,7 +135,7 @@ def test_wait_returns_when_a_later_snapshot_shows_the_intended_state(store: Inte
     assert 0.5 <= waited["waited_seconds"] < 4
 
 
-def test_wait_times_out_with_the_current_state(store: IntentStore) -> None:
+def test_wait_times_out_with_the_current_state(store: IntentEditor) -> None:
     result = edit(store, "release", name="big")
     write_json(store.state.status, snapshot(row("big", "ACTIVE", want="released")))
     waited = views.wait_for(store, result, 0.4, interval=0.05)
@@ -144,7 +144,7 @@ def test_wait_times_out_with_the_current_state(store: IntentStore) -> None:
     assert views.wait_for(store, result, 1, interval=0.05)["reached"] is True
 
 
-def test_wait_for_setup_and_races(store: IntentStore) -> None:
+def test_wait_for_setup_and_races(store: IntentEditor) -> None:
     result = edit(store, "setup", name="small", bootstrap=True, rerun=True)
     done = {"bootstrap": "done", "tailscale": "off", "generation": 1, "detail": None}
     write_json(store.state.status, snapshot(row("small", "ACTIVE", setup={**done,

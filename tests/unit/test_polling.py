@@ -25,8 +25,8 @@ from reconciler.errors import PermanentCloudError, TransientCloudError
 from reconciler.model.desired import Desired
 from reconciler.model.observed import Observation, QRState
 from reconciler.runtime.controller import Controller, PassResult
+from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
-from reconciler.runtime.store import DesiredStore
 from tests.support import worlds as w
 from tests.support.fakecloud import FakeCloud
 
@@ -46,7 +46,7 @@ def controller(tmp_path: Path, cloud: FakeCloud, text: str = "") -> Controller:
     path.write_text(text or desired_text())
     state = StateDir(tmp_path / "state").ensure()
     return Controller(
-        store=DesiredStore(path, {}),
+        store=DesiredLoader(path, {}),
         state=state,
         cloud_factory=lambda d: cloud,
         events=EventLog(state),

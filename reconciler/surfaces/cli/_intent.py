@@ -1,5 +1,5 @@
 """Intent verbs: ``hold``, ``release``, ``race``, ``add-slot``, ``remove-slot``, ``setup``,
-``set-poll`` (edits of desired.yaml, through ``reconciler.runtime.intent``) and ``mcp`` (the MCP
+``set-poll`` (edits of desired.yaml, through ``reconciler.intent.engine``) and ``mcp`` (the MCP
 server on stdio, same as ``tpu-mcp``).
 
 Thin and light: only argparse at import time; handlers import the runtime when called (``mcp``
@@ -84,11 +84,11 @@ def register(subparsers: Any) -> None:
 
 def _store(args: argparse.Namespace) -> Any:
     from reconciler.adapters.statedir import StateDir, default_state_dir
-    from reconciler.runtime.intent import IntentStore
+    from reconciler.intent.engine import IntentEditor
 
     file = Path(args.file)
     root = Path(args.state_dir) if args.state_dir is not None else default_state_dir(file)
-    return IntentStore(file, StateDir(root))
+    return IntentEditor(file, StateDir(root))
 
 
 def _err(message: str) -> None:
@@ -104,8 +104,8 @@ def _ask(question: str) -> bool:
 
 def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
     from reconciler.errors import EditConflict, ReconcilerError
-    from reconciler.runtime.intent import Edit
-    from reconciler.runtime.intent_edits import NeedsConfirmation
+    from reconciler.intent.edits import NeedsConfirmation
+    from reconciler.intent.engine import Edit
 
     store = _store(args)
     confirmed = bool(getattr(args, "yes", False))
@@ -135,7 +135,7 @@ def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
     if kind == "release" and not args.quiet and not args.json:
         import asyncio
 
-        from reconciler.runtime.intent_tmux import stays_open_notes
+        from reconciler.intent.tmux import stays_open_notes
 
         for note in asyncio.run(stays_open_notes(store, args.slot)):
             print(f"note: {note}")
@@ -167,7 +167,7 @@ def _close_tmux(args: argparse.Namespace, store: Any) -> int:
     import asyncio
 
     from reconciler.errors import ReconcilerError
-    from reconciler.runtime.intent_tmux import REOPEN_NOTE, close_window
+    from reconciler.intent.tmux import REOPEN_NOTE, close_window
 
     try:
         closed = asyncio.run(close_window(store, args.slot))

@@ -45,7 +45,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print a tpu-reconciler.doctor.v1 document")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds per probe (default 20)")
-    p.set_defaults(handler=f"{_PKG}._ops_misc:doctor_command")
+    p.set_defaults(handler=f"{_PKG}._ops_doctor_init:doctor_command")
 
     p = sub.add_parser(
         "init",
@@ -71,7 +71,7 @@ def register(sub: Any) -> None:
         help="race the zone x accelerator candidates, first one wins (default: when several)",
     )
     p.add_argument("--force", action="store_true", help="replace an existing file")
-    p.set_defaults(handler=f"{_PKG}._ops_misc:init_command")
+    p.set_defaults(handler=f"{_PKG}._ops_doctor_init:init_command")
 
     group = sub.add_parser("service", help="run the controller as a systemd user service")
     actions = group.add_subparsers(dest="service_action", metavar="ACTION", required=True)

@@ -121,7 +121,7 @@ def _err(message: str) -> int:
 
 
 def events_command(args: argparse.Namespace) -> int:
-    from reconciler.surfaces.cli._spine import state_dir
+    from reconciler.surfaces.cli._reconcile import state_dir
 
     try:
         since = parse_since(args.since, time.time()) if args.since else None

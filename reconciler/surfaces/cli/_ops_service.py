@@ -22,7 +22,7 @@ from typing import Any
 def _spec(args: argparse.Namespace, env: dict[str, str]) -> tuple[Any, str, Path]:
     """(UnitSpec, unit name, unit path) for the -f file and state dir of ``args``."""
     from reconciler.runtime import service
-    from reconciler.surfaces.cli._spine import state_dir
+    from reconciler.surfaces.cli._reconcile import state_dir
 
     python = os.path.abspath(sys.executable)
     desired = Path(args.file).expanduser().resolve()
@@ -58,9 +58,9 @@ def _refusals(command: Callable[[argparse.Namespace], int]) -> Callable[[argpars
 
 
 def _warn_if_invalid(path: Path, env: dict[str, str]) -> None:
-    from reconciler.runtime.store import DesiredStore
+    from reconciler.runtime.desired_loader import DesiredLoader
 
-    errors = DesiredStore(path, env).load().errors
+    errors = DesiredLoader(path, env).load().errors
     if errors:
         print(
             f"note: {path} is invalid now ({errors[0]}); the controller will wait for a valid "

@@ -3,7 +3,7 @@
 May: read and write desired.yaml, take the intent lock, append to the audit log, record
 operation ids. May not: act on the cloud, SSH or tmux (only the controller acts), print.
 
-One edit (``IntentStore.apply``):
+One edit (``IntentEditor.apply``):
 
 1. Take the advisory lock ``<state dir>/intent.lock`` (flock), so concurrent tool edits, from
    any number of MCP servers and CLI processes, run one at a time.
@@ -11,7 +11,7 @@ One edit (``IntentStore.apply``):
    a different edit it is refused.
 3. Read the file and its sha256; refuse if it is invalid now (the user must fix it first).
 4. Apply the edit to the round-trip tree and splice the changed lines into the original text
-   (``intent_yaml``: comments, key order and formatting of untouched lines stay); validate the
+   (``intent.roundtrip``: comments, key order and formatting of untouched lines stay); validate the
    *whole* result with the controller's own ``parse_desired``. Invalid: nothing is written and
    the ``file:line:col`` diagnostics are returned.
 5. Compare-and-swap against editors that do not take the lock: re-read just before writing and
@@ -30,9 +30,7 @@ One edit (``IntentStore.apply``):
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import difflib
-import errno
 import fcntl
 import hashlib
 import json
@@ -44,14 +42,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from reconciler.adapters.files import append_jsonl, fsync_dir, temp_beside
+from reconciler.adapters.files import append_jsonl, swap_in
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import Diagnostic, EditConflict, EditRejected, InvalidDesiredState
+from reconciler.intent.edits import EDITS, EditContext
+from reconciler.intent.operations import OperationLog, check_operation_id
+from reconciler.intent.roundtrip import Doc
 from reconciler.model.desired import Desired
 from reconciler.model.load import parse_desired
-from reconciler.runtime.intent_edits import EDITS, EditContext
-from reconciler.runtime.intent_yaml import Doc
-from reconciler.runtime.operations import OperationLog, check_operation_id
 
 MAX_ATTEMPTS: Final = 20
 SETTLE_TIMEOUT: Final = 2.0  # seconds an editor's save may take before the edit gives up
@@ -125,61 +123,10 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-# --- the write that cannot lose a concurrent save ---------------------------------------------
-
-_AT_FDCWD: Final = -100
-_RENAME_EXCHANGE: Final = 2
-
-
-def _exchange(a: str, b: str) -> bool:
-    """Atomically swap two paths; False when the system cannot (old kernel or filesystem)."""
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).renameat2
-    except (AttributeError, OSError):
-        return False
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-        return False
-    raise OSError(err, os.strerror(err), b)
-
-
-def swap_in(path: Path, data: bytes, expected: str) -> bool:
-    """Atomically put ``data`` at ``path`` if it still holds the text whose sha256 is
-    ``expected``; True when it did. Keeps the file's mode; fsyncs file and directory.
-
-    With RENAME_EXCHANGE the swap itself tells whether an editor saved since the text was read:
-    then the editor's file — the very inode, which it may still be writing — is swapped straight
-    back and False returned, so a save in progress is never cut. A file renamed away mid-save
-    (vim's backup step) is not ours to fill: False as well. Without RENAME_EXCHANGE (old
-    kernels, some filesystems) the file is compared, then replaced.
-    """
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        return False
-    try:
-        with temp_beside(path, data, mode=mode) as tmp:
-            if _exchange(tmp, str(path)):
-                written = _sha(Path(tmp).read_bytes()) == expected
-                if not written:
-                    _exchange(tmp, str(path))  # the editor's inode goes back where it was
-            else:
-                written = _sha(path.read_bytes()) == expected
-                if written:
-                    os.replace(tmp, path)
-    except FileNotFoundError:  # renamed away between the stat and the swap
-        return False
-    fsync_dir(path.parent)
-    return written
-
-
 # --- the store ---------------------------------------------------------------------------------
 
 
-class IntentStore:
+class IntentEditor:
     """Edits of one desired file, serialized through the lock in its state directory."""
 
     def __init__(

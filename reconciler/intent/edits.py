@@ -35,10 +35,10 @@ from typing import Any
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from reconciler.errors import EditRejected, UnsafeName
+from reconciler.intent.roundtrip import Doc, append_item, put_trailing, take_trailing
 from reconciler.model import names
 from reconciler.model.desired import Desired
 from reconciler.model.durations import parse_duration
-from reconciler.runtime.intent_yaml import Doc, append_item, put_trailing, take_trailing
 
 
 class NeedsConfirmation(EditRejected):

@@ -23,7 +23,7 @@ def doctor_command(args: argparse.Namespace) -> int:
 
     from reconciler.runtime.doctor import doctor_document, format_doctor, healthy
     from reconciler.runtime.doctor_probes import diagnose
-    from reconciler.surfaces.cli._spine import state_dir
+    from reconciler.surfaces.cli._reconcile import state_dir
 
     root = state_dir(args).root
     checks = asyncio.run(

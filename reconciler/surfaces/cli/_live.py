@@ -152,7 +152,7 @@ def _every(interval: float, step: Callable[[], None]) -> int:
 
 
 def watch(args: argparse.Namespace) -> int:
-    from reconciler.surfaces.cli._spine import read_status
+    from reconciler.surfaces.cli._reconcile import read_status
 
     if args.live:
         print("tpu-reconciler: --watch reads the snapshot; drop --live", file=sys.stderr)

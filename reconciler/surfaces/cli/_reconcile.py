@@ -91,9 +91,9 @@ def _err(message: str) -> None:
 def _load_or_report(path: Path, store: Any = None) -> Any:
     """The Desired in the file now, or None after printing its diagnostics. Pass the
     controller's store so the pass that follows reuses this parse (it caches by content)."""
-    from reconciler.runtime.store import DesiredStore
+    from reconciler.runtime.desired_loader import DesiredLoader
 
-    result = (store or DesiredStore(path, os.environ)).load()
+    result = (store or DesiredLoader(path, os.environ)).load()
     if result.errors:
         for d in result.errors:
             print(d, file=sys.stderr)
@@ -104,14 +104,14 @@ def _load_or_report(path: Path, store: Any = None) -> Any:
 def build_controller(
     args: argparse.Namespace, *, allow_destructive: bool, history: bool = False
 ) -> Controller:
-    from reconciler.runtime.cloudfactory import make_cloud
+    from reconciler.runtime.backends import make_cloud
     from reconciler.runtime.controller import Controller
+    from reconciler.runtime.desired_loader import DesiredLoader
     from reconciler.runtime.events import EventLog
     from reconciler.runtime.setup import make_setup_runner
-    from reconciler.runtime.store import DesiredStore
 
     state = state_dir(args).ensure()
-    store = DesiredStore(args.file, os.environ)
+    store = DesiredLoader(args.file, os.environ)
     events = EventLog(state)
     recorder = None
     if history:
@@ -347,9 +347,9 @@ def read_status(args: argparse.Namespace) -> dict[str, Any]:
 def _desired_only_status(args: argparse.Namespace) -> dict[str, Any]:
     from reconciler.core.memory import Memory
     from reconciler.core.status import build_status
-    from reconciler.runtime.store import DesiredStore
+    from reconciler.runtime.desired_loader import DesiredLoader
 
-    loaded = DesiredStore(args.file, os.environ).load()
+    loaded = DesiredLoader(args.file, os.environ).load()
     doc = build_status(
         desired=loaded.desired,
         desired_file=str(args.file),
@@ -369,7 +369,7 @@ def status_cmd(args: argparse.Namespace) -> int:
     from reconciler.core.render import format_status
 
     if args.watch:
-        from reconciler.surfaces.live import watch
+        from reconciler.surfaces.cli._live import watch
 
         return watch(args)
     if args.live:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 SCHEMA: Final = "tpu-reconciler.secrets.v1"
-_HERE: Final = "reconciler.surfaces.cli._setup"
+_HERE: Final = "reconciler.surfaces.cli._secret"
 
 
 def register(subparsers: Any) -> None:

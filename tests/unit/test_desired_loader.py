@@ -1,4 +1,4 @@
-"""DesiredStore keeps the last valid intent in force whatever state the file is in."""
+"""DesiredLoader keeps the last valid intent in force whatever state the file is in."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.runtime.store import NO_CONTENT, DesiredStore, content_digest
+from reconciler.runtime.desired_loader import NO_CONTENT, DesiredLoader, content_digest
 
 VALID = """\
 # two slots, one racing
@@ -33,10 +33,10 @@ race_groups:
 OTHER = VALID.replace("want: held", "want: released")
 
 
-def loaded(path: Path, text: str = VALID) -> DesiredStore:
+def loaded(path: Path, text: str = VALID) -> DesiredLoader:
     """A store that has loaded ``text`` once (so a valid intent is in force)."""
     path.write_text(text)
-    store = DesiredStore(path, {})
+    store = DesiredLoader(path, {})
     assert store.load().current_valid
     return store
 
@@ -48,7 +48,7 @@ def desired_path(tmp_path: Path) -> Path:
 
 def test_valid_file_becomes_the_intent(desired_path: Path) -> None:
     desired_path.write_text(VALID)
-    store = DesiredStore(desired_path, {})
+    store = DesiredLoader(desired_path, {})
     result = store.load()
     assert result.current_valid and result.changed and result.errors == ()
     assert result.desired is not None and result.desired is store.current
@@ -58,7 +58,7 @@ def test_valid_file_becomes_the_intent(desired_path: Path) -> None:
 
 def test_invalid_save_keeps_last_valid_intent(desired_path: Path) -> None:
     desired_path.write_text(VALID)
-    store = DesiredStore(desired_path, {})
+    store = DesiredLoader(desired_path, {})
     first = store.load().desired
     desired_path.write_text(
         VALID.replace("accelerator: v6e-8\n    want", "acelerator: v6e-8\n    want")
@@ -95,7 +95,7 @@ def test_invalid_then_fixed_reports_change_only_if_intent_differs(desired_path: 
 
 def test_invalid_at_startup_means_no_intent(desired_path: Path) -> None:
     desired_path.write_text("project: my-proj\nslots:\n  - name: x\n")
-    result = DesiredStore(desired_path, {}).load()
+    result = DesiredLoader(desired_path, {}).load()
     assert result.desired is None and not result.current_valid and not result.changed
     assert all(d.file == str(desired_path) for d in result.errors)
 
@@ -113,7 +113,7 @@ def test_empty_file(desired_path: Path) -> None:
 
 def test_every_prefix_is_valid_or_diagnosed(desired_path: Path) -> None:
     desired_path.write_text(VALID)
-    store = DesiredStore(desired_path, {})
+    store = DesiredLoader(desired_path, {})
     good = store.load().desired
     raw = VALID.encode()
     valid = invalid = 0
@@ -134,7 +134,7 @@ def test_every_prefix_is_valid_or_diagnosed(desired_path: Path) -> None:
 
 
 def test_missing_file_then_created(desired_path: Path) -> None:
-    store = DesiredStore(desired_path, {})
+    store = DesiredLoader(desired_path, {})
     missing = store.load()
     assert missing.desired is None and missing.digest == NO_CONTENT
     assert [str(d) for d in missing.errors] == [f"{desired_path}:1:1: file not found"]
@@ -146,7 +146,7 @@ def test_missing_file_then_created(desired_path: Path) -> None:
 
 
 def test_unreadable_path_is_a_diagnostic(tmp_path: Path) -> None:
-    result = DesiredStore(tmp_path, {}).load()  # a directory where the file should be
+    result = DesiredLoader(tmp_path, {}).load()  # a directory where the file should be
     assert result.desired is None and "directory" in result.errors[0].message
 
 
@@ -154,7 +154,7 @@ def test_unreadable_path_is_a_diagnostic(tmp_path: Path) -> None:
 def test_permission_denied_is_a_diagnostic(desired_path: Path) -> None:
     desired_path.write_text(VALID)
     desired_path.chmod(0)
-    result = DesiredStore(desired_path, {}).load()
+    result = DesiredLoader(desired_path, {}).load()
     assert result.desired is None and "cannot read" in result.errors[0].message
 
 
@@ -168,21 +168,21 @@ def test_non_utf8_bytes_point_at_the_byte(desired_path: Path) -> None:
 
 def test_utf8_bom_is_accepted(desired_path: Path) -> None:
     desired_path.write_bytes(b"\xef\xbb\xbf" + VALID.encode())
-    assert DesiredStore(desired_path, {}).load().current_valid
+    assert DesiredLoader(desired_path, {}).load().current_valid
 
 
 def test_env_overrides_are_honoured_and_reported_by_variable(desired_path: Path) -> None:
     desired_path.write_text(VALID)
-    good = DesiredStore(desired_path, {"TPU_RECONCILER_POLL_INTERVAL": "10"}).load()
+    good = DesiredLoader(desired_path, {"TPU_RECONCILER_POLL_INTERVAL": "10"}).load()
     assert good.desired is not None and good.desired.settings.poll_interval == 10.0
-    bad = DesiredStore(desired_path, {"TPU_RECONCILER_CONCURRENCY": "0"}).load()
+    bad = DesiredLoader(desired_path, {"TPU_RECONCILER_CONCURRENCY": "0"}).load()
     assert bad.desired is None
     assert bad.errors[0].file == "$TPU_RECONCILER_CONCURRENCY"
 
 
 def test_same_bytes_are_not_parsed_twice(desired_path: Path) -> None:
     desired_path.write_text(VALID)
-    store = DesiredStore(desired_path, {})
+    store = DesiredLoader(desired_path, {})
     first = store.load()
     again = store.load()
     # A reparse would build a new (equal) Desired; the very same object means none happened.

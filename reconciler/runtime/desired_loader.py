@@ -1,6 +1,6 @@
 """The intent in force: desired.yaml read from disk, keeping the last valid version.
 
-``DesiredStore.load()`` reads the file and parses it with ``parse_desired``. A valid file becomes
+``DesiredLoader.load()`` reads the file and parses it with ``parse_desired``. A valid file becomes
 the intent in force; anything else (missing, unreadable, not UTF-8, empty, truncated, invalid)
 leaves the previous valid intent in force and is reported as ``file:line:col: message``
 diagnostics. Reading the same bytes again does not reparse (keyed by their sha256).
@@ -71,7 +71,7 @@ def _decode(data: bytes, source: str) -> str:
         ) from None
 
 
-class DesiredStore:
+class DesiredLoader:
     """Loads ``path`` on demand and remembers the last valid intent."""
 
     def __init__(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ruamel.yaml.comments import CommentedMap
 
-from reconciler.runtime.intent_yaml import Doc, append_item, plain
+from reconciler.intent.roundtrip import Doc, append_item, plain
 
 MIXED = """\
 # header

@@ -24,9 +24,9 @@ from typing import Any, Final
 
 from reconciler.adapters.files import read_json
 from reconciler.errors import InvalidDesiredState, ReconcilerError, UnsafeName
+from reconciler.intent.engine import EditResult, IntentEditor
 from reconciler.model import names
 from reconciler.model.desired import Desired
-from reconciler.runtime.intent import EditResult, IntentStore
 
 SCHEMA: Final = "tpu-reconciler.mcp.v1"
 STATUS_SCHEMA: Final = "tpu-reconciler.status.v1"
@@ -50,7 +50,7 @@ def _parse_time(value: Any) -> float | None:
         return None
 
 
-def read_snapshot(store: IntentStore) -> dict[str, Any] | None:
+def read_snapshot(store: IntentEditor) -> dict[str, Any] | None:
     """The controller's last status document, or None when it has not written one."""
     try:
         doc = read_json(store.state.status)
@@ -63,7 +63,7 @@ def read_snapshot(store: IntentStore) -> dict[str, Any] | None:
     return doc
 
 
-def _snapshot_meta(store: IntentStore, snap: dict[str, Any] | None) -> dict[str, Any]:
+def _snapshot_meta(store: IntentEditor, snap: dict[str, Any] | None) -> dict[str, Any]:
     if snap is None:
         return {
             "present": False,
@@ -87,7 +87,7 @@ def _rows(snap: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     return {r["name"]: r for r in rows or [] if isinstance(r, dict) and "name" in r}
 
 
-def _desired(store: IntentStore) -> tuple[Desired | None, list[str]]:
+def _desired(store: IntentEditor) -> tuple[Desired | None, list[str]]:
     try:
         return store.parse(store.read().decode("utf-8", "replace")), []
     except InvalidDesiredState as e:
@@ -139,7 +139,7 @@ def _slot_view(spec: Any, row: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def list_slots(store: IntentStore) -> dict[str, Any]:
+def list_slots(store: IntentEditor) -> dict[str, Any]:
     desired, errors = _desired(store)
     snap = read_snapshot(store)
     rows = _rows(snap)
@@ -160,7 +160,7 @@ def list_slots(store: IntentStore) -> dict[str, Any]:
     )
 
 
-def slot_info(store: IntentStore, name: str) -> dict[str, Any]:
+def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
     names.check_name(name)
     desired, errors = _desired(store)
     snap = read_snapshot(store)
@@ -178,7 +178,7 @@ def slot_info(store: IntentStore, name: str) -> dict[str, Any]:
     )
 
 
-def _ssh_user(store: IntentStore, desired: Desired | None) -> str | None:
+def _ssh_user(store: IntentEditor, desired: Desired | None) -> str | None:
     user = desired.settings.ssh_user if desired else None
     if user is None:
         try:
@@ -188,7 +188,7 @@ def _ssh_user(store: IntentStore, desired: Desired | None) -> str | None:
     return names.check_user(user) if user else None
 
 
-def _ssh_key(store: IntentStore, desired: Desired | None) -> Path:
+def _ssh_key(store: IntentEditor, desired: Desired | None) -> Path:
     configured = desired.settings.ssh_key if desired else None
     if not configured:
         return Path("~/.ssh/google_compute_engine").expanduser()
@@ -197,7 +197,7 @@ def _ssh_key(store: IntentStore, desired: Desired | None) -> Path:
 
 
 def ssh_command(
-    store: IntentStore,
+    store: IntentEditor,
     name: str,
     worker: int = 0,
     *,
@@ -250,7 +250,7 @@ def ssh_command(
     )
 
 
-def tmux_status(store: IntentStore) -> dict[str, Any]:
+def tmux_status(store: IntentEditor) -> dict[str, Any]:
     snap = read_snapshot(store)
     tmux = (snap or {}).get("tmux") or {}
     orphans = set(tmux.get("orphans") or [])
@@ -267,7 +267,7 @@ def tmux_status(store: IntentStore) -> dict[str, Any]:
     )
 
 
-def plan(store: IntentStore) -> dict[str, Any]:
+def plan(store: IntentEditor) -> dict[str, Any]:
     snap = read_snapshot(store)
     return _doc(
         plan=(snap or {}).get("plan"),
@@ -276,7 +276,7 @@ def plan(store: IntentStore) -> dict[str, Any]:
     )
 
 
-def events(store: IntentStore, limit: int = 50) -> dict[str, Any]:
+def events(store: IntentEditor, limit: int = 50) -> dict[str, Any]:
     """The last ``limit`` events; a torn last line (a write in progress) is skipped."""
     limit = max(1, min(int(limit), 1000))
     path = store.state.events
@@ -366,7 +366,7 @@ def target_reached(
 
 
 def wait_for(
-    store: IntentStore, result: EditResult, timeout: float, *, interval: float = 0.2
+    store: IntentEditor, result: EditResult, timeout: float, *, interval: float = 0.2
 ) -> dict[str, Any]:
     """Poll the snapshot (only ones written after the edit count) until the target is reached
     or ``timeout`` seconds pass; returns what was seen last either way."""

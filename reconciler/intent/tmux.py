@@ -11,7 +11,7 @@ import os
 from typing import Final
 
 from reconciler.errors import ReconcilerError, SetupFailed
-from reconciler.runtime.intent import IntentStore
+from reconciler.intent.engine import IntentEditor
 
 SOCKET_ENV: Final = "TPU_RECONCILER_TMUX_SOCKET"
 REOPEN_NOTE: Final = (
@@ -20,7 +20,7 @@ REOPEN_NOTE: Final = (
 )
 
 
-def tmux_socket(store: IntentStore) -> str | None:
+def tmux_socket(store: IntentEditor) -> str | None:
     """``$TPU_RECONCILER_TMUX_SOCKET``, else ``settings.tmux_socket``, else tmux's default."""
     socket = os.environ.get(SOCKET_ENV)
     if socket:
@@ -31,7 +31,7 @@ def tmux_socket(store: IntentStore) -> str | None:
         return None
 
 
-async def close_window(store: IntentStore, name: str) -> list[str]:
+async def close_window(store: IntentEditor, name: str) -> list[str]:
     """Close every ``tpu-*`` window named ``name``; the targets closed (maybe none)."""
     try:
         from reconciler.adapters.tmux import TmuxMirror
@@ -42,7 +42,7 @@ async def close_window(store: IntentStore, name: str) -> list[str]:
     return [w.target for w in closed]
 
 
-async def stays_open_notes(store: IntentStore, name: str) -> list[str]:
+async def stays_open_notes(store: IntentEditor, name: str) -> list[str]:
     """Warnings that releasing ``name`` leaves its tmux windows open (design: deleting a TPU
     leaves its window and warns). Asks the tmux server; the controller's last snapshot
     answers when tmux cannot."""
