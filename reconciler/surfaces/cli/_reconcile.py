@@ -136,6 +136,10 @@ def validate(args: argparse.Namespace) -> int:
     desired = _load_or_report(args.file)
     if desired is None:
         return 1
+    from reconciler.model.tpu_zones import catalogue_warnings
+
+    for warning in catalogue_warnings([(s.name, s.zone, s.accelerator) for s in desired.slots]):
+        print(f"{args.file}: warning: {warning}", file=sys.stderr)
     groups = len(desired.race_groups)
     print(f"{args.file}: valid ({len(desired.slots)} slots, {groups} race groups)")
     return 0
