@@ -32,14 +32,16 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
 
-from reconciler.adapters.history_db import HistoryDB, move_aside, open_store
+from reconciler.adapters.history_db import HistoryDB, move_aside, open_readonly, open_store
 from reconciler.adapters.statedir import StateDir
 from reconciler.core import memory as mem
+from reconciler.core.capacity import PlaceStats, rank, summarize
+from reconciler.core.capacity_report import history_doc, recommend_doc
 from reconciler.core.history import (
     QRTrack,
     Record,
@@ -49,8 +51,10 @@ from reconciler.core.history import (
     WorkloadAttempt,
     from_event,
 )
+from reconciler.model import names
 from reconciler.model.desired import Desired
 from reconciler.model.observed import Observation
+from reconciler.model.tpu_zones import zones_for
 from reconciler.runtime.events import EventLog, parse_ts, read_events
 
 log = logging.getLogger(__name__)
@@ -375,17 +379,52 @@ def _tracker_from_json(text: str) -> Tracker:
     return Tracker(tracks=tracks, failures_seen=failures)
 
 
-def summary_stats(path: Path, **filters: Any) -> Iterable[Any]:
+def summary_stats(path: Path, **filters: Any) -> list[PlaceStats]:
     """Place statistics from the store at ``path`` (empty when there is none)."""
-    from reconciler.adapters.history_db import open_readonly
-    from reconciler.core.capacity import summarize
-
     db = open_readonly(path)
     if db is None:
         return []
     try:
         return summarize(db.samples(**filters))
-    except sqlite3.Error:
+    except sqlite3.Error as e:
+        log.warning("history store %s unreadable: %s", path, e)
         return []
     finally:
         db.close()
+
+
+def history_document(
+    path: Path,
+    *,
+    zone: str | None = None,
+    accelerator: str | None = None,
+    mode: str | None = None,
+    since: float | None = None,
+) -> dict[str, Any]:
+    """``tpu-reconciler.history.v1`` for the store at ``path`` (CLI ``history``, MCP)."""
+    filters = {"zone": zone, "accelerator": accelerator, "mode": mode}
+    return history_doc(summary_stats(path, since=since, **filters), since=since, **filters)
+
+
+def recommend_document(
+    path: Path,
+    accelerator: str,
+    *,
+    mode: str = "spot",
+    count: int = 3,
+    since: float | None = None,
+    group: str | None = None,
+) -> dict[str, Any]:
+    """``tpu-reconciler.recommend.v1`` for the store at ``path`` (CLI ``recommend``, MCP)."""
+    stats = summary_stats(path, since=since, accelerator=accelerator, mode=mode)
+    picks = rank(stats, accelerator, mode, count=count)
+    slot_names = [names.slot_name(mode, accelerator, names.zone_code(p.zone), 1) for p in picks]
+    return recommend_doc(
+        stats,
+        accelerator,
+        mode,
+        count=count,
+        group=group or f"{accelerator.replace('-', '')}-race",
+        slot_names=slot_names,
+        catalogue=zones_for(accelerator) or (),
+    )

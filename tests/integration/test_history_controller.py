@@ -198,3 +198,78 @@ async def test_first_start_fills_from_the_event_log_once(tmp_path: Path) -> None
     assert closed[SLOW] is True
     ranked = json.loads(cli(tmp_path, "recommend", "v6e-8", "--json").stdout)
     assert ranked["closed"] == [SLOW] and SLOW not in [z["zone"] for z in ranked["zones"]]
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from reconciler.adapters.history_db import HistoryDB
+from reconciler.core.history import Transition
+
+db = HistoryDB(Path(sys.argv[1]))
+batch = int(sys.argv[2])
+n = 0
+while True:
+    n += 1
+    db.write(Transition(f"s{i % 50}", "europe-west4-a", "v6e-8", "spot", "ACCEPTED", "ACTIVE",
+                        n * 1000.0 + i, None, "") for i in range(batch))
+    print(n, flush=True)
+"""
+
+
+def test_kill_9_mid_write_leaves_a_sound_database_losing_at_most_one_batch(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "history.sqlite"
+    batch = 2000
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db), str(batch)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    committed = 0
+    while committed < 5:
+        committed = int(proc.stdout.readline())
+    proc.kill()  # SIGKILL: no cleanup, most likely inside the next batch's transaction
+    proc.wait()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        count = conn.execute("SELECT count(*) FROM transitions").fetchone()[0]
+    assert count % batch == 0  # whole batches only: never half of one
+    assert committed * batch <= count <= (committed + 2) * batch  # acknowledged ones are kept
+
+
+async def test_corrupt_store_is_moved_aside_and_rebuilt_while_the_controller_runs(
+    make_emulator: Callable[..., Emulator], tmp_path: Path
+) -> None:
+    emu = make_emulator(speed=20.0)
+    env = _env(emu, tmp_path)
+    path = tmp_path / "desired.yaml"
+    path.write_text(desired_text("\n".join(SLOTS.splitlines()[:2]) + "\n"))
+    state = StateDir(tmp_path / "state").ensure()
+    events = EventLog(state)
+    events.emit("qr.state", slot="old", zone=SLOW, before=None, after="ACCEPTED")
+    events.emit("qr.state", slot="old", zone=SLOW, before="ACCEPTED", after="ACTIVE")
+    state.history.write_bytes(b"SQLite format 3\x00" + b"\xff" * 8000)  # a torn, bad header
+    controller = Controller(
+        store=DesiredLoader(path, env),
+        state=state,
+        cloud_factory=lambda d: make_cloud(d, env),
+        events=events,
+        history=HistoryRecorder(state, events, batch_seconds=0.2),
+    )
+
+    def active() -> bool:
+        qr = emu.queued_resource(FAST, "spot-v6e8-ew4a-1") or {}
+        return bool(qr.get("state", {}).get("state") == "ACTIVE")
+
+    await run_until(controller, active)
+    aside = list(state.root.glob("history.sqlite.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes().startswith(b"SQLite format 3")
+    kinds = [json.loads(line)["kind"] for line in state.events.read_text().splitlines()]
+    assert "history.rebuilt" in kinds and "history.filled" in kinds
+    with sqlite3.connect(state.history) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        slots = {n for (n,) in conn.execute(
+            "SELECT name FROM names WHERE id IN (SELECT slot FROM transitions)")}  # fmt: skip
+    assert slots == {"old", "spot-v6e8-ew4a-1"}  # the past from the log, then live passes

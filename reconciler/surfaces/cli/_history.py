@@ -90,37 +90,6 @@ def history_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def recommendation(args: argparse.Namespace, group: str) -> dict[str, Any]:
-    """The recommend document for ``args`` (shared with ``--apply``)."""
-    from reconciler.core.capacity import rank
-    from reconciler.core.capacity_report import recommend_doc
-    from reconciler.model import names
-    from reconciler.model.tpu_zones import zones_for
-    from reconciler.runtime.history import summary_stats
-
-    stats = list(
-        summary_stats(
-            _store_path(args),
-            since=_since(args.since),
-            accelerator=args.accelerator,
-            mode=args.mode,
-        )
-    )
-    picks = rank(stats, args.accelerator, args.mode, count=args.count)
-    slot_names = [
-        names.slot_name(args.mode, args.accelerator, names.zone_code(p.zone), 1) for p in picks
-    ]
-    return recommend_doc(
-        stats,
-        args.accelerator,
-        args.mode,
-        count=args.count,
-        group=group,
-        slot_names=slot_names,
-        catalogue=zones_for(args.accelerator) or (),
-    )
-
-
 def recommend_command(args: argparse.Namespace) -> int:
     from reconciler.core.capacity_report import format_recommend
     from reconciler.errors import ReconcilerError
@@ -134,7 +103,16 @@ def recommend_command(args: argparse.Namespace) -> int:
     except (ReconcilerError, ValueError) as e:
         print(f"tpu-reconciler: {e}", file=sys.stderr)
         return EX_USAGE
-    doc = recommendation(args, args.apply or f"{args.accelerator.replace('-', '')}-race")
+    from reconciler.runtime.history import recommend_document
+
+    doc = recommend_document(
+        _store_path(args),
+        args.accelerator,
+        mode=args.mode,
+        count=args.count,
+        since=_since(args.since),
+        group=args.apply,
+    )
     if args.apply is None:
         print(
             json.dumps(doc, indent=2) if args.json else format_recommend(doc),
