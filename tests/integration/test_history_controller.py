@@ -30,6 +30,7 @@ pytestmark = pytest.mark.integration
 
 FAST, SLOW, PREEMPT = "europe-west4-a", "us-east5-b", "us-east1-d"
 ROOT = Path(__file__).resolve().parents[2]
+QUEUED = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES")
 
 # Emulated seconds (speed 20: one real second is 20 of these). FAST serves at once; SLOW has
 # no capacity until 20s; PREEMPT serves at 45s, is preempted at 60s and then has none left.
@@ -88,6 +89,19 @@ async def run_until(
         await asyncio.wait_for(task, timeout=20)
 
 
+def recording_controller(
+    path: Path, state: StateDir, events: EventLog, env: dict[str, str]
+) -> Controller:
+    """The production controller with the history recorder on (as ``run`` builds it)."""
+    return Controller(
+        store=DesiredLoader(path, env),
+        state=state,
+        cloud_factory=lambda d: make_cloud(d, env),
+        events=events,
+        history=HistoryRecorder(state, events, batch_seconds=0.2),
+    )
+
+
 def rows(db: Path, sql: str) -> list[Any]:
     with sqlite3.connect(db) as conn:
         return conn.execute(sql).fetchall()
@@ -102,18 +116,16 @@ async def test_scripted_capacity_gives_history_and_recommend_ranks_zones(
     path.write_text(desired_text(SLOTS))
     state = StateDir(tmp_path / "state").ensure()
     events = EventLog(state)
-    controller = Controller(
-        store=DesiredLoader(path, env),
-        state=state,
-        cloud_factory=lambda d: make_cloud(d, env),
-        events=events,
-        history=HistoryRecorder(state, events, batch_seconds=0.2),
-    )
+    controller = recording_controller(path, state, events, env)
 
     def preempted_and_back_in_queue() -> bool:
-        qr = emu.queued_resource(PREEMPT, "spot-v6e8-ue1d-1")
-        state_now = (qr or {}).get("state", {}).get("state")
-        return emu.now() > 70 and state_now in ("ACCEPTED", "WAITING_FOR_RESOURCES")
+        """As the controller last saw it (its snapshot), not as the emulator has it now."""
+        try:
+            slots = json.loads(state.status.read_text())["slots"]
+        except (OSError, ValueError, KeyError):
+            return False
+        seen = {s["name"]: s["state"] for s in slots}
+        return emu.now() > 70 and seen.get("spot-v6e8-ue1d-1") in QUEUED
 
     await run_until(controller, preempted_and_back_in_queue)
 
@@ -134,7 +146,7 @@ async def test_scripted_capacity_gives_history_and_recommend_ranks_zones(
                              f"(SELECT id FROM names WHERE name='{PREEMPT}') ORDER BY rowid")
     ]  # fmt: skip
     assert ("PROVISIONING", "ACTIVE") in seen and ("ACTIVE", "SUSPENDED") in seen
-    assert seen[-1][1] in ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES")  # queued again
+    assert seen[-1][1] in QUEUED  # queued again after the preempted QR was deleted
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -251,13 +263,7 @@ async def test_corrupt_store_is_moved_aside_and_rebuilt_while_the_controller_run
     events.emit("qr.state", slot="old", zone=SLOW, before=None, after="ACCEPTED")
     events.emit("qr.state", slot="old", zone=SLOW, before="ACCEPTED", after="ACTIVE")
     state.history.write_bytes(b"SQLite format 3\x00" + b"\xff" * 8000)  # a torn, bad header
-    controller = Controller(
-        store=DesiredLoader(path, env),
-        state=state,
-        cloud_factory=lambda d: make_cloud(d, env),
-        events=events,
-        history=HistoryRecorder(state, events, batch_seconds=0.2),
-    )
+    controller = recording_controller(path, state, events, env)
 
     def active() -> bool:
         qr = emu.queued_resource(FAST, "spot-v6e8-ew4a-1") or {}
