@@ -160,18 +160,21 @@ class Tracker:
         gone_zones: Iterable[str] = (),
         complete: bool = False,
         groups: Mapping[str, str] | None = None,
+        present: set[tuple[str, str]] | None = None,
     ) -> list[Record]:
         """Records for one look. With ``complete``, every tracked QR in ``gone_zones`` (zones
-        the look saw fully) that is not in ``seen`` is gone."""
+        the look saw fully) that is not in ``seen`` (or in ``present``, the (zone, name) of
+        every QR the look saw, when ``seen`` holds only the changed ones) is gone."""
         groups = groups or {}
         out: list[Record] = []
-        present: set[tuple[str, str]] = set()
+        keys: set[tuple[str, str]] = set() if present is None else present
         for s in seen:
-            present.add((s.zone, s.slot))
+            if present is None:
+                keys.add((s.zone, s.slot))
             self._update(s, now, out)
         if complete:
             known = set(gone_zones)
-            for key in [k for k in self.tracks if k not in present and k[0] in known]:
+            for key in [k for k in self.tracks if k not in keys and k[0] in known]:
                 self._update(Seen(slot=key[1], zone=key[0], state=None), now, out)
         self._races(out, now, groups)
         return out

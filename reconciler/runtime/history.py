@@ -73,21 +73,32 @@ class _Look:
 _STOP: Final = object()
 
 
-def looks_of(observation: Observation) -> list[Seen]:
-    """The managed QRs of one observation as the tracker's input."""
-    return [
-        Seen(
-            slot=q.name,
-            zone=q.zone,
-            state=q.state.value,
-            accelerator=q.accelerator_type or "?",
-            mode=q.mode or "?",
-            code=q.error.code if q.error else None,
-            message=q.error.message if q.error else "",
+def looks_of(observation: Observation, tracker: Tracker) -> tuple[list[Seen], set[tuple[str, str]]]:
+    """The managed QRs of one observation whose state the tracker does not have yet, and the
+    keys of all of them (most passes change nothing: only the changed ones become values)."""
+    changed: list[Seen] = []
+    present: set[tuple[str, str]] = set()
+    tracks = tracker.tracks
+    for q in observation.queued_resources:
+        if not q.managed:
+            continue
+        key = (q.zone, q.name)
+        present.add(key)
+        track = tracks.get(key)
+        if track is not None and track.state == q.state.value:
+            continue
+        changed.append(
+            Seen(
+                slot=q.name,
+                zone=q.zone,
+                state=q.state.value,
+                accelerator=q.accelerator_type or "?",
+                mode=q.mode or "?",
+                code=q.error.code if q.error else None,
+                message=q.error.message if q.error else "",
+            )
         )
-        for q in observation.queued_resources
-        if q.managed
-    ]
+    return changed, present
 
 
 class HistoryRecorder:
@@ -240,18 +251,19 @@ class HistoryRecorder:
             self._retention = float(retention)
         if not self._filled:
             self._backfill(look.desired)
-        groups = {s.name: s.race_group for s in look.desired.slots if s.race_group}
         obs = look.observation
-        complete_zones = {k[0] for k in self._tracker.tracks} | {
-            q.zone for q in obs.queued_resources
-        }
-        self._pending += self._tracker.step(
-            looks_of(obs),
-            look.now,
-            gone_zones=[z for z in complete_zones if obs.knows(z)],
-            complete=True,
-            groups=groups,
-        )
+        changed, present = looks_of(obs, self._tracker)
+        if changed or len(present) != len(self._tracker.tracks):
+            groups = {s.name: s.race_group for s in look.desired.slots if s.race_group}
+            zones = {k[0] for k in self._tracker.tracks} | {k[0] for k in present}
+            self._pending += self._tracker.step(
+                changed,
+                look.now,
+                gone_zones=[z for z in zones if obs.knows(z)],
+                complete=True,
+                groups=groups,
+                present=present,
+            )
         errors = {
             k: (e.not_before, e.message)
             for k, e in look.memory.errors.items()
