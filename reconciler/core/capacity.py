@@ -15,6 +15,7 @@ May: compute. May not: do I/O, read a clock, or know where the samples came from
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -90,24 +91,32 @@ def km_quantile(
     (deleted, failed, still queued). None when the estimate never reaches ``q`` (too many
     requests never served) or there is nothing to go on. At a tie, served waits count before
     censored ones (the usual convention)."""
-    events = sorted([(t, 0) for t in observed] + [(t, 1) for t in censored])
-    at_risk = len(events)
-    survival = 1.0
-    i = 0
-    while i < len(events):
-        t = events[i][0]
-        served = gone = 0
-        while i < len(events) and events[i][0] == t:
-            if events[i][1] == 0:
-                served += 1
-            else:
-                gone += 1
-            i += 1
-        if served:
-            survival *= 1.0 - served / at_risk
-            if 1.0 - survival >= q - 1e-12:
-                return t
-        at_risk -= served + gone
+    return km_quantile_sorted(sorted(observed), sorted(censored), q)
+
+
+def km_quantile_sorted(
+    served: Sequence[float], censored: Sequence[float], q: float = 0.5
+) -> float | None:
+    """``km_quantile`` for inputs already in ascending order, in O(censored x log served):
+    between two censored waits the survival falls by a run of served ones at once, since
+    (r-1)/r * (r-2)/(r-1) * ... * (r-m)/(r-m+1) = (r-m)/r for r requests at risk."""
+    target = 1.0 - q + 1e-12  # survival at or below this: a fraction q has been served
+    total = len(served) + len(censored)
+    survival, gone, i = 1.0, 0, 0
+    for c in [*censored, None]:
+        j = len(served) if c is None else bisect.bisect_right(served, c, lo=i)
+        m, risk = j - i, total - gone
+        if m:
+            if survival * (risk - m) / risk <= target:
+                k = max(1, math.ceil(risk - target * risk / survival))
+                while k > 1 and survival * (risk - k + 1) / risk <= target:
+                    k -= 1
+                while survival * (risk - k) / risk > target:
+                    k += 1
+                return served[i + k - 1]
+            survival *= (risk - m) / risk
+        gone += m + (c is not None)
+        i = j
     return None
 
 

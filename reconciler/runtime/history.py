@@ -40,7 +40,7 @@ from typing import Any, Final
 from reconciler.adapters.history_db import HistoryDB, move_aside, open_readonly, open_store
 from reconciler.adapters.statedir import StateDir
 from reconciler.core import memory as mem
-from reconciler.core.capacity import PlaceStats, rank, summarize
+from reconciler.core.capacity import PlaceStats, rank
 from reconciler.core.capacity_report import history_doc, recommend_doc
 from reconciler.core.history import (
     QRTrack,
@@ -397,7 +397,7 @@ def summary_stats(path: Path, **filters: Any) -> list[PlaceStats]:
     if db is None:
         return []
     try:
-        return summarize(db.samples(**filters))
+        return db.stats(**filters)
     except sqlite3.Error as e:
         log.warning("history store %s unreadable: %s", path, e)
         return []

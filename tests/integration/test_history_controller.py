@@ -52,6 +52,9 @@ SLOTS = f"""slots:
 """
 
 
+CANDIDATES = ((FAST, "spot-v6e8-ew4a-1"), (SLOW, "spot-v6e8-ue5b-1"), (PREEMPT, "spot-v6e8-ue1d-1"))
+
+
 def _env(emu: Emulator, tmp_path: Path) -> dict[str, str]:
     token = tmp_path / "token"
     token.write_text("test-token\n")
@@ -110,7 +113,7 @@ def rows(db: Path, sql: str) -> list[Any]:
 async def test_scripted_capacity_gives_history_and_recommend_ranks_zones(
     make_emulator: Callable[..., Emulator], tmp_path: Path
 ) -> None:
-    emu = make_emulator(Scenario.from_yaml(SCENARIO), speed=20.0)
+    emu = make_emulator(Scenario.from_yaml(SCENARIO), speed=0)  # still until all are queued
     env = _env(emu, tmp_path)
     path = tmp_path / "desired.yaml"
     path.write_text(desired_text(SLOTS))
@@ -125,6 +128,8 @@ async def test_scripted_capacity_gives_history_and_recommend_ranks_zones(
         except (OSError, ValueError, KeyError):
             return False
         seen = {s["name"]: s["state"] for s in slots}
+        if emu.now() == 0 and all(emu.queued_resource(z, n) for z, n in CANDIDATES):
+            emu.set_speed(20.0)  # the three requests start the race at the same moment
         return emu.now() > 70 and seen.get("spot-v6e8-ue1d-1") in QUEUED
 
     await run_until(controller, preempted_and_back_in_queue)
@@ -132,9 +137,8 @@ async def test_scripted_capacity_gives_history_and_recommend_ranks_zones(
     db = state.history
     names = dict(rows(db, "SELECT id, name FROM names"))
     waits = {
-        names[z]: (to_active, waited)
-        for z, to_active, waited in rows(db, "SELECT zone, to_active, waited FROM waits")
-        if to_active is not None
+        names[z]: (to_active, to_prov)
+        for z, to_active, to_prov in rows(db, "SELECT zone, t, to_prov FROM waits WHERE served")
     }
     assert set(waits) == {FAST, SLOW, PREEMPT}
     assert waits[FAST][0] < waits[SLOW][0] < waits[PREEMPT][0]

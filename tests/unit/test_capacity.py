@@ -180,3 +180,31 @@ def test_wait_hints_need_a_few_samples() -> None:
 )
 def test_refusal_codes(message: str, code: int | None, closed: bool) -> None:
     assert code_of(message) == code and queue_closed(message) is closed
+
+
+def _naive_km(served: list[float], censored: list[float], q: float = 0.5) -> float | None:
+    """The textbook estimator, one event time at a time (the reference for the fast one)."""
+    events = sorted([(t, 0) for t in served] + [(t, 1) for t in censored])
+    at_risk, survival, i = len(events), 1.0, 0
+    while i < len(events):
+        t, d, c = events[i][0], 0, 0
+        while i < len(events) and events[i][0] == t:
+            d, c, i = d + (events[i][1] == 0), c + (events[i][1] == 1), i + 1
+        if d:
+            survival *= 1 - d / at_risk
+            if 1 - survival >= q - 1e-12:
+                return t
+        at_risk -= d + c
+    return None
+
+
+@given(
+    st.lists(st.integers(0, 50), max_size=60),
+    st.lists(st.integers(0, 50), max_size=60),
+    st.sampled_from([0.5, 0.9, 0.25]),
+)
+def test_fast_kaplan_meier_equals_the_textbook_one(
+    served: list[int], censored: list[int], q: float
+) -> None:
+    s, c = [float(x) for x in served], [float(x) for x in censored]
+    assert km_quantile(s, c, q) == _naive_km(s, c, q)

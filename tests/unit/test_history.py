@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
+
+import pytest
 
 from reconciler.adapters.history_db import HistoryDB, open_store
 from reconciler.core.capacity import summarize
@@ -11,6 +14,7 @@ from reconciler.core.history import (
     Lifetime,
     LoserDeleted,
     RaceWon,
+    Record,
     Refusal,
     Seen,
     Tracker,
@@ -172,4 +176,44 @@ def test_corrupt_file_is_moved_aside(tmp_path: Path) -> None:
     db, aside = open_store(path)
     assert aside is not None and aside.read_bytes().startswith(b"this is not")
     assert db.integrity() == "ok"
+    db.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sqlite_figures_equal_the_pure_ones(tmp_path: Path, seed: int) -> None:
+    """``HistoryDB.stats`` computes in SQL what ``core.capacity`` defines: same numbers on
+    random histories (ties, censored waits, preemptions, failures, refusals)."""
+    rng = random.Random(seed)
+    records: list[Record] = []
+    zones = (Z1, Z2, "us-east1-d")
+    for i in range(rng.randint(1, 120)):
+        zone, mode = rng.choice(zones), rng.choice(("spot", "on-demand"))
+        wait = float(rng.choice((5, 10, 10, 60, 600, rng.randint(1, 5000))))
+        served = rng.random() < 0.6
+        records.append(Wait(f"s{i}", zone, "v6e-8", mode, float(i), wait / 2 if served else None,
+                            wait if served else None, wait))  # fmt: skip
+        if served and rng.random() < 0.7:
+            end = rng.choice(("preempted", "deleted"))
+            records.append(Lifetime(f"s{i}", zone, "v6e-8", mode, 100.0 + i,
+                                    100.0 + i + rng.randint(1, 90000), end))  # fmt: skip
+        if rng.random() < 0.2:
+            records.append(Transition(f"s{i}", zone, "v6e-8", mode, "ACCEPTED", "FAILED",
+                                      float(i), rng.choice((8, 9)), "no capacity"))  # fmt: skip
+        if rng.random() < 0.1:
+            records.append(Refusal(f"s{i}", zone, "v6e-8", mode, float(i), 7, "closed", True))
+    db = HistoryDB(tmp_path / "h.sqlite")
+    db.write(records)
+    for filters in ({}, {"zone": Z1}, {"mode": "spot"}, {"since": 30.0}):
+        pure = summarize(db.samples(**filters))  # type: ignore[arg-type]
+        fast = db.stats(**filters)  # type: ignore[arg-type]
+        assert pure or filters
+        assert [s.place for s in fast] == [s.place for s in pure]
+        for a, b in zip(fast, pure, strict=True):
+            for name in ("p50_provisioning", "p90_provisioning", "p50_active", "p90_active",
+                         "expected_wait", "median_lifetime", "preemptions_per_day"):  # fmt: skip
+                x, y = getattr(a, name), getattr(b, name)
+                assert (x is None) == (y is None) and (x is None or x == pytest.approx(y)), name
+            assert (a.samples, a.unserved, a.preemptions, a.failures, a.queue_closed) == (
+                b.samples, b.unserved, b.preemptions, b.failures, b.queue_closed)  # fmt: skip
+            assert a.last_seen == pytest.approx(b.last_seen)
     db.close()

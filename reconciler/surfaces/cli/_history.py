@@ -61,7 +61,6 @@ def _store_path(args: argparse.Namespace) -> Any:
 
 def history_command(args: argparse.Namespace) -> int:
     from reconciler.adapters.history_db import open_readonly
-    from reconciler.core.capacity import summarize
     from reconciler.core.capacity_report import CSV_COLUMNS, csv_row, format_history, history_doc
 
     try:
@@ -79,7 +78,7 @@ def history_command(args: argparse.Namespace) -> int:
                 for row in db.transitions(since=since, **filters):
                     out.writerow(csv_row(row))
             return 0
-        stats = summarize(db.samples(since=since, **filters)) if db is not None else []
+        stats = db.stats(since=since, **filters) if db is not None else []
     finally:
         if db is not None:
             db.close()
