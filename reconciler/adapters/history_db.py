@@ -90,6 +90,10 @@ def _ms(seconds: float | None) -> int | None:
     return None if seconds is None else round(seconds * 1000)
 
 
+def _s(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000.0
+
+
 @dataclass(frozen=True, slots=True)
 class TransitionRow:
     at: float
@@ -282,12 +286,18 @@ class HistoryDB:
         return removed
 
     # -- reading -------------------------------------------------------------------------------
-    def names(self) -> dict[int, str]:
-        if self._names is None or len(self._names) != len(self._ids) or not self._ids:
-            self._names = {
-                int(i): str(n) for i, n in self.conn.execute("SELECT id, name FROM names")
-            }
-        return self._names
+    def names(self, ids: Iterable[int] | None = None) -> dict[int, str]:
+        """Interned strings by id: all of them, or only ``ids``."""
+        if ids is None:
+            return {int(i): str(n) for i, n in self.conn.execute("SELECT id, name FROM names")}
+        wanted = sorted(set(ids))
+        marks = ", ".join("?" * len(wanted))
+        sql = f"SELECT id, name FROM names WHERE id IN ({marks})"
+        return {int(i): str(n) for i, n in self.conn.execute(sql, wanted)} if wanted else {}
+
+    def _lookup(self, name: str) -> int | None:
+        row = self.conn.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()
+        return None if row is None else int(row[0])
 
     def _filters(
         self,
@@ -299,7 +309,6 @@ class HistoryDB:
         at: str = "at",
     ) -> tuple[str, list[Any]] | None:
         """A WHERE clause for the filters; None when a named value was never recorded."""
-        ids = {v: i for i, v in self.names().items()}
         clauses: list[str] = []
         args: list[Any] = []
         if since is not None:
@@ -308,10 +317,11 @@ class HistoryDB:
         for column, value in (("zone", zone), ("acc", accelerator), ("mode", mode)):
             if value is None:
                 continue
-            if value not in ids:
+            ident = self._lookup(value)
+            if ident is None:
                 return None
             clauses.append(f"{column} = ?")
-            args.append(ids[value])
+            args.append(ident)
         return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
 
     def samples(
@@ -417,7 +427,6 @@ class HistoryDB:
             return []
         clause, args = where
         and_ = " AND " if clause else " WHERE "
-        names = self.names()
         per: dict[tuple[int, int, int], dict[str, Any]] = defaultdict(dict)
 
         def seen(key: tuple[int, int, int], at: int | None) -> dict[str, Any]:
@@ -431,7 +440,7 @@ class HistoryDB:
             f"{clause} GROUP BY zone, acc, mode, served",
             args,
         ):
-            ordered = [v / 1000.0 for v in map(int, values.split(","))]
+            ordered = list(map(int, values.split(",")))  # milliseconds
             ordered.sort()  # already in key order: a linear check
             seen((z, a, m), at)["served" if served else "unserved"] = ordered
         for key, entry in per.items():
@@ -474,6 +483,7 @@ class HistoryDB:
                 label: int | str = int(code) if code is not None else "?"
                 failures[label] = failures.get(label, 0) + int(n)
                 entry["closed"] = bool(entry.get("closed") or shut)
+        names = self.names(i for key in per for i in key)
         out = []
         for key, e in per.items():
             served, unserved = e.get("served", []), e.get("unserved", [])
@@ -489,9 +499,9 @@ class HistoryDB:
                     unserved=len(unserved),
                     p50_provisioning=prov[0],
                     p90_provisioning=prov[1],
-                    p50_active=percentile(served, 50),
-                    p90_active=percentile(served, 90),
-                    expected_wait=km_quantile_sorted(served, unserved),
+                    p50_active=_s(percentile(served, 50)),
+                    p90_active=_s(percentile(served, 90)),
+                    expected_wait=_s(km_quantile_sorted(served, unserved)),
                     median_lifetime=e.get("lifetime"),
                     preemptions=n,
                     preemptions_per_day=n / (held / 86400.0) if held > 0 else None,

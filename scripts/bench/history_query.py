@@ -70,15 +70,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--transitions", type=int, default=1_000_000)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--keep", type=Path, default=None, help="fill (or reuse) this directory")
     args = parser.parse_args()
     print_header(f"history store: {args.transitions:,} transitions")
-    root = Path(tempfile.mkdtemp(prefix="bench-history-query-"))
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-history-query-"))
     state = root / "state"
-    state.mkdir()
+    state.mkdir(parents=True, exist_ok=True)
     path = state / "history.sqlite"
+    reuse = path.exists()
     db = HistoryDB(path)
     t0 = time.perf_counter()
-    stored = fill(db, args.transitions)
+    stored = db.count("transitions") if reuse else fill(db, args.transitions)
     fill_s = time.perf_counter() - t0
     db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     size = os.path.getsize(path)
