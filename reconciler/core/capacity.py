@@ -19,7 +19,12 @@ import bisect
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+from reconciler.model.observed import QUEUED_STATES, Observation
+
+if TYPE_CHECKING:
+    from reconciler.model.desired import Desired
 
 #: Samples a figure needs before ``plan`` / ``status`` show it as an expected wait.
 MIN_SAMPLES: Final = 3
@@ -275,3 +280,37 @@ def race_group_yaml(
     lines.append(f"    count: {count}")
     lines.append(f"    slots: [{', '.join(slot_names)}]")
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedWait:
+    slot: str
+    zone: str
+    hint: WaitHint
+
+    def text(self) -> str:
+        """``p50 2h10m here, 14 samples`` (as ``plan`` and ``status`` show it)."""
+        from reconciler.model.durations import format_duration
+
+        return f"p50 {format_duration(self.hint.p50_seconds)} here, {self.hint.samples} samples"
+
+
+def waiting_hints(
+    desired: Desired, observation: Observation, hints: WaitHints
+) -> list[ExpectedWait]:
+    """For every slot that waits for capacity (queued, or about to be queued), the history's
+    figure for its place when there is one (``hints`` holds only places with enough samples)."""
+    out = []
+    for spec in desired.slots:
+        hint = hints.get((spec.zone, spec.accelerator, spec.mode))
+        if hint is None:
+            continue
+        qr = observation.qr(spec.zone, spec.name)
+        queued = (
+            qr.state in QUEUED_STATES
+            if qr is not None
+            else (spec.want == "held" or spec.race_group is not None)
+        )
+        if queued:
+            out.append(ExpectedWait(spec.name, spec.zone, hint))
+    return out

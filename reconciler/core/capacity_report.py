@@ -13,7 +13,13 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from reconciler.core.capacity import PlaceStats, Recommendation, race_group_yaml, rank
+from reconciler.core.capacity import (
+    ExpectedWait,
+    PlaceStats,
+    Recommendation,
+    race_group_yaml,
+    rank,
+)
 from reconciler.model.durations import format_duration
 
 HISTORY_SCHEMA: Final = "tpu-reconciler.history.v1"
@@ -209,4 +215,23 @@ def format_recommend(doc: dict[str, Any]) -> str:
         lines.append("Race group to paste into desired.yaml (or use --apply GROUP):")
         lines.append("")
         lines.append(doc["race_group_yaml"].rstrip("\n"))
+    return "\n".join(lines) + "\n"
+
+
+def waits_list(waits: Sequence[ExpectedWait]) -> list[dict[str, Any]]:
+    """``expected_waits`` of ``plan --json``: one entry per waiting slot with history."""
+    return [
+        {"slot": w.slot, "zone": w.zone,
+         "expected_wait": {"p50_seconds": _r(w.hint.p50_seconds), "samples": w.hint.samples}}
+        for w in waits
+    ]  # fmt: skip
+
+
+def format_waits(waits: Sequence[ExpectedWait]) -> str:
+    """The ``plan`` section: expected waits from the capacity history."""
+    if not waits:
+        return ""
+    width = max(len(w.slot) for w in waits)
+    lines = ["Expected wait for capacity (history):"]
+    lines += [f"  {w.slot:<{width}}  {w.zone:<16} {w.text()}" for w in waits]
     return "\n".join(lines) + "\n"

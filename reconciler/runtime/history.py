@@ -40,7 +40,7 @@ from typing import Any, Final
 from reconciler.adapters.history_db import HistoryDB, move_aside, open_readonly, open_store
 from reconciler.adapters.statedir import StateDir
 from reconciler.core import memory as mem
-from reconciler.core.capacity import PlaceStats, rank
+from reconciler.core.capacity import ExpectedWait, PlaceStats, rank, wait_hints, waiting_hints
 from reconciler.core.capacity_report import history_doc, recommend_doc
 from reconciler.core.history import (
     QRTrack,
@@ -440,3 +440,11 @@ def recommend_document(
         slot_names=slot_names,
         catalogue=zones_for(accelerator) or (),
     )
+
+
+def expected_waits(path: Path, desired: Desired, observation: Observation) -> list[ExpectedWait]:
+    """What ``plan`` (and ``status``) show for waiting slots: the store is read here, and only
+    the small pure summary (place -> p50, samples) goes on to ``core.capacity``."""
+    if not path.exists():
+        return []
+    return waiting_hints(desired, observation, wait_hints(summary_stats(path)))

@@ -208,3 +208,30 @@ def test_fast_kaplan_meier_equals_the_textbook_one(
 ) -> None:
     s, c = [float(x) for x in served], [float(x) for x in censored]
     assert km_quantile(s, c, q) == _naive_km(s, c, q)
+
+
+def test_waiting_slots_get_their_places_expected_wait() -> None:
+    from reconciler.core.capacity import WaitHint, waiting_hints
+    from reconciler.core.capacity_report import format_waits, waits_list
+    from reconciler.model.observed import Observation, QRState
+    from tests.support.worlds import desired, qr, slot
+
+    want = desired(
+        slot("queued", zone="europe-west4-a", accelerator="v6e-8"),
+        slot("to-create", zone="europe-west4-a", accelerator="v6e-8"),
+        slot("held", zone="europe-west4-a", accelerator="v6e-8"),
+        slot("released", zone="europe-west4-a", accelerator="v6e-8", want="released"),
+        slot("no-history", zone="us-east5-b", accelerator="v6e-8"),
+    )
+    seen = Observation(
+        queued_resources=(
+            qr("queued", zone="europe-west4-a", state=QRState.WAITING_FOR_RESOURCES),
+            qr("held", zone="europe-west4-a", state=QRState.ACTIVE),
+        )
+    )
+    hints = {("europe-west4-a", "v6e-8", "spot"): WaitHint(7800.0, 14)}
+    waits = waiting_hints(want, seen, hints)
+    assert [w.slot for w in waits] == ["queued", "to-create"]
+    assert waits[0].text() == "p50 2h10m here, 14 samples"
+    assert waits_list(waits)[0]["expected_wait"] == {"p50_seconds": 7800.0, "samples": 14}
+    assert "queued     europe-west4-a   p50 2h10m here, 14 samples" in format_waits(waits)

@@ -173,20 +173,27 @@ def _observe_or_report(call: Any) -> Any:
 
 
 def plan_cmd(args: argparse.Namespace) -> int:
+    from reconciler.core.capacity_report import format_waits, waits_list
     from reconciler.core.render import format_plan
     from reconciler.core.status import plan_dict
+    from reconciler.runtime.history import expected_waits
 
     _, result = _plan_once(args)
     if result is None:
         return 1
+    waits = expected_waits(state_dir(args).history, result.desired, result.observation)
     if args.json:
         doc = {"schema_version": "tpu-reconciler.plan.v1", **plan_dict(result.plan)}
         doc["unmanaged"] = [
             {"name": q.name, "zone": q.zone, "state": q.state.value} for q in result.plan.unmanaged
         ]
+        if waits:
+            doc["expected_waits"] = waits_list(waits)
         print(json.dumps(doc, indent=2))
     else:
         print(format_plan(result.plan, now=time.time()), end="")
+        if waits:
+            print("\n" + format_waits(waits), end="")
     if args.detailed_exitcode and not result.plan.empty:
         return 2
     return 0
