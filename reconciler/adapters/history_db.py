@@ -586,23 +586,32 @@ class HistoryDB:
         return int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
+def corrupt(error: sqlite3.Error) -> bool:
+    """True when SQLite says the file is damaged or not a database (not: locked, full, ...)."""
+    return getattr(error, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+
+
 def open_store(path: Path) -> tuple[HistoryDB, Path | None]:
     """The writable store at ``path``; a corrupt file is moved aside first (its new name is
-    returned) and a fresh one created."""
+    returned) and a fresh one created. Other failures (permissions, a full disk) raise."""
     try:
         db = HistoryDB(path)
+    except sqlite3.DatabaseError as e:
+        if not corrupt(e):
+            raise
+    else:
         try:
             verdict = str(db.conn.execute("PRAGMA quick_check").fetchone()[0])
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as e:
             db.close()
-            raise
-        if verdict != "ok":
+            if not corrupt(e):
+                raise
+        else:
+            if verdict == "ok":
+                return db, None
             db.close()
-            raise sqlite3.DatabaseError(verdict)
-        return db, None
-    except sqlite3.DatabaseError:
-        aside = move_aside(path)
-        return HistoryDB(path), aside
+    aside = move_aside(path)
+    return HistoryDB(path), aside
 
 
 def move_aside(path: Path) -> Path:

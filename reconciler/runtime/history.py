@@ -37,7 +37,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
 
-from reconciler.adapters.history_db import HistoryDB, move_aside, open_readonly, open_store
+from reconciler.adapters.history_db import (
+    HistoryDB,
+    corrupt,
+    move_aside,
+    open_readonly,
+    open_store,
+)
 from reconciler.adapters.statedir import StateDir
 from reconciler.core import memory as mem
 from reconciler.core.capacity import ExpectedWait, PlaceStats, rank, wait_hints, waiting_hints
@@ -249,8 +255,14 @@ class HistoryRecorder:
         retention = getattr(look.desired.settings, "history_retention", None)
         if retention:
             self._retention = float(retention)
+        errors = {
+            k: (e.not_before, e.message)
+            for k, e in look.memory.errors.items()
+            if k.endswith(":cloud")
+        }
         if not self._filled:
-            self._backfill(look.desired)
+            self._backfill(look.desired, until=look.now)
+            self._tracker.refusals(errors, {}, look.now)  # those are in the log already
         obs = look.observation
         changed, present = looks_of(obs, self._tracker)
         if changed or len(present) != len(self._tracker.tracks):
@@ -264,11 +276,6 @@ class HistoryRecorder:
                 groups=groups,
                 present=present,
             )
-        errors = {
-            k: (e.not_before, e.message)
-            for k, e in look.memory.errors.items()
-            if k.endswith(":cloud")
-        }
         absent: dict[str, tuple[str, str, str]] = {}
         for key in errors:
             zone, _, rest = key.partition("/")
@@ -278,8 +285,10 @@ class HistoryRecorder:
                 absent[key] = (slot, spec.accelerator, spec.mode)
         self._pending += self._tracker.refusals(errors, absent, look.now)
 
-    def _backfill(self, desired: Desired | None) -> None:
-        """Replay the event log into the tracker (and the pending batch), once per store."""
+    def _backfill(self, desired: Desired | None, *, until: float) -> None:
+        """Replay the event log into the tracker (and the pending batch), once per store: the
+        events before ``until`` (the first look's time), since the looks after it are recorded
+        live."""
         slots = {
             s.name: (s.zone, s.accelerator, s.mode) for s in (desired.slots if desired else ())
         }
@@ -295,6 +304,8 @@ class HistoryRecorder:
             if moment is None:
                 continue
             at = moment.timestamp()
+            if at >= until:
+                break
             fact = from_event(event, at, slots)
             if isinstance(fact, Seen):
                 self._pending += self._tracker.step([fact], at)
@@ -307,6 +318,9 @@ class HistoryRecorder:
             self._emit("history.filled", events=replayed)
 
     def _write(self) -> None:
+        if len(self._pending) > 200_000:  # the store has been failing for long: keep the newest
+            self.dropped += len(self._pending) - 100_000
+            self._pending = self._pending[-100_000:]
         if self._db is None:
             try:
                 self._open()
@@ -329,13 +343,10 @@ class HistoryRecorder:
                 self._emit("history.recovered")
             self.last_error = None
         except sqlite3.DatabaseError as e:
-            if getattr(e, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+            if corrupt(e):
                 self._rebuild(e)
             else:
                 self._failed(e)
-                if len(self._pending) > 200_000:  # the disk is gone for good: keep the newest
-                    self.dropped += len(self._pending) - 100_000
-                    self._pending = self._pending[-100_000:]
 
     def _rebuild(self, error: Exception) -> None:
         """Move the corrupt file aside and refill a new one from the event log."""
@@ -352,7 +363,7 @@ class HistoryRecorder:
         except Exception as e:
             self._failed(e)
             return
-        self._backfill(self._last_desired)
+        self._backfill(self._last_desired, until=self.clock())
         self._write()
 
     def _failed(self, error: Exception) -> None:

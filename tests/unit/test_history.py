@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 
 from reconciler.adapters.history_db import HistoryDB, open_store
+from reconciler.adapters.statedir import StateDir
 from reconciler.core.capacity import summarize
 from reconciler.core.history import (
     Lifetime,
@@ -22,8 +24,14 @@ from reconciler.core.history import (
     Wait,
     from_event,
 )
+from reconciler.core.memory import Memory
+from reconciler.model.observed import Observation
+from reconciler.runtime.events import EventLog, read_events
+from reconciler.runtime.history import HistoryRecorder
+from tests.support.worlds import desired, qr, slot
 
 Z1, Z2 = "europe-west4-a", "us-east5-b"
+T0 = int(time.time()) - 3600  # within the default retention
 
 
 def seen(slot: str, state: str | None, zone: str = Z1, **kw: object) -> Seen:
@@ -217,3 +225,59 @@ def test_sqlite_figures_equal_the_pure_ones(tmp_path: Path, seed: int) -> None:
                 b.samples, b.unserved, b.preemptions, b.failures, b.queue_closed)  # fmt: skip
             assert a.last_seen == pytest.approx(b.last_seen)
     db.close()
+
+
+def test_race_outcomes_and_loser_delete_times_are_stored(tmp_path: Path) -> None:
+    db = HistoryDB(tmp_path / "h.sqlite")
+    db.write([RaceWon("g", "a", Z1, 40.0, (("b", Z2, 40.0), ("c", Z2, 12.5)))])
+    db.write([LoserDeleted("g", "b", Z2, 3.0)])
+    got = db.conn.execute(
+        "SELECT (SELECT name FROM names WHERE id = loser), waited, delete_ms FROM races"
+        " ORDER BY waited"
+    ).fetchall()
+    assert got == [("c", 12500, None), ("b", 40000, 3000)]
+    db.close()
+
+
+def _recorder_state(tmp_path: Path) -> tuple[StateDir, EventLog]:
+    state = StateDir(tmp_path / "state").ensure()
+    return state, EventLog(state)
+
+
+def test_workload_attempts_are_recorded_for_issue_12(tmp_path: Path) -> None:
+    state, events = _recorder_state(tmp_path)
+    recorder = HistoryRecorder(state, events, batch_seconds=0.05)
+    recorder.start()
+    recorder.record_workload_attempt(
+        slot="a", zone=Z1, accelerator="v6e-8", run_id="r-1", attempt=2, started_at=T0,
+        ended_at=T0 + 60, exit_code=1, cause="failed",
+    )  # fmt: skip
+    assert recorder.flush()
+    recorder.close()
+    with sqlite3.connect(state.history) as conn:
+        rows = conn.execute(
+            "SELECT attempt, started_at, ended_at, exit_code,"
+            " (SELECT name FROM names WHERE id = cause) FROM workload_attempts"
+        ).fetchall()
+    assert rows == [(2, T0 * 1000, (T0 + 60) * 1000, 1, "failed")]
+
+
+def test_a_store_that_cannot_be_written_is_reported_and_recovers(tmp_path: Path) -> None:
+    state, events = _recorder_state(tmp_path)
+    state.history.mkdir()  # not a file: SQLite cannot open it (not corrupt: nothing moved)
+    recorder = HistoryRecorder(state, events, batch_seconds=0.05)
+    recorder.start()
+    want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
+    look = Observation(queued_resources=(qr("a", zone=Z1, accelerator="v6e-8"),))
+    recorder.observe(want, look, Memory(), 1e10)  # never blocks, never raises
+    assert recorder.flush()
+    assert recorder.health()["ok"] is False and "directory" in str(recorder.last_error)
+    assert state.history.is_dir() and not list(state.root.glob("history.sqlite.corrupt-*"))
+    state.history.rmdir()
+    recorder.observe(want, look, Memory(), 1e10 + 1)
+    assert recorder.flush()
+    recorder.close()
+    kinds = [e["kind"] for e in read_events(state.events)]
+    assert kinds.count("history.failed") == 1 and "history.recovered" in kinds
+    with sqlite3.connect(state.history) as conn:  # what waited in memory got written
+        assert conn.execute("SELECT count(*) FROM transitions").fetchone() == (1,)
