@@ -403,11 +403,13 @@ class Controller:
             tmux_windows=windows or (),
             tmux_orphans=orphans or (),
             observe_error=result.observe_error,
+            wait_hints=self.history.hints if self.history else None,
         )
         snapshot = dataclasses.replace(
             snapshot,
             controller=ControllerInfo(running=running, pid=os.getpid() if running else None),
             in_flight=tuple(sorted(k for k in self.in_flight if not k.startswith("notify:"))),
+            history_error=self.history.last_error if self.history else None,
         )
         write_status(self.state.status, snapshot)
 

@@ -235,3 +235,42 @@ def test_waiting_slots_get_their_places_expected_wait() -> None:
     assert waits[0].text() == "p50 2h10m here, 14 samples"
     assert waits_list(waits)[0]["expected_wait"] == {"p50_seconds": 7800.0, "samples": 14}
     assert "queued     europe-west4-a   p50 2h10m here, 14 samples" in format_waits(waits)
+
+
+def test_status_shows_expected_wait_on_waiting_slots_only() -> None:
+    """The snapshot's optional ``expected_wait`` (JSON) and the NOTE text, from a summary value
+    handed to ``build_status``; without history the document is unchanged."""
+    from reconciler.core.capacity import WaitHint
+    from reconciler.core.memory import Memory
+    from reconciler.core.render import format_status
+    from reconciler.core.status import build_status
+    from reconciler.model.observed import Observation, QRState
+    from reconciler.model.status import from_json, to_json
+    from tests.support.worlds import desired, qr, slot
+
+    want = desired(
+        slot("waiting", zone="europe-west4-a", accelerator="v6e-8"),
+        slot("running", zone="europe-west4-a", accelerator="v6e-8"),
+    )
+    seen = Observation(
+        queued_resources=(
+            qr("waiting", zone="europe-west4-a", accelerator="v6e-8",
+               state=QRState.WAITING_FOR_RESOURCES),
+            qr("running", zone="europe-west4-a", accelerator="v6e-8", state=QRState.ACTIVE),
+        )
+    )  # fmt: skip
+
+    def snapshot(hints: dict[tuple[str, str, str], WaitHint] | None) -> dict[str, object]:
+        built = build_status(desired=want, desired_file="d.yaml", errors=(), observation=seen,
+                             observed_at=0.0, memory=Memory(), plan=None, now=60.0,
+                             backend="rest", wait_hints=hints)  # fmt: skip
+        return to_json(built)
+
+    doc = snapshot({("europe-west4-a", "v6e-8", "spot"): WaitHint(7800.0, 14)})
+    rows = {r["name"]: r for r in doc["slots"]}  # type: ignore[attr-defined]
+    assert rows["waiting"]["expected_wait"] == {"p50_seconds": 7800.0, "samples": 14}
+    assert "expected_wait" not in rows["running"]
+    assert "p50 2h10m here, 14 samples" in format_status(from_json(doc), 60.0)
+    plain = snapshot(None)
+    assert all("expected_wait" not in r for r in plain["slots"])  # type: ignore[attr-defined]
+    assert "history_error" not in plain

@@ -281,3 +281,20 @@ def test_a_store_that_cannot_be_written_is_reported_and_recovers(tmp_path: Path)
     assert kinds.count("history.failed") == 1 and "history.recovered" in kinds
     with sqlite3.connect(state.history) as conn:  # what waited in memory got written
         assert conn.execute("SELECT count(*) FROM transitions").fetchone() == (1,)
+
+
+def test_the_recorder_keeps_the_expected_waits_the_snapshot_shows(tmp_path: Path) -> None:
+    state, events = _recorder_state(tmp_path)
+    db = HistoryDB(state.history)
+    db.write([Wait(f"s{i}", Z1, "v6e-8", "spot", T0 + i, 60.0 * i, 90.0 * i, 90.0 * i)
+              for i in range(1, 4)])  # fmt: skip
+    db.close()
+    recorder = HistoryRecorder(state, events, batch_seconds=0.05)
+    recorder.start()
+    want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
+    recorder.observe(want, Observation(queued_resources=(qr("a", zone=Z1, accelerator="v6e-8"),)),
+                     Memory(), T0 + 10)  # fmt: skip
+    assert recorder.flush()
+    recorder.close()
+    hint = recorder.hints[(Z1, "v6e-8", "spot")]
+    assert (hint.p50_seconds, hint.samples) == (180.0, 3)

@@ -374,6 +374,7 @@ def _live_status(args: argparse.Namespace) -> StatusSnapshot | None:
 
     from reconciler.core.status import build_status
     from reconciler.model.status import ControllerInfo
+    from reconciler.runtime.history import store_hints
     from reconciler.runtime.lock import read_holder
 
     controller, result = _plan_once(args)
@@ -390,6 +391,7 @@ def _live_status(args: argparse.Namespace) -> StatusSnapshot | None:
         plan=result.plan,
         now=now,
         backend=controller.backend,
+        wait_hints=store_hints(controller.state.history),
     )
     pid = read_holder(controller.state)
     return dataclasses.replace(snapshot, controller=ControllerInfo(pid is not None, pid))
