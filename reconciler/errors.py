@@ -19,7 +19,8 @@ world changes". The controller reads only that intent, never the message, to dec
     │   ├── ControllerAlreadyRunning     a second controller for the same desired file
     │   └── EditRejected                 an intent edit that would make desired.yaml invalid
     ├── InvalidDesiredState              desired.yaml does not validate (diagnostics attached)
-    └── StatusUnreadable                 status.json exists but is corrupt or of another schema
+    ├── StatusUnreadable                 status.json exists but is corrupt or of another schema
+    └── HistoryUnreadable                the capacity history store cannot be read (SQLite said)
 
 ``CloudError`` is a mixin shared by both cloud error classes so callers can catch "anything the
 cloud said" in one clause and still read its retry intent.
@@ -148,3 +149,8 @@ class StatusUnreadable(ReconcilerError):
         super().__init__(f"status snapshot {path} is unreadable: {why}")
         self.path = path
         self.why = why
+
+
+class HistoryUnreadable(ReconcilerError):
+    """The capacity history store (``history.sqlite``) could not be read: SQLite's words in
+    the message. Readers report it; the controller's writer repairs or rebuilds the store."""

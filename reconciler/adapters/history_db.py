@@ -43,6 +43,7 @@ from reconciler.core.history import (
     Wait,
     WorkloadAttempt,
 )
+from reconciler.errors import HistoryUnreadable
 
 SCHEMA_VERSION: Final = 1
 FILENAME: Final = "history.sqlite"
@@ -84,6 +85,15 @@ _TABLES: Final = {
     "refusals": "at",
     "workload_attempts": "started_at",
 }
+
+
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """SQLite's failures while reading, as ``HistoryUnreadable`` (readers never see sqlite3)."""
+    try:
+        yield
+    except sqlite3.Error as e:
+        raise HistoryUnreadable(f"capacity history {path}: {e}") from None
 
 
 def _ms(seconds: float | None) -> int | None:
@@ -324,7 +334,12 @@ class HistoryDB:
             args.append(ident)
         return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
 
-    def samples(
+    def samples(self, **filters: Any) -> dict[Place, Samples]:
+        """See ``_samples``; SQLite's failures raise ``HistoryUnreadable``."""
+        with _reading(self.path):
+            return self._samples(**filters)
+
+    def _samples(
         self,
         *,
         since: float | None = None,
@@ -409,7 +424,12 @@ class HistoryDB:
             )
         return out
 
-    def stats(
+    def stats(self, **filters: Any) -> list[PlaceStats]:
+        """See ``_stats``; SQLite's failures raise ``HistoryUnreadable``."""
+        with _reading(self.path):
+            return self._stats(**filters)
+
+    def _stats(
         self,
         *,
         since: float | None = None,
@@ -545,7 +565,12 @@ class HistoryDB:
             out.append(got[0] + (hi - got[0]) * (pos - low))
         return tuple(out)
 
-    def transitions(
+    def transitions(self, **filters: Any) -> Iterator[TransitionRow]:
+        """See ``_transitions``; SQLite's failures raise ``HistoryUnreadable``."""
+        with _reading(self.path):
+            yield from self._transitions(**filters)
+
+    def _transitions(
         self,
         *,
         since: float | None = None,
@@ -625,10 +650,9 @@ def move_aside(path: Path) -> Path:
 
 
 def open_readonly(path: Path) -> HistoryDB | None:
-    """A read-only view for ``history`` / ``recommend`` / MCP; None when there is no store."""
+    """A read-only view for ``history`` / ``recommend`` / MCP; None when there is no store.
+    A file SQLite cannot open raises ``HistoryUnreadable``."""
     if not path.exists():
         return None
-    try:
+    with _reading(path):
         return HistoryDB(path, readonly=True)
-    except sqlite3.Error:
-        return None

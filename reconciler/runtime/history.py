@@ -67,6 +67,7 @@ from reconciler.core.history import (
     WorkloadAttempt,
     from_event,
 )
+from reconciler.errors import HistoryUnreadable
 from reconciler.model import names
 from reconciler.model.desired import Desired
 from reconciler.model.observed import Observation
@@ -241,10 +242,15 @@ class HistoryRecorder:
                 if self._queue.empty():
                     self._idle.set()
                 continue
-            if item is not None:
-                self._take(item)
-            if time.monotonic() >= deadline or len(self._pending) >= 5000:
-                self._write()
+            try:
+                if item is not None:
+                    self._take(item)
+                if time.monotonic() >= deadline or len(self._pending) >= 5000:
+                    self._write()
+                    deadline = time.monotonic() + self.batch_seconds
+            except Exception as e:  # a bug here must not end recording for good
+                log.exception("history writer")
+                self._failed(e)
                 deadline = time.monotonic() + self.batch_seconds
             if self._queue.empty() and not self._pending:
                 self._idle.set()
@@ -355,11 +361,13 @@ class HistoryRecorder:
                 self._db.prune(now - self._retention)
                 self._pruned_at = now
             if self.written != self._hinted_written and now - self._hinted_at >= HINTS_EVERY:
-                self.hints = wait_hints(self._db.stats())
                 self._hinted_at, self._hinted_written = now, self.written
+                self.hints = wait_hints(self._db.stats())
             if self.last_error is not None:
                 self._emit("history.recovered")
             self.last_error = None
+        except HistoryUnreadable as e:  # reading the figures back failed: report, go on
+            self._failed(e)
         except sqlite3.DatabaseError as e:
             if corrupt(e):
                 self._rebuild(e)
@@ -421,15 +429,13 @@ def _tracker_from_json(text: str) -> Tracker:
 
 
 def summary_stats(path: Path, **filters: Any) -> list[PlaceStats]:
-    """Place statistics from the store at ``path`` (empty when there is none)."""
+    """Place statistics from the store at ``path`` (empty when there is none); an unreadable
+    store raises ``HistoryUnreadable``."""
     db = open_readonly(path)
     if db is None:
         return []
     try:
         return db.stats(**filters)
-    except sqlite3.Error as e:
-        log.warning("history store %s unreadable: %s", path, e)
-        return []
     finally:
         db.close()
 
@@ -473,7 +479,11 @@ def recommend_document(
 
 def store_hints(path: Path) -> WaitHints:
     """The place -> (p50, samples) summary from the store at ``path`` (``status --live``)."""
-    return wait_hints(summary_stats(path)) if path.exists() else {}
+    try:
+        return wait_hints(summary_stats(path))
+    except HistoryUnreadable as e:  # a hint is a nicety: plan and status go on without it
+        log.warning("%s", e)
+        return {}
 
 
 def expected_waits(path: Path, desired: Desired, observation: Observation) -> list[ExpectedWait]:

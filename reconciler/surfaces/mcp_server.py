@@ -168,10 +168,17 @@ def build_server(store: IntentEditor) -> MCPServer:
         from reconciler.runtime.history import history_document
 
         cutoff = _since(since)
-        doc = history_document(
-            store.state.history, zone=zone, accelerator=accelerator, mode=mode, since=cutoff
+        return _envelope(
+            _guard(
+                lambda: history_document(
+                    store.state.history,
+                    zone=zone,
+                    accelerator=accelerator,
+                    mode=mode,
+                    since=cutoff,
+                )
+            )
         )
-        return _envelope(doc)
 
     @server.tool(annotations=READ)
     def recommend_zones(
@@ -186,10 +193,14 @@ def build_server(store: IntentEditor) -> MCPServer:
             check_accelerator(accelerator)
         except ReconcilerError as e:
             raise ToolError(str(e)) from None
-        doc = recommend_document(
-            store.state.history, accelerator, mode=mode, count=count, since=_since(since)
+        cutoff = _since(since)
+        return _envelope(
+            _guard(
+                lambda: recommend_document(
+                    store.state.history, accelerator, mode=mode, count=count, since=cutoff
+                )
+            )
         )
-        return _envelope(doc)
 
     # --- intent edits --------------------------------------------------------------------------
 

@@ -283,3 +283,23 @@ async def test_corrupt_store_is_moved_aside_and_rebuilt_while_the_controller_run
         slots = {n for (n,) in conn.execute(
             "SELECT name FROM names WHERE id IN (SELECT slot FROM transitions)")}  # fmt: skip
     assert slots == {"old", "spot-v6e8-ew4a-1"}  # the past from the log, then live passes
+
+
+def test_cli_reports_an_unreadable_store_and_validate_warns_on_unknown_zones(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "history.sqlite").write_bytes(b"garbage" * 500)
+    (tmp_path / "desired.yaml").write_text(
+        "project: test-project\nslots:\n"
+        "  - {name: a, zone: europe-west4-a, accelerator: v6e-8, want: held}\n"
+        "  - {name: b, zone: asia-east1-c, accelerator: v6e-8, want: held}\n"
+    )
+    for verb in (("history",), ("recommend", "v6e-8")):
+        done = cli(tmp_path, *verb)
+        assert done.returncode == 1 and "capacity history" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+    valid = cli(tmp_path, "validate")
+    assert valid.returncode == 0, valid.stderr  # a warning, never an error
+    assert "slot 'b': zone asia-east1-c is not known to offer v6e" in valid.stderr
+    assert "'a'" not in valid.stderr

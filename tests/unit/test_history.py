@@ -298,3 +298,36 @@ def test_the_recorder_keeps_the_expected_waits_the_snapshot_shows(tmp_path: Path
     recorder.close()
     hint = recorder.hints[(Z1, "v6e-8", "spot")]
     assert (hint.p50_seconds, hint.samples) == (180.0, 3)
+
+
+def test_the_writer_applies_settings_history_retention(tmp_path: Path) -> None:
+    state, events = _recorder_state(tmp_path)
+    db = HistoryDB(state.history)
+    now = time.time()
+    db.write([Wait("old", Z1, "v6e-8", "spot", now - 3 * 86400, 1.0, 2.0, 2.0),
+              Wait("new", Z1, "v6e-8", "spot", now - 3600, 1.0, 2.0, 2.0)])  # fmt: skip
+    db.close()
+    recorder = HistoryRecorder(state, events, batch_seconds=0.05)
+    recorder.start()
+    want = desired(slot("a", zone=Z1, accelerator="v6e-8"), history_retention=2 * 86400)
+    recorder.observe(want, Observation(zones=frozenset({Z1})), Memory(), now)
+    assert recorder.flush()
+    recorder.close()
+    with sqlite3.connect(state.history) as conn:
+        kept = conn.execute("SELECT (SELECT name FROM names WHERE id = slot) FROM waits").fetchall()
+    assert kept == [("new",)]
+
+
+def test_catalogue_knows_families_and_only_warns() -> None:
+    from reconciler.model.tpu_zones import catalogue_warnings, known_to_offer, zones_for
+
+    assert known_to_offer("us-central2-b", "v4-32") is True
+    assert known_to_offer("us-central2-b", "v5p-8") is False
+    assert known_to_offer("us-east5-a", "v5e-8") is True  # the v5e spelling of v5litepod
+    assert known_to_offer("us-central1-a", "v9x-8") is None  # a family it does not know
+    assert "europe-west4-a" in (zones_for("v6e-64") or ())
+    assert (
+        catalogue_warnings([("a", "us-central2-b", "v4-8"), ("b", "us-central2-b", "v9x-8")]) == []
+    )
+    (warning,) = catalogue_warnings([("c", "asia-east1-c", "v6e-8")])
+    assert "not known to offer v6e" in warning and "may still serve" in warning

@@ -62,6 +62,7 @@ def _store_path(args: argparse.Namespace) -> Any:
 def history_command(args: argparse.Namespace) -> int:
     from reconciler.adapters.history_db import open_readonly
     from reconciler.core.capacity_report import CSV_COLUMNS, csv_row, format_history, history_doc
+    from reconciler.errors import ReconcilerError
 
     try:
         since = _since(args.since)
@@ -69,19 +70,23 @@ def history_command(args: argparse.Namespace) -> int:
         print(f"tpu-reconciler: --since: {e}", file=sys.stderr)
         return EX_USAGE
     filters = {"zone": args.zone, "accelerator": args.accelerator, "mode": args.mode}
-    db = open_readonly(_store_path(args))
     try:
-        if args.export == "csv":
-            out = csv.writer(sys.stdout, lineterminator="\n")
-            out.writerow(CSV_COLUMNS)
+        db = open_readonly(_store_path(args))
+        try:
+            if args.export == "csv":
+                out = csv.writer(sys.stdout, lineterminator="\n")
+                out.writerow(CSV_COLUMNS)
+                if db is not None:
+                    for row in db.transitions(since=since, **filters):
+                        out.writerow(csv_row(row))
+                return 0
+            stats = db.stats(since=since, **filters) if db is not None else []
+        finally:
             if db is not None:
-                for row in db.transitions(since=since, **filters):
-                    out.writerow(csv_row(row))
-            return 0
-        stats = db.stats(since=since, **filters) if db is not None else []
-    finally:
-        if db is not None:
-            db.close()
+                db.close()
+    except ReconcilerError as e:
+        print(f"tpu-reconciler: {e}", file=sys.stderr)
+        return EX_REFUSED
     if args.json:
         print(json.dumps(history_doc(stats, since=since, **filters), indent=2))
     else:
@@ -104,14 +109,18 @@ def recommend_command(args: argparse.Namespace) -> int:
         return EX_USAGE
     from reconciler.runtime.history import recommend_document
 
-    doc = recommend_document(
-        _store_path(args),
-        args.accelerator,
-        mode=args.mode,
-        count=args.count,
-        since=_since(args.since),
-        group=args.apply,
-    )
+    try:
+        doc = recommend_document(
+            _store_path(args),
+            args.accelerator,
+            mode=args.mode,
+            count=args.count,
+            since=_since(args.since),
+            group=args.apply,
+        )
+    except ReconcilerError as e:
+        print(f"tpu-reconciler: {e}", file=sys.stderr)
+        return EX_REFUSED
     if args.apply is None:
         print(
             json.dumps(doc, indent=2) if args.json else format_recommend(doc),
