@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, Final
 
-from reconciler.exitcodes import EX_REFUSED, EX_USAGE
+from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
 
 _HERE: Final = "reconciler.surfaces.cli._history"
 MODES: Final = ("spot", "on-demand", "reserved")
@@ -79,7 +79,7 @@ def history_command(args: argparse.Namespace) -> int:
                 if db is not None:
                     for row in db.transitions(since=since, **filters):
                         out.writerow(csv_row(row))
-                return 0
+                return EX_OK
             stats = db.stats(since=since, **filters) if db is not None else []
         finally:
             if db is not None:
@@ -91,7 +91,7 @@ def history_command(args: argparse.Namespace) -> int:
         print(json.dumps(history_doc(stats, since=since, **filters), indent=2))
     else:
         print(format_history(stats), end="")
-    return 0
+    return EX_OK
 
 
 def recommend_command(args: argparse.Namespace) -> int:
@@ -126,7 +126,7 @@ def recommend_command(args: argparse.Namespace) -> int:
             json.dumps(doc, indent=2) if args.json else format_recommend(doc),
             end="\n" if args.json else "",
         )
-        return 0
+        return EX_OK
     if not doc["zones"]:
         print("tpu-reconciler: no zone to recommend yet: nothing applied", file=sys.stderr)
         return EX_REFUSED
