@@ -72,7 +72,7 @@ from reconciler.model import names
 from reconciler.model.desired import Desired
 from reconciler.model.observed import Observation
 from reconciler.model.tpu_zones import zones_for
-from reconciler.runtime.events import EventLog, parse_ts, read_events
+from reconciler.runtime.events import EventLog, parse_ts, read_events, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def looks_of(observation: Observation, tracker: Tracker) -> tuple[list[Seen], se
                 accelerator=q.accelerator_type or "?",
                 mode=q.mode or "?",
                 code=q.error.code if q.error else None,
-                message=q.error.message if q.error else "",
+                message=redact_text(q.error.message) if q.error else "",
             )
         )
     return changed, present
@@ -276,8 +276,8 @@ class HistoryRecorder:
         retention = getattr(look.desired.settings, "history_retention", None)
         if retention:
             self._retention = float(retention)
-        errors = {
-            k: (e.not_before, e.message)
+        errors = {  # messages as the event log keeps them: secret-shaped text cut out
+            k: (e.not_before, redact_text(e.message))
             for k, e in look.memory.errors.items()
             if k.endswith(":cloud")
         }

@@ -331,3 +331,20 @@ def test_catalogue_knows_families_and_only_warns() -> None:
     )
     (warning,) = catalogue_warnings([("c", "asia-east1-c", "v6e-8")])
     assert "not known to offer v6e" in warning and "may still serve" in warning
+
+
+def test_secret_shaped_text_in_cloud_messages_is_not_stored(tmp_path: Path) -> None:
+    from reconciler.model.observed import ErrorInfo, QRState
+
+    state, events = _recorder_state(tmp_path)
+    recorder = HistoryRecorder(state, events, batch_seconds=0.05)
+    recorder.start()
+    want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
+    failed = qr("a", zone=Z1, accelerator="v6e-8", state=QRState.FAILED,
+                error=ErrorInfo(8, "quota: token=ya29.abcdefghijklmnop exhausted"))  # fmt: skip
+    recorder.observe(want, Observation(queued_resources=(failed,)), Memory(), time.time())
+    assert recorder.flush()
+    recorder.close()
+    with sqlite3.connect(state.history) as conn:
+        names = [n for (n,) in conn.execute("SELECT name FROM names")]
+    assert not [n for n in names if "ya29" in n] and any("[REDACTED]" in n for n in names)
