@@ -25,7 +25,7 @@ from reconciler.core.history import (
     from_event,
 )
 from reconciler.core.memory import Memory
-from reconciler.model.observed import Observation
+from reconciler.model.observed import Observation, QRState
 from reconciler.runtime.events import EventLog, read_events
 from reconciler.runtime.history import HistoryRecorder
 from tests.support.worlds import desired, qr, slot
@@ -334,7 +334,7 @@ def test_catalogue_knows_families_and_only_warns() -> None:
 
 
 def test_secret_shaped_text_in_cloud_messages_is_not_stored(tmp_path: Path) -> None:
-    from reconciler.model.observed import ErrorInfo, QRState
+    from reconciler.model.observed import ErrorInfo
 
     state, events = _recorder_state(tmp_path)
     recorder = HistoryRecorder(state, events, batch_seconds=0.05)
@@ -348,3 +348,38 @@ def test_secret_shaped_text_in_cloud_messages_is_not_stored(tmp_path: Path) -> N
     with sqlite3.connect(state.history) as conn:
         names = [n for (n,) in conn.execute("SELECT name FROM names")]
     assert not [n for n in names if "ya29" in n] and any("[REDACTED]" in n for n in names)
+
+
+def test_a_store_corrupted_while_recording_is_moved_aside_and_rebuilt(tmp_path: Path) -> None:
+    """Corruption found mid-run (here: pages overwritten on disk after another connection's
+    checkpoint made the writer re-read them): the file is set aside, a new one is filled from
+    the event log, and recording goes on."""
+    state, events = _recorder_state(tmp_path)
+    events.emit("qr.state", slot="old", zone=Z1, before=None, after="ACCEPTED")
+    recorder = HistoryRecorder(state, events, batch_seconds=0.05)
+    recorder.start()
+    want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
+    look = Observation(queued_resources=(qr("a", zone=Z1, accelerator="v6e-8"),))
+    recorder.observe(want, look, Memory(), time.time())
+    assert recorder.flush()
+    with sqlite3.connect(state.history) as other:
+        other.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = state.history.stat().st_size
+    with state.history.open("r+b") as f:
+        f.seek(4096)
+        f.write(b"\xff" * (size - 4096))
+    moved = qr("a", zone=Z1, accelerator="v6e-8", state=QRState.ACTIVE)
+    recorder.observe(want, Observation(queued_resources=(moved,)), Memory(), time.time())
+    assert recorder.flush()
+    recorder.observe(want, Observation(queued_resources=(moved,)), Memory(), time.time())
+    assert recorder.flush()
+    recorder.close()
+    aside = state.root.glob("history.sqlite.corrupt-*")  # the file, with its -wal / -shm
+    assert len({p.name.removesuffix("-wal").removesuffix("-shm") for p in aside}) == 1
+    kinds = [e["kind"] for e in read_events(state.events)]
+    assert "history.rebuilt" in kinds and recorder.health()["ok"] is True
+    with sqlite3.connect(state.history) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        slots = {n for (n,) in conn.execute(
+            "SELECT name FROM names WHERE id IN (SELECT slot FROM transitions)")}  # fmt: skip
+    assert "old" in slots  # refilled from the event log
