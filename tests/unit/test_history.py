@@ -383,3 +383,27 @@ def test_a_store_corrupted_while_recording_is_moved_aside_and_rebuilt(tmp_path: 
         slots = {n for (n,) in conn.execute(
             "SELECT name FROM names WHERE id IN (SELECT slot FROM transitions)")}  # fmt: skip
     assert "old" in slots  # refilled from the event log
+
+
+def test_race_zones_edit_adds_one_candidate_per_zone_and_the_group(tmp_path: Path) -> None:
+    """``recommend --apply``'s edit, through the real intent engine."""
+    from reconciler.errors import EditRejected
+    from reconciler.intent.engine import Edit, IntentEditor
+    from reconciler.model.load import parse_desired
+    from tests.unit.test_intent import SAMPLE, comments
+
+    file = tmp_path / "desired.yaml"
+    file.write_text(SAMPLE)
+    editor = IntentEditor(file, StateDir(tmp_path / "state"), env={})
+    zones = ["europe-west4-a", "us-east5-b"]
+    args = {"group": "v6e-next", "accelerator": "v6e-8", "zones": zones, "mode": "spot"}
+    result = editor.apply(Edit("race_zones", args), source="cli")
+    assert result.status == "changed"
+    after = parse_desired(file.read_text())
+    (new,) = [g for g in after.race_groups if g.name == "v6e-next"]
+    assert [after.slot(s).zone for s in new.slots] == zones  # type: ignore[union-attr]
+    assert new.count == 1 and all(after.slot(s).want is None for s in new.slots)  # type: ignore[union-attr]
+    assert set(comments(SAMPLE)) <= set(comments(file.read_text()))
+    for bad in ({"group": "v6e-next"}, {"group": "big"}, {"zones": []}, {"count": 3}):
+        with pytest.raises(EditRejected):
+            editor.apply(Edit("race_zones", {**args, "group": "other", **bad}), source="cli")
