@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reconciler.adapters.history_db import HistoryDB, open_store
 from reconciler.adapters.statedir import StateDir
@@ -38,8 +40,8 @@ def seen(slot: str, state: str | None, zone: str = Z1, **kw: object) -> Seen:
     return Seen(slot=slot, zone=zone, state=state, accelerator="v6e-8", mode="spot", **kw)  # type: ignore[arg-type]
 
 
-def walk(tracker: Tracker, steps: list[tuple[float, list[Seen]]], **kw: object) -> list[object]:
-    out: list[object] = []
+def walk(tracker: Tracker, steps: list[tuple[float, list[Seen]]], **kw: object) -> list[Record]:
+    out: list[Record] = []
     for now, looks in steps:
         out += tracker.step(looks, now, gone_zones=[Z1, Z2], complete=True, **kw)  # type: ignore[arg-type]
     return out
@@ -212,8 +214,8 @@ def test_sqlite_figures_equal_the_pure_ones(tmp_path: Path, seed: int) -> None:
     db = HistoryDB(tmp_path / "h.sqlite")
     db.write(records)
     for filters in ({}, {"zone": Z1}, {"mode": "spot"}, {"since": 30.0}):
-        pure = summarize(db.samples(**filters))  # type: ignore[arg-type]
-        fast = db.stats(**filters)  # type: ignore[arg-type]
+        pure = summarize(db.samples(**filters))
+        fast = db.stats(**filters)
         assert pure or filters
         assert [s.place for s in fast] == [s.place for s in pure]
         for a, b in zip(fast, pure, strict=True):
@@ -404,6 +406,45 @@ def test_race_zones_edit_adds_one_candidate_per_zone_and_the_group(tmp_path: Pat
     assert [after.slot(s).zone for s in new.slots] == zones  # type: ignore[union-attr]
     assert new.count == 1 and all(after.slot(s).want is None for s in new.slots)  # type: ignore[union-attr]
     assert set(comments(SAMPLE)) <= set(comments(file.read_text()))
-    for bad in ({"group": "v6e-next"}, {"group": "big"}, {"zones": []}, {"count": 3}):
+    refused: list[dict[str, object]] = [
+        {"group": "v6e-next"},
+        {"group": "big"},
+        {"zones": []},
+        {"count": 3},
+    ]
+    for bad in refused:
         with pytest.raises(EditRejected):
             editor.apply(Edit("race_zones", {**args, "group": "other", **bad}), source="cli")
+
+
+STATES = ["CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE",
+          "SUSPENDING", "SUSPENDED", "FAILED", "DELETING", None]  # fmt: skip
+
+
+@given(st.lists(st.tuples(st.sampled_from(STATES), st.floats(0, 1e4)), max_size=40))
+def test_tracker_records_are_consistent_for_any_sequence_of_looks(
+    looks: list[tuple[str | None, float]],
+) -> None:
+    """Whatever the cloud shows, in whatever order: one transition per change of state, waits
+    and lifetimes never negative, and a request is counted as served at most once per
+    incarnation."""
+    tracker, now, last, changes, records = Tracker(), 0.0, None, 0, []
+    for state, gap in looks:
+        now += gap
+        seen_now = [] if state is None else [seen("a", state)]
+        records += tracker.step(seen_now, now, gone_zones=[Z1], complete=True)
+        changes += state != last
+        last = state
+    assert sum(isinstance(r, Transition) for r in records) == changes
+    for r in records:
+        if isinstance(r, Wait):
+            assert r.waited >= 0
+            if r.to_active is not None:
+                assert r.to_provisioning is not None and 0 <= r.to_provisioning <= r.to_active
+        if isinstance(r, Lifetime):
+            assert r.seconds >= 0
+    served = sum(isinstance(r, Wait) and r.to_active is not None for r in records)
+    incarnations = sum(isinstance(r, Transition) and r.after in ("CREATING", "ACCEPTED",
+                       "WAITING_FOR_RESOURCES") and r.before in (None, "DELETING", "SUSPENDING",
+                       "SUSPENDED", "FAILED") for r in records)  # fmt: skip
+    assert served <= incarnations
