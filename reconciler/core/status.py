@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.core import workload as wl
 from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
@@ -164,6 +165,7 @@ def _managed_row(
     memory: Memory,
     want: str | None,
     windows: Collection[str],
+    now: float,
 ) -> SlotStatus:
     qr = observed.qr(spec.zone, spec.name)
     if qr is not None:
@@ -188,6 +190,7 @@ def _managed_row(
         setup=_setup_status(memory, spec, instance),
         tmux=TmuxStatus(target=target if spec.setup.tmux else None, open=target in windows),
         instance=instance,
+        workload=wl.status(memory.workload(spec.name), spec.workload, now),
     )
 
 
@@ -208,13 +211,14 @@ def _slots(
     memory: Memory,
     plan: Plan | None,
     windows: Collection[str],
+    now: float,
 ) -> tuple[SlotStatus, ...]:
     """Managed slots in file order, then the unmanaged QRs the plan found."""
     decided = plan.decided_want if plan else {}
     rows = (
         [
             _managed_row(
-                spec, desired, observed, memory, decided.get(spec.name, spec.want), windows
+                spec, desired, observed, memory, decided.get(spec.name, spec.want), windows, now
             )
             for spec in desired.slots
         ]
@@ -277,7 +281,7 @@ def build_status(
     caller computed from the store), shown on the slots that wait for capacity."""
     observed = observation or Observation(zones=frozenset())
     windows = frozenset(tmux_windows)
-    slots = _slots(desired, observed, memory, plan, windows)
+    slots = _slots(desired, observed, memory, plan, windows, now)
     if wait_hints and desired is not None:
         slots = _with_waits(slots, waiting_hints(desired, observed, wait_hints))
     return StatusSnapshot(
