@@ -27,6 +27,7 @@ _MODULES = (
     "_tmux",
     "_logs",
     "_ops",
+    "_history",
     "_emulator",
 )
 
