@@ -34,6 +34,7 @@ _MODULES = (
     "_tmux",
     "_logs",
     "_ops",
+    "_history",
     "_emulator",
 )
 
@@ -50,6 +51,7 @@ _COMMANDS: Final[Mapping[str, str]] = {
     "tmux": "_tmux",
     "logs": "_logs",
     **dict.fromkeys(("events", "doctor", "init", "service", "completion"), "_ops"),
+    **dict.fromkeys(("history", "recommend"), "_history"),
     "emulator": "_emulator",
 }
 #: Global options taking a value (as ``-f FILE``, ``-fFILE`` or ``--file=FILE``) and flags.
