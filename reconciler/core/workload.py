@@ -57,6 +57,8 @@ _AFTER_FAILURE: Final = frozenset({"failed", "gave-up"})
 _GONE_NODE: Final = frozenset({NodeState.PREEMPTED, NodeState.TERMINATED, NodeState.DELETING})
 #: The grace a stop uses when the workload block is gone from the file.
 DEFAULT_GRACE: Final = 60.0
+#: The detail of an attempt that follows a successful one (``restart: always``).
+SUCCEEDED_BEFORE: Final = "previous attempt succeeded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +280,7 @@ def fold(
         known = not any(p.state == "unknown" for p in seen)
         if known and seen and all(p.state == "exited" for p in seen):
             if w.restart == "always":
-                return _next_attempt(prev, w, now, detail="previous attempt succeeded")
+                return _next_attempt(prev, w, now, detail=SUCCEEDED_BEFORE)
             return replace(prev, phase="succeeded", since=now, detail="every worker exited 0")
         last = max(t for t in (prev.last_output_at, prev.since) if t is not None)
         alive = any(p.state == "alive" for p in seen)
