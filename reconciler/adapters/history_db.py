@@ -45,7 +45,6 @@ from reconciler.core.history import (
 from reconciler.errors import HistoryUnreadable
 
 SCHEMA_VERSION: Final = 1
-FILENAME: Final = "history.sqlite"
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
