@@ -1,0 +1,332 @@
+"""What one screen of the TUI shows, as values: read from the controller's snapshot and the file.
+
+``load_frame`` joins the controller's status snapshot (``status.json``), the desired file's
+validity (the controller's own ``parse_desired``, through the ``IntentEditor``), whether a
+controller holds the lock, and the event log's tail into one ``Frame``. The widgets render a
+``Frame`` and nothing else; the clock and the controller probe are arguments, so a screen is
+reproducible (snapshot tests, benchmarks).
+
+May: read status.json, desired.yaml, events.jsonl and probe the controller lock.
+May not: import textual, write anything, construct a cloud client, SSH or run tmux.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from reconciler.adapters.statedir import StateDir
+from reconciler.errors import InvalidDesiredState, ReconcilerError
+from reconciler.intent.engine import IntentEditor
+from reconciler.intent.views import ViewError, read_snapshot
+from reconciler.model.desired import Desired
+from reconciler.model.durations import format_duration
+
+#: Slot states with a TPU that is, or is about to be, running (releasing one deletes it).
+RUNNING: Final = frozenset({"ACTIVE", "PROVISIONING", "SUSPENDING", "SUSPENDED"})
+EVENTS_SHOWN: Final = 200
+
+Holder = Callable[[StateDir], int | None]
+
+
+def _ts(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _text(value: Any, default: str = "") -> str:
+    """Snapshot text made safe for a terminal: control characters escaped."""
+    if value is None:
+        return default
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in str(value))
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRow:
+    """One slot as the table and the info pane show it."""
+
+    name: str
+    zone: str = ""
+    accelerator: str = ""
+    mode: str = ""
+    want: str = ""
+    state: str = "UNKNOWN"
+    since: float | None = None
+    node: str = ""
+    ips: tuple[str, ...] = ()
+    instance: str | None = None
+    setup: Mapping[str, str] = field(default_factory=dict)
+    setup_detail: str | None = None
+    workload: str = ""
+    tmux_target: str | None = None
+    tmux_open: bool = False
+    race_group: str | None = None
+    managed: bool = True
+    generated: bool = False
+    create_time: str | None = None
+    last_error: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.state in RUNNING
+
+    def setup_cell(self) -> str:
+        """The worst state among the enabled setup steps; ``-`` when none is on."""
+        on = [v for k, v in self.setup.items() if k in ("bootstrap", "tailscale") and v != "off"]
+        for state in ("failed", "pending", "waiting", "done"):
+            if state in on:
+                return state
+        return "-"
+
+    def tmux_cell(self) -> str:
+        if self.tmux_open:
+            return "open"
+        return "closed" if self.tmux_target else "-"
+
+    def cells(self, now: float) -> tuple[str, ...]:
+        """The table's cells, in ``COLUMNS`` order."""
+        return (
+            self.name,
+            self.zone,
+            self.accelerator,
+            {"on-demand": "od", "reserved": "res"}.get(self.mode, self.mode),
+            self.want or ("-" if self.managed else "unmanaged"),
+            self.state,
+            format_duration(now - self.since) if self.since is not None else "",
+            self.node or "-",
+            str(len(self.ips)) if self.ips else "-",
+            self.setup_cell(),
+            self.workload or "-",
+            self.tmux_cell(),
+        )
+
+
+COLUMNS: Final = (
+    ("slot", "slot"),
+    ("zone", "zone"),
+    ("accel", "accelerator"),
+    ("mode", "mode"),
+    ("want", "want"),
+    ("state", "state"),
+    ("for", "for"),
+    ("node", "node"),
+    ("wk", "workers"),
+    ("setup", "setup"),
+    ("workload", "workload"),
+    ("tmux", "tmux"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RaceRow:
+    name: str
+    count: int
+    winners: tuple[str, ...]
+    candidates: tuple[str, ...]
+
+    def text(self) -> str:
+        won = ", ".join(self.winners) if self.winners else "none yet"
+        return f"{self.name} {len(self.winners)}/{self.count} won: {won}"
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """Everything on screen, at one instant ``now``."""
+
+    file: str
+    now: float
+    valid: bool
+    errors: tuple[str, ...] = ()
+    controller_pid: int | None = None
+    snapshot_present: bool = False
+    snapshot_error: str | None = None
+    backend: str | None = None
+    observed_at: float | None = None
+    observe_error: str | None = None
+    slots: tuple[SlotRow, ...] = ()
+    races: tuple[RaceRow, ...] = ()
+    plan: tuple[str, ...] = ()
+    events: tuple[str, ...] = ()
+    desired: Desired | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.controller_pid is not None
+
+    def slot(self, name: str | None) -> SlotRow | None:
+        return next((s for s in self.slots if s.name == name), None)
+
+    def header(self) -> str:
+        valid = "file valid" if self.valid else "FILE INVALID"
+        ctl = f"controller pid {self.controller_pid}" if self.running else "NO CONTROLLER"
+        if self.observed_at is None:
+            seen = "never observed"
+        else:
+            seen = f"observed {format_duration(self.now - self.observed_at)} ago"
+        backend = self.backend or "-"
+        return f"{valid} · {ctl} · {backend} · {seen} · {len(self.slots)} slots"
+
+    def banner(self, command: str) -> str | None:
+        """Why the screen cannot be trusted, and what to do; None when all is well."""
+        lines: list[str] = []
+        if not self.valid:
+            lines.append(f"{self.file} is invalid; nothing changes until it is fixed:")
+            lines.extend(f"  {e}" for e in self.errors[:6])
+            if len(self.errors) > 6:
+                lines.append(f"  ... and {len(self.errors) - 6} more")
+        if not self.running:
+            lines.append(f"No controller is running. Start it with:  {command}")
+        if self.snapshot_error:
+            lines.append(self.snapshot_error)
+        return "\n".join(lines) if lines else None
+
+
+def _slot_row(raw: Mapping[str, Any], desired: Desired | None) -> SlotRow:
+    setup = raw.get("setup") if isinstance(raw.get("setup"), dict) else {}
+    tmux = raw.get("tmux") if isinstance(raw.get("tmux"), dict) else {}
+    assert isinstance(setup, dict) and isinstance(tmux, dict)
+    name = _text(raw.get("name"))
+    spec = desired.slot(name) if desired is not None else None
+    workload = raw.get("workload")
+    node = raw.get("node_state")
+    health = raw.get("health")
+    return SlotRow(
+        name=name,
+        zone=_text(raw.get("zone")),
+        accelerator=_text(raw.get("accelerator")),
+        mode=_text(raw.get("mode")),
+        want=_text(raw.get("want")),
+        state=_text(raw.get("state"), "UNKNOWN"),
+        since=_ts(raw.get("state_since")),
+        node=_text(node) + (f"/{_text(health)}" if health and health != "HEALTHY" else ""),
+        ips=tuple(_text(ip) for ip in raw.get("ips") or []),
+        instance=_text(raw.get("instance")) or None,
+        setup={k: _text(v) for k, v in setup.items() if k in ("bootstrap", "tailscale")},
+        setup_detail=_text(setup.get("detail")) or None,
+        workload=_text(workload.get("state")) if isinstance(workload, dict) else "",
+        tmux_target=_text(tmux.get("target")) or None,
+        tmux_open=bool(tmux.get("open")),
+        race_group=_text(raw.get("race_group")) or None,
+        managed=bool(raw.get("managed", True)),
+        generated=bool(spec.generated) if spec is not None else False,
+        create_time=_text(raw.get("create_time")) or None,
+        last_error=_text(raw.get("last_error")) or None,
+    )
+
+
+def _desired_only(desired: Desired) -> list[SlotRow]:
+    return [
+        SlotRow(
+            name=s.name,
+            zone=s.zone,
+            accelerator=s.accelerator,
+            mode=s.mode,
+            want=s.want or "",
+            race_group=s.race_group,
+            generated=s.generated,
+        )
+        for s in desired.slots
+    ]
+
+
+def plan_lines(plan: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The snapshot's plan as Terraform-style lines (``+`` create, ``-`` delete, ``~`` set up)."""
+    if not plan:
+        return ("No plan yet.",)
+    lines = [
+        f"{_text(a.get('symbol'))} {_text(a.get('kind'))} {_text(a.get('slot'))} "
+        f"({_text(a.get('zone'))}): {_text(a.get('reason'))}"
+        + ("  [destructive]" if a.get("destructive") else "")
+        for a in plan.get("actions") or []
+    ]
+    lines += [
+        f"  deferred: {_text(d.get('symbol'))} {_text(d.get('kind'))} {_text(d.get('slot'))}: "
+        f"{_text(d.get('why'))}"
+        for d in plan.get("deferred") or []
+    ]
+    lines += [
+        f"  blocked: {_text(b.get('symbol'))} {_text(b.get('kind'))} {_text(b.get('slot'))}: "
+        f"{_text(b.get('why'))}"
+        for b in plan.get("blocked") or []
+    ]
+    lines += [f"  warning: {_text(w)}" for w in plan.get("warnings") or []]
+    lines.append(_text(plan.get("summary"), "No changes."))
+    return tuple(lines)
+
+
+def event_lines(editor: IntentEditor, limit: int = EVENTS_SHOWN) -> tuple[str, ...]:
+    from reconciler.intent.views import events
+    from reconciler.surfaces.cli._ops_events import format_event
+
+    records: Sequence[Mapping[str, Any]] = events(editor, limit).get("events") or []
+    width = max((len(str(r.get("slot") or "-")) for r in records), default=0)
+    return tuple(format_event(r, width) for r in records)
+
+
+def _desired(editor: IntentEditor) -> tuple[Desired | None, tuple[str, ...]]:
+    try:
+        return editor.parse(editor.read().decode("utf-8", "replace")), ()
+    except InvalidDesiredState as e:
+        return None, tuple(str(d) for d in e.diagnostics) or (str(e),)
+    except ReconcilerError as e:
+        return None, (str(e),)
+
+
+def load_frame(
+    editor: IntentEditor,
+    *,
+    now: float,
+    holder: Holder,
+    with_events: bool = True,
+) -> Frame:
+    """One frame: the file, the snapshot, the controller, the events' tail. Never raises for
+    a missing or unreadable snapshot: the frame says so."""
+    desired, errors = _desired(editor)
+    snapshot_error = None
+    try:
+        snap = read_snapshot(editor)
+    except ViewError as e:
+        snap, snapshot_error = None, str(e)
+    if snap is not None:
+        rows = [_slot_row(r, desired) for r in snap.get("slots") or [] if isinstance(r, dict)]
+        races = tuple(
+            RaceRow(
+                name=_text(g.get("name")),
+                count=int(g.get("count") or 0),
+                winners=tuple(_text(w) for w in g.get("winners") or []),
+                candidates=tuple(_text(c) for c in g.get("candidates") or []),
+            )
+            for g in snap.get("race_groups") or []
+            if isinstance(g, dict)
+        )
+        plan = plan_lines(snap.get("plan") if isinstance(snap.get("plan"), dict) else None)
+    else:
+        rows = _desired_only(desired) if desired is not None else []
+        races = tuple(
+            RaceRow(g.name, g.count, (), tuple(g.slots))
+            for g in (desired.race_groups if desired else ())
+        )
+        plan = ("No status snapshot yet: the controller has not run a pass.",)
+    return Frame(
+        file=str(editor.file),
+        now=now,
+        valid=desired is not None,
+        errors=errors,
+        controller_pid=holder(editor.state),
+        snapshot_present=snap is not None,
+        snapshot_error=snapshot_error,
+        backend=_text(snap.get("backend")) if snap else None,
+        observed_at=_ts(snap.get("observed_at")) if snap else None,
+        observe_error=_text(snap.get("observe_error")) or None if snap else None,
+        slots=tuple(rows),
+        races=races,
+        plan=plan,
+        events=event_lines(editor) if with_events else (),
+        desired=desired,
+    )
