@@ -46,10 +46,10 @@ slots:
     zone: us-central2-b
     accelerator: v4-8
     want: held
-  - name: spot-v48-usc2b-3
+  - name: spot-v48-usc2b-3  # parked
     zone: us-central2-b
     accelerator: v4-8
-    want: released  # parked
+    want: released
   - {name: spot-v6e8-ew4a-1, zone: europe-west4-a, accelerator: v6e-8}
   - {name: spot-v6e8-use1d-1, zone: us-east1-d, accelerator: v6e-8}
 race_groups:

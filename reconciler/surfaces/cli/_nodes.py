@@ -80,6 +80,9 @@ def format_info(doc: Mapping[str, Any]) -> str:
     lines.append(
         "workers: " + ("  ".join(f"w{i} {ip}" for i, ip in enumerate(ips)) if ips else "none yet")
     )
+    ssh = doc.get("ssh") or {}
+    lines.append(f"ssh: {ssh['command']}" if ssh.get("available") else f"ssh: {ssh.get('why')}")
+    lines.append(f"last error: {obs.get('last_error') or '-'}")
     lines.append(f"created {obs.get('create_time') or '-'}   instance {obs.get('instance') or '-'}")
     setup = obs.get("setup") or {}
     if setup:
@@ -92,9 +95,6 @@ def format_info(doc: Mapping[str, Any]) -> str:
     tmux = obs.get("tmux") or {}
     if tmux.get("target"):
         lines.append(f"tmux: {tmux['target']} ({'open' if tmux.get('open') else 'not open'})")
-    lines.append(f"last error: {obs.get('last_error') or '-'}")
-    ssh = doc.get("ssh") or {}
-    lines.append(f"ssh: {ssh['command']}" if ssh.get("available") else f"ssh: {ssh.get('why')}")
     return "\n".join(lines)
 
 

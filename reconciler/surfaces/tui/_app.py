@@ -170,6 +170,9 @@ class TpuApp(App[int]):
             self.set_interval(1.0, self._tick)
             self._watch()
 
+    def on_resize(self) -> None:
+        self.query_one(SlotTable).relayout()
+
     def _colour(self, name: str) -> str:
         if not name:
             return ""
@@ -186,7 +189,7 @@ class TpuApp(App[int]):
         self.query_one("#header", Static).update(frame.header())
         banner = self.query_one("#banner", Static)
         text = frame.banner(self.start_command)
-        banner.update(text or "")
+        banner.update(tilde(text or ""))
         banner.set_class(text is not None, "shown")
         needle = self.filter_text.lower()
         rows = [s for s in frame.slots if not needle or needle in _haystack(s)]
@@ -476,7 +479,7 @@ class TpuApp(App[int]):
             text = "no slot selected"
         else:
             try:
-                text = format_info(views.slot_info(self.editor, slot))
+                text = tilde(format_info(views.slot_info(self.editor, slot)))
             except ReconcilerError as e:
                 text = str(e)
         self.call_from_thread(self.query_one("#info", Static).update, text)
@@ -541,6 +544,13 @@ class TpuApp(App[int]):
         self._stop.set()
         with contextlib.suppress(Exception):
             await asyncio.sleep(0)
+
+
+def tilde(text: str) -> str:
+    """Paths under the home directory shown as ``~/...`` (shorter; the same on every machine).
+    Display only: what ``s`` copies keeps the absolute paths."""
+    home = str(Path.home())
+    return text.replace(home + "/", "~/") if home not in ("", "/") else text
 
 
 def _haystack(row: SlotRow) -> str:

@@ -32,6 +32,11 @@ STATE_COLOURS: Final = {
     "DELETING": "warning",
 }
 SETUP_COLOURS: Final = {"failed": "error", "pending": "warning", "done": "success"}
+#: Below this width the table leaves out these columns.
+NARROW_BELOW: Final = 130
+NARROW_HIDDEN: Final = ("zone", "accelerator", "mode")
+_STATE: Final = next(i for i, (_, key) in enumerate(COLUMNS) if key == "state")
+_SETUP: Final = next(i for i, (_, key) in enumerate(COLUMNS) if key == "setup")
 
 
 class SlotTable(DataTable[Text | str]):
@@ -43,11 +48,8 @@ class SlotTable(DataTable[Text | str]):
         super().__init__(cursor_type="row", fixed_columns=1, zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
         self._names: list[str] = []
         self._cells: dict[str, tuple[str, ...]] = {}
+        self._shown: tuple[int, ...] = ()  # indexes into COLUMNS of the columns on screen
         self._colours: Callable[[str], str] = lambda name: ""
-
-    def on_mount(self) -> None:
-        for label, key in COLUMNS:
-            self.add_column(label, key=key)
 
     def set_colours(self, colours: Callable[[str], str]) -> None:
         self._colours = colours
@@ -58,16 +60,19 @@ class SlotTable(DataTable[Text | str]):
             return None
         return self._names[self.cursor_row]
 
+    def _columns_for(self, width: int) -> tuple[int, ...]:
+        """Every column; in a narrow terminal without zone, accelerator and mode (the slot's
+        name carries them, the info pane shows them)."""
+        hidden = NARROW_HIDDEN if width < NARROW_BELOW else ()
+        return tuple(i for i, (_, key) in enumerate(COLUMNS) if key not in hidden)
+
     def _styled(self, cells: tuple[str, ...]) -> list[Text | str]:
         out: list[Text | str] = list(cells)
-        state, setup = cells[5], cells[9]
-        colour = self._colours(STATE_COLOURS.get(state, ""))
-        if colour:
-            out[5] = Text(state, style=colour)
-        colour = self._colours(SETUP_COLOURS.get(setup, ""))
-        if colour:
-            out[9] = Text(setup, style=colour)
-        return out
+        for index, colours in ((_STATE, STATE_COLOURS), (_SETUP, SETUP_COLOURS)):
+            colour = self._colours(colours.get(cells[index], ""))
+            if colour:
+                out[index] = Text(cells[index], style=colour)
+        return [out[i] for i in self._shown]
 
     def show(self, rows: Sequence[SlotRow], now: float, bucket: Sequence[str]) -> None:
         marked = set(bucket)
@@ -77,30 +82,40 @@ class SlotTable(DataTable[Text | str]):
             mark = "*" if row.name in marked else " "
             table[row.name] = (mark + cells[0], *cells[1:])
         names = list(table)
-        if names == self._names:
-            keys = [key for _, key in COLUMNS]
+        shown = self._columns_for(self.app.size.width)
+        if names == self._names and shown == self._shown:
             for name, cells in table.items():
                 old = self._cells.get(name)
                 if old == cells:
                     continue
                 styled = self._styled(cells)
-                for i, key in enumerate(keys):
+                for pos, i in enumerate(shown):
                     if old is None or old[i] != cells[i]:
-                        self.update_cell(name, key, styled[i], update_width=True)
+                        self.update_cell(name, COLUMNS[i][1], styled[pos], update_width=True)
             self._cells = table
             return
-        keep = self.selected
-        self.clear()
-        self._names, self._cells = names, table
-        self.add_rows_keyed(table)
-        if keep in table:
-            self.move_cursor(row=names.index(keep), animate=False)
-        elif names:
-            self.move_cursor(row=min(self.cursor_row, len(names) - 1), animate=False)
+        self._rebuild(table, shown)
 
-    def add_rows_keyed(self, table: dict[str, tuple[str, ...]]) -> None:
+    def _rebuild(self, table: dict[str, tuple[str, ...]], shown: tuple[int, ...]) -> None:
+        keep = self.selected
+        self.clear(columns=shown != self._shown)
+        if shown != self._shown:
+            self._shown = shown
+            for i in shown:
+                self.add_column(COLUMNS[i][0], key=COLUMNS[i][1])
+        self._names, self._cells = list(table), table
         for name, cells in table.items():
             self.add_row(*self._styled(cells), key=name)
+        if keep in table:
+            self.move_cursor(row=self._names.index(keep), animate=False)
+        elif table:
+            self.move_cursor(row=min(self.cursor_row, len(table) - 1), animate=False)
+
+    def relayout(self) -> None:
+        """After a resize: rebuild when the set of columns that fit changed."""
+        shown = self._columns_for(self.app.size.width)
+        if shown != self._shown and self._cells:
+            self._rebuild(self._cells, shown)
 
 
 class HelpScreen(ModalScreen[None]):
