@@ -112,19 +112,34 @@ def make_world(root: Path, *, with_snapshot: bool = True, events: bool = True) -
 
 
 def big_world(root: Path, slots: int = 1000, now: float = NOW) -> World:
-    """``slots`` ACTIVE v4-8 slots over four zones, file and snapshot, for the benchmarks."""
+    """A 1,000-slot world as such a file is written: eight slots of its own, the rest from a
+    ``generate:`` entry over four zones; every slot ACTIVE in the snapshot, own ones first."""
     zones = ("us-central2-b", "europe-west4-a", "us-east1-d", "us-east5-a")
+    own = 8
+    per_zone = -(-(slots - own) // len(zones))
     lines = ["project: test-project", "settings: {backend: rest, ssh_user: alice}", "slots:"]
-    rows = []
-    for i in range(slots):
+    for i in range(own):
         name, zone = f"slot-{i:05d}", zones[i % len(zones)]
         lines.append(f"  - {{name: {name}, zone: {zone}, accelerator: v4-8, want: held}}")
+    lines += [
+        "generate:",
+        f"  - zones: [{', '.join(zones)}]",
+        f"    accelerators: {{v4-8: {per_zone}}}",
+    ]
+    lines.append("    want: held")
+    path = root / "desired.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    state = StateDir(root / "state").ensure()
+    world = World(path, state, IntentEditor(path, state))
+    specs = world.editor.parse(world.text()).slots[:slots]
+    rows = []
+    for i, spec in enumerate(specs):
         rows.append(
             {
-                "name": name,
-                "zone": zone,
-                "accelerator": "v4-8",
-                "mode": "spot",
+                "name": spec.name,
+                "zone": spec.zone,
+                "accelerator": spec.accelerator,
+                "mode": spec.mode,
                 "want": "held",
                 "managed": True,
                 "race_group": None,
@@ -138,13 +153,9 @@ def big_world(root: Path, slots: int = 1000, now: float = NOW) -> World:
                 "last_error": None,
                 "setup": {"bootstrap": "off", "tailscale": "off", "generation": 0, "detail": None},
                 "tmux": {"target": None, "open": False},
-                "instance": f"{name}@{1000 + i}",
+                "instance": f"{spec.name}@{1000 + i}",
             }
         )
-    path = root / "desired.yaml"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    state = StateDir(root / "state").ensure()
-    world = World(path, state, IntentEditor(path, state))
     doc = snapshot(path, now)
     doc.update(slots=rows, race_groups=[])
     doc["plan"] = {"summary": "No changes.", "actions": [], "deferred": [], "blocked": []}

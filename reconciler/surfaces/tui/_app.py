@@ -6,7 +6,7 @@ or the ``file:line:col`` errors), the slot table, the race-group strip, one bott
 events, logs or info), the result line of the last key, Textual's key footer.
 
 Data: ``_frame.load_frame`` reads the snapshot, the file and the lock; a worker watches
-``status.json``, ``events.jsonl`` and desired.yaml (``runtime.watch.watch_file``: inotify, no
+``status.json``, ``events.jsonl`` and desired.yaml (one inotify watcher on their directories; no
 polling) and reloads on a change. A 1 s timer redraws the ages and re-probes the controller
 lock (a local flock, not the cloud). Keys map to edits in ``_keys``; edits run on a thread
 worker through ``IntentEditor.apply`` (source ``tui``), so the UI never waits on the file lock.
@@ -40,6 +40,7 @@ from reconciler.surfaces.tui._logs import UNAVAILABLE, LogSource, format_line
 from reconciler.surfaces.tui._widgets import ConfirmScreen, HelpScreen, SecretScreen, SlotTable
 
 PANES: Final = ("plan", "events", "logs", "info")
+TABLE_EVERY: Final = 30  # seconds between redraws of all the ages in the table
 KEYS: Final = (
     ("c", "hold the slot (want: held)"),
     ("a", "hold every slot not queued (race candidates are left to their group)"),
@@ -144,6 +145,8 @@ class TpuApp(App[int]):
         self._stop = asyncio.Event()
         self._logs_for: str | None = None
         self._info_for: tuple[str | None, float] | None = None
+        self._shown_header = ""
+        self._shown_races = ""
         self.edits_done = 0  # applied edits (tests and benchmarks wait on it)
 
     # -- layout ----------------------------------------------------------------------------
@@ -165,7 +168,9 @@ class TpuApp(App[int]):
         table = self.query_one(SlotTable)
         table.set_colours(self._colour)
         table.focus()
-        self.reload()
+        # The first frame from the snapshot alone; the file is parsed off the UI thread.
+        self.show(load_frame(self.editor, now=self.clock(), holder=self.holder, parse=False))
+        self._load_in_thread()
         if self.watching:
             self.set_interval(1.0, self._tick)
             self._watch()
@@ -185,21 +190,36 @@ class TpuApp(App[int]):
         self.show(load_frame(self.editor, now=self.clock(), holder=self.holder))
 
     def show(self, frame: Frame) -> None:
-        self.frame = frame
-        self.query_one("#header", Static).update(frame.header())
+        old, self.frame = self.frame, frame
+        self._header(frame)
         banner = self.query_one("#banner", Static)
         text = frame.banner(self.start_command)
-        banner.update(tilde(text or ""))
-        banner.set_class(text is not None, "shown")
+        if old is None or text != old.banner(self.start_command):
+            banner.update(tilde(text or ""))
+            banner.set_class(text is not None, "shown")
+        self._table(frame)
+        races = self._races(frame)
+        if races != self._shown_races:
+            self._shown_races = races
+            self.query_one("#races", Static).update(races)
+        if old is None or frame.plan != old.plan:
+            self.query_one("#plan", Static).update("\n".join(frame.plan))
+        if old is None or frame.events != old.events:
+            events = self.query_one("#events", RichLog)
+            events.clear()
+            events.write("\n".join(frame.events) if frame.events else "no events yet")
+        self._pane_follow()
+
+    def _header(self, frame: Frame) -> None:
+        text = frame.header()
+        if text != self._shown_header:
+            self._shown_header = text
+            self.query_one("#header", Static).update(text)
+
+    def _table(self, frame: Frame) -> None:
         needle = self.filter_text.lower()
         rows = [s for s in frame.slots if not needle or needle in _haystack(s)]
         self.query_one(SlotTable).show(rows, frame.now, self.bucket)
-        self.query_one("#races", Static).update(self._races(frame))
-        self.query_one("#plan", Static).update("\n".join(frame.plan))
-        events = self.query_one("#events", RichLog)
-        events.clear()
-        events.write("\n".join(frame.events) if frame.events else "no events yet")
-        self._pane_follow()
 
     def _races(self, frame: Frame) -> str:
         parts = [g.text() for g in frame.races]
@@ -207,41 +227,75 @@ class TpuApp(App[int]):
             parts.append(f"bucket: {', '.join(self.bucket)} (B races them)")
         return "  |  ".join(parts) if parts else "no race groups"
 
+    @work(exclusive=True, group="load", thread=True)
+    def _load_in_thread(self) -> None:
+        frame = load_frame(self.editor, now=self.clock(), holder=self.holder)
+        self.call_from_thread(self.show, frame)
+
     @work(exclusive=True, group="watch")
     async def _watch(self) -> None:
-        from reconciler.runtime.watch import watch_file
+        """Reload when status.json, events.jsonl or desired.yaml change: one inotify watcher
+        on their two directories (editors and the controller save by rename, so files are
+        not watched themselves), woken only by those names; a vanished directory is waited
+        for. No timer: an idle TUI does not wake for this."""
+        from watchfiles import awatch
 
         state = self.editor.state
-        paths = (state.status, state.events, self.editor.path)
-        wake = asyncio.Event()
+        wanted = {state.status.name, state.events.name, self.editor.path.name}
+        dirs = {state.root, self.editor.path.parent}
 
-        async def one(path: Path) -> None:
-            async for _ in watch_file(path, stop=self._stop, debounce=0.02):
-                wake.set()
+        def relevant(change: object, path: str) -> bool:
+            return Path(path).name in wanted
 
-        tasks = [asyncio.create_task(one(p)) for p in paths]
-        try:
-            while not self._stop.is_set():
-                await wake.wait()
-                wake.clear()
-                frame = await asyncio.to_thread(
-                    load_frame, self.editor, now=self.clock(), holder=self.holder
-                )
-                self.show(frame)
-        finally:
-            for task in tasks:
-                task.cancel()
+        while not self._stop.is_set():
+            try:
+                async for _ in awatch(
+                    *sorted(dirs),
+                    watch_filter=relevant,
+                    debounce=1000,
+                    step=50,  # ms; also how often the watcher thread checks for stop
+                    stop_event=self._stop,
+                    rust_timeout=60_000,
+                    recursive=False,
+                    ignore_permission_denied=True,
+                ):
+                    frame = await asyncio.to_thread(
+                        load_frame, self.editor, now=self.clock(), holder=self.holder
+                    )
+                    self.show(frame)
+            except (OSError, RuntimeError):  # a directory missing or replaced: look again
+                pass
+            if not self._stop.is_set():
+                await asyncio.sleep(1.0)
+                with contextlib.suppress(Exception):
+                    self.show(
+                        await asyncio.to_thread(
+                            load_frame, self.editor, now=self.clock(), holder=self.holder
+                        )
+                    )
 
     def _tick(self) -> None:
-        """Ages move and a controller may have stopped: redraw from the frame in hand."""
-        if self.frame is None:
+        """Ages move and a controller may have stopped: the header every second, and the
+        table's "for" cells: young ones (shown to the second) every second, all of them
+        every ``TABLE_EVERY`` seconds (older ages are shown to the minute or hour)."""
+        from dataclasses import replace
+
+        frame = self.frame
+        if frame is None:
             return
         pid = self.holder(self.editor.state)
         now = self.clock()
-        if pid != self.frame.controller_pid or int(now) != int(self.frame.now):
-            from dataclasses import replace
-
-            self.show(replace(self.frame, now=now, controller_pid=pid))
+        if pid != frame.controller_pid:
+            self.show(replace(frame, now=now, controller_pid=pid))
+            return
+        self.frame = replace(frame, now=now)
+        self._header(self.frame)
+        if int(now) // TABLE_EVERY != int(frame.now) // TABLE_EVERY:
+            rows = frame.slots
+        else:  # ages under 10 minutes are shown to the second
+            rows = tuple(s for s in frame.slots if s.since is not None and now - s.since < 610)
+        if rows:
+            self.query_one(SlotTable).ages(rows, now)
 
     # -- the selection ---------------------------------------------------------------------
     @property

@@ -12,6 +12,7 @@ May not: import textual, write anything, construct a cloud client, SSH or run tm
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -143,6 +144,7 @@ class Frame:
     now: float
     valid: bool
     errors: tuple[str, ...] = ()
+    checked: bool = True  # False: the file was not parsed yet (the first frame of a big one)
     controller_pid: int | None = None
     snapshot_present: bool = False
     snapshot_error: str | None = None
@@ -164,6 +166,8 @@ class Frame:
 
     def header(self) -> str:
         valid = "file valid" if self.valid else "FILE INVALID"
+        if not self.checked:
+            valid = "file: checking"
         ctl = f"controller pid {self.controller_pid}" if self.running else "NO CONTROLLER"
         if self.observed_at is None:
             seen = "never observed"
@@ -278,21 +282,44 @@ def _desired(editor: IntentEditor) -> tuple[Desired | None, tuple[str, ...]]:
         return None, (str(e),)
 
 
+def _verdict(editor: IntentEditor, snap: Mapping[str, Any] | None) -> tuple[bool, tuple[str, ...]]:
+    """The controller's verdict on the file, when its snapshot is of these very bytes."""
+    block = snap.get("desired") if snap else None
+    try:
+        digest = hashlib.sha256(editor.path.read_bytes()).hexdigest()
+    except OSError:
+        return False, ()
+    if isinstance(block, dict) and block.get("digest") == digest:
+        return bool(block.get("valid")), tuple(_text(e) for e in block.get("errors") or [])
+    return False, ()
+
+
 def load_frame(
     editor: IntentEditor,
     *,
     now: float,
     holder: Holder,
     with_events: bool = True,
+    parse: bool = True,
 ) -> Frame:
     """One frame: the file, the snapshot, the controller, the events' tail. Never raises for
-    a missing or unreadable snapshot: the frame says so."""
-    desired, errors = _desired(editor)
+    a missing or unreadable snapshot: the frame says so. ``parse=False`` leaves the file
+    unparsed (a 1,000-slot file takes the YAML parser a second): its validity is then the
+    controller's verdict when the snapshot is of the same bytes, else unknown yet."""
     snapshot_error = None
     try:
         snap = read_snapshot(editor)
     except ViewError as e:
         snap, snapshot_error = None, str(e)
+    checked = True
+    if parse:
+        desired, errors = _desired(editor)
+        valid = desired is not None
+    else:
+        desired = None
+        valid, errors = _verdict(editor, snap)
+        checked = valid or bool(errors)
+        valid = valid or not checked
     if snap is not None:
         rows = [_slot_row(r, desired) for r in snap.get("slots") or [] if isinstance(r, dict)]
         races = tuple(
@@ -316,8 +343,9 @@ def load_frame(
     return Frame(
         file=str(editor.file),
         now=now,
-        valid=desired is not None,
+        valid=valid,
         errors=errors,
+        checked=checked,
         controller_pid=holder(editor.state),
         snapshot_present=snap is not None,
         snapshot_error=snapshot_error,
