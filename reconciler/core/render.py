@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from reconciler.model.durations import format_duration
 
-if TYPE_CHECKING:  # `status` only formats a document: it must not pay for the model
+if TYPE_CHECKING:  # `status` only formats a snapshot: it must not pay for the plan model
     from reconciler.core.plan import Plan
+    from reconciler.model.status import RaceGroupStatus, SlotStatus, StatusSnapshot
 
 
 def format_plan(plan: Plan, *, now: float | None = None) -> str:
@@ -61,36 +62,38 @@ def age(stamp: str | None, now: float) -> str:
 _COLUMNS = ("SLOT", "ZONE", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RACE", "NOTE")
 
 
-def _note(row: dict[str, Any]) -> str:
-    if not row.get("managed"):
+def _note(row: SlotStatus) -> str:
+    if not row.managed:
         return "unmanaged (not in file)"
-    if row.get("last_error"):
-        return str(row["last_error"])[:60]
-    setup = row.get("setup") or {}
+    if row.last_error:
+        return str(row.last_error)[:60]
+    setup = row.setup
+    if setup is None:
+        return ""
     parts = [
         f"{k} {v}"
-        for k, v in setup.items()
-        if k in ("bootstrap", "tailscale") and v not in ("off", "done", "waiting")
+        for k, v in (("bootstrap", setup.bootstrap), ("tailscale", setup.tailscale))
+        if v not in ("off", "done", "waiting")
     ]
     return ", ".join(parts)
 
 
-def status_rows(doc: dict[str, Any], now: float) -> list[tuple[str, ...]]:
+def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
-    for s in doc.get("slots", []):
-        ips = s.get("ips") or []
+    for s in snapshot.slots:
+        ips = s.ips
         ip_text = ips[0] + (f" +{len(ips) - 1}" if len(ips) > 1 else "") if ips else ""
         rows.append(
             (
-                str(s.get("name", "")),
-                str(s.get("zone", "")),
-                str(s.get("accelerator") or ""),
-                str(s.get("want") or "-"),
-                str(s.get("state", "")),
-                age(s.get("state_since"), now),
-                str(s.get("node_state") or ""),
+                s.name,
+                str(s.zone or ""),
+                str(s.accelerator or ""),
+                str(s.want or "-"),
+                str(s.state or ""),
+                age(s.state_since, now),
+                str(s.node_state or ""),
                 ip_text,
-                str(s.get("race_group") or ""),
+                str(s.race_group or ""),
                 _note(s),
             )
         )
@@ -106,36 +109,36 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(out)
 
 
-def format_status(doc: dict[str, Any], now: float) -> str:
-    ctl = doc.get("controller") or {}
-    desired = doc.get("desired") or {}
+def race_line(race: RaceGroupStatus) -> str:
+    winners = ", ".join(race.winners) or "none yet"
+    return f"race {race.name}: {len(race.winners)}/{race.count} won ({winners})"
+
+
+def format_status(snapshot: StatusSnapshot, now: float) -> str:
+    ctl = snapshot.controller
+    desired = snapshot.desired
     head = [
-        f"desired: {desired.get('file')} "
-        + ("(valid)" if desired.get("valid") else "(INVALID — last valid intent in force)"),
-        "controller: "
-        + (f"running (pid {ctl.get('pid')})" if ctl.get("running") else "not running"),
-        f"snapshot: {age(doc.get('generated_at'), now) or '?'} old, observed "
-        f"{age(doc.get('observed_at'), now) + ' ago' if doc.get('observed_at') else 'never'}"
-        f" via {doc.get('backend')}",
+        f"desired: {desired.file} "
+        + ("(valid)" if desired.valid else "(INVALID — last valid intent in force)"),
+        "controller: " + (f"running (pid {ctl.pid})" if ctl.running else "not running"),
+        f"snapshot: {age(snapshot.generated_at, now) or '?'} old, observed "
+        f"{age(snapshot.observed_at, now) + ' ago' if snapshot.observed_at else 'never'}"
+        f" via {snapshot.backend}",
     ]
-    for err in desired.get("errors") or []:
+    for err in desired.errors:
         head.append(f"  {err}")
-    if doc.get("note"):
-        head.append(str(doc["note"]))
-    if doc.get("observe_error"):
-        head.append(f"last observation failed: {doc['observe_error']}")
-    if doc.get("unreachable_zones"):
-        head.append(f"unreachable zones: {', '.join(doc['unreachable_zones'])}")
-    rows = status_rows(doc, now)
+    if snapshot.note:
+        head.append(str(snapshot.note))
+    if snapshot.observe_error:
+        head.append(f"last observation failed: {snapshot.observe_error}")
+    if snapshot.unreachable_zones:
+        head.append(f"unreachable zones: {', '.join(snapshot.unreachable_zones)}")
+    rows = status_rows(snapshot, now)
     body = format_table(_COLUMNS, rows) if rows else "no slots"
-    tail = []
-    for race in doc.get("race_groups") or []:
-        winners = ", ".join(race["winners"]) or "none yet"
-        tail.append(f"race {race['name']}: {len(race['winners'])}/{race['count']} won ({winners})")
-    orphans = (doc.get("tmux") or {}).get("orphans") or []
+    tail = [race_line(race) for race in snapshot.race_groups]
+    orphans = snapshot.tmux.orphans
     if orphans:
         tail.append(f"tmux orphans (slot not ACTIVE; left open): {', '.join(orphans)}")
-    plan = doc.get("plan") or {}
-    if plan.get("summary"):
-        tail.append(f"next: {plan['summary']}")
+    if snapshot.plan is not None and snapshot.plan.summary:
+        tail.append(f"next: {snapshot.plan.summary}")
     return "\n".join([*head, "", body, *(["", *tail] if tail else [])]) + "\n"

@@ -65,7 +65,9 @@ def audit(world: World) -> list[dict[str, object]]:
 class Run:
     def __init__(self, world: World, **kwargs: object) -> None:
         self.app = TpuApp(
-            world.editor,
+            world.path,
+            world.state,
+            editor=world.editor,
             clock=lambda: NOW,
             holder=lambda state: PID,
             watch=bool(kwargs.pop("watch", False)),
@@ -292,11 +294,11 @@ def test_the_tui_never_constructs_a_cloud_client(world: World) -> None:
         import asyncio, sys
         from pathlib import Path
         from reconciler.adapters.statedir import StateDir
-        from reconciler.intent.engine import IntentEditor
         from reconciler.surfaces.tui._app import TpuApp
 
-        editor = IntentEditor(Path({str(world.path)!r}), StateDir(Path({str(world.state.root)!r})))
-        app = TpuApp(editor, clock=lambda: {NOW}, holder=lambda s: {PID}, watch=True)
+        state = StateDir(Path({str(world.state.root)!r}))
+        app = TpuApp(Path({str(world.path)!r}), state, clock=lambda: {NOW}, holder=lambda s: {PID},
+                     watch=True)
 
         async def main():
             async with app.run_test(size=(100, 30)) as pilot:

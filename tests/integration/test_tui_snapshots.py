@@ -42,7 +42,9 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
 
 def app_for(world: World, *, running: bool = True, theme: str = "textual-dark") -> TpuApp:
     return TpuApp(
-        world.editor,
+        world.path,
+        world.state,
+        editor=world.editor,
         start_command=start_command(world.path, None),
         clock=lambda: NOW,
         holder=(lambda state: PID) if running else (lambda state: None),

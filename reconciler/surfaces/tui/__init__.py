@@ -27,16 +27,16 @@ def start_command(file: Path, state_dir: Path | None) -> str:
 
 def main(file: Path, state_dir: Path | None, *, theme: str = "dark") -> int:
     from reconciler.adapters.statedir import StateDir, default_state_dir
-    from reconciler.intent.engine import IntentEditor
     from reconciler.surfaces.tui._app import TpuApp
     from reconciler.surfaces.tui._logs import default_source
 
     root = state_dir if state_dir is not None else default_state_dir(file)
-    editor = IntentEditor(file, StateDir(root))
+    state = StateDir(root)
     app = TpuApp(
-        editor,
+        file,
+        state,
         start_command=start_command(file, state_dir),
-        log_source=default_source(editor),
+        log_source=default_source(file, state),
         theme=f"textual-{theme}",
     )
     return app.run() or 0

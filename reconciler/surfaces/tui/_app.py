@@ -23,21 +23,30 @@ import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, RichLog, Static
 
+from reconciler.adapters.statedir import StateDir
 from reconciler.errors import EditConflict, ReconcilerError
-from reconciler.intent.edits import NeedsConfirmation
-from reconciler.intent.engine import IntentEditor
 from reconciler.runtime.lock import read_holder
 from reconciler.surfaces.tui import _keys
-from reconciler.surfaces.tui._frame import Frame, Holder, SlotRow, load_frame
+from reconciler.surfaces.tui._frame import (
+    Frame,
+    Holder,
+    SlotRow,
+    event_lines,
+    load_frame,
+    parse_file,
+)
 from reconciler.surfaces.tui._logs import UNAVAILABLE, LogSource, format_line
 from reconciler.surfaces.tui._widgets import ConfirmScreen, HelpScreen, SecretScreen, SlotTable
+
+if TYPE_CHECKING:
+    from reconciler.intent.engine import IntentEditor
 
 PANES: Final = ("plan", "events", "logs", "info")
 TABLE_EVERY: Final = 30  # seconds between redraws of all the ages in the table
@@ -118,8 +127,10 @@ class TpuApp(App[int]):
 
     def __init__(
         self,
-        editor: IntentEditor,
+        file: Path,
+        state: StateDir,
         *,
+        editor: IntentEditor | None = None,
         start_command: str = "tpu-reconciler run",
         clock: Callable[[], float] = time.time,
         holder: Holder = read_holder,
@@ -129,7 +140,10 @@ class TpuApp(App[int]):
         env: dict[str, str] | None = None,
     ) -> None:
         super().__init__()
-        self.editor = editor
+        self.file = file
+        self.path = file.expanduser().resolve()
+        self.state = state
+        self._editor = editor
         self.start_command = start_command
         self.clock = clock
         self.holder = holder
@@ -148,6 +162,27 @@ class TpuApp(App[int]):
         self._shown_header = ""
         self._shown_races = ""
         self.edits_done = 0  # applied edits (tests and benchmarks wait on it)
+
+    @property
+    def editor(self) -> IntentEditor:
+        """The intent engine, loaded on first use (off the first frame's path)."""
+        if self._editor is None:
+            from reconciler.intent.engine import IntentEditor
+
+            self._editor = IntentEditor(self.file, self.state)
+        return self._editor
+
+    def full_frame(self) -> Frame:
+        """A frame with the file parsed and the events' tail (runs on a thread)."""
+        editor = self.editor
+        return load_frame(
+            self.file,
+            self.state,
+            now=self.clock(),
+            holder=self.holder,
+            parsed=parse_file(editor),
+            events=event_lines(editor),
+        )
 
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -169,7 +204,7 @@ class TpuApp(App[int]):
         table.set_colours(self._colour)
         table.focus()
         # The first frame from the snapshot alone; the file is parsed off the UI thread.
-        self.show(load_frame(self.editor, now=self.clock(), holder=self.holder, parse=False))
+        self.show(load_frame(self.file, self.state, now=self.clock(), holder=self.holder))
         self._load_in_thread()
         if self.watching:
             self.set_interval(1.0, self._tick)
@@ -187,7 +222,7 @@ class TpuApp(App[int]):
     # -- data ------------------------------------------------------------------------------
     def reload(self) -> None:
         """Read everything again and redraw (on the UI thread; ``r`` and the first frame)."""
-        self.show(load_frame(self.editor, now=self.clock(), holder=self.holder))
+        self.show(self.full_frame())
 
     def show(self, frame: Frame) -> None:
         old, self.frame = self.frame, frame
@@ -229,8 +264,7 @@ class TpuApp(App[int]):
 
     @work(exclusive=True, group="load", thread=True)
     def _load_in_thread(self) -> None:
-        frame = load_frame(self.editor, now=self.clock(), holder=self.holder)
-        self.call_from_thread(self.show, frame)
+        self.call_from_thread(self.show, self.full_frame())
 
     @work(exclusive=True, group="watch")
     async def _watch(self) -> None:
@@ -240,9 +274,9 @@ class TpuApp(App[int]):
         for. No timer: an idle TUI does not wake for this."""
         from watchfiles import awatch
 
-        state = self.editor.state
-        wanted = {state.status.name, state.events.name, self.editor.path.name}
-        dirs = {state.root, self.editor.path.parent}
+        state = self.state
+        wanted = {state.status.name, state.events.name, self.path.name}
+        dirs = {state.root, self.path.parent}
 
         def relevant(change: object, path: str) -> bool:
             return Path(path).name in wanted
@@ -259,20 +293,13 @@ class TpuApp(App[int]):
                     recursive=False,
                     ignore_permission_denied=True,
                 ):
-                    frame = await asyncio.to_thread(
-                        load_frame, self.editor, now=self.clock(), holder=self.holder
-                    )
-                    self.show(frame)
+                    self.show(await asyncio.to_thread(self.full_frame))
             except (OSError, RuntimeError):  # a directory missing or replaced: look again
                 pass
             if not self._stop.is_set():
                 await asyncio.sleep(1.0)
                 with contextlib.suppress(Exception):
-                    self.show(
-                        await asyncio.to_thread(
-                            load_frame, self.editor, now=self.clock(), holder=self.holder
-                        )
-                    )
+                    self.show(await asyncio.to_thread(self.full_frame))
 
     def _tick(self) -> None:
         """Ages move and a controller may have stopped: the header every second, and the
@@ -283,7 +310,7 @@ class TpuApp(App[int]):
         frame = self.frame
         if frame is None:
             return
-        pid = self.holder(self.editor.state)
+        pid = self.holder(self.state)
         now = self.clock()
         if pid != frame.controller_pid:
             self.show(replace(frame, now=now, controller_pid=pid))
@@ -356,6 +383,8 @@ class TpuApp(App[int]):
     @work(thread=True, group="edits")
     def _apply_in_thread(self, key: str, proposal: _keys.Proposal, slot: str | None) -> None:
         from dataclasses import replace
+
+        from reconciler.intent.edits import NeedsConfirmation
 
         try:
             result = self.editor.apply(proposal.edit, source="tui", confirmed=proposal.confirmed)
@@ -495,7 +524,7 @@ class TpuApp(App[int]):
     def _save_key(self, value: str) -> None:
         from reconciler.adapters.secrets import TAILSCALE, SecretStore, clean_value
 
-        store = SecretStore.in_state_dir(self.editor.state.root)
+        store = SecretStore.in_state_dir(self.state.root)
         try:
             store.set(TAILSCALE, clean_value(value))
         except (ValueError, OSError, ReconcilerError) as e:  # messages never carry the value

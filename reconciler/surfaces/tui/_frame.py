@@ -6,6 +6,10 @@ controller holds the lock, and the event log's tail into one ``Frame``. The widg
 ``Frame`` and nothing else; the clock and the controller probe are arguments, so a screen is
 reproducible (snapshot tests, benchmarks).
 
+Light on purpose: the first frame needs only the snapshot (``adapters.status_file``, the typed
+``model.status``), so the intent engine and the desired-state model (a second of imports and
+parsing at 1,000 slots) load on a thread after it.
+
 May: read status.json, desired.yaml, events.jsonl and probe the controller lock.
 May not: import textual, write anything, construct a cloud client, SSH or run tmux.
 """
@@ -16,14 +20,25 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.adapters.statedir import StateDir
-from reconciler.errors import InvalidDesiredState, ReconcilerError
-from reconciler.intent.engine import IntentEditor
-from reconciler.intent.views import ViewError, read_snapshot
-from reconciler.model.desired import Desired
+from reconciler.adapters.status_file import read_status
+from reconciler.errors import StatusUnreadable
 from reconciler.model.durations import format_duration
+from reconciler.model.status import (
+    ActionStatus,
+    PlanStatus,
+    SetupStatus,
+    SlotStatus,
+    StatusSnapshot,
+    TmuxStatus,
+)
+
+if TYPE_CHECKING:
+    from reconciler.intent.engine import IntentEditor
+    from reconciler.model.desired import Desired
 
 #: Slot states with a TPU that is, or is about to be, running (releasing one deletes it).
 RUNNING: Final = frozenset({"ACTIVE", "PROVISIONING", "SUSPENDING", "SUSPENDED"})
@@ -191,36 +206,34 @@ class Frame:
         return "\n".join(lines) if lines else None
 
 
-def _slot_row(raw: Mapping[str, Any], desired: Desired | None) -> SlotRow:
-    setup = raw.get("setup") if isinstance(raw.get("setup"), dict) else {}
-    tmux = raw.get("tmux") if isinstance(raw.get("tmux"), dict) else {}
-    assert isinstance(setup, dict) and isinstance(tmux, dict)
-    name = _text(raw.get("name"))
-    spec = desired.slot(name) if desired is not None else None
-    workload = raw.get("workload")
-    node = raw.get("node_state")
-    health = raw.get("health")
+def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
+    setup = slot.setup or SetupStatus()
+    tmux = slot.tmux or TmuxStatus()
+    spec = desired.slot(slot.name) if desired is not None else None
+    workload = getattr(slot, "workload", None)  # added by the workload feature, when present
+    health = slot.health
+    sick = f"/{_text(health)}" if health and health != "HEALTHY" else ""
     return SlotRow(
-        name=name,
-        zone=_text(raw.get("zone")),
-        accelerator=_text(raw.get("accelerator")),
-        mode=_text(raw.get("mode")),
-        want=_text(raw.get("want")),
-        state=_text(raw.get("state"), "UNKNOWN"),
-        since=_ts(raw.get("state_since")),
-        node=_text(node) + (f"/{_text(health)}" if health and health != "HEALTHY" else ""),
-        ips=tuple(_text(ip) for ip in raw.get("ips") or []),
-        instance=_text(raw.get("instance")) or None,
-        setup={k: _text(v) for k, v in setup.items() if k in ("bootstrap", "tailscale")},
-        setup_detail=_text(setup.get("detail")) or None,
-        workload=_text(workload.get("state")) if isinstance(workload, dict) else "",
-        tmux_target=_text(tmux.get("target")) or None,
-        tmux_open=bool(tmux.get("open")),
-        race_group=_text(raw.get("race_group")) or None,
-        managed=bool(raw.get("managed", True)),
+        name=_text(slot.name),
+        zone=_text(slot.zone),
+        accelerator=_text(slot.accelerator),
+        mode=_text(slot.mode),
+        want=_text(slot.want),
+        state=_text(slot.state, "UNKNOWN"),
+        since=_ts(slot.state_since),
+        node=_text(slot.node_state) + sick,
+        ips=tuple(_text(ip) for ip in slot.ips),
+        instance=_text(slot.instance) or None,
+        setup={k: _text(getattr(setup, k), "off") for k in ("bootstrap", "tailscale")},
+        setup_detail=_text(setup.detail) or None,
+        workload=_text(getattr(workload, "state", None)),
+        tmux_target=_text(tmux.target) or None,
+        tmux_open=tmux.open,
+        race_group=_text(slot.race_group) or None,
+        managed=slot.managed is not False,
         generated=bool(spec.generated) if spec is not None else False,
-        create_time=_text(raw.get("create_time")) or None,
-        last_error=_text(raw.get("last_error")) or None,
+        create_time=_text(slot.create_time) or None,
+        last_error=_text(slot.last_error) or None,
     )
 
 
@@ -239,41 +252,33 @@ def _desired_only(desired: Desired) -> list[SlotRow]:
     ]
 
 
-def plan_lines(plan: Mapping[str, Any] | None) -> tuple[str, ...]:
+def _action(a: ActionStatus) -> str:
+    return f"{_text(a.symbol)} {_text(a.kind)} {_text(a.slot)}"
+
+
+def plan_lines(plan: PlanStatus | None) -> tuple[str, ...]:
     """The snapshot's plan as Terraform-style lines (``+`` create, ``-`` delete, ``~`` set up)."""
-    if not plan:
+    if plan is None:
         return ("No plan yet.",)
     lines = [
-        f"{_text(a.get('symbol'))} {_text(a.get('kind'))} {_text(a.get('slot'))} "
-        f"({_text(a.get('zone'))}): {_text(a.get('reason'))}"
-        + ("  [destructive]" if a.get("destructive") else "")
-        for a in plan.get("actions") or []
+        f"{_action(a)} ({_text(a.zone)}): {_text(a.reason)}"
+        + ("  [destructive]" if a.destructive else "")
+        for a in plan.actions
     ]
-    lines += [
-        f"  deferred: {_text(d.get('symbol'))} {_text(d.get('kind'))} {_text(d.get('slot'))}: "
-        f"{_text(d.get('why'))}"
-        for d in plan.get("deferred") or []
-    ]
-    lines += [
-        f"  blocked: {_text(b.get('symbol'))} {_text(b.get('kind'))} {_text(b.get('slot'))}: "
-        f"{_text(b.get('why'))}"
-        for b in plan.get("blocked") or []
-    ]
-    lines += [f"  warning: {_text(w)}" for w in plan.get("warnings") or []]
-    lines.append(_text(plan.get("summary"), "No changes."))
+    lines += [f"  deferred: {_action(d)}: {_text(d.why)}" for d in plan.deferred]
+    lines += [f"  blocked: {_action(b)}: {_text(b.why)}" for b in plan.blocked]
+    lines += [f"  warning: {_text(w)}" for w in plan.warnings]
+    lines.append(_text(plan.summary, "No changes.") or "No changes.")
     return tuple(lines)
 
 
-def event_lines(editor: IntentEditor, limit: int = EVENTS_SHOWN) -> tuple[str, ...]:
-    from reconciler.intent.views import events
-    from reconciler.surfaces.cli._ops_events import format_event
-
-    records: Sequence[Mapping[str, Any]] = events(editor, limit).get("events") or []
-    width = max((len(str(r.get("slot") or "-")) for r in records), default=0)
-    return tuple(format_event(r, width) for r in records)
+Parsed = tuple["Desired | None", tuple[str, ...]]
 
 
-def _desired(editor: IntentEditor) -> tuple[Desired | None, tuple[str, ...]]:
+def parse_file(editor: IntentEditor) -> Parsed:
+    """desired.yaml through the controller's own parser: the value, or its diagnostics."""
+    from reconciler.errors import InvalidDesiredState, ReconcilerError
+
     try:
         return editor.parse(editor.read().decode("utf-8", "replace")), ()
     except InvalidDesiredState as e:
@@ -282,57 +287,69 @@ def _desired(editor: IntentEditor) -> tuple[Desired | None, tuple[str, ...]]:
         return None, (str(e),)
 
 
-def _verdict(editor: IntentEditor, snap: Mapping[str, Any] | None) -> tuple[bool, tuple[str, ...]]:
+def event_lines(editor: IntentEditor, limit: int = EVENTS_SHOWN) -> tuple[str, ...]:
+    """The event log's tail, one line each as ``tpu-reconciler events`` prints them."""
+    from reconciler.intent.views import events
+    from reconciler.surfaces.cli._ops_events import format_event
+
+    records: Sequence[Mapping[str, Any]] = events(editor, limit).get("events") or []
+    width = max((len(str(r.get("slot") or "-")) for r in records), default=0)
+    return tuple(format_event(r, width) for r in records)
+
+
+def _verdict(path: Path, snap: StatusSnapshot | None) -> tuple[bool, tuple[str, ...]]:
     """The controller's verdict on the file, when its snapshot is of these very bytes."""
-    block = snap.get("desired") if snap else None
+    if snap is None:
+        return False, ()
     try:
-        digest = hashlib.sha256(editor.path.read_bytes()).hexdigest()
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return False, ()
-    if isinstance(block, dict) and block.get("digest") == digest:
-        return bool(block.get("valid")), tuple(_text(e) for e in block.get("errors") or [])
+    if snap.desired.digest == digest:
+        return snap.desired.valid, tuple(_text(e) for e in snap.desired.errors)
     return False, ()
 
 
 def load_frame(
-    editor: IntentEditor,
+    file: Path,
+    state: StateDir,
     *,
     now: float,
     holder: Holder,
-    with_events: bool = True,
-    parse: bool = True,
+    parsed: Parsed | None = None,
+    events: tuple[str, ...] = (),
 ) -> Frame:
-    """One frame: the file, the snapshot, the controller, the events' tail. Never raises for
-    a missing or unreadable snapshot: the frame says so. ``parse=False`` leaves the file
-    unparsed (a 1,000-slot file takes the YAML parser a second): its validity is then the
-    controller's verdict when the snapshot is of the same bytes, else unknown yet."""
+    """One frame: the snapshot, the controller, and (when given) the parsed file and the
+    events' tail. Never raises for a missing or unreadable snapshot: the frame says so.
+    Without ``parsed`` (the first frame: a 1,000-slot file takes the YAML parser a second)
+    the file's validity is the controller's verdict when its snapshot is of the same bytes,
+    else not known yet."""
     snapshot_error = None
     try:
-        snap = read_snapshot(editor)
-    except ViewError as e:
+        snap = read_status(state.status)
+    except StatusUnreadable as e:
         snap, snapshot_error = None, str(e)
-    checked = True
-    if parse:
-        desired, errors = _desired(editor)
-        valid = desired is not None
+    path = file.expanduser().resolve()
+    if parsed is not None:
+        desired, errors = parsed
+        valid, checked = desired is not None, True
     else:
         desired = None
-        valid, errors = _verdict(editor, snap)
+        valid, errors = _verdict(path, snap)
         checked = valid or bool(errors)
         valid = valid or not checked
     if snap is not None:
-        rows = [_slot_row(r, desired) for r in snap.get("slots") or [] if isinstance(r, dict)]
+        rows = [_slot_row(r, desired) for r in snap.slots]
         races = tuple(
             RaceRow(
-                name=_text(g.get("name")),
-                count=int(g.get("count") or 0),
-                winners=tuple(_text(w) for w in g.get("winners") or []),
-                candidates=tuple(_text(c) for c in g.get("candidates") or []),
+                name=_text(g.name),
+                count=g.count,
+                winners=tuple(_text(w) for w in g.winners),
+                candidates=tuple(_text(c) for c in g.candidates),
             )
-            for g in snap.get("race_groups") or []
-            if isinstance(g, dict)
+            for g in snap.race_groups
         )
-        plan = plan_lines(snap.get("plan") if isinstance(snap.get("plan"), dict) else None)
+        plan = plan_lines(snap.plan)
     else:
         rows = _desired_only(desired) if desired is not None else []
         races = tuple(
@@ -341,20 +358,20 @@ def load_frame(
         )
         plan = ("No status snapshot yet: the controller has not run a pass.",)
     return Frame(
-        file=str(editor.file),
+        file=str(file),
         now=now,
         valid=valid,
         errors=errors,
         checked=checked,
-        controller_pid=holder(editor.state),
+        controller_pid=holder(state),
         snapshot_present=snap is not None,
         snapshot_error=snapshot_error,
-        backend=_text(snap.get("backend")) if snap else None,
-        observed_at=_ts(snap.get("observed_at")) if snap else None,
-        observe_error=_text(snap.get("observe_error")) or None if snap else None,
+        backend=_text(snap.backend) if snap else None,
+        observed_at=_ts(snap.observed_at) if snap else None,
+        observe_error=(_text(snap.observe_error) or None) if snap else None,
         slots=tuple(rows),
         races=races,
         plan=plan,
-        events=event_lines(editor) if with_events else (),
+        events=events,
         desired=desired,
     )

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
-from reconciler.intent.engine import Edit
 from reconciler.surfaces.tui._frame import Frame, SlotRow
+
+if TYPE_CHECKING:
+    from reconciler.intent.engine import Edit
 
 #: The race group ``B`` creates or replaces.
 BUCKET_GROUP: Final = "tui-bucket"
@@ -37,6 +39,12 @@ class Proposal:
     confirmed: bool = False
 
 
+def _edit(kind: str, args: dict[str, Any]) -> Edit:
+    from reconciler.intent.engine import Edit  # the engine loads off the first frame's path
+
+    return Edit(kind, args)
+
+
 class Refusal(Exception):
     """The key cannot apply to this slot now; the message says why (shown in the footer)."""
 
@@ -50,7 +58,7 @@ def _slot(row: SlotRow | None) -> SlotRow:
 
 
 def hold(row: SlotRow | None) -> Proposal:
-    return Proposal(Edit("hold", {"name": _slot(row).name}))
+    return Proposal(_edit("hold", {"name": _slot(row).name}))
 
 
 def hold_all(frame: Frame) -> Proposal:
@@ -66,7 +74,7 @@ def hold_all(frame: Frame) -> Proposal:
     ]
     if not names:
         raise Refusal("every slot is already queued or held (race candidates are left alone)")
-    return Proposal(Edit("hold_many", {"names": names}))
+    return Proposal(_edit("hold_many", {"names": names}))
 
 
 def toggle_bucket(bucket: Sequence[str], row: SlotRow | None) -> tuple[str, ...]:
@@ -82,7 +90,7 @@ def race_bucket(frame: Frame, bucket: Sequence[str]) -> Proposal:
     known = [n for n in bucket if frame.slot(n) is not None]
     if not known:
         raise Refusal("the bucket is empty: press b on slots to put them in it")
-    edit = Edit("race", {"group": BUCKET_GROUP, "slots": known, "count": 1, "exact": True})
+    edit = _edit("race", {"group": BUCKET_GROUP, "slots": known, "count": 1, "exact": True})
     group = next((g for g in frame.races if g.name == BUCKET_GROUP), None)
     dropped = [c for c in group.candidates if c not in known] if group else []
     if dropped:
@@ -97,12 +105,12 @@ def race_bucket(frame: Frame, bucket: Sequence[str]) -> Proposal:
 def release(row: SlotRow | None) -> Proposal:
     slot = _slot(row)
     if slot.want == "released":
-        return Proposal(Edit("release", {"name": slot.name}))
+        return Proposal(_edit("release", {"name": slot.name}))
     ask = None
     if slot.running:
         ask = f"{slot.name} has a {slot.state} TPU: releasing deletes it. Release? (y/n)"
     return Proposal(
-        Edit("release", {"name": slot.name}),
+        _edit("release", {"name": slot.name}),
         twice=f"press d again to release {slot.name}",
         ask=ask,
         confirmed=True,
@@ -110,15 +118,15 @@ def release(row: SlotRow | None) -> Proposal:
 
 
 def tmux_open(row: SlotRow | None) -> Proposal:
-    return Proposal(Edit("setup", {"name": _slot(row).name, "tmux": True}))
+    return Proposal(_edit("setup", {"name": _slot(row).name, "tmux": True}))
 
 
 def rerun_setup(row: SlotRow | None) -> Proposal:
-    return Proposal(Edit("setup", {"name": _slot(row).name, "rerun": True}))
+    return Proposal(_edit("setup", {"name": _slot(row).name, "rerun": True}))
 
 
 def tailscale_on(row: SlotRow | None) -> Proposal:
-    return Proposal(Edit("setup", {"name": _slot(row).name, "tailscale": True}))
+    return Proposal(_edit("setup", {"name": _slot(row).name, "tailscale": True}))
 
 
 def restart_workload(row: SlotRow | None) -> Proposal:
@@ -126,7 +134,7 @@ def restart_workload(row: SlotRow | None) -> Proposal:
 
     slot = _slot(row)
     try:
-        edit = Edit("restart_workload", {"name": slot.name})
+        edit = _edit("restart_workload", {"name": slot.name})
     except EditRejected:  # this install has no workload edits
         raise Refusal("workloads are not available in this version") from None
     return Proposal(

@@ -11,10 +11,14 @@ May: build the workload adapter and stream from it. May not: import textual, wri
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from reconciler.intent.engine import IntentEditor
 from reconciler.surfaces.tui._frame import SlotRow
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from reconciler.adapters.statedir import StateDir
 
 UNAVAILABLE = "workloads are not available in this version: there are no workload logs to show"
 
@@ -36,7 +40,7 @@ def format_line(line: Line) -> str:
     return f"[w{line.worker}] {text}"
 
 
-def default_source(editor: IntentEditor) -> LogSource | None:
+def default_source(file: Path, state: StateDir) -> LogSource | None:
     """``WorkloadRunner.logs`` for the slot's node, or None when workloads are not built in."""
     import importlib.util
 
