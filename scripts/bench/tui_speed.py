@@ -1,13 +1,14 @@
 """Benchmark: the TUI with a 1,000-slot snapshot, as a user runs it — in a real terminal.
 
 ``python -m reconciler -f desired.yaml --state-dir DIR tui`` runs in a pane of a private tmux
-server (150x45, its own socket, no user config); the screen is read with ``capture-pane``
-(polled every ~5 ms, so every latency below includes up to that much of polling), the file
-with ``stat``/read. No controller runs: the snapshot and the file are written by this script
-(``tests/support/tui_world.big_world``), and a lock holder is not needed for any of this.
+server (150x45, its own socket, no user config); what it draws is read from a copy of the
+pane's output (read every 2 ms), the file by reading it every 1 ms. No controller runs: the
+snapshot and the file are written by this script (``tests/support/tui_world.big_world``).
 
-- start: from just before ``tmux new-session`` to the first screen that shows the header,
-  the first slot rows and the key footer (interpreter start and Textual's import included);
+- start: from the exec of the TUI to the first output that holds the header, the first slot
+  rows and the key footer (interpreter start and Textual's import included); the pane's
+  output is copied to a file (``pipe-pane``) and read there, so drawing is timed from the
+  bytes the terminal got, with no tmux polling competing for CPU;
 - key -> file: ``S`` (run setup again: a generation bump, so every press writes) to
   desired.yaml's bytes changing on disk;
 - snapshot -> table: status.json rewritten (atomically, as the controller does) with the
@@ -49,8 +50,14 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Pane:
-    def __init__(self, socket: str) -> None:
+    """A tmux pane whose output bytes are copied to a file (``pipe-pane``): what the TUI
+    drew, when, read without polling tmux itself (``capture-pane`` runs would compete for the
+    two cores with what they measure)."""
+
+    def __init__(self, socket: str, out: Path) -> None:
         self.socket = socket
+        self.out = out
+        self.offset = 0
 
     def tmux(self, *args: str) -> str:
         done = subprocess.run(
@@ -73,6 +80,22 @@ class Pane:
             time.sleep(0.005)
         raise TimeoutError(f"screen never matched; last:\n{self.screen()}")
 
+    def mark(self) -> None:
+        """Output from now on is what the next ``drawn`` looks at."""
+        self.offset = self.out.stat().st_size if self.out.exists() else 0
+
+    def drawn(self, *needles: bytes, timeout: float = 20.0) -> float:
+        """When every needle has appeared in the output since ``mark``."""
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            with self.out.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+            if all(n in data for n in needles):
+                return time.perf_counter()
+            time.sleep(0.002)
+        raise TimeoutError(f"never drew {needles}; the screen:\n{self.screen()}")
+
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, check=False)
 
@@ -92,11 +115,20 @@ def _start(world: World, pane: Pane) -> tuple[float, float]:
     argv = [sys.executable, "-m", "reconciler", "--file", str(world.path)]
     argv += ["--state-dir", str(world.state.root), "tui"]
     env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
+    # A shell that waits for Enter, then execs the TUI: the output copy is in place first.
+    wait = ["sh", "-c", 'read _ && exec "$@"', "sh", *argv]
+    pane.tmux("new-session", "-d", "-s", "tui", "-x", "150", "-y", "45", *env_args, *wait)
+    pane.tmux("pipe-pane", "-O", "-t", "tui", f"cat >> {pane.out}")
+    time.sleep(0.2)
+    pane.mark()
     t0 = time.perf_counter()
-    pane.tmux("new-session", "-d", "-s", "tui", "-x", "150", "-y", "45", *env_args, *argv)
-    t1 = pane.until(lambda s: "1000 slots" in s and "slot-00005" in s and "quit" in s)
+    pane.tmux("send-keys", "-t", "tui", "Enter")
+    t1 = pane.drawn(b"1000 slots", b"slot-00005", b"quit")
     pid = int(pane.tmux("display", "-p", "-t", "tui", "#{pane_pid}").strip())
-    return (t1 - t0) * 1000, _cpu_seconds(pid) * 1000
+    cpu = _cpu_seconds(pid) * 1000
+    screen = pane.screen()
+    assert "slot-00005" in screen and "quit" in screen, screen
+    return (t1 - t0) * 1000, cpu
 
 
 def _key_to_file(world: World, pane: Pane, runs: int, pid: int) -> tuple[list[float], list[float]]:
@@ -123,20 +155,16 @@ def _snapshot_to_table(
     doc = json.loads(world.state.status.read_text())
     out, cpu = [], []
     for i in range(runs):
-        state = "PROVISIONING" if i % 2 == 0 else "ACTIVE"
+        state = "PROVISIONING" if i % 2 == 0 else "SUSPENDED"  # on screen nowhere else
         doc["slots"][0]["state"] = state
         text = json.dumps(doc)
-        c0 = _cpu_seconds(pid)
-        t0 = time.perf_counter()
         tmp = world.state.status.with_suffix(".bench")
         tmp.write_text(text)
+        c0 = _cpu_seconds(pid)
+        pane.mark()
+        t0 = time.perf_counter()
         tmp.replace(world.state.status)
-
-        def shown(screen: str, state: str = state) -> bool:
-            line = next((x for x in screen.splitlines() if "slot-00000" in x), "")
-            return f" {state} " in line
-
-        out.append((pane.until(shown) - t0) * 1000)
+        out.append((pane.drawn(state.encode()) - t0) * 1000)
         cpu.append((_cpu_seconds(pid) - c0) * 1000)
         time.sleep(0.1)
     return out, cpu
@@ -160,14 +188,14 @@ def main() -> int:
     start_cpu: list[float] = []
     try:
         for _ in range(args.starts):
-            pane = Pane(f"tuibench-{uuid.uuid4().hex[:8]}")
+            pane = Pane(f"tuibench-{uuid.uuid4().hex[:8]}", root / f"out-{len(starts)}")
             try:
                 wall, cpu = _start(world, pane)
                 starts.append(wall)
                 start_cpu.append(cpu)
             finally:
                 pane.kill()
-        pane = Pane(f"tuibench-{uuid.uuid4().hex[:8]}")
+        pane = Pane(f"tuibench-{uuid.uuid4().hex[:8]}", root / "out-main")
         try:
             _start(world, pane)
             time.sleep(0.5)

@@ -203,9 +203,10 @@ class TpuApp(App[int]):
         table = self.query_one(SlotTable)
         table.set_colours(self._colour)
         table.focus()
-        # The first frame from the snapshot alone; the file is parsed off the UI thread.
+        # The first frame from the snapshot alone; once it is on screen the file is parsed,
+        # off the UI thread.
         self.show(load_frame(self.file, self.state, now=self.clock(), holder=self.holder))
-        self._load_in_thread()
+        self.call_after_refresh(self._load_in_thread)
         if self.watching:
             self.set_interval(1.0, self._tick)
             self._watch()

@@ -60,7 +60,10 @@ def _text(value: Any, default: str = "") -> str:
     """Snapshot text made safe for a terminal: control characters escaped."""
     if value is None:
         return default
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in str(value))
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
 @dataclass(frozen=True, slots=True)
