@@ -126,20 +126,24 @@ def _resolve_user(editor: Any) -> str | None:
 
 
 def _split_remote(args: argparse.Namespace) -> list[str]:
-    """The remote command: what follows ``--``. argparse hands every word after SLOT to the
-    remainder, so ``--worker N`` / ``--print`` given after SLOT are taken from it here."""
+    """The remote command. argparse hands every word after SLOT to the remainder (dropping a
+    first ``--``), so ``--worker N`` / ``--print`` given after SLOT are taken from its front
+    here, up to a ``--`` or the first other word."""
     rest = list(args.remote)
-    while rest and rest[0] != "--":
-        word = rest.pop(0)
+    while rest:
+        word = rest[0]
+        if word == "--":
+            return rest[1:]
         if word == "--print":
             args.print = True
-        elif word == "--worker" and rest:
-            args.worker = _worker(rest.pop(0))
+        elif word == "--worker" and len(rest) > 1:
+            args.worker = _worker(rest.pop(1))
         elif word.startswith("--worker="):
             args.worker = _worker(word.partition("=")[2])
         else:
-            raise ValueError(f"unexpected {word!r}: put the remote command after --")
-    return rest[1:]
+            return rest
+        rest.pop(0)
+    return rest
 
 
 def _worker(text: str) -> int:
