@@ -31,8 +31,6 @@ from reconciler.errors import UnsafeName
 from reconciler.model import names
 from reconciler.model.durations import parse_duration
 
-SCHEMA_VERSION: Final = 1
-
 Mode = Literal["spot", "on-demand", "reserved"]
 Want = Literal["held", "released"]
 Backend = Literal["gcloud", "rest"]

@@ -5,9 +5,7 @@ is the tmux window's (agent forwarding, the node instance's pinned host key)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,29 +17,20 @@ from reconciler.adapters.status_file import write_status
 from reconciler.model.names import host_key_alias
 from reconciler.model.status import SetupStatus, SlotStatus, StatusSnapshot, TmuxStatus
 from tests.fixtures.sshd import SshCluster
+from tests.support.cli import clean_env, run_cli
 from tests.support.tui_world import make_world
 
-ROOT = Path(__file__).resolve().parents[2]
 INSTANCE = "node-a@77"
 
 pytestmark = pytest.mark.integration
 
 
 def cli(*args: str, cwd: Path, agent: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TPU_RECONCILER_")}
+    env = clean_env()
     env.pop("SSH_AUTH_SOCK", None)
     if agent:
         env["SSH_AUTH_SOCK"] = agent
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", *args],
-        cwd=cwd,
-        env={**env, "PYTHONPATH": str(ROOT)},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(*args, env=env, cwd=cwd)
 
 
 def test_info_prints_workers_ssh_and_errors(tmp_path: Path) -> None:

@@ -6,9 +6,7 @@ the group, and the TUI never constructs a cloud client."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import stat
 import subprocess
 import sys
@@ -19,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from reconciler.surfaces.tui._app import TpuApp
+from tests.support.cli import clean_env
 from tests.support.tui_world import NOW, PID, World, make_world, snapshot
+from tests.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parents[2]
 COMMENTS = ("# TPUs for the team — keep this comment", "# parked", "# whichever comes first")
 
 
@@ -263,10 +262,7 @@ async def test_the_cursor_stays_on_its_slot_across_refreshes(world: World) -> No
         doc["slots"].insert(0, new)
         doc["slots"][4]["state"] = "ACTIVE"
         world.write_snapshot(doc)
-        for _ in range(100):
-            await asyncio.sleep(0.02)
-            if app.frame is not first:
-                break
+        await eventually(lambda: app.frame is not first, timeout=5)
         await pilot.pause()
         assert app.frame is not first, "the snapshot change was not picked up"
         from reconciler.surfaces.tui._widgets import SlotTable
@@ -277,10 +273,7 @@ async def test_the_cursor_stays_on_its_slot_across_refreshes(world: World) -> No
         doc["slots"][4]["state"] = "PROVISIONING"
         second = app.frame
         world.write_snapshot(doc)
-        for _ in range(100):
-            await asyncio.sleep(0.02)
-            if app.frame is not second:
-                break
+        await eventually(lambda: app.frame is not second, timeout=5)
         await pilot.pause()
         assert app.query_one(SlotTable).selected == "spot-v6e8-ew4a-1"
         await pilot.press("q")
@@ -318,9 +311,8 @@ def test_the_tui_never_constructs_a_cloud_client(world: World) -> None:
         print(done, cloud)
         """
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script], env=clean_env(), capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
     done, _, cloud = out.stdout.strip().partition(" ")
@@ -336,9 +328,8 @@ def test_textual_stays_off_every_other_commands_path() -> None:
         "import reconciler.surfaces.cli._nodes, reconciler.intent.views\n"
         "print([m for m in sys.modules if m.split('.')[0] == 'textual'])\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script], env=clean_env(), capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

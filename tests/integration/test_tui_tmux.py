@@ -7,16 +7,15 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from reconciler.runtime.lock import ControllerLock
 from tests.fixtures.controller import Harness, desired_text
+from tests.support.cli import CLI_ARGV, ROOT
+from tests.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parents[2]
 SLOT = "spot-v48-usc2b-1"
 BODY = f"""\
 slots:
@@ -78,9 +77,7 @@ async def test_c_in_the_tui_holds_a_slot_until_active(
             "TERM": "xterm-256color",
         }
         argv = [
-            sys.executable,
-            "-m",
-            "reconciler",
+            *CLI_ARGV,
             "--file",
             str(running.path),
             "--state-dir",
@@ -105,15 +102,13 @@ async def test_c_in_the_tui_holds_a_slot_until_active(
         assert "want: held" in text and "# the one the test holds" in text
         assert running.state_of("us-central2-b", SLOT) == "ACTIVE"
         _tmux(tmux_socket, "send-keys", "-t", "tui", "q")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            panes = subprocess.run(
+
+        def ended() -> bool:
+            listed = subprocess.run(
                 ["tmux", "-L", tmux_socket, "list-sessions"], capture_output=True, text=True
             )
-            if "tui" not in panes.stdout:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            pytest.fail("q did not end the TUI")
+            return "tui" not in listed.stdout
+
+        assert await eventually(ended, timeout=10), "q did not end the TUI"
     finally:
         lock.release()

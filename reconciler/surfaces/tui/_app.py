@@ -31,7 +31,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, RichLog, Static
 
 from reconciler.adapters.statedir import StateDir
-from reconciler.errors import EditConflict, ReconcilerError
+from reconciler.errors import EditConflict, NeedsConfirmation, ReconcilerError
 from reconciler.runtime.lock import read_holder
 from reconciler.surfaces.tui import _keys
 from reconciler.surfaces.tui._frame import (
@@ -384,8 +384,6 @@ class TpuApp(App[int]):
     @work(thread=True, group="edits")
     def _apply_in_thread(self, key: str, proposal: _keys.Proposal, slot: str | None) -> None:
         from dataclasses import replace
-
-        from reconciler.intent.edits import NeedsConfirmation
 
         try:
             result = self.editor.apply(proposal.edit, source="tui", confirmed=proposal.confirmed)
