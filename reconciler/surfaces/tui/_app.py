@@ -21,14 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import ContentSwitcher, DataTable, Footer, Input, RichLog, Static
+from textual.widgets import ContentSwitcher, Footer, Input, RichLog, Static
 
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import EditConflict, NeedsConfirmation, ReconcilerError
@@ -37,6 +37,7 @@ from reconciler.surfaces.tui import _keys
 from reconciler.surfaces.tui._frame import (
     Frame,
     Holder,
+    Parsed,
     SlotRow,
     event_lines,
     load_frame,
@@ -160,6 +161,8 @@ class TpuApp(App[int]):
         self._logs_for: str | None = None
         self._info_for: tuple[str | None, float] | None = None
         self._shown_header = ""
+        self._parsed: Parsed | None = None
+        self._events: tuple[str, ...] | None = None
         self._shown_races = ""
         self.edits_done = 0  # applied edits (tests and benchmarks wait on it)
 
@@ -172,16 +175,21 @@ class TpuApp(App[int]):
             self._editor = IntentEditor(self.file, self.state)
         return self._editor
 
-    def full_frame(self) -> Frame:
-        """A frame with the file parsed and the events' tail (runs on a thread)."""
+    def full_frame(self, changed: Collection[str] | None = None) -> Frame:
+        """A frame with the file parsed and the events' tail (runs on a thread). ``changed``:
+        the names of the files that changed (None: all); the others' last reading is kept."""
         editor = self.editor
+        if changed is None or self.path.name in changed or self._parsed is None:
+            self._parsed = parse_file(editor)
+        if changed is None or self.state.events.name in changed or self._events is None:
+            self._events = event_lines(editor)
         return load_frame(
             self.file,
             self.state,
             now=self.clock(),
             holder=self.holder,
-            parsed=parse_file(editor),
-            events=event_lines(editor),
+            parsed=self._parsed,
+            events=self._events,
         )
 
     # -- layout ----------------------------------------------------------------------------
@@ -284,7 +292,7 @@ class TpuApp(App[int]):
 
         while not self._stop.is_set():
             try:
-                async for _ in awatch(
+                async for changes in awatch(
                     *sorted(dirs),
                     watch_filter=relevant,
                     debounce=1000,
@@ -294,7 +302,8 @@ class TpuApp(App[int]):
                     recursive=False,
                     ignore_permission_denied=True,
                 ):
-                    self.show(await asyncio.to_thread(self.full_frame))
+                    names = {Path(path).name for _, path in changes}
+                    self.show(await asyncio.to_thread(self.full_frame, names))
             except (OSError, RuntimeError):  # a directory missing or replaced: look again
                 pass
             if not self._stop.is_set():
@@ -332,7 +341,7 @@ class TpuApp(App[int]):
             return None
         return self.frame.slot(self.query_one(SlotTable).selected)
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_slot_table_highlighted(self, event: SlotTable.Highlighted) -> None:
         self._pane_follow()
 
     # -- the result line -------------------------------------------------------------------

@@ -7,18 +7,21 @@ meaning (``_keys`` and ``_app`` do).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import ClassVar, Final
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Final
 
 from rich.cells import cell_len
-from rich.text import Text
+from rich.segment import Segment
+from rich.style import Style
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.geometry import Size
+from textual.geometry import Region, Size
+from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Input, Static
-from textual.widgets.data_table import CellKey, RowKey
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Input, Static
 
 from reconciler.surfaces.tui._frame import COLUMNS, SlotRow
 
@@ -43,40 +46,73 @@ _SETUP: Final = next(i for i, (_, key) in enumerate(COLUMNS) if key == "setup")
 _FOR: Final = next(i for i, (_, key) in enumerate(COLUMNS) if key == "for")
 
 
-class SlotTable(DataTable[Text | str]):
-    """The slots, one row each, keyed by slot name. ``show`` updates only the cells that
-    changed when the rows are the same slots in the same order (a pass of the controller),
-    and rebuilds otherwise, putting the cursor back on the slot it was on."""
+class SlotTable(ScrollView, can_focus=True):
+    """The slots, one line each, with a fixed header line and a fixed first column (slot).
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(cursor_type="row", fixed_columns=1, zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
+    A line widget: only the lines on screen are drawn, each straight from its cells, so a
+    1,000-slot table costs what its visible lines cost, and a controller pass that changes
+    one slot redraws one line. ``show`` keeps the cursor on the slot it was on when rows come
+    and go; the arrow, page, home and end keys move it (left/right scroll sideways).
+    """
+
+    DEFAULT_CSS = """
+    SlotTable { background: $surface; }
+    SlotTable > .slot-table--header { text-style: bold; color: $text-primary; }
+    SlotTable > .slot-table--cursor { background: $boost; text-style: bold; }
+    SlotTable:focus > .slot-table--cursor { background: $block-cursor-background;
+                                           color: $block-cursor-foreground; }
+    """
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"slot-table--header", "slot-table--cursor"}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "move(-1)", show=False),
+        Binding("down", "move(1)", show=False),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False),
+        Binding("home", "move_to(0)", show=False),
+        Binding("end", "move_to(-1)", show=False),
+        Binding("left", "scroll_left", show=False),
+        Binding("right", "scroll_right", show=False),
+    ]
+
+    class Highlighted(Message):
+        """The cursor is on another slot (or the same slot moved)."""
+
+        def __init__(self, name: str | None) -> None:
+            super().__init__()
+            self.name = name
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._names: list[str] = []
+        self._index: dict[str, int] = {}
         self._cells: dict[str, tuple[str, ...]] = {}
         self._shown: tuple[int, ...] = ()  # indexes into COLUMNS of the columns on screen
+        self._widths: list[int] = []
+        self.cursor_row = 0
         self._colours: Callable[[str], str] = lambda name: ""
 
     def set_colours(self, colours: Callable[[str], str]) -> None:
         self._colours = colours
 
+    # -- the model -------------------------------------------------------------------------
     @property
     def selected(self) -> str | None:
         if not self._names or not 0 <= self.cursor_row < len(self._names):
             return None
         return self._names[self.cursor_row]
 
+    @property
+    def row_count(self) -> int:
+        return len(self._names)
+
+    def get_row_index(self, name: str) -> int:
+        return self._index[name]
+
     def _columns_for(self, width: int) -> tuple[int, ...]:
         """Every column; in a narrow terminal without zone, accelerator and mode (the slot's
         name carries them, the info pane shows them)."""
         hidden = NARROW_HIDDEN if width < NARROW_BELOW else ()
         return tuple(i for i, (_, key) in enumerate(COLUMNS) if key not in hidden)
-
-    def _styled(self, cells: tuple[str, ...]) -> list[Text | str]:
-        out: list[Text | str] = list(cells)
-        for index, colours in ((_STATE, STATE_COLOURS), (_SETUP, SETUP_COLOURS)):
-            colour = self._colours(colours.get(cells[index], ""))
-            if colour:
-                out[index] = Text(cells[index], style=colour)
-        return [out[i] for i in self._shown]
 
     def show(self, rows: Sequence[SlotRow], now: float, bucket: Sequence[str]) -> None:
         marked = set(bucket)
@@ -85,24 +121,27 @@ class SlotTable(DataTable[Text | str]):
             cells = row.cells(now)
             mark = "*" if row.name in marked else " "
             table[row.name] = (mark + cells[0], *cells[1:])
-        names = list(table)
         shown = self._columns_for(self.app.size.width)
-        if names == self._names and shown == self._shown:
+        if list(table) == self._names and shown == self._shown:
             self._update(table)
-            return
-        self._rebuild(table, shown)
+        else:
+            self._rebuild(table, shown)
 
     def _update(self, table: dict[str, tuple[str, ...]]) -> None:
-        """Change the cells that differ, of rows already on screen."""
-        for name, cells in table.items():
-            old = self._cells.get(name)
-            if old is None or old == cells:
-                continue
-            styled = self._styled(cells)
-            for pos, i in enumerate(self._shown):
-                if old[i] != cells[i]:
-                    self.update_cell(name, COLUMNS[i][1], styled[pos], update_width=True)
-            self._cells[name] = cells
+        """Rows already on screen whose cells changed: redraw those lines (all of them when
+        a column's width changes)."""
+        changed = [n for n, cells in table.items() if self._cells.get(n, cells) != cells]
+        if not changed:
+            return
+        self._cells.update({n: table[n] for n in changed})
+        widths = self._measure()
+        if widths != self._widths:
+            self._widths = widths
+            self._resize()
+            self.refresh()
+            return
+        for name in changed:
+            self._refresh_row(self._index[name])
 
     def ages(self, rows: Sequence[SlotRow], now: float) -> None:
         """Redraw the "for" cell of ``rows`` (the clock moved; nothing else did)."""
@@ -115,56 +154,113 @@ class SlotTable(DataTable[Text | str]):
 
     def _rebuild(self, table: dict[str, tuple[str, ...]], shown: tuple[int, ...]) -> None:
         keep = self.selected
-        self.clear(columns=shown != self._shown)
-        if shown != self._shown:
-            self._shown = shown
-            for i in shown:
-                self.add_column(COLUMNS[i][0], key=COLUMNS[i][1])
-        self._names, self._cells = list(table), table
-        for name, cells in table.items():
-            self.add_row(*self._styled(cells), key=name)
-        if keep in table:
-            self.move_cursor(row=self._names.index(keep), animate=False)
-        elif table:
-            self.move_cursor(row=min(self.cursor_row, len(table) - 1), animate=False)
-
-    # DataTable measures every cell with Rich to size its columns: seconds for 1,000 rows,
-    # again on every width-changing update. These cells are one line of text, so their width
-    # is their cell length (same result, a hundred times cheaper). Textual is pinned <9.
-    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
-        columns = self.ordered_columns
-        for row_key in new_rows:
-            cells = self._data.get(row_key)
-            if cells is None:
-                continue
-            for column in columns:
-                width = _width(cells.get(column.key, ""))
-                if width > column.content_width:
-                    column.content_width = width
-        width = sum(column.get_render_width(self) for column in self.columns.values())
-        header = self.header_height if self.show_header else 0
-        self.virtual_size = Size(
-            width + self._row_label_column_width, self._total_row_height + header
-        )
-
-    def _update_column_widths(self, updated_cells: set[CellKey]) -> None:
-        for column_key in {cell.column_key for cell in updated_cells}:
-            column = self.columns.get(column_key)
-            if column is None:
-                continue
-            widths = [_width(row.get(column_key, "")) for row in self._data.values()]
-            column.content_width = max([*widths, _width(column.label)])
-        self._require_update_dimensions = True
+        self._shown = shown
+        self._names = list(table)
+        self._index = {name: i for i, name in enumerate(self._names)}
+        self._cells = dict(table)
+        self._widths = self._measure()
+        if keep in self._index:
+            self.cursor_row = self._index[keep]
+        else:
+            self.cursor_row = max(0, min(self.cursor_row, len(self._names) - 1))
+        self._resize()
+        self._scroll_to_cursor()
+        self.refresh()
+        if self.selected != keep:
+            self.post_message(self.Highlighted(self.selected))
 
     def relayout(self) -> None:
         """After a resize: rebuild when the set of columns that fit changed."""
         shown = self._columns_for(self.app.size.width)
-        if shown != self._shown and self._cells:
+        if shown != self._shown:
             self._rebuild(self._cells, shown)
 
+    def _measure(self) -> list[int]:
+        widths = [len(COLUMNS[i][0]) for i in self._shown]
+        for cells in self._cells.values():
+            for pos, i in enumerate(self._shown):
+                width = cell_len(cells[i])
+                if width > widths[pos]:
+                    widths[pos] = width
+        return widths
 
-def _width(cell: object) -> int:
-    return cell.cell_len if isinstance(cell, Text) else cell_len(str(cell))
+    def _resize(self) -> None:
+        total = sum(w + 2 for w in self._widths)
+        self.virtual_size = Size(total, len(self._names) + 1)
+
+    # -- the cursor ------------------------------------------------------------------------
+    def move_cursor(self, *, row: int, animate: bool = False) -> None:
+        if not self._names:
+            return
+        row = max(0, min(row, len(self._names) - 1))
+        if row == self.cursor_row:
+            return
+        old, self.cursor_row = self.cursor_row, row
+        self._refresh_row(old)
+        self._refresh_row(row)
+        self._scroll_to_cursor()
+        self.post_message(self.Highlighted(self.selected))
+
+    def action_move(self, delta: int) -> None:
+        self.move_cursor(row=self.cursor_row + delta)
+
+    def action_page(self, direction: int) -> None:
+        self.move_cursor(row=self.cursor_row + direction * max(1, self.size.height - 2))
+
+    def action_move_to(self, row: int) -> None:
+        self.move_cursor(row=row if row >= 0 else len(self._names) - 1)
+
+    def _scroll_to_cursor(self) -> None:
+        visible = max(1, self.size.height - 1 - self.scrollbar_size_horizontal)
+        top = int(self.scroll_y)
+        if self.cursor_row < top:
+            self.scroll_to(y=self.cursor_row, animate=False)
+        elif self.cursor_row >= top + visible:
+            self.scroll_to(y=self.cursor_row - visible + 1, animate=False)
+
+    def _refresh_row(self, index: int) -> None:
+        y = index - int(self.scroll_y) + 1
+        if 0 < y < self.size.height:
+            self.refresh(Region(0, y, self.size.width, 1))
+
+    # -- drawing ---------------------------------------------------------------------------
+    def _cells_strip(self, cells: Sequence[str], base: Style, colour: bool) -> list[Segment]:
+        out: list[Segment] = []
+        for pos, i in enumerate(self._shown):
+            text = cells[i]
+            style = base
+            if colour:
+                name = STATE_COLOURS if i == _STATE else SETUP_COLOURS if i == _SETUP else {}
+                tint = self._colours(name.get(text, "")) if name else ""
+                if tint:
+                    style = base + Style(color=tint)
+            pad = self._widths[pos] - cell_len(text)
+            out.append(Segment(f" {text}{' ' * pad} ", style))
+        return out
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.rich_style
+        if y == 0:
+            style = base + self.get_component_rich_style("slot-table--header")
+            segments = self._cells_strip([label for label, _ in COLUMNS], style, False)
+        else:
+            index = int(self.scroll_y) + y - 1
+            if index >= len(self._names):
+                return Strip.blank(width, base)
+            if index == self.cursor_row:
+                style = base + self.get_component_rich_style("slot-table--cursor")
+            else:
+                style = base
+            segments = self._cells_strip(self._cells[self._names[index]], style, True)
+        if not segments:
+            return Strip.blank(width, base)
+        fixed = Strip(segments[:1])
+        rest = Strip(segments[1:])
+        scroll_x = int(self.scroll_x)
+        room = max(0, width - fixed.cell_length)
+        line = Strip.join([fixed, rest.crop(scroll_x, scroll_x + room)])
+        return line.extend_cell_length(width, base).crop(0, width)
 
 
 class HelpScreen(ModalScreen[None]):
