@@ -333,3 +333,31 @@ def test_textual_stays_off_every_other_commands_path() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+async def test_x_closes_the_slots_tmux_window_on_the_second_press(
+    world: World, tmux_server, tmux_socket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TPU_RECONCILER_TMUX_SOCKET", tmux_socket)
+    tmux_server.new_session(session_name="tpu-usc2b", window_name="od-v48-usc2b-1")
+    tmux_server.sessions[0].new_window(window_name="keep-me")
+
+    def windows() -> set[str]:
+        return {w.window_name for s in tmux_server.sessions for w in s.windows}
+
+    app = Run(world).app
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await goto(app, pilot, "od-v48-usc2b-1")  # its tmux window is open (snapshot)
+        before = world.text()
+        await pilot.press("x")
+        await settle(app, pilot)
+        assert "press x again" in result(app) and "od-v48-usc2b-1" in windows()
+        await pilot.press("x")
+        await settle(app, pilot)
+        assert "closed tpu-usc2b:od-v48-usc2b-1" in result(app)
+        assert windows() == {"keep-me"} and world.text() == before
+        await goto(app, pilot, "spot-v48-usc2b-2")  # no window: refused at once
+        await pilot.press("x")
+        await settle(app, pilot)
+        assert "has no open tmux window" in result(app)
