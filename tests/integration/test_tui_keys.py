@@ -361,3 +361,20 @@ async def test_x_closes_the_slots_tmux_window_on_the_second_press(
         await pilot.press("x")
         await settle(app, pilot)
         assert "has no open tmux window" in result(app)
+
+
+async def test_filter_narrows_the_table_and_escape_clears_it(tui, world: World) -> None:
+    from reconciler.surfaces.tui._widgets import SlotTable
+
+    app, pilot = tui
+    table = app.query_one(SlotTable)
+    await pilot.press("slash", *"v6e", "enter")
+    await pilot.pause()
+    assert table.row_count == 2 and table.selected is not None
+    assert table.selected.startswith("spot-v6e8")
+    await pilot.press("c")  # keys act on the filtered table's slot again
+    await settle(app, pilot)
+    assert "left race group 'any-v6e-8'" in result(app)
+    await pilot.press("escape")
+    await pilot.pause()
+    assert table.row_count == 7

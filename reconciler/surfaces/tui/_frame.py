@@ -209,6 +209,13 @@ class Frame:
         return "\n".join(lines) if lines else None
 
 
+def _workload_cell(workload: Any) -> str:
+    """``running``, or ``running a2`` from the second attempt on; empty without a workload."""
+    state = _text(getattr(workload, "state", None))
+    attempt = getattr(workload, "attempt", 0)
+    return f"{state} a{attempt}" if state and isinstance(attempt, int) and attempt > 1 else state
+
+
 def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
     setup = slot.setup or SetupStatus()
     tmux = slot.tmux or TmuxStatus()
@@ -229,7 +236,7 @@ def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
         instance=_text(slot.instance) or None,
         setup={k: _text(getattr(setup, k), "off") for k in ("bootstrap", "tailscale")},
         setup_detail=_text(setup.detail) or None,
-        workload=_text(getattr(workload, "state", None)),
+        workload=_workload_cell(workload),
         tmux_target=_text(tmux.target) or None,
         tmux_open=tmux.open,
         race_group=_text(slot.race_group) or None,
