@@ -5,19 +5,19 @@ and ``text`` (``model.workload.LogLine``); the pane prints each as ``[w3] text``
 following. The app gets one injected (tests use a real generator of their own); by default it
 is built on ``WorkloadRunner.logs`` (``adapters.workload``), when this install has it.
 
-May: build the workload adapter and stream from it. May not: import textual, write anything.
+May: build the workload adapter and stream from it (SSH to the workers, read only). May not:
+import textual, write anything, call the cloud (the SSH user is the configured or cached one).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.surfaces.tui._frame import SlotRow
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from reconciler.adapters.statedir import StateDir
 
 UNAVAILABLE = "workloads are not available in this version: there are no workload logs to show"
@@ -46,4 +46,67 @@ def default_source(file: Path, state: StateDir) -> LogSource | None:
 
     if importlib.util.find_spec("reconciler.adapters.workload") is None:
         return None
-    return None
+
+    def source(row: SlotRow) -> AsyncIterator[Line]:
+        return _workload_logs(file, state, row)
+
+    return source
+
+
+async def _workload_logs(file: Path, state: StateDir, row: SlotRow) -> AsyncIterator[Line]:
+    """Every worker's output of ``row``'s workload, following, as ``tpu-reconciler logs
+    SLOT --follow`` reads it: the node from the controller's snapshot, the SSH settings of the
+    file. The SSH user is the configured or cached one: the TUI never asks the cloud."""
+    import asyncio
+    import importlib
+    import os
+
+    from reconciler.adapters.oslogin import read_cached
+    from reconciler.adapters.status_file import read_status
+    from reconciler.errors import ReconcilerError
+    from reconciler.model.load import parse_desired
+
+    def prepare() -> tuple[Any, Any, Any]:  # imports and parses: off the UI's event loop
+        workload = importlib.import_module("reconciler.adapters.workload")
+        logs_cli = importlib.import_module("reconciler.surfaces.cli._logs")
+        target = logs_cli.target_of(read_status(state.status), row.name)
+        text = file.read_text(encoding="utf-8")
+        return workload, target, parse_desired(text, str(file), os.environ).settings
+
+    workload, target, settings = await asyncio.to_thread(prepare)
+    if target.node is None:
+        raise ReconcilerError(target.reason)
+    user = settings.ssh_user or read_cached(state.oslogin_user)
+    if not user:
+        raise ReconcilerError(
+            "no SSH user known yet: set settings.ssh_user, or let the controller look up the "
+            "OS Login user once (it caches it)"
+        )
+    key = Path(settings.ssh_key).expanduser() if settings.ssh_key else _default_key()
+    runner = workload.WorkloadRunner(
+        state=state,
+        settings=settings,
+        user=user,
+        key=key,
+        agent_path=os.environ.get("SSH_AUTH_SOCK") or None,
+    )
+    try:
+        stream = runner.logs(
+            target.node,
+            row.name,
+            worker=None,
+            attempt=None,
+            lines=200,
+            follow=True,
+            run_id=target.run_id,
+        )
+        async for line in stream:
+            yield line
+    finally:
+        await runner.aclose()
+
+
+def _default_key() -> Path:
+    from reconciler.adapters.ssh import DEFAULT_KEY
+
+    return Path(DEFAULT_KEY).expanduser()
