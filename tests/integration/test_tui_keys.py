@@ -378,3 +378,22 @@ async def test_filter_narrows_the_table_and_escape_clears_it(tui, world: World) 
     await pilot.press("escape")
     await pilot.pause()
     assert table.row_count == 7
+
+
+async def test_help_lists_every_key_and_q_quits(tui) -> None:
+    from reconciler.surfaces.tui._app import KEYS
+    from reconciler.surfaces.tui._widgets import HelpScreen
+
+    app, pilot = tui
+    await pilot.press("question_mark")
+    await pilot.pause()
+    assert isinstance(app.screen, HelpScreen)
+    text = "\n".join(str(w.render()) for w in app.screen.query("Static"))
+    for key, what in KEYS:
+        assert f" {key:<3} {what}" in text
+    await pilot.press("escape")
+    await pilot.pause()
+    assert not isinstance(app.screen, HelpScreen)
+    await pilot.press("q")
+    await pilot.pause()
+    assert app.return_value == 0
