@@ -32,6 +32,7 @@ STATE_COLOURS: Final = {
     "SUSPENDED": "error",
     "UNKNOWN": "warning",
     "WAITING_FOR_RESOURCES": "warning",
+    "WAITING": "warning",
     "PROVISIONING": "accent",
     "CREATING": "accent",
     "ACCEPTED": "accent",
@@ -40,7 +41,9 @@ STATE_COLOURS: Final = {
 SETUP_COLOURS: Final = {"failed": "error", "pending": "warning", "done": "success"}
 #: Below this width the table leaves out these columns.
 NARROW_BELOW: Final = 130
-NARROW_HIDDEN: Final = ("zone", "accelerator", "mode")
+NARROW_HIDDEN: Final = ("zone", "accelerator", "mode", "node")
+#: Long states shortened in a narrow table (the info pane says them in full).
+NARROW_STATES: Final = {"WAITING_FOR_RESOURCES": "WAITING"}
 _STATE: Final = next(i for i, (_, key) in enumerate(COLUMNS) if key == "state")
 _SETUP: Final = next(i for i, (_, key) in enumerate(COLUMNS) if key == "setup")
 _FOR: Final = next(i for i, (_, key) in enumerate(COLUMNS) if key == "for")
@@ -109,19 +112,21 @@ class SlotTable(ScrollView, can_focus=True):
         return self._index[name]
 
     def _columns_for(self, width: int) -> tuple[int, ...]:
-        """Every column; in a narrow terminal without zone, accelerator and mode (the slot's
-        name carries them, the info pane shows them)."""
+        """Every column; in a narrow terminal without zone, accelerator, mode and node (the
+        slot's name carries the first three, the info pane shows them all)."""
         hidden = NARROW_HIDDEN if width < NARROW_BELOW else ()
         return tuple(i for i, (_, key) in enumerate(COLUMNS) if key not in hidden)
 
     def show(self, rows: Sequence[SlotRow], now: float, bucket: Sequence[str]) -> None:
         marked = set(bucket)
+        shown = self._columns_for(self.app.size.width)
+        short = NARROW_STATES if len(shown) < len(COLUMNS) else {}
         table: dict[str, tuple[str, ...]] = {}
         for row in rows:
             cells = row.cells(now)
             mark = "*" if row.name in marked else " "
-            table[row.name] = (mark + cells[0], *cells[1:])
-        shown = self._columns_for(self.app.size.width)
+            state = short.get(cells[_STATE], cells[_STATE])
+            table[row.name] = (mark + cells[0], *cells[1:_STATE], state, *cells[_STATE + 1 :])
         if list(table) == self._names and shown == self._shown:
             self._update(table)
         else:
