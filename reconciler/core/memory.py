@@ -7,7 +7,9 @@ The world is read fresh every pass; memory holds only what the world cannot tell
 - per slot, the QR state last seen and since when ("time in state"), and how many dead QRs
   (SUSPENDED / FAILED) in a row it has replaced, which delays the next create;
 - per slot, which setup steps finished for which node instance and generation;
-- which notices were sent (once per node instance and event).
+- which notices were sent (once per node instance and event);
+- per cloud action key, the long-running operation of the last create or delete, until its
+  outcome shows in the world (``core.lro``) or it is read back (``runtime.lro``).
 
 Every update is a function ``Memory -> Memory``; serialisation is to and from plain dicts. A
 memory document that cannot be read is the runtime's problem (it degrades to a fresh memory
@@ -65,16 +67,31 @@ _EMPTY_SLOT: Final = SlotMemory()
 
 
 @dataclass(frozen=True, slots=True)
+class PendingOperation:
+    """A create's or delete's long-running operation, remembered until it is settled."""
+
+    name: str  # projects/P/locations/Z/operations/ID
+    kind: str  # "create" | "delete"
+    zone: str
+    slot: str
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
 class Memory:
     slots: Mapping[str, SlotMemory] = field(default_factory=lambda: MappingProxyType({}))
     errors: Mapping[str, ActionError] = field(default_factory=lambda: MappingProxyType({}))
     notified: frozenset[str] = frozenset()
+    operations: Mapping[str, PendingOperation] = field(default_factory=lambda: MappingProxyType({}))
 
     def slot(self, name: str) -> SlotMemory:
         return self.slots.get(name) or _EMPTY_SLOT
 
     def error(self, key: str) -> ActionError | None:
         return self.errors.get(key)
+
+    def operation(self, key: str) -> PendingOperation | None:
+        return self.operations.get(key)
 
     def setup_done(self, slot: str, kind: str, instance: str, generation: int) -> bool:
         return self.slot(slot).setup.get(kind) == setup_token(instance, generation)
@@ -135,19 +152,35 @@ def record_failure(
     fingerprint: str,
     delay_hint: float = 0.0,
     detail: str = "",
+    delay: float | None = None,
 ) -> Memory:
+    """``delay`` (e.g. from ``core.retry``) replaces the exponential backoff when given."""
     old = memory.error(key)
     failures = (old.failures if old else 0) + 1
+    wait = backoff_delay(failures, delay_hint) if delay is None else max(0.0, delay)
     return _with_error(
         memory,
         key,
         ActionError(
             failures=failures,
-            not_before=now + backoff_delay(failures, delay_hint),
+            not_before=now + wait,
             message=message,
             permanent_fingerprint=fingerprint if permanent else None,
             detail=detail[-2000:],
         ),
+    )
+
+
+def record_operation(memory: Memory, key: str, operation: PendingOperation) -> Memory:
+    return replace(memory, operations=MappingProxyType({**memory.operations, key: operation}))
+
+
+def forget_operation(memory: Memory, key: str) -> Memory:
+    if key not in memory.operations:
+        return memory
+    return replace(
+        memory,
+        operations=MappingProxyType({k: v for k, v in memory.operations.items() if k != key}),
     )
 
 
@@ -178,7 +211,7 @@ def record_notice(memory: Memory, key: str) -> Memory:
 
 
 def to_dict(memory: Memory) -> dict[str, Any]:
-    return {
+    doc = {
         "schema_version": MEMORY_SCHEMA,
         "slots": {
             name: {
@@ -202,6 +235,12 @@ def to_dict(memory: Memory) -> dict[str, Any]:
         },
         "notified": sorted(memory.notified),
     }
+    if memory.operations:  # written only when there are any: older documents stay as they were
+        doc["operations"] = {
+            key: {"name": o.name, "kind": o.kind, "zone": o.zone, "slot": o.slot, "since": o.since}
+            for key, o in sorted(memory.operations.items())
+        }
+    return doc
 
 
 def from_dict(data: Any) -> Memory:
@@ -230,11 +269,27 @@ def from_dict(data: Any) -> Memory:
             for key, e in data.get("errors", {}).items()
         }
         notified = frozenset(str(n) for n in data.get("notified", []))
+        operations = {
+            str(key): PendingOperation(
+                name=str(o["name"]),
+                kind=str(o["kind"]),
+                zone=str(o["zone"]),
+                slot=str(o["slot"]),
+                since=float(o["since"]),
+            )
+            for key, o in data.get("operations", {}).items()
+        }
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as e:
         raise ValueError(f"corrupt memory document: {e}") from None
     numbers = [e.not_before for e in errors.values()]
     numbers += [s.create_not_before for s in slots.values()]
     numbers += [s.state_since for s in slots.values() if s.state_since is not None]
+    numbers += [o.since for o in operations.values()]
     if not all(math.isfinite(n) for n in numbers):
         raise ValueError("corrupt memory document: a time is not a finite number")
-    return Memory(slots=MappingProxyType(slots), errors=MappingProxyType(errors), notified=notified)
+    return Memory(
+        slots=MappingProxyType(slots),
+        errors=MappingProxyType(errors),
+        notified=notified,
+        operations=MappingProxyType(operations),
+    )

@@ -307,7 +307,9 @@ def test_the_tui_never_constructs_a_cloud_client(world: World) -> None:
         done = asyncio.run(main())
         cloud = [m for m in ("reconciler.adapters.rest", "reconciler.adapters.gcloud",
                              "reconciler.adapters.cloud", "reconciler.runtime.backends",
-                             "reconciler.adapters.auth", "httpx") if m in sys.modules]
+                             "reconciler.runtime.lro", "reconciler.adapters.auth",
+                             "reconciler.runtime.controller", "google.auth", "httpx")
+                 if m in sys.modules]
         print(done, cloud)
         """
     )
