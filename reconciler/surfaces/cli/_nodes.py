@@ -44,11 +44,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the slot_info document (JSON)")
     p.set_defaults(handler=f"{_HERE}:info_command")
 
-    p = subparsers.add_parser("tui", help="the terminal UI: a live view, one key per edit")
+    p = subparsers.add_parser(
+        "tui",
+        help="the terminal UI: a live view, one key per edit",
+        description="A live view of the controller's snapshot; every key that changes "
+        "something edits desired.yaml through the intent engine. ? lists the keys.",
+    )
+    theme = os.environ.get("TPU_RECONCILER_TUI_THEME", "dark")
     p.add_argument(
         "--theme",
         choices=("dark", "light"),
-        default=os.environ.get("TPU_RECONCILER_TUI_THEME", "dark"),
+        default=theme if theme in ("dark", "light") else "dark",
         help="colours (default: $TPU_RECONCILER_TUI_THEME or dark)",
     )
     p.set_defaults(handler=f"{_HERE}:tui_command")
