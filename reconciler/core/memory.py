@@ -8,6 +8,7 @@ The world is read fresh every pass; memory holds only what the world cannot tell
   (SUSPENDED / FAILED) in a row it has replaced, which delays the next create;
 - per slot, which setup steps finished for which node instance and generation;
 - which notices were sent (once per node instance and event);
+- per slot, its workload's run, attempt, failures and phase (``core.workload_memory``);
 - per cloud action key, the long-running operation of the last create or delete, until its
   outcome shows in the world (``core.lro``) or it is read back (``runtime.lro``).
 
@@ -24,6 +25,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final
 
+from reconciler.core import workload_memory as wlm
+from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired
 from reconciler.model.observed import WON_STATES, Observation
 
@@ -82,6 +85,7 @@ class Memory:
     slots: Mapping[str, SlotMemory] = field(default_factory=lambda: MappingProxyType({}))
     errors: Mapping[str, ActionError] = field(default_factory=lambda: MappingProxyType({}))
     notified: frozenset[str] = frozenset()
+    workloads: Mapping[str, WorkloadMemory] = field(default_factory=lambda: MappingProxyType({}))
     operations: Mapping[str, PendingOperation] = field(default_factory=lambda: MappingProxyType({}))
 
     def slot(self, name: str) -> SlotMemory:
@@ -89,6 +93,9 @@ class Memory:
 
     def error(self, key: str) -> ActionError | None:
         return self.errors.get(key)
+
+    def workload(self, slot: str) -> WorkloadMemory | None:
+        return self.workloads.get(slot)
 
     def operation(self, key: str) -> PendingOperation | None:
         return self.operations.get(key)
@@ -235,6 +242,8 @@ def to_dict(memory: Memory) -> dict[str, Any]:
         },
         "notified": sorted(memory.notified),
     }
+    if memory.workloads:  # written only when there are any, like operations
+        doc["workloads"] = {name: wlm.to_dict(w) for name, w in sorted(memory.workloads.items())}
     if memory.operations:  # written only when there are any: older documents stay as they were
         doc["operations"] = {
             key: {"name": o.name, "kind": o.kind, "zone": o.zone, "slot": o.slot, "since": o.since}
@@ -269,6 +278,7 @@ def from_dict(data: Any) -> Memory:
             for key, e in data.get("errors", {}).items()
         }
         notified = frozenset(str(n) for n in data.get("notified", []))
+        workloads = {str(k): wlm.from_dict(w) for k, w in data.get("workloads", {}).items()}
         operations = {
             str(key): PendingOperation(
                 name=str(o["name"]),
@@ -291,5 +301,6 @@ def from_dict(data: Any) -> Memory:
         slots=MappingProxyType(slots),
         errors=MappingProxyType(errors),
         notified=notified,
+        workloads=MappingProxyType(workloads),
         operations=MappingProxyType(operations),
     )

@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
 from reconciler.model.desired import Desired, SlotSpec
@@ -161,6 +162,7 @@ def _managed_row(
     memory: Memory,
     want: str | None,
     windows: Collection[str],
+    now: float,
 ) -> SlotStatus:
     qr = observed.qr(spec.zone, spec.name)
     if qr is not None:
@@ -185,6 +187,7 @@ def _managed_row(
         setup=_setup_status(memory, spec, instance),
         tmux=TmuxStatus(target=target if spec.setup.tmux else None, open=target in windows),
         instance=instance,
+        workload=wl.status(memory.workload(spec.name), spec.workload, now),
     )
 
 
@@ -205,13 +208,14 @@ def _slots(
     memory: Memory,
     plan: Plan | None,
     windows: Collection[str],
+    now: float,
 ) -> tuple[SlotStatus, ...]:
     """Managed slots in file order, then the unmanaged QRs the plan found."""
     decided = plan.decided_want if plan else {}
     rows = (
         [
             _managed_row(
-                spec, desired, observed, memory, decided.get(spec.name, spec.want), windows
+                spec, desired, observed, memory, decided.get(spec.name, spec.want), windows, now
             )
             for spec in desired.slots
         ]
@@ -266,7 +270,7 @@ def build_status(
         observed_at=iso(observed_at),
         observe_error=observe_error,
         unreachable_zones=tuple(sorted(observed.unreachable)),
-        slots=_slots(desired, observed, memory, plan, windows),
+        slots=_slots(desired, observed, memory, plan, windows, now),
         race_groups=_race_groups(plan),
         plan=plan_status(plan) if plan else _no_plan(desired),
         tmux=TmuxInventoryStatus(

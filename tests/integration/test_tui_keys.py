@@ -217,25 +217,20 @@ async def test_refused_edits_change_nothing_and_say_why(tui, world: World) -> No
     assert not world.state.audit.exists()
 
 
-async def test_w_and_logs_say_when_workloads_are_not_available(tui, world: World) -> None:
-    from reconciler.errors import EditRejected
-    from reconciler.intent.engine import Edit
-
-    try:
-        Edit("restart_workload", {"name": "x"})
-    except EditRejected:
-        pass
-    else:
-        pytest.skip("this build has workloads: tests/integration/test_tui_logs.py covers them")
+async def test_w_restarts_the_workload_on_the_second_press(tui, world: World) -> None:
     app, pilot = tui
+    await goto(app, pilot, "od-v432-usc2b-1")
     before = world.text()
-    await pilot.press("w", "w")
+    await pilot.press("w")
     await settle(app, pilot)
-    assert world.text() == before and "workloads are not available" in result(app)
-    await pilot.press("l")
+    assert world.text() == before and "press w again" in result(app)
+    await pilot.press("w")
     await settle(app, pilot)
-    log = app.query_one("#logs")
-    assert any("workloads are not available" in str(line.text) for line in log.lines)
+    workload = world.editor.parse(world.text()).slot("od-v432-usc2b-1").workload
+    assert workload is not None and workload.generation == 1
+    assert "workload.generation: 1" in result(app)
+    comments_kept(world)
+    assert "# on every worker" in world.text()
 
 
 async def test_s_copies_the_tmux_windows_ssh_command(tui, world: World) -> None:

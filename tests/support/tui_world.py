@@ -42,6 +42,8 @@ slots:
     accelerator: v4-32
     mode: on-demand
     want: held  # four workers
+    workload:
+      command: python3 train.py  # on every worker
   - name: spot-v48-usc2b-2
     zone: us-central2-b
     accelerator: v4-8
@@ -81,6 +83,13 @@ def snapshot(desired_file: Path, now: float = NOW) -> dict[str, Any]:
         create_time=None,
     )
     doc["slots"].insert(3, parked)
+    doc["slots"][1]["workload"] = {
+        "state": "running",
+        "run_id": "od-v432-usc2b-1-0",
+        "attempt": 2,
+        "since": iso(now - 4000),
+        "summary": "running 1h6m · attempt 2",
+    }
     return doc
 
 

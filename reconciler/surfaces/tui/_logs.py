@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from reconciler.surfaces.tui._frame import SlotRow
 
 if TYPE_CHECKING:
     from reconciler.adapters.statedir import StateDir
+    from reconciler.adapters.workload import WorkloadRunner
+    from reconciler.model.desired import Settings
+    from reconciler.surfaces.cli._logs import Target
 
 UNAVAILABLE = "workloads are not available in this version: there are no workload logs to show"
 
@@ -40,12 +43,8 @@ def format_line(line: Line) -> str:
     return f"[w{line.worker}] {text}"
 
 
-def default_source(file: Path, state: StateDir) -> LogSource | None:
-    """``WorkloadRunner.logs`` for the slot's node, or None when workloads are not built in."""
-    import importlib.util
-
-    if importlib.util.find_spec("reconciler.adapters.workload") is None:
-        return None
+def default_source(file: Path, state: StateDir) -> LogSource:
+    """``WorkloadRunner.logs`` for the slot's node (SSH and the adapter load on first use)."""
 
     def source(row: SlotRow) -> AsyncIterator[Line]:
         return _workload_logs(file, state, row)
@@ -58,7 +57,6 @@ async def _workload_logs(file: Path, state: StateDir, row: SlotRow) -> AsyncIter
     SLOT --follow`` reads it: the node from the controller's snapshot, the SSH settings of the
     file. The SSH user is the configured or cached one: the TUI never asks the cloud."""
     import asyncio
-    import importlib
     import os
 
     from reconciler.adapters.oslogin import read_cached
@@ -66,14 +64,15 @@ async def _workload_logs(file: Path, state: StateDir, row: SlotRow) -> AsyncIter
     from reconciler.errors import ReconcilerError
     from reconciler.model.load import parse_desired
 
-    def prepare() -> tuple[Any, Any, Any]:  # imports and parses: off the UI's event loop
-        workload = importlib.import_module("reconciler.adapters.workload")
-        logs_cli = importlib.import_module("reconciler.surfaces.cli._logs")
-        target = logs_cli.target_of(read_status(state.status), row.name)
-        text = file.read_text(encoding="utf-8")
-        return workload, target, parse_desired(text, str(file), os.environ).settings
+    def prepare() -> tuple[type[WorkloadRunner], Target, Settings]:  # off the UI's event loop
+        from reconciler.adapters.workload import WorkloadRunner
+        from reconciler.surfaces.cli._logs import target_of
 
-    workload, target, settings = await asyncio.to_thread(prepare)
+        target = target_of(read_status(state.status), row.name)
+        text = file.read_text(encoding="utf-8")
+        return WorkloadRunner, target, parse_desired(text, str(file), os.environ).settings
+
+    runner_class, target, settings = await asyncio.to_thread(prepare)
     if target.node is None:
         raise ReconcilerError(target.reason)
     user = settings.ssh_user or read_cached(state.oslogin_user)
@@ -83,7 +82,7 @@ async def _workload_logs(file: Path, state: StateDir, row: SlotRow) -> AsyncIter
             "OS Login user once (it caches it)"
         )
     key = Path(settings.ssh_key).expanduser() if settings.ssh_key else _default_key()
-    runner = workload.WorkloadRunner(
+    runner = runner_class(
         state=state,
         settings=settings,
         user=user,
