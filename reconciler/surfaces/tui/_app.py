@@ -102,6 +102,7 @@ class TpuApp(App[int]):
 
     CSS = CSS
     TITLE = "tpu-reconciler"
+    ENABLE_COMMAND_PALETTE = False  # every action has its key (?); saves start-up work
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "hold", "hold"),
         Binding("a", "hold_all", "hold all", show=False),
@@ -296,7 +297,7 @@ class TpuApp(App[int]):
                     *sorted(dirs),
                     watch_filter=relevant,
                     debounce=1000,
-                    step=50,  # ms; also how often the watcher thread checks for stop
+                    step=20,  # ms; also how often the watcher thread checks for stop
                     stop_event=self._stop,
                     rust_timeout=60_000,
                     recursive=False,
