@@ -12,8 +12,9 @@ lock (a local flock, not the cloud). Keys map to edits in ``_keys``; edits run o
 worker through ``IntentEditor.apply`` (source ``tui``), so the UI never waits on the file lock.
 
 May: read the state directory and desired.yaml, apply intent edits, store the Tailscale key
-in the secret store, close a slot's tmux window (``intent.tmux``), copy to the clipboard.
-May not: construct a cloud client or call the cloud API, SSH anywhere, print.
+in the secret store, close a slot's tmux window (``intent.tmux``), copy to the clipboard, read
+workload logs through its injected log source (``_logs``: SSH, read only).
+May not: construct a cloud client or call the cloud API, run anything on a TPU, print.
 """
 
 from __future__ import annotations
