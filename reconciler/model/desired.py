@@ -229,6 +229,9 @@ class Settings(_Model):
     tmux_socket: SocketName | None = Field(None, description="tmux server socket name (-L).")
     ntfy_topic: str = Field("", description="ntfy topic for notices; empty disables them.")
     ntfy_server: Path = Field("https://ntfy.sh", description="ntfy server URL.")
+    history_retention: Seconds = Field(
+        365 * 86400.0, description="How long the capacity history keeps records, e.g. 90d."
+    )
 
 
 class Defaults(_Model):
