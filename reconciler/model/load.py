@@ -31,6 +31,8 @@ from reconciler.model.desired import (
     SetupSpec,
     SlotSpec,
 )
+from reconciler.model.holds import HoldKeys, resolve_hold
+from reconciler.model.holds import problems as hold_problems
 
 ENV_PREFIX: Final = "TPU_RECONCILER_"
 #: Settings that can be overridden from the environment (scalars only).
@@ -273,6 +275,13 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
     # Which group each slot races in (and where it was named, for messages).
     membership: dict[str, str] = {}
     group_names: set[str] = set()
+    by_group = {rg.name: rg for rg in model.race_groups}
+    blocks: list[tuple[Loc, HoldKeys]] = [(("slots", i), m) for i, m in enumerate(model.slots)]
+    blocks += [(("generate", i), m) for i, m in enumerate(model.generate)]
+    blocks += [(("race_groups", i), m) for i, m in enumerate(model.race_groups)]
+    for where_, keys in blocks:
+        for key, message in hold_problems(keys):
+            err((*where_, key), message, key=True)
     for gi, rg in enumerate(model.race_groups):
         if rg.name in group_names:
             err(("race_groups", gi, "name"), f"duplicate race group name {rg.name!r}")
@@ -343,6 +352,7 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
                 valid_until_seconds=int(slot.valid_until) if slot.valid_until else None,
                 setup=_setup(defaults.setup, slot.setup, settings.setup_scripts),
                 order=len(slots),
+                hold=resolve_hold(slot, by_group.get(group) if group else None),
             ),
             (*loc, "name"),
         )
@@ -392,6 +402,7 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
                             setup=_setup(defaults.setup, gen.setup, settings.setup_scripts),
                             order=len(slots),
                             generated=True,
+                            hold=resolve_hold(gen, by_group.get(group) if group else None),
                         ),
                         loc,
                     )
@@ -411,7 +422,8 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
     if diags:
         raise InvalidDesiredState(_dedupe(diags))
     groups = tuple(
-        RaceGroupSpec(name=g.name, count=g.count, slots=tuple(g.slots)) for g in model.race_groups
+        RaceGroupSpec(name=g.name, count=g.count, slots=tuple(g.slots), paused=g.paused)
+        for g in model.race_groups
     )
     return Desired(
         project=model.project,
