@@ -19,6 +19,11 @@ Rules (each action carries a human reason; reasons are shown, never used to deci
   from the tmux inventory; and notices.
 - An action whose key is backing off is *deferred*; one whose last permanent error happened
   under the same fingerprint (same intent, same world) is *blocked*. Both are reported.
+- Control (``core.control``): a slot a release rule answers for (``hold_until`` reached,
+  ``hold_for`` served) is released; a create carries the slot's start (``start_at`` /
+  ``start_after``). Then, in order, actions wait in ``held`` (reported like deferred ones):
+  those of a ``paused`` slot; deletes of ACTIVE TPUs past ``settings.delete_guard`` not
+  confirmed (``Plan.guard`` names the set); and every action while ``settings.suspend``.
 
 No I/O, no clock (``now`` is an argument), no await.
 """
@@ -26,11 +31,12 @@ No I/O, no clock (``now`` is an argument), no await.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Final
 
+from reconciler.core import control
 from reconciler.core.memory import Memory
 from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
 from reconciler.model.observed import (
@@ -105,6 +111,7 @@ class Held:
     action: Action
     why: str
     until: float | None = None  # backoff: when it may run
+    rule: str | None = None  # held by control: "paused" | "guard" | "suspended"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +145,11 @@ class Plan:
     notices: tuple[Notice, ...] = ()
     warnings: tuple[str, ...] = ()
     decided_want: dict[str, str] = field(default_factory=dict)  # slot -> held/released
+    held: tuple[Held, ...] = ()  # waiting on the user: paused, guarded, suspended
+    suspended: bool = False
+    guard: control.Guard | None = None
+    releases: Mapping[str, control.Release] = field(default_factory=dict)  # released now
+    releases_at: Mapping[str, float] = field(default_factory=dict)  # held slots: when
 
     @property
     def empty(self) -> bool:
@@ -156,7 +168,12 @@ class Plan:
 
 
 _RANK: Final = {QRState.ACTIVE: 0, QRState.PROVISIONING: 1}
-_EVENT_WORDS: Final = {"active": "is ACTIVE", "preempted": "was preempted", "failed": "failed"}
+_EVENT_WORDS: Final = {
+    "active": "is ACTIVE",
+    "preempted": "was preempted",
+    "failed": "failed",
+    "released": "was released",
+}
 
 
 def _time_key(stamp: str | None) -> tuple[str, str]:
@@ -168,8 +185,9 @@ def _time_key(stamp: str | None) -> tuple[str, str]:
     return (head, rest.ljust(9, "0"))
 
 
-def _create_request(desired: Desired, spec: SlotSpec) -> CreateRequest:
+def _create_request(desired: Desired, spec: SlotSpec, now: float) -> CreateRequest:
     s = desired.settings
+    after, at = control.start_window(spec, now)
     return CreateRequest(
         name=spec.name,
         zone=spec.zone,
@@ -181,6 +199,8 @@ def _create_request(desired: Desired, spec: SlotSpec) -> CreateRequest:
         valid_until_seconds=spec.valid_until_seconds,
         internal_ips=s.internal_ips,
         labels={MANAGED_LABEL: MANAGED_VALUE},
+        valid_after_seconds=after,
+        valid_after_time=at,
     )
 
 
@@ -233,6 +253,7 @@ class _Planner:
         self.warnings: list[str] = []
         self.notices: list[Notice] = []
         self.decided: dict[str, str] = {}
+        self.releases = control.release_reasons(desired, observed, memory, now)
 
     # -- gatekeeping ----------------------------------------------------------------------
     def propose(self, action: Action) -> None:
@@ -268,7 +289,7 @@ class _Planner:
                 spec.name,
                 spec.zone,
                 reason,
-                create=_create_request(self.desired, spec),
+                create=_create_request(self.desired, spec, self.now),
                 state="NOT_QUEUED",
             )
             not_before = self.memory.slot(spec.name).create_not_before
@@ -292,6 +313,16 @@ class _Planner:
         qr = self.observed.qr(spec.zone, spec.name)
         if qr is not None and qr.state != QRState.DELETING:
             self.propose(_delete(self.observed, qr, reason, Kind.DELETE))
+
+    def released(self, spec: SlotSpec) -> None:
+        """A release rule answered for ``spec``: the ordinary delete, and a notice once."""
+        rel = self.releases[spec.name]
+        self.decided[spec.name] = "released"
+        self.release(spec, rel.reason)
+        qr = self.observed.qr(spec.zone, spec.name)
+        if qr is not None and qr.state != QRState.DELETING:
+            instance = self.memory.slot(spec.name).active_instance or f"{spec.name}@{rel.due:.0f}"
+            self.notice(spec, instance, "released", lambda: f"{rel.reason}; deleting it")
 
     def setup(self, spec: SlotSpec) -> None:
         qr = self.observed.qr(spec.zone, spec.name)
@@ -372,12 +403,17 @@ class _Planner:
             if qr is not None and qr.state in WON_STATES:
                 won.append(((_RANK[qr.state], _time_key(qr.create_time), spec.order), spec))
         won.sort(key=lambda item: item[0])
-        keep = [spec for _, spec in won[: group.count]]
+        done = [s for s in specs if s.name in self.releases]  # a hold that ran out
+        won = [item for item in won if item[1].name not in self.releases]
+        count = max(0, group.count - len(done))
+        keep = [spec for _, spec in won[:count]]
         kept = {s.name for s in keep}
         unseen = [s.name for s in specs if not self.observed.knows(s.zone)]
-        closed = len(keep) >= group.count
+        closed = len(keep) >= count
         for spec in specs:
-            if spec.name in kept:
+            if spec.name in self.releases:
+                self.released(spec)
+            elif spec.name in kept:
                 self.decided[spec.name] = "held"
                 self.hold(spec, f"race {group.name}: winner")
             elif closed:
@@ -386,6 +422,8 @@ class _Planner:
                     f"race {group.name} won by {', '.join(sorted(kept))}"
                     if kept
                     else f"race {group.name} has count 0"
+                    if not done
+                    else f"race {group.name}: its hold ran out ({done[0].name})"
                 )
                 self.release(spec, why)
             else:
@@ -396,7 +434,8 @@ class _Planner:
                 f"race {group.name}: zones of {', '.join(unseen)} unreachable; a winner there "
                 "would be invisible"
             )
-        return RaceStatus(group.name, group.count, tuple(s.name for s in keep), tuple(group.slots))
+        # A hold that ran out lowers the count: the group does not race again to replace it.
+        return RaceStatus(group.name, count, tuple(s.name for s in keep), tuple(group.slots))
 
 
 def plan(
@@ -405,9 +444,11 @@ def plan(
     memory: Memory | None = None,
     now: float = 0.0,
     tmux_windows: Collection[str] | None = None,
+    confirmed: Collection[str] = (),
 ) -> Plan:
     """Decide what to do. ``desired`` None (no valid intent yet) plans nothing at all.
-    ``tmux_windows``: the ``session:window`` targets that exist, None when unknown."""
+    ``tmux_windows``: the ``session:window`` targets that exist, None when unknown.
+    ``confirmed``: the deletes the user confirmed past the guard (``control.delete_id``s)."""
     memory = memory or Memory()
     if desired is None:
         return Plan(
@@ -421,6 +462,8 @@ def plan(
             p.decided[spec.name] = spec.want or "held"
             if spec.want == "released":
                 p.release(spec, "want: released")
+            elif spec.name in p.releases:
+                p.released(spec)
             else:
                 p.hold(spec, "want: held, not queued")
         if p.decided.get(spec.name) == "held":
@@ -438,15 +481,66 @@ def plan(
                         Kind.DELETE,
                     )
                 )
-    return Plan(
-        actions=tuple(p.actions),
-        deferred=tuple(p.deferred),
-        blocked=tuple(p.blocked),
-        unmanaged=unmanaged,
-        races=races,
-        notices=tuple(p.notices),
-        warnings=tuple(p.warnings),
-        decided_want=p.decided,
+    return _controls(
+        Plan(
+            actions=tuple(p.actions),
+            deferred=tuple(p.deferred),
+            blocked=tuple(p.blocked),
+            unmanaged=unmanaged,
+            races=races,
+            notices=tuple(p.notices),
+            warnings=tuple(p.warnings),
+            decided_want=p.decided,
+            releases=p.releases,
+        ),
+        desired,
+        observed,
+        memory,
+        confirmed,
+    )
+
+
+def _controls(
+    plan: Plan, desired: Desired, observed: Observation, memory: Memory, confirmed: Collection[str]
+) -> Plan:
+    """Hold back what the user asked to wait (see ``core.control``): paused slots, guarded
+    deletes, everything while suspended; and say when held slots will be released."""
+    paused = {s.name for s in desired.slots if s.hold.paused}
+    held: list[Held] = []
+    actions: list[Action] = []
+    for a in plan.actions:
+        if a.slot in paused:
+            held.append(Held(a, control.PAUSED_WHY, rule="paused"))
+        else:
+            actions.append(a)
+    ids: dict[str, str] = {}
+    for a in actions:
+        counts = control.counts_for_guard(plan.releases.get(a.slot), memory)
+        if a.kind == Kind.DELETE and a.destructive and counts:
+            node = observed.node(a.zone, a.slot)
+            ids[control.delete_id(a.zone, a.slot, node.instance if node else None)] = a.key
+    guard = control.guard(ids, desired.settings.delete_guard, confirmed)
+    if guard is not None:
+        keys = {ids[i] for i in guard.deletes}
+        held += [Held(a, guard.why, rule="guard") for a in actions if a.key in keys]
+        actions = [a for a in actions if a.key not in keys]
+    suspended = desired.settings.suspend
+    if suspended:
+        held += [Held(a, control.SUSPENDED_WHY, rule="suspended") for a in actions]
+        actions = []
+    at = {
+        s.name: t
+        for s in desired.slots
+        if plan.decided_want.get(s.name) == "held"
+        and (t := control.releases_at(s, observed, memory)) is not None
+    }
+    return replace(
+        plan,
+        actions=tuple(actions),
+        held=tuple(held),
+        suspended=suspended,
+        guard=guard,
+        releases_at=at,
     )
 
 
