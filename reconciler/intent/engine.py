@@ -45,12 +45,15 @@ from typing import Any, Final, Literal
 from reconciler.adapters.files import append_jsonl, swap_in
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import Diagnostic, EditConflict, EditRejected, InvalidDesiredState
-from reconciler.intent.edits import EDITS, EditContext
+from reconciler.intent import edits, edits_control
+from reconciler.intent.edits import EditContext
 from reconciler.intent.operations import OperationLog, check_operation_id
 from reconciler.intent.roundtrip import Doc
 from reconciler.model.desired import Desired
 from reconciler.model.load import parse_desired
 
+#: Every edit kind: the built-in ones and each module of its own (edits_<topic>.py).
+EDITS: Final = {**edits.EDITS, **edits_control.EDITS}
 MAX_ATTEMPTS: Final = 20
 SETTLE_TIMEOUT: Final = 2.0  # seconds an editor's save may take before the edit gives up
 Source = Literal["mcp", "cli"]

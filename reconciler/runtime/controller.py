@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from reconciler.adapters.cloud import Cloud
+from reconciler.adapters.confirm_file import read_confirmed
 from reconciler.adapters.files import read_json, write_json
 from reconciler.adapters.statedir import StateDir
 from reconciler.core import memory as mem
@@ -102,6 +103,8 @@ class Controller:
         self._last: PassResult | None = None
         self._observed_at: float | None = None
         self._backend = "?"
+        self._suspended = False
+        self._guarded: str | None = None
 
     # -- memory ------------------------------------------------------------------------------
     def _load_memory(self) -> mem.Memory:
@@ -183,7 +186,8 @@ class Controller:
         self._note_transitions(observation)
         windows, orphans = await self._tmux_inventory(desired, observation)
         self.memory = mem.observe(self.memory, desired, observation, now)
-        decided = plan(desired, observation, self.memory, now, windows)
+        decided = plan(desired, observation, self.memory, now, windows, read_confirmed(self.state))
+        self._note_control(decided)
         result = PassResult(desired, observation, decided)
         result.dispatched = self._dispatch(desired, observation, decided)
         self._send_notices(desired, decided)
@@ -191,6 +195,18 @@ class Controller:
         self._write_snapshot(result, errors, list(windows or ()), orphans)
         self._save_memory()
         return result
+
+    def _note_control(self, decided: Plan) -> None:
+        if decided.suspended != self._suspended:
+            self._suspended = decided.suspended
+            self.events.emit("controller.suspended" if decided.suspended else "controller.resumed")
+        if decided.guard is not None and decided.guard.fingerprint != self._guarded:
+            self.events.emit(
+                "guard.held",
+                deletes=list(decided.guard.deletes),
+                fingerprint=decided.guard.fingerprint,
+            )
+        self._guarded = decided.guard.fingerprint if decided.guard else None
 
     def _note_transitions(self, observation: Observation) -> None:
         states = {q.key: q.state.value for q in observation.queued_resources}
@@ -225,6 +241,10 @@ class Controller:
             task = asyncio.create_task(self._run(desired, action, node), name=action.key)
             self.in_flight[action.key] = task
             started.append(action)
+            if action.kind == Kind.DELETE and (rel := decided.releases.get(action.slot)):
+                self.events.emit(
+                    "slot.released", slot=action.slot, rule=rel.rule, reason=rel.reason
+                )
         return started
 
     def _cancel_setup(self, action: Action) -> None:
@@ -330,8 +350,8 @@ class Controller:
         return "done"
 
     def _send_notices(self, desired: Desired, decided: Plan) -> None:
-        if not desired.settings.ntfy_topic or self.setup is None:
-            return
+        if not desired.settings.ntfy_topic or self.setup is None or decided.suspended:
+            return  # suspended: the notices wait (they announce what is being done)
         for notice in decided.notices:
             self.memory = mem.record_notice(self.memory, notice.key)
             task = asyncio.create_task(self._notify(desired.settings, notice))
@@ -495,7 +515,10 @@ class Controller:
         now = self.clock()
         self._observed_at = now
         self.memory = mem.observe(self.memory, desired, observation, now)
-        return PassResult(desired, observation, plan(desired, observation, self.memory, now))
+        confirmed = read_confirmed(self.state)
+        return PassResult(
+            desired, observation, plan(desired, observation, self.memory, now, confirmed=confirmed)
+        )
 
     async def apply(self, result: PassResult) -> list[Action]:
         """Carry out exactly the actions of a plan already shown, and wait for them."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from reconciler import __version__
 
 #: Command modules, in help order. Each is reconciler.surfaces.cli.<name>.
-_MODULES = ("_reconcile", "_intent", "_secret", "_tmux", "_ops", "_emulator")
+_MODULES = ("_reconcile", "_intent", "_control", "_secret", "_tmux", "_ops", "_emulator")
 
 
 def _global_options(parser: argparse.ArgumentParser) -> None:
