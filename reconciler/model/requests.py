@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from reconciler.errors import UnsafeName
-from reconciler.model.times import utc_text
+from reconciler.model.times import api_time
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,7 @@ def queueing_policy(request: CreateRequest, now: float) -> dict[str, Any] | None
         return (
             {"validAfterDuration": f"{after}s"}
             if after is not None
-            else {"validAfterTime": utc_text(at or 0.0)}
+            else {"validAfterTime": api_time(at or 0.0)}
         )
     start = at if at is not None else now + (after or 0)
-    return {"validInterval": {"startTime": utc_text(start), "endTime": utc_text(start + until)}}
+    return {"validInterval": {"startTime": api_time(start), "endTime": api_time(start + until)}}

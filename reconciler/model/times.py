@@ -50,6 +50,12 @@ def utc_text(ts: float) -> str:
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def api_time(ts: float) -> str:
+    """RFC 3339 in UTC with milliseconds, as gcloud sends times to the API."""
+    moment = _dt.datetime.fromtimestamp(ts, _dt.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def local_text(ts: float) -> str:
     """The moment in this machine's local time with its offset, for people: ``status``."""
     return _dt.datetime.fromtimestamp(ts).astimezone().isoformat(timespec="minutes")

@@ -1,0 +1,205 @@
+"""Contract: the queueing window of a create, in every form the file can ask for, as the API
+defines it and as gcloud sends it.
+
+1. The REST body decodes strictly with the installed SDK's generated v2 messages (no field
+   they do not define) and carries exactly the QueueingPolicy fields expected.
+2. The real gcloud, given our flags, sends the same QueueingPolicy as our REST body (gcloud
+   folds a start and an end into ``validInterval`` itself, against its own clock).
+3. The emulator grants nothing before the start.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from reconciler.adapters.gcloud import GcloudCloud
+from reconciler.adapters.rest import create_body
+from reconciler.emulator import Emulator
+from reconciler.model.requests import CreateRequest
+from tests.support.tools import require_tool
+
+pytestmark = pytest.mark.integration
+
+PROJECT = "test-project"
+ZONE = "us-central2-b"
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+AT = NOW + 5 * 3600  # 2027-01-15T13:00:00Z
+
+
+def span(start: str, end: str) -> dict[str, Any]:
+    day = "2027-01-15T"
+    return {"validInterval": {"startTime": f"{day}{start}.000Z", "endTime": f"{day}{end}.000Z"}}
+
+
+@dataclass(frozen=True)
+class Form:
+    id: str
+    window: dict[str, Any]
+    policy: dict[str, Any]  # the REST body's queueingPolicy at NOW
+
+
+FORMS = [
+    Form("valid_until alone", {"valid_until_seconds": 3600}, {"validUntilDuration": "3600s"}),
+    Form("start_after alone", {"valid_after_seconds": 7200}, {"validAfterDuration": "7200s"}),
+    Form(
+        "start_at alone", {"valid_after_time": AT}, {"validAfterTime": "2027-01-15T13:00:00.000Z"}
+    ),
+    Form(
+        "start_at with valid_until: the interval",
+        {"valid_after_time": AT, "valid_until_seconds": 6 * 3600},
+        {
+            "validInterval": {
+                "startTime": "2027-01-15T13:00:00.000Z",
+                "endTime": "2027-01-15T19:00:00.000Z",
+            }
+        },
+    ),
+    Form(
+        "start_after with valid_until: the interval from now",
+        {"valid_after_seconds": 600, "valid_until_seconds": 3600},
+        {
+            "validInterval": {
+                "startTime": "2027-01-15T08:10:00.000Z",
+                "endTime": "2027-01-15T09:10:00.000Z",
+            }
+        },
+    ),
+]
+
+
+def request(name: str = "spot-v48-usc2b-1", **window: Any) -> CreateRequest:
+    return CreateRequest(
+        name=name,
+        zone=ZONE,
+        accelerator_type="v4-8",
+        runtime_version="tpu-ubuntu2204-base",
+        mode="spot",
+        labels={"managed-by": "tpu-reconciler"},
+        **window,
+    )
+
+
+_DECODE = r"""
+import json, sys
+sdk = sys.argv[1]
+sys.path[:0] = [sdk + "/lib", sdk + "/lib/third_party"]
+from apitools.base.py import encoding
+from googlecloudsdk.generated_clients.apis.tpu.v2 import tpu_v2_messages as m
+
+def unknown(msg, path):
+    out = [path + "." + n for n in msg.all_unrecognized_fields()]
+    for f in msg.all_fields():
+        v = msg.get_assigned_value(f.name)
+        for item in (v if isinstance(v, list) else [v]):
+            if hasattr(item, "all_unrecognized_fields"):
+                out += unknown(item, path + "." + f.name)
+    return out
+
+for line in sys.stdin:
+    qr = encoding.JsonToMessage(m.QueuedResource, line)
+    policy = qr.queueingPolicy
+    print(json.dumps({"unknown": unknown(qr, "QueuedResource"),
+                      "policy": json.loads(encoding.MessageToJson(policy)) if policy else None}))
+"""
+
+
+def decode_with_sdk(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each body through the SDK's own generated messages (its Python, its apitools)."""
+    gcloud = require_tool("gcloud")
+    sdk = subprocess.run(
+        [gcloud, "info", "--format=value(installation.sdk_root)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", _DECODE, sdk],
+        input="".join(json.dumps(b) + "\n" for b in bodies),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_every_window_form_is_the_apis_own_shape() -> None:
+    bodies = [create_body(PROJECT, request(**f.window), now=NOW) for f in FORMS]
+    assert [b.get("queueingPolicy") for b in bodies] == [f.policy for f in FORMS]
+    decoded = decode_with_sdk(bodies)
+    for form, seen in zip(FORMS, decoded, strict=True):
+        assert seen["unknown"] == [], form.id
+        assert seen["policy"] == form.policy, form.id  # every field known to QueueingPolicy
+
+
+def _stamp(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _times(policy: dict[str, Any]) -> dict[str, Any]:
+    """Interval times as numbers: gcloud's clock and ours differ by the call's duration."""
+    interval = policy.get("validInterval")
+    if not interval:
+        return policy
+    return {"validInterval": {k: _stamp(v) for k, v in interval.items()}}
+
+
+@pytest.mark.parametrize("form", FORMS[1:], ids=lambda f: f.id)
+async def test_gcloud_sends_what_the_rest_body_says(
+    emulator: Emulator, gcloud_env: dict[str, str], form: Form
+) -> None:
+    cloud = GcloudCloud(PROJECT, gcloud=require_tool("gcloud"), env=gcloud_env)
+    window = dict(form.window)
+    if "valid_after_time" in window:
+        window["valid_after_time"] = float(int(time.time()) + 5 * 3600)  # future for gcloud too
+    wanted = request(**window)
+    before = time.time()
+    await cloud.create_queued_resource(wanted)
+    after = time.time()
+    (sent,) = [r for r in emulator.requests() if r.key == "POST queuedResources.create"]
+    ours = create_body(PROJECT, wanted, now=before)["queueingPolicy"]
+    theirs = sent.body["queueingPolicy"]
+    assert theirs.keys() == ours.keys()
+    if "validInterval" in ours:
+        a, b = _times(ours)["validInterval"], _times(theirs)["validInterval"]
+        for key in ("startTime", "endTime"):
+            assert a[key] - 1 <= b[key] <= a[key] + (after - before) + 1, key
+    else:
+        assert theirs == ours
+
+
+def test_emulator_grants_nothing_before_the_start(make_emulator: Any) -> None:
+    import httpx
+
+    from reconciler.emulator import Scenario
+
+    emu = make_emulator(
+        Scenario.from_yaml("timings: {accept: 1, provision: 1, activate: 1, delete: 1}"),
+        speed=0,
+    )
+    base = f"{emu.url.rstrip('/')}/v2/projects/{PROJECT}/locations/{ZONE}/queuedResources"
+    bodies = {
+        "after": create_body(PROJECT, request("after", valid_after_seconds=600)),
+        "interval": create_body(
+            PROJECT, request("interval", valid_after_seconds=600, valid_until_seconds=3600)
+        ),
+    }
+    with httpx.Client(headers={"Authorization": "Bearer t"}) as http:
+        for name, body in bodies.items():
+            http.post(base, params={"queuedResourceId": name}, json=body).raise_for_status()
+
+        def states() -> dict[str, str]:
+            listed = http.get(base).json().get("queuedResources", [])
+            return {q["name"].rsplit("/", 1)[-1]: q["state"]["state"] for q in listed}
+
+        emu.advance(590)
+        assert set(states().values()) <= {"ACCEPTED", "WAITING_FOR_RESOURCES"}
+        emu.advance(20)
+        assert set(states().values()) <= {"PROVISIONING", "ACTIVE"}
