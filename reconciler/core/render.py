@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.model.durations import format_duration
+from reconciler.model.times import local_text
 
 if TYPE_CHECKING:  # `status` only formats a document: it must not pay for the model
     from reconciler.core.plan import Plan
@@ -36,15 +37,43 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
         lines.append(f"  deferred {h.action.kind.value} {h.action.slot}: {h.why}{when}")
     for h in plan.blocked:
         lines.append(f"  blocked  {h.action.kind.value} {h.action.slot}: {h.why}")
+    lines += _control_lines(plan, now)
     for w in plan.warnings:
         lines.append(f"  warning: {w}")
     if plan.unmanaged:
         names = ", ".join(f"{q.name} ({q.zone}, {q.state.value})" for q in plan.unmanaged)
         lines.append(f"  unmanaged (not in the file; left alone): {names}")
-    if plan.deferred or plan.blocked or plan.warnings or plan.unmanaged:
+    notes = (plan.deferred, plan.blocked, plan.warnings, plan.unmanaged, plan.held)
+    if any(notes) or plan.releases_at:
         lines.append("")
     lines.append(plan_summary(plan))
+    if plan.suspended:
+        lines.insert(0, SUSPENDED_BANNER)
     return "\n".join(lines) + "\n"
+
+
+SUSPENDED_BANNER: Final = (
+    "SUSPENDED: the controller observes and plans, and takes no action "
+    "(`tpu-reconciler resume`)."
+)
+
+
+def _control_lines(plan: Plan, now: float | None) -> list[str]:
+    """Held actions (paused, guarded, suspended) and upcoming releases."""
+    lines = []
+    for h in plan.held:
+        if h.rule == "paused":
+            lines.append(f"  paused   {h.action.kind.value} {h.action.slot}")
+        elif h.rule == "suspended":
+            lines.append(f"  held     {h.action.kind.value} {h.action.slot} (suspended)")
+    guarded = [h for h in plan.held if h.rule == "guard"]
+    if guarded and plan.guard is not None:
+        names = ", ".join(h.action.slot for h in guarded)
+        lines.append(f"  guarded  delete {names}: {plan.guard.why}")
+    for slot, at in sorted(plan.releases_at.items()):
+        when = f"in {format_duration(at - now)}" if now is not None and at > now else "now"
+        lines.append(f"  {slot} releases {when} (at {local_text(at)})")
+    return lines
 
 
 def age(stamp: str | None, now: float) -> str:
