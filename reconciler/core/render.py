@@ -90,9 +90,12 @@ def age(stamp: str | None, now: float) -> str:
 _COLUMNS = ("SLOT", "ZONE", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RACE", "NOTE")
 
 
-def _note(row: dict[str, Any]) -> str:
+def _note(row: dict[str, Any], now: float) -> str:
     if not row.get("managed"):
         return "unmanaged (not in file)"
+    control = _control_note(row, now)
+    if control:
+        return control
     if row.get("last_error"):
         return str(row["last_error"])[:60]
     setup = row.get("setup") or {}
@@ -101,6 +104,20 @@ def _note(row: dict[str, Any]) -> str:
         for k, v in setup.items()
         if k in ("bootstrap", "tailscale") and v not in ("off", "done", "waiting")
     ]
+    return ", ".join(parts)
+
+
+def _control_note(row: dict[str, Any], now: float) -> str:
+    parts = ["paused"] if row.get("paused") else []
+    at = row.get("releases_at")
+    if at:
+        try:
+            ts = datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            ts = None
+        if ts is not None:
+            when = f"in {format_duration(ts - now)}" if ts > now else "now"
+            parts.append(f"releases {when} ({local_text(ts)[11:16]})")
     return ", ".join(parts)
 
 
@@ -120,7 +137,7 @@ def status_rows(doc: dict[str, Any], now: float) -> list[tuple[str, ...]]:
                 str(s.get("node_state") or ""),
                 ip_text,
                 str(s.get("race_group") or ""),
-                _note(s),
+                _note(s, now),
             )
         )
     return rows
@@ -147,6 +164,8 @@ def format_status(doc: dict[str, Any], now: float) -> str:
         f"{age(doc.get('observed_at'), now) + ' ago' if doc.get('observed_at') else 'never'}"
         f" via {doc.get('backend')}",
     ]
+    if doc.get("suspended"):
+        head.insert(0, SUSPENDED_BANNER)
     for err in desired.get("errors") or []:
         head.append(f"  {err}")
     if doc.get("note"):
@@ -165,6 +184,13 @@ def format_status(doc: dict[str, Any], now: float) -> str:
     if orphans:
         tail.append(f"tmux orphans (slot not ACTIVE; left open): {', '.join(orphans)}")
     plan = doc.get("plan") or {}
+    guard = plan.get("guard")
+    if guard:
+        tail.append(
+            f"delete guard: {len(guard.get('deletes') or [])} deletes of ACTIVE TPUs wait "
+            f"({', '.join(guard.get('slots') or [])}); confirm exactly these: "
+            f"{guard.get('command')}"
+        )
     if plan.get("summary"):
         tail.append(f"next: {plan['summary']}")
     return "\n".join([*head, "", body, *(["", *tail] if tail else [])]) + "\n"

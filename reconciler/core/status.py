@@ -39,8 +39,10 @@ def action_dict(action: Action) -> dict[str, Any]:
 
 
 def plan_summary(plan: Plan) -> str:
+    if plan.suspended:
+        return f"SUSPENDED: {len(plan.held)} action(s) held; nothing is done until resume."
     if plan.empty:
-        return "No changes."
+        return "No changes." + (" (some wait for confirmation)" if plan.guard else "")
     add, change, destroy = plan.counts()
     return f"Plan: {add} to add, {change} to change, {destroy} to destroy."
 
@@ -54,6 +56,25 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         ],
         "blocked": [{**action_dict(h.action), "why": h.why} for h in plan.blocked],
         "warnings": list(plan.warnings),
+        **control_dict(plan),
+    }
+
+
+def control_dict(plan: Plan) -> dict[str, Any]:
+    """What control holds back (``core.control``): held actions, the guard, suspended."""
+    guard = plan.guard
+    return {
+        "held": [{**action_dict(h.action), "why": h.why, "rule": h.rule} for h in plan.held],
+        "guard": None
+        if guard is None
+        else {
+            "limit": guard.limit,
+            "deletes": list(guard.deletes),
+            "slots": [h.action.slot for h in plan.held if h.rule == "guard"],
+            "fingerprint": guard.fingerprint,
+            "command": guard.command,
+        },
+        "suspended": plan.suspended,
     }
 
 
@@ -187,6 +208,8 @@ def build_status(
             },
             tmux={"target": target if spec.setup.tmux else None, "open": target in windows},
             instance=instance,
+            paused=spec.hold.paused,
+            releases_at=iso(plan.releases_at.get(spec.name)) if plan else None,
         )
         slots.append(row)
     unmanaged = plan.unmanaged if plan else ()
@@ -199,6 +222,8 @@ def build_status(
                 "setup": None,
                 "tmux": None,
                 "instance": None,
+                "paused": False,
+                "releases_at": None,
             }
         )
     return {
@@ -212,6 +237,7 @@ def build_status(
             "errors": list(errors),
             "digest": desired.digest if desired else None,
         },
+        "suspended": plan.suspended if plan else bool(desired and desired.settings.suspend),
         "observed_at": iso(observed_at),
         "observe_error": observe_error,
         "unreachable_zones": sorted(observed.unreachable),

@@ -108,7 +108,7 @@ async def test_suspend_stops_every_action_and_resume_restarts_them(running: Harn
             "    want: held\n  - name: dropped",
         )
     )
-    await passes(h, 5)
+    await passes(h, 3)
     assert h.snapshot()["suspended"] is True
     held = {(a["kind"], a["slot"]) for a in h.snapshot()["plan"]["held"]}
     assert held == {("delete", "kept"), ("delete", "dropped"), ("create", "new")}

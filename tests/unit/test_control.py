@@ -13,7 +13,7 @@ from reconciler.core.memory import Memory, from_dict, observe, to_dict
 from reconciler.core.plan import Plan, plan
 from reconciler.model.desired import Desired, HoldSpec, SlotSpec
 from reconciler.model.observed import Observation, QRState
-from tests.support.worlds import Z1, active, brief, desired, group, node, qr, slot, world
+from tests.support.worlds import Z1, active, brief, desired, group, node, qr, setup, slot, world
 
 T0 = 1_800_000_000.0  # a fixed "now" (2027-01-15T08:00:00Z)
 H = 3600.0
@@ -207,17 +207,26 @@ def test_paused_race_group_queues_nothing() -> None:
 
 
 def test_suspended_plans_everything_and_does_nothing() -> None:
-    want = desired(slot("a"), slot("b", want="released"), suspend=True)
-    p = decide(want, world(active("b")))
+    ready = replace(slot("c"), setup=setup(bootstrap=True, tmux=True))
+    want = desired(slot("a"), slot("b", want="released"), ready, suspend=True)
+    p = decide(want, world(active("b"), active("c", uid="2")))
     assert p.suspended
     assert brief(p) == []
     assert sorted((h.action.kind.value, h.action.slot) for h in p.held) == [
+        ("bootstrap", "c"),
         ("create", "a"),
         ("delete", "b"),
+        ("tmux", "c"),
     ]
     assert all(h.rule == "suspended" and "resume" in h.why for h in p.held)
-    resumed = decide(desired(slot("a"), slot("b", want="released")), world(active("b")))
-    assert sorted(brief(resumed)) == [("+", "create", "a"), ("-", "delete", "b")]
+    resumed = decide(replace(want, settings=want.settings.model_copy(update={"suspend": False})),
+                     world(active("b"), active("c", uid="2")))  # fmt: skip
+    assert sorted(brief(resumed)) == [
+        ("+", "create", "a"),
+        ("-", "delete", "b"),
+        ("~", "bootstrap", "c"),
+        ("~", "tmux", "c"),
+    ]
 
 
 # --- the delete guard --------------------------------------------------------------------------
