@@ -38,7 +38,7 @@ from typing import Final
 
 from reconciler.core import control
 from reconciler.core.memory import Memory
-from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
+from reconciler.model.desired import NO_HOLD, Desired, RaceGroupSpec, SlotSpec
 from reconciler.model.observed import (
     DEAD_STATES,
     MANAGED_LABEL,
@@ -505,7 +505,7 @@ def _controls(
 ) -> Plan:
     """Hold back what the user asked to wait (see ``core.control``): paused slots, guarded
     deletes, everything while suspended; and say when held slots will be released."""
-    paused = {s.name for s in desired.slots if s.hold.paused}
+    paused = {s.name for s in desired.slots if s.hold is not NO_HOLD and s.hold.paused}
     held: list[Held] = []
     actions: list[Action] = []
     for a in plan.actions:
@@ -515,8 +515,9 @@ def _controls(
             actions.append(a)
     ids: dict[str, str] = {}
     for a in actions:
-        counts = control.counts_for_guard(plan.releases.get(a.slot), memory)
-        if a.kind == Kind.DELETE and a.destructive and counts:
+        if a.kind != Kind.DELETE or not a.destructive:
+            continue
+        if control.counts_for_guard(plan.releases.get(a.slot), memory):
             node = observed.node(a.zone, a.slot)
             ids[control.delete_id(a.zone, a.slot, node.instance if node else None)] = a.key
     guard = control.guard(ids, desired.settings.delete_guard, confirmed)
@@ -528,9 +529,10 @@ def _controls(
     if suspended:
         held += [Held(a, control.SUSPENDED_WHY, rule="suspended") for a in actions]
         actions = []
+    timed = (s for s in desired.slots if s.hold is not NO_HOLD)
     at = {
         s.name: t
-        for s in desired.slots
+        for s in timed
         if plan.decided_want.get(s.name) == "held"
         and (t := control.releases_at(s, observed, memory)) is not None
     }
