@@ -58,31 +58,31 @@ def events(h: Harness, kind: str) -> list[dict[str, object]]:
 
 async def test_start_after_is_not_granted_before_its_time(running: Harness) -> None:
     h = running
-    h.write(desired_text(slots(entry("later", extra="    start_after: 60s\n"))))
+    h.write(desired_text(slots(entry("later", extra="    start_after: 40s\n"))))
     await h.until("queued", lambda: h.qr(ZONE, "later") is not None)
     seen = h.emulator.now()
     (sent,) = [r for r in h.mutations() if r.method == "POST"]
-    assert sent.body["queueingPolicy"] == {"validAfterDuration": "60s"}
+    assert sent.body["queueingPolicy"] == {"validAfterDuration": "40s"}
     won = None
     while won is None:
         if h.state_of(ZONE, "later") in ("PROVISIONING", "ACTIVE"):
             won = h.emulator.now()
         assert h.emulator.now() - seen < 120, "never granted"
         await asyncio.sleep(0.02)
-    # created at or before `seen`: granted no earlier than 60 emulated seconds after it
+    # created at or before `seen`: granted no earlier than 40 emulated seconds after it
     # (without the window it would be PROVISIONING ~3 s after the create)
-    assert won - seen >= 58
+    assert won - seen >= 38
     assert creates(h) == ["later"]
 
 
 async def test_hold_for_releases_after_it_and_not_again(running: Harness) -> None:
     h = running
-    h.write(desired_text(slots(entry("short", extra="    hold_for: 3s\n"))))
+    h.write(desired_text(slots(entry("short", extra="    hold_for: 2s\n"))))
     await h.until("ACTIVE", lambda: h.state_of(ZONE, "short") == "ACTIVE")
     loop = asyncio.get_running_loop()
     active_at = loop.time()
     await h.until("released", lambda: deletes(h) == ["short"], timeout=30)
-    assert loop.time() - active_at >= 2.5  # held its 3 s (the controller saw ACTIVE later)
+    assert loop.time() - active_at >= 1.8  # held its 2 s (the controller saw ACTIVE later)
     await h.until("gone", lambda: h.qr(ZONE, "short") is None)
     await passes(h, 2)
     assert creates(h) == ["short"]  # stays released: not queued again
