@@ -18,7 +18,8 @@ world changes". The controller reads only that intent, never the message, to dec
     │   ├── UnsafeName                   a name that must never reach a subprocess
     │   ├── ControllerAlreadyRunning     a second controller for the same desired file
     │   └── EditRejected                 an intent edit that would make desired.yaml invalid
-    └── InvalidDesiredState              desired.yaml does not validate (diagnostics attached)
+    ├── InvalidDesiredState              desired.yaml does not validate (diagnostics attached)
+    └── StatusUnreadable                 status.json exists but is corrupt or of another schema
 
 ``CloudError`` is a mixin shared by both cloud error classes so callers can catch "anything the
 cloud said" in one clause and still read its retry intent.
@@ -137,3 +138,13 @@ class InvalidDesiredState(ReconcilerError):
     def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
         self.diagnostics = tuple(diagnostics)
         super().__init__("\n".join(str(d) for d in self.diagnostics) or "invalid desired state")
+
+
+class StatusUnreadable(ReconcilerError):
+    """The status snapshot exists but cannot be used (corrupt, unknown schema, wrong shape):
+    reported, never taken for "no snapshot"."""
+
+    def __init__(self, path: object, why: str) -> None:
+        super().__init__(f"status snapshot {path} is unreadable: {why}")
+        self.path = path
+        self.why = why

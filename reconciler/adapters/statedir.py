@@ -18,13 +18,10 @@ One state directory per desired file (``--state-dir``, ``$TPU_RECONCILER_STATE_D
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-from reconciler.adapters.files import ensure_private_dir
 
 
 def default_state_dir(desired_file: Path, env: Mapping[str, str] | None = None) -> Path:
@@ -34,6 +31,8 @@ def default_state_dir(desired_file: Path, env: Mapping[str, str] | None = None) 
         return Path(explicit).expanduser()
     base = Path(env.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
     absolute = desired_file.expanduser().resolve()
+    import hashlib  # here: `status` with --state-dir never needs it (OpenSSL is slow to load)
+
     tag = hashlib.sha256(str(absolute).encode()).hexdigest()[:8]
     return base / "tpu-reconciler" / f"{absolute.stem}-{tag}"
 
@@ -89,3 +88,11 @@ class StateDir:
     @property
     def logs(self) -> Path:
         return ensure_private_dir(self.root / "logs")
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """``adapters.files.ensure_private_dir``, imported on first use: reading the state dir
+    (``status``) must not pay for the file-writing primitives."""
+    from reconciler.adapters.files import ensure_private_dir as ensure
+
+    return ensure(path)

@@ -156,8 +156,9 @@ def counts_for_guard(release: Release | None, memory: Memory) -> bool:
 
 
 def delete_id(zone: str, slot: str, instance: str | None) -> str:
-    """Identity of one delete, for confirming it: a re-created node is a new delete."""
-    return f"{zone}/{slot}@{instance or '-'}"
+    """Identity of one delete, ``zone/slot@uid`` (``Node.instance`` is ``node@uid``), for
+    confirming it: a re-created node is a new delete."""
+    return f"{zone}/{instance or slot + '@-'}"
 
 
 def fingerprint(ids: Collection[str]) -> str:

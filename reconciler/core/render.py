@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from reconciler.model.durations import format_duration
 from reconciler.model.times import local_text
 
-if TYPE_CHECKING:  # `status` only formats a document: it must not pay for the model
+if TYPE_CHECKING:  # `status` only formats a snapshot: it must not pay for the plan model
     from reconciler.core.plan import Plan
+    from reconciler.model.status import RaceGroupStatus, SlotStatus, StatusSnapshot
 
 
 def format_plan(plan: Plan, *, now: float | None = None) -> str:
@@ -53,8 +54,7 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
 
 
 SUSPENDED_BANNER: Final = (
-    "SUSPENDED: the controller observes and plans, and takes no action "
-    "(`tpu-reconciler resume`)."
+    "SUSPENDED: the controller observes and plans, and takes no action (`tpu-reconciler resume`)."
 )
 
 
@@ -66,14 +66,16 @@ def _control_lines(plan: Plan, now: float | None) -> list[str]:
             lines.append(f"  paused   {h.action.kind.value} {h.action.slot}")
         elif h.rule == "suspended":
             lines.append(f"  held     {h.action.kind.value} {h.action.slot} (suspended)")
-    guarded = [h for h in plan.held if h.rule == "guard"]
+    guarded = [h.action.slot for h in plan.held if h.rule == "guard"]
     if guarded and plan.guard is not None:
-        names = ", ".join(h.action.slot for h in guarded)
-        lines.append(f"  guarded  delete {names}: {plan.guard.why}")
+        lines.append(f"  guarded  delete {', '.join(guarded)}: {plan.guard.why}")
     for slot, at in sorted(plan.releases_at.items()):
-        when = f"in {format_duration(at - now)}" if now is not None and at > now else "now"
-        lines.append(f"  {slot} releases {when} (at {local_text(at)})")
+        lines.append(f"  {slot} releases {_when(at, now)} (at {local_text(at)})")
     return lines
+
+
+def _when(at: float, now: float | None) -> str:
+    return f"in {format_duration(at - now)}" if now is not None and at > now else "now"
 
 
 def age(stamp: str | None, now: float) -> str:
@@ -90,53 +92,54 @@ def age(stamp: str | None, now: float) -> str:
 _COLUMNS = ("SLOT", "ZONE", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RACE", "NOTE")
 
 
-def _note(row: dict[str, Any], now: float) -> str:
-    if not row.get("managed"):
+def _note(row: SlotStatus, now: float) -> str:
+    if not row.managed:
         return "unmanaged (not in file)"
     control = _control_note(row, now)
     if control:
         return control
-    if row.get("last_error"):
-        return str(row["last_error"])[:60]
-    setup = row.get("setup") or {}
+    if row.last_error:
+        return str(row.last_error)[:60]
+    setup = row.setup
+    if setup is None:
+        return ""
     parts = [
         f"{k} {v}"
-        for k, v in setup.items()
-        if k in ("bootstrap", "tailscale") and v not in ("off", "done", "waiting")
+        for k, v in (("bootstrap", setup.bootstrap), ("tailscale", setup.tailscale))
+        if v not in ("off", "done", "waiting")
     ]
     return ", ".join(parts)
 
 
-def _control_note(row: dict[str, Any], now: float) -> str:
-    parts = ["paused"] if row.get("paused") else []
-    at = row.get("releases_at")
-    if at:
+def _control_note(row: SlotStatus, now: float) -> str:
+    """``paused``, ``releases in 3h12m (20:00)``: what the user asked of this slot's time."""
+    parts = ["paused"] if row.paused else []
+    if row.releases_at:
         try:
-            ts = datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp()
+            ts = datetime.fromisoformat(row.releases_at.replace("Z", "+00:00")).timestamp()
         except ValueError:
             ts = None
         if ts is not None:
-            when = f"in {format_duration(ts - now)}" if ts > now else "now"
-            parts.append(f"releases {when} ({local_text(ts)[11:16]})")
+            parts.append(f"releases {_when(ts, now)} ({local_text(ts)[11:16]})")
     return ", ".join(parts)
 
 
-def status_rows(doc: dict[str, Any], now: float) -> list[tuple[str, ...]]:
+def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
-    for s in doc.get("slots", []):
-        ips = s.get("ips") or []
+    for s in snapshot.slots:
+        ips = s.ips
         ip_text = ips[0] + (f" +{len(ips) - 1}" if len(ips) > 1 else "") if ips else ""
         rows.append(
             (
-                str(s.get("name", "")),
-                str(s.get("zone", "")),
-                str(s.get("accelerator") or ""),
-                str(s.get("want") or "-"),
-                str(s.get("state", "")),
-                age(s.get("state_since"), now),
-                str(s.get("node_state") or ""),
+                s.name,
+                str(s.zone or ""),
+                str(s.accelerator or ""),
+                str(s.want or "-"),
+                str(s.state or ""),
+                age(s.state_since, now),
+                str(s.node_state or ""),
                 ip_text,
-                str(s.get("race_group") or ""),
+                str(s.race_group or ""),
                 _note(s, now),
             )
         )
@@ -152,45 +155,44 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(out)
 
 
-def format_status(doc: dict[str, Any], now: float) -> str:
-    ctl = doc.get("controller") or {}
-    desired = doc.get("desired") or {}
+def race_line(race: RaceGroupStatus) -> str:
+    winners = ", ".join(race.winners) or "none yet"
+    return f"race {race.name}: {len(race.winners)}/{race.count} won ({winners})"
+
+
+def format_status(snapshot: StatusSnapshot, now: float) -> str:
+    ctl = snapshot.controller
+    desired = snapshot.desired
     head = [
-        f"desired: {desired.get('file')} "
-        + ("(valid)" if desired.get("valid") else "(INVALID — last valid intent in force)"),
-        "controller: "
-        + (f"running (pid {ctl.get('pid')})" if ctl.get("running") else "not running"),
-        f"snapshot: {age(doc.get('generated_at'), now) or '?'} old, observed "
-        f"{age(doc.get('observed_at'), now) + ' ago' if doc.get('observed_at') else 'never'}"
-        f" via {doc.get('backend')}",
+        f"desired: {desired.file} "
+        + ("(valid)" if desired.valid else "(INVALID — last valid intent in force)"),
+        "controller: " + (f"running (pid {ctl.pid})" if ctl.running else "not running"),
+        f"snapshot: {age(snapshot.generated_at, now) or '?'} old, observed "
+        f"{age(snapshot.observed_at, now) + ' ago' if snapshot.observed_at else 'never'}"
+        f" via {snapshot.backend}",
     ]
-    if doc.get("suspended"):
+    if snapshot.suspended:
         head.insert(0, SUSPENDED_BANNER)
-    for err in desired.get("errors") or []:
+    for err in desired.errors:
         head.append(f"  {err}")
-    if doc.get("note"):
-        head.append(str(doc["note"]))
-    if doc.get("observe_error"):
-        head.append(f"last observation failed: {doc['observe_error']}")
-    if doc.get("unreachable_zones"):
-        head.append(f"unreachable zones: {', '.join(doc['unreachable_zones'])}")
-    rows = status_rows(doc, now)
+    if snapshot.note:
+        head.append(str(snapshot.note))
+    if snapshot.observe_error:
+        head.append(f"last observation failed: {snapshot.observe_error}")
+    if snapshot.unreachable_zones:
+        head.append(f"unreachable zones: {', '.join(snapshot.unreachable_zones)}")
+    rows = status_rows(snapshot, now)
     body = format_table(_COLUMNS, rows) if rows else "no slots"
-    tail = []
-    for race in doc.get("race_groups") or []:
-        winners = ", ".join(race["winners"]) or "none yet"
-        tail.append(f"race {race['name']}: {len(race['winners'])}/{race['count']} won ({winners})")
-    orphans = (doc.get("tmux") or {}).get("orphans") or []
+    tail = [race_line(race) for race in snapshot.race_groups]
+    orphans = snapshot.tmux.orphans
     if orphans:
         tail.append(f"tmux orphans (slot not ACTIVE; left open): {', '.join(orphans)}")
-    plan = doc.get("plan") or {}
-    guard = plan.get("guard")
-    if guard:
+    guard = snapshot.plan.guard if snapshot.plan is not None else None
+    if guard is not None:
         tail.append(
-            f"delete guard: {len(guard.get('deletes') or [])} deletes of ACTIVE TPUs wait "
-            f"({', '.join(guard.get('slots') or [])}); confirm exactly these: "
-            f"{guard.get('command')}"
+            f"delete guard: {len(guard.deletes)} deletes of ACTIVE TPUs wait "
+            f"({', '.join(guard.slots)}); confirm exactly these: {guard.command}"
         )
-    if plan.get("summary"):
-        tail.append(f"next: {plan['summary']}")
+    if snapshot.plan is not None and snapshot.plan.summary:
+        tail.append(f"next: {snapshot.plan.summary}")
     return "\n".join([*head, "", body, *(["", *tail] if tail else [])]) + "\n"

@@ -1,24 +1,43 @@
-"""The status document (schema ``tpu-reconciler.status.v1``), built from values.
+"""The status snapshot (``tpu-reconciler.status.v1``), built from values.
 
-One document answers "what do I hold right now?": every slot's desired and observed state,
+One snapshot answers "what do I hold right now?": every slot's desired and observed state,
 unmanaged QRs, races, the pending plan, tmux windows. The controller writes it after every
-pass (``status.json``); ``status --live`` builds it from a fresh observation. The schema is
-documented in ``docs/status-snapshot.md`` and ``docs/json.md``. Pure: times are arguments.
+pass (``status.json``, through ``adapters/status_file``); ``status --live`` builds it from a
+fresh observation. The values are ``model/status``'s dataclasses; the schema is documented in
+``docs/status-snapshot.md`` and ``docs/json.md``. Pure: times are arguments.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
-from reconciler.model.desired import Desired
-from reconciler.model.names import zone_code
+from reconciler.model.desired import Desired, SlotSpec
 from reconciler.model.observed import Observation, QueuedResource
+from reconciler.model.status import (
+    STATUS_SCHEMA,
+    ActionStatus,
+    BlockedActionStatus,
+    DeferredActionStatus,
+    DesiredInfo,
+    GuardStatus,
+    HeldActionStatus,
+    PlanStatus,
+    RaceGroupStatus,
+    SetupStatus,
+    SlotStatus,
+    StatusSnapshot,
+    TmuxInventoryStatus,
+    TmuxStatus,
+    encode,
+)
 
-STATUS_SCHEMA: Final = "tpu-reconciler.status.v1"
+__all__ = ["STATUS_SCHEMA", "build_status", "iso", "plan_dict", "plan_status", "plan_summary"]
+
+_SETUP_STEPS = ("bootstrap", "tailscale", "tmux")
 
 
 def iso(ts: float | None) -> str | None:
@@ -27,7 +46,7 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def action_dict(action: Action) -> dict[str, Any]:
+def _action_fields(action: Action) -> dict[str, Any]:
     return {
         "symbol": action.symbol,
         "kind": action.kind.value,
@@ -42,40 +61,60 @@ def plan_summary(plan: Plan) -> str:
     if plan.suspended:
         return f"SUSPENDED: {len(plan.held)} action(s) held; nothing is done until resume."
     if plan.empty:
-        return "No changes." + (" (some wait for confirmation)" if plan.guard else "")
+        return "No changes." + (" (some deletes wait for confirmation)" if plan.guard else "")
     add, change, destroy = plan.counts()
     return f"Plan: {add} to add, {change} to change, {destroy} to destroy."
 
 
-def plan_dict(plan: Plan) -> dict[str, Any]:
-    return {
-        "summary": plan_summary(plan),
-        "actions": [action_dict(a) for a in plan.actions],
-        "deferred": [
-            {**action_dict(h.action), "why": h.why, "until": iso(h.until)} for h in plan.deferred
-        ],
-        "blocked": [{**action_dict(h.action), "why": h.why} for h in plan.blocked],
-        "warnings": list(plan.warnings),
-        **control_dict(plan),
-    }
+def plan_status(plan: Plan) -> PlanStatus:
+    return PlanStatus(
+        summary=plan_summary(plan),
+        actions=tuple(ActionStatus(**_action_fields(a)) for a in plan.actions),
+        deferred=tuple(
+            DeferredActionStatus(**_action_fields(h.action), why=h.why, until=iso(h.until))
+            for h in plan.deferred
+        ),
+        blocked=tuple(
+            BlockedActionStatus(**_action_fields(h.action), why=h.why) for h in plan.blocked
+        ),
+        warnings=tuple(plan.warnings),
+        **_control_fields(plan),
+    )
 
 
-def control_dict(plan: Plan) -> dict[str, Any]:
-    """What control holds back (``core.control``): held actions, the guard, suspended."""
+def _control_fields(plan: Plan) -> dict[str, Any]:
+    """What control holds back (``core/control``): held actions, the guard, suspended."""
     guard = plan.guard
     return {
-        "held": [{**action_dict(h.action), "why": h.why, "rule": h.rule} for h in plan.held],
+        "held": tuple(
+            HeldActionStatus(**_action_fields(h.action), why=h.why, rule=h.rule) for h in plan.held
+        ),
         "guard": None
         if guard is None
-        else {
-            "limit": guard.limit,
-            "deletes": list(guard.deletes),
-            "slots": [h.action.slot for h in plan.held if h.rule == "guard"],
-            "fingerprint": guard.fingerprint,
-            "command": guard.command,
-        },
+        else GuardStatus(
+            limit=guard.limit,
+            deletes=guard.deletes,
+            slots=tuple(h.action.slot for h in plan.held if h.rule == "guard"),
+            fingerprint=guard.fingerprint,
+            command=guard.command,
+        ),
         "suspended": plan.suspended,
     }
+
+
+def plan_dict(plan: Plan) -> dict[str, Any]:
+    """The plan as JSON (``plan --json`` and the snapshot's ``plan``)."""
+    return encode(plan_status(plan))
+
+
+def _no_plan(desired: Desired | None) -> PlanStatus:
+    return PlanStatus(
+        summary=(
+            "No plan yet: waiting for a successful observation."
+            if desired is not None
+            else "No valid desired state: nothing will be created or deleted."
+        )
+    )
 
 
 def _setup_state(
@@ -96,31 +135,141 @@ def _setup_state(
     return "failed" if error else "pending"
 
 
-def _qr_row(
-    qr: QueuedResource,
-    observed: Observation,
-    want: str | None,
-    managed: bool,
-    race: str | None,
-    mode: str | None,
-    accelerator: str | None,
-) -> dict[str, Any]:
+def _setup_status(memory: Memory, spec: SlotSpec, instance: str | None) -> SetupStatus:
+    """Each step's state; ``detail`` is the first failing step's message (and its log)."""
+    errors = {k: memory.error(f"{spec.zone}/{spec.name}:{k}") for k in _SETUP_STEPS}
+    failing = next((e for e in errors.values() if e is not None), None)
+    detail = failing.message if failing else None
+    if failing and failing.detail:
+        detail = f"{detail}\n{failing.detail}"
+
+    def step(kind: str, enabled: bool) -> str:
+        error = detail if errors[kind] else None
+        return _setup_state(
+            memory, spec.name, kind, enabled, instance, spec.setup.generation, error
+        )
+
+    return SetupStatus(
+        bootstrap=step("bootstrap", spec.setup.bootstrap),
+        tailscale=step("tailscale", spec.setup.tailscale),
+        generation=spec.setup.generation,
+        detail=detail,
+    )
+
+
+def _qr_fields(qr: QueuedResource, observed: Observation) -> dict[str, Any]:
+    """What the cloud says about one QR and its node."""
     node = observed.node(qr.zone, qr.node_id or qr.name)
     return {
-        "name": qr.name,
-        "zone": qr.zone,
-        "accelerator": accelerator or qr.accelerator_type,
-        "mode": mode or qr.mode,
-        "want": want,
-        "managed": managed,
-        "race_group": race,
         "state": qr.state.value,
         "node_state": node.state.value if node else None,
         "health": node.health if node else None,
-        "ips": list(node.ips()) if node else [],
+        "ips": tuple(node.ips()) if node else (),
         "create_time": qr.create_time,
         "labelled": qr.managed,
     }
+
+
+def _last_error(memory: Memory, spec: SlotSpec, qr: QueuedResource | None) -> str | None:
+    cloud_error = memory.error(f"{spec.zone}/{spec.name}:cloud")
+    if cloud_error:
+        return cloud_error.message
+    if qr is not None and qr.error and qr.error.message:
+        return f"code {qr.error.code}: {qr.error.message}"
+    return None
+
+
+def _managed_row(
+    spec: SlotSpec,
+    desired: Desired,
+    observed: Observation,
+    memory: Memory,
+    want: str | None,
+    windows: Collection[str],
+    releases_at: float | None = None,
+) -> SlotStatus:
+    qr = observed.qr(spec.zone, spec.name)
+    if qr is not None:
+        seen = _qr_fields(qr, observed)
+    else:
+        seen = {"state": "NOT_QUEUED" if observed.knows(spec.zone) else "UNKNOWN"}
+    node = observed.node(spec.zone, (qr.node_id if qr else None) or spec.name)
+    instance = node.instance if node is not None and qr is not None else None
+    target = f"tpu-{desired.zone_code(spec.zone)}:{spec.name}"
+    mem = memory.slot(spec.name)
+    return SlotStatus(
+        name=spec.name,
+        zone=spec.zone,
+        accelerator=spec.accelerator or (qr.accelerator_type if qr else None),
+        mode=spec.mode or (qr.mode if qr else None),
+        want=want,
+        managed=True,
+        race_group=spec.race_group,
+        **seen,
+        state_since=iso(mem.state_since) if mem.state == seen["state"] else None,
+        last_error=_last_error(memory, spec, qr),
+        setup=_setup_status(memory, spec, instance),
+        tmux=TmuxStatus(target=target if spec.setup.tmux else None, open=target in windows),
+        instance=instance,
+        paused=spec.hold.paused,
+        releases_at=iso(releases_at),
+    )
+
+
+def _unmanaged_row(qr: QueuedResource, observed: Observation) -> SlotStatus:
+    return SlotStatus(
+        name=qr.name,
+        zone=qr.zone,
+        accelerator=qr.accelerator_type,
+        mode=qr.mode,
+        managed=False,
+        **_qr_fields(qr, observed),
+    )
+
+
+def _slots(
+    desired: Desired | None,
+    observed: Observation,
+    memory: Memory,
+    plan: Plan | None,
+    windows: Collection[str],
+) -> tuple[SlotStatus, ...]:
+    """Managed slots in file order, then the unmanaged QRs the plan found."""
+    decided = plan.decided_want if plan else {}
+    at = plan.releases_at if plan else {}
+    rows = (
+        [
+            _managed_row(
+                spec,
+                desired,
+                observed,
+                memory,
+                decided.get(spec.name, spec.want),
+                windows,
+                at.get(spec.name),
+            )
+            for spec in desired.slots
+        ]
+        if desired
+        else []
+    )
+    rows += [_unmanaged_row(qr, observed) for qr in (plan.unmanaged if plan else ())]
+    return tuple(rows)
+
+
+def _race_groups(desired: Desired | None, plan: Plan | None) -> tuple[RaceGroupStatus, ...]:
+    paused = {g.name for g in desired.race_groups if g.paused} if desired else set()
+    return tuple(
+        RaceGroupStatus(
+            name=r.name,
+            count=r.count,
+            winners=tuple(r.winners),
+            candidates=tuple(r.candidates),
+            open=r.open,
+            paused=r.name in paused,
+        )
+        for r in (plan.races if plan else ())
+    )
 
 
 def build_status(
@@ -137,133 +286,28 @@ def build_status(
     tmux_windows: Collection[str] = (),
     tmux_orphans: Collection[str] = (),
     observe_error: str | None = None,
-) -> dict[str, Any]:
-    """The whole document except ``controller``, which readers fill in from the lock."""
+) -> StatusSnapshot:
+    """The whole snapshot; ``controller`` says "not running": writers and readers fill it in
+    from the lock."""
     observed = observation or Observation(zones=frozenset())
-    decided = plan.decided_want if plan else {}
-    windows = set(tmux_windows)
-    slots: list[dict[str, Any]] = []
-    for spec in desired.slots if desired else ():
-        qr = observed.qr(spec.zone, spec.name)
-        want = decided.get(spec.name, spec.want)
-        mem = memory.slot(spec.name)
-        cloud_error = memory.error(f"{spec.zone}/{spec.name}:cloud")
-        if qr is not None:
-            row = _qr_row(qr, observed, want, True, spec.race_group, spec.mode, spec.accelerator)
-        else:
-            row = {
-                "name": spec.name,
-                "zone": spec.zone,
-                "accelerator": spec.accelerator,
-                "mode": spec.mode,
-                "want": want,
-                "managed": True,
-                "race_group": spec.race_group,
-                "state": "NOT_QUEUED" if observed.knows(spec.zone) else "UNKNOWN",
-                "node_state": None,
-                "health": None,
-                "ips": [],
-                "create_time": None,
-                "labelled": None,
-            }
-        node = observed.node(spec.zone, (qr.node_id if qr else None) or spec.name)
-        instance = node.instance if node is not None and qr is not None else None
-        last_error = cloud_error.message if cloud_error else None
-        if qr is not None and qr.error and qr.error.message and last_error is None:
-            last_error = f"code {qr.error.code}: {qr.error.message}"
-        setup_errors = {
-            k: memory.error(f"{spec.zone}/{spec.name}:{k}")
-            for k in ("bootstrap", "tailscale", "tmux")
-        }
-        failing = next((e for e in setup_errors.values() if e is not None), None)
-        detail = failing.message if failing else None
-        if failing and failing.detail:
-            detail = f"{detail}\n{failing.detail}"
-        target = f"tpu-{desired.zone_code(spec.zone) if desired else zone_code(spec.zone)}"
-        target = f"{target}:{spec.name}"
-        row.update(
-            state_since=iso(mem.state_since) if mem.state == row["state"] else None,
-            last_error=last_error,
-            setup={
-                "bootstrap": _setup_state(
-                    memory,
-                    spec.name,
-                    "bootstrap",
-                    spec.setup.bootstrap,
-                    instance,
-                    spec.setup.generation,
-                    detail if setup_errors["bootstrap"] else None,
-                ),
-                "tailscale": _setup_state(
-                    memory,
-                    spec.name,
-                    "tailscale",
-                    spec.setup.tailscale,
-                    instance,
-                    spec.setup.generation,
-                    detail if setup_errors["tailscale"] else None,
-                ),
-                "generation": spec.setup.generation,
-                "detail": detail,
-            },
-            tmux={"target": target if spec.setup.tmux else None, "open": target in windows},
-            instance=instance,
-            paused=spec.hold.paused,
-            releases_at=iso(plan.releases_at.get(spec.name)) if plan else None,
-        )
-        slots.append(row)
-    unmanaged = plan.unmanaged if plan else ()
-    for qr in unmanaged:
-        slots.append(
-            _qr_row(qr, observed, None, False, None, None, None)
-            | {
-                "state_since": None,
-                "last_error": None,
-                "setup": None,
-                "tmux": None,
-                "instance": None,
-                "paused": False,
-                "releases_at": None,
-            }
-        )
-    return {
-        "schema_version": STATUS_SCHEMA,
-        "generated_at": iso(now),
-        "controller": {"running": False, "pid": None},
-        "backend": backend,
-        "desired": {
-            "file": desired_file,
-            "valid": not errors,
-            "errors": list(errors),
-            "digest": desired.digest if desired else None,
-        },
-        "suspended": plan.suspended if plan else bool(desired and desired.settings.suspend),
-        "observed_at": iso(observed_at),
-        "observe_error": observe_error,
-        "unreachable_zones": sorted(observed.unreachable),
-        "slots": slots,
-        "race_groups": [
-            {
-                "name": r.name,
-                "count": r.count,
-                "winners": list(r.winners),
-                "candidates": list(r.candidates),
-                "open": r.open,
-            }
-            for r in (plan.races if plan else ())
-        ],
-        "plan": plan_dict(plan)
-        if plan
-        else {
-            "summary": (
-                "No plan yet: waiting for a successful observation."
-                if desired is not None
-                else "No valid desired state: nothing will be created or deleted."
-            ),
-            "actions": [],
-            "deferred": [],
-            "blocked": [],
-            "warnings": [],
-        },
-        "tmux": {"windows": sorted(windows), "orphans": sorted(tmux_orphans)},
-    }
+    windows = frozenset(tmux_windows)
+    return StatusSnapshot(
+        generated_at=iso(now),
+        backend=backend,
+        desired=DesiredInfo(
+            file=desired_file,
+            valid=not errors,
+            errors=tuple(errors),
+            digest=desired.digest if desired else None,
+        ),
+        observed_at=iso(observed_at),
+        observe_error=observe_error,
+        unreachable_zones=tuple(sorted(observed.unreachable)),
+        slots=_slots(desired, observed, memory, plan, windows),
+        race_groups=_race_groups(desired, plan),
+        plan=plan_status(plan) if plan else _no_plan(desired),
+        tmux=TmuxInventoryStatus(
+            windows=tuple(sorted(windows)), orphans=tuple(sorted(tmux_orphans))
+        ),
+        suspended=plan.suspended if plan else bool(desired and desired.settings.suspend),
+    )

@@ -6,11 +6,11 @@ May not: edit desired.yaml or touch anything but the windows named after the slo
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Final
 
-from reconciler.errors import ReconcilerError, SetupFailed
+from reconciler.adapters.status_file import read_status
+from reconciler.errors import ReconcilerError, SetupFailed, StatusUnreadable
 from reconciler.intent.engine import IntentEditor
 
 SOCKET_ENV: Final = "TPU_RECONCILER_TMUX_SOCKET"
@@ -54,10 +54,10 @@ async def stays_open_notes(store: IntentEditor, name: str) -> list[str]:
             targets = [w.target for w in await mirror.windows_for(name)]
     except (ImportError, ReconcilerError):
         try:
-            doc = json.loads(store.state.status.read_bytes())
-            windows = doc.get("tmux", {}).get("windows", [])
-        except (OSError, ValueError, AttributeError):
-            windows = []
+            snapshot = read_status(store.state.status)
+        except StatusUnreadable:
+            snapshot = None
+        windows = snapshot.tmux.windows if snapshot else ()
         targets = [t for t in windows if isinstance(t, str) and t.rsplit(":", 1)[-1] == name]
     return [
         f"tmux window {target} stays open (close it with tmux_close / "

@@ -1,7 +1,8 @@
 """Read-only views for MCP tools and CLI verbs: the intent joined with the controller's snapshot.
 
-May: read desired.yaml, ``status.json`` (schema tpu-reconciler.status.v1, written by the
-controller after every pass), ``events.jsonl``, ``oslogin_user`` and probe the controller lock.
+May: read desired.yaml, ``status.json`` (a ``model/status.StatusSnapshot``, read through
+``adapters/status_file``; written by the controller after every pass), ``events.jsonl``,
+``oslogin_user`` and probe the controller lock.
 May not: write anything, call the cloud, SSH or tmux.
 
 Every document carries ``schema_version`` ``tpu-reconciler.mcp.v1``. A missing snapshot is not
@@ -17,19 +18,19 @@ import json
 import os
 import shlex
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-from reconciler.adapters.files import read_json
-from reconciler.errors import InvalidDesiredState, ReconcilerError, UnsafeName
+from reconciler.adapters.status_file import read_status
+from reconciler.errors import InvalidDesiredState, ReconcilerError, StatusUnreadable, UnsafeName
 from reconciler.intent.engine import EditResult, IntentEditor
 from reconciler.model import names
 from reconciler.model.desired import Desired
+from reconciler.model.status import SlotStatus, StatusSnapshot, encode
 
 SCHEMA: Final = "tpu-reconciler.mcp.v1"
-STATUS_SCHEMA: Final = "tpu-reconciler.status.v1"
 _TAIL_BYTES: Final = 4 * 1024 * 1024
 
 
@@ -50,20 +51,15 @@ def _parse_time(value: Any) -> float | None:
         return None
 
 
-def read_snapshot(store: IntentEditor) -> dict[str, Any] | None:
-    """The controller's last status document, or None when it has not written one."""
+def read_snapshot(store: IntentEditor) -> StatusSnapshot | None:
+    """The controller's last status snapshot, or None when it has not written one."""
     try:
-        doc = read_json(store.state.status)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        raise ViewError(f"status snapshot {store.state.status} is unreadable: {e}") from None
-    if not isinstance(doc, dict) or doc.get("schema_version") != STATUS_SCHEMA:
-        raise ViewError(f"status snapshot {store.state.status} has an unknown schema")
-    return doc
+        return read_status(store.state.status)
+    except StatusUnreadable as e:
+        raise ViewError(str(e)) from None
 
 
-def _snapshot_meta(store: IntentEditor, snap: dict[str, Any] | None) -> dict[str, Any]:
+def _snapshot_meta(store: IntentEditor, snap: StatusSnapshot | None) -> dict[str, Any]:
     if snap is None:
         return {
             "present": False,
@@ -71,20 +67,19 @@ def _snapshot_meta(store: IntentEditor, snap: dict[str, Any] | None) -> dict[str
         }
     from reconciler.runtime.lock import read_holder
 
-    made = _parse_time(snap.get("generated_at"))
+    made = _parse_time(snap.generated_at)
     pid = read_holder(store.state)
     return {
         "present": True,
-        "generated_at": snap.get("generated_at"),
+        "generated_at": snap.generated_at,
         "age_seconds": round(time.time() - made, 1) if made is not None else None,
         "controller": {"running": pid is not None, "pid": pid},
-        "desired_digest": (snap.get("desired") or {}).get("digest"),
+        "desired_digest": snap.desired.digest,
     }
 
 
-def _rows(snap: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    rows = snap.get("slots") if snap else None
-    return {r["name"]: r for r in rows or [] if isinstance(r, dict) and "name" in r}
+def _rows(snap: StatusSnapshot | None) -> dict[str, SlotStatus]:
+    return snap.by_name() if snap else {}
 
 
 def _desired(store: IntentEditor) -> tuple[Desired | None, list[str]]:
@@ -110,8 +105,9 @@ _OBSERVED: Final = (
 )
 
 
-def _slot_view(spec: Any, row: dict[str, Any] | None) -> dict[str, Any]:
+def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    row = encode(slot) if slot is not None else None
     if spec is not None:
         out = {
             "name": spec.name,
@@ -152,8 +148,9 @@ def list_slots(store: IntentEditor) -> dict[str, Any]:
         desired_errors=errors,
         snapshot=_snapshot_meta(store, snap),
         slots=slots,
-        race_groups=(snap or {}).get("race_groups")
-        or [
+        race_groups=[encode(r) for r in snap.race_groups]
+        if snap and snap.race_groups
+        else [
             {"name": g.name, "count": g.count, "candidates": list(g.slots)}
             for g in (desired.race_groups if desired else ())
         ],
@@ -202,7 +199,7 @@ def ssh_command(
     worker: int = 0,
     *,
     desired: Desired | None = None,
-    snapshot: dict[str, Any] | None = None,
+    snapshot: StatusSnapshot | None = None,
 ) -> dict[str, Any]:
     """An OpenSSH command line for one worker, pinned to the node instance's host key."""
     names.check_name(name)
@@ -214,10 +211,10 @@ def ssh_command(
     row = _rows(snap).get(name)
     if row is None:
         raise ViewError(f"slot {name!r} is not in the status snapshot")
-    ips = [ip for ip in row.get("ips") or [] if isinstance(ip, str)]
-    instance = row.get("instance")
+    ips = [ip for ip in row.ips if isinstance(ip, str)]
+    instance = row.instance
     if not ips or not isinstance(instance, str):
-        raise ViewError(f"slot {name!r} has no node yet (state {row.get('state')})")
+        raise ViewError(f"slot {name!r} has no node yet (state {row.state})")
     if not 0 <= worker < len(ips):
         raise ViewError(f"slot {name!r} has workers 0..{len(ips) - 1}, not {worker}")
     try:
@@ -252,11 +249,10 @@ def ssh_command(
 
 def tmux_status(store: IntentEditor) -> dict[str, Any]:
     snap = read_snapshot(store)
-    tmux = (snap or {}).get("tmux") or {}
-    orphans = set(tmux.get("orphans") or [])
+    orphans = set(snap.tmux.orphans if snap else ())
     windows = [
         {"target": w, "orphaned": w in orphans}
-        for w in tmux.get("windows") or []
+        for w in (snap.tmux.windows if snap else ())
         if isinstance(w, str)
     ]
     return _doc(
@@ -270,8 +266,8 @@ def tmux_status(store: IntentEditor) -> dict[str, Any]:
 def plan(store: IntentEditor) -> dict[str, Any]:
     snap = read_snapshot(store)
     return _doc(
-        plan=(snap or {}).get("plan"),
-        desired=(snap or {}).get("desired"),
+        plan=encode(snap.plan) if snap and snap.plan else None,
+        desired=encode(snap.desired) if snap else None,
         snapshot=_snapshot_meta(store, snap),
     )
 
@@ -305,37 +301,45 @@ def events(store: IntentEditor, limit: int = 50) -> dict[str, Any]:
 # --- waiting for the controller -------------------------------------------------------------
 
 
-def _row_check(result: EditResult, desired: Desired | None) -> Callable[[dict[str, Any]], bool]:
+_RowCheck = Callable[[SlotStatus], bool]
+
+
+def _setup_check(result: EditResult, desired: Desired | None) -> _RowCheck:
+    args = result.args
+    flags = [k for k in ("bootstrap", "tailscale") if args.get(k)]
+    spec = desired.slot(result.slots[0]) if desired and result.slots else None
+    generation = spec.setup.generation if spec else 0
+
+    def setup_done(row: SlotStatus) -> bool:
+        tmux_ok = not args.get("tmux") or bool(row.tmux and row.tmux.open)
+        setup = row.setup
+        return (
+            tmux_ok
+            and (setup.generation if setup else 0) >= generation
+            and all(setup is not None and getattr(setup, k) == "done" for k in flags)
+        )
+
+    return setup_done
+
+
+def _row_check(result: EditResult, desired: Desired | None) -> _RowCheck:
     args = result.args
     if result.kind in ("hold", "hold_many") or (
         result.kind == "add_slot" and args.get("want", "held") == "held"
     ):
-        return lambda row: row.get("state") == "ACTIVE"
+        return lambda row: row.state == "ACTIVE"
     if result.kind in ("release", "add_slot"):
-        return lambda row: row.get("state") == "NOT_QUEUED"
+        return lambda row: row.state == "NOT_QUEUED"
     if result.kind == "remove_slot":
-        return lambda row: row.get("managed") is False
+        return lambda row: row.managed is False
     if result.kind == "setup":
-        flags = [k for k in ("bootstrap", "tailscale") if args.get(k)]
-        spec = desired.slot(result.slots[0]) if desired and result.slots else None
-        generation = spec.setup.generation if spec else 0
-
-        def setup_done(row: dict[str, Any]) -> bool:
-            setup = row.get("setup") or {}
-            tmux_ok = not args.get("tmux") or bool((row.get("tmux") or {}).get("open"))
-            return (
-                tmux_ok
-                and int(setup.get("generation") or 0) >= generation
-                and all(setup.get(k) == "done" for k in flags)
-            )
-
-        return setup_done
+        return _setup_check(result, desired)
     return lambda row: True
 
 
 def target_reached(
-    result: EditResult, snap: Mapping[str, Any], desired: Desired | None
-) -> tuple[bool, list[dict[str, Any]]]:
+    result: EditResult, snap: StatusSnapshot, desired: Desired | None
+) -> tuple[bool, list[SlotStatus]]:
     """Whether ``snap`` shows what ``result``'s edit asked for, and the rows it looked at.
 
     hold / add_slot(held): each slot ACTIVE (the TPU is usable). release /
@@ -344,20 +348,17 @@ def target_reached(
     its window is open). tmux_all: every ACTIVE slot that wants tmux has its window. set_poll,
     suspend, resume: the controller has loaded the edited file.
     """
-    rows = _rows(dict(snap))
+    rows = _rows(snap)
     if result.kind == "race":
-        group = next(
-            (g for g in snap.get("race_groups") or [] if g.get("name") == result.args["group"]),
-            None,
-        )
-        done = group is not None and len(group.get("winners") or []) >= result.args["count"]
+        group = next((g for g in snap.race_groups if g.name == result.args["group"]), None)
+        done = group is not None and len(group.winners) >= result.args["count"]
         return done, [rows[n] for n in result.slots if n in rows]
     if result.kind in ("set_poll", "suspend", "resume"):
-        return (snap.get("desired") or {}).get("digest") == result.digest, []
+        return snap.desired.digest == result.digest, []
     if result.kind == "tmux_all":
-        active = [r for r in rows.values() if r.get("state") == "ACTIVE" and r.get("tmux")]
-        wanted = [r for r in active if (r["tmux"] or {}).get("target")]
-        return all((r["tmux"] or {}).get("open") for r in wanted), wanted
+        active = [r for r in rows.values() if r.state == "ACTIVE" and r.tmux]
+        wanted = [r for r in active if r.tmux and r.tmux.target]
+        return all(r.tmux and r.tmux.open for r in wanted), wanted
     check = _row_check(result, desired)
     seen = [rows[n] for n in result.slots if n in rows]
     if result.kind == "remove_slot":
@@ -376,7 +377,7 @@ def wait_for(
     edited_at = int(_parse_time(result.ts) or 0)
     start = time.monotonic()
     seen_mtime = -1
-    rows: list[dict[str, Any]] = []
+    rows: list[SlotStatus] = []
     generated_at = None
     while True:
         try:
@@ -386,9 +387,9 @@ def wait_for(
         if mtime != seen_mtime:
             seen_mtime = mtime
             snap = read_snapshot(store) if mtime >= 0 else None
-            made = _parse_time(snap.get("generated_at")) if snap else None
+            made = _parse_time(snap.generated_at) if snap else None
             if snap is not None and made is not None and made >= edited_at:
-                generated_at = snap.get("generated_at")
+                generated_at = snap.generated_at
                 done, rows = target_reached(result, snap, desired)
                 if done:
                     return _waited(True, start, rows, generated_at)
@@ -398,12 +399,13 @@ def wait_for(
 
 
 def _waited(
-    reached: bool, start: float, rows: list[dict[str, Any]], generated_at: Any
+    reached: bool, start: float, rows: list[SlotStatus], generated_at: Any
 ) -> dict[str, Any]:
+    keys = ("name", "state", *_OBSERVED[2:])
     return {
         "reached": reached,
         "waited_seconds": round(time.monotonic() - start, 2),
         "snapshot_generated_at": generated_at,
-        "observed": [{k: r.get(k) for k in ("name", "state", *_OBSERVED[2:])} for r in rows],
+        "observed": [{k: row.get(k) for k in keys} for row in map(encode, rows)],
         **({} if reached else {"note": "not reached yet: the controller keeps working on it"}),
     }

@@ -19,18 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from reconciler.adapters.cloud import Cloud
 from reconciler.adapters.confirm_file import read_confirmed
 from reconciler.adapters.files import read_json, write_json
 from reconciler.adapters.statedir import StateDir
+from reconciler.adapters.status_file import write_status
 from reconciler.core import memory as mem
 from reconciler.core.plan import CLOUD_KINDS, Action, Kind, Notice, Plan, in_motion, plan
 from reconciler.core.schedule import next_interval
@@ -38,6 +40,7 @@ from reconciler.core.status import build_status
 from reconciler.errors import PermanentError, TemporaryError
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
+from reconciler.model.status import ControllerInfo
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
 
@@ -400,7 +403,7 @@ class Controller:
         last = self._last
         observation = result.observation or (last.observation if last else None)
         decided = result.plan or (last.plan if last else None)
-        doc: dict[str, Any] = build_status(
+        snapshot = build_status(
             desired=result.desired,
             desired_file=str(self.store.path),
             errors=errors,
@@ -414,9 +417,12 @@ class Controller:
             tmux_orphans=orphans or (),
             observe_error=result.observe_error,
         )
-        doc["controller"] = {"running": running, "pid": os.getpid() if running else None}
-        doc["in_flight"] = sorted(k for k in self.in_flight if not k.startswith("notify:"))
-        write_json(self.state.status, doc, compact=True)
+        snapshot = dataclasses.replace(
+            snapshot,
+            controller=ControllerInfo(running=running, pid=os.getpid() if running else None),
+            in_flight=tuple(sorted(k for k in self.in_flight if not k.startswith("notify:"))),
+        )
+        write_status(self.state.status, snapshot)
 
     # -- the loop ----------------------------------------------------------------------------
     def next_interval(self, result: PassResult) -> float:

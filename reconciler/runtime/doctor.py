@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 from reconciler.adapters.notify import guessable_topic
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.durations import format_duration
+from reconciler.model.status import StatusSnapshot
 
 SCHEMA: Final = "tpu-reconciler.doctor.v1"
 Status = Literal["ok", "warn", "fail", "skip"]
@@ -265,10 +266,14 @@ def _age(stamp: Any, now: float) -> float | None:
 
 
 def check_snapshot(
-    doc: Any, problem: str | None, now: float, poll_interval: float, running: bool
+    snapshot: StatusSnapshot | None,
+    problem: str | None,
+    now: float,
+    poll_interval: float,
+    running: bool,
 ) -> Check:
-    """``doc`` is status.json (None with ``problem`` when missing or unreadable)."""
-    if doc is None:
+    """``snapshot`` is status.json (None with ``problem`` when missing or unreadable)."""
+    if snapshot is None:
         if not running:
             return skip("snapshot", f"{problem}; the controller is not running (see controller)")
         return Check(
@@ -277,7 +282,7 @@ def check_snapshot(
             problem or "no snapshot",
             "the controller writes it after every pass; see `tpu-reconciler events`",
         )
-    age = _age(doc.get("generated_at") if isinstance(doc, Mapping) else None, now)
+    age = _age(snapshot.generated_at, now)
     if age is None:
         return Check(
             "snapshot", "fail", "status.json has no readable generated_at", "restart the controller"
@@ -297,7 +302,7 @@ def check_snapshot(
             "look at `tpu-reconciler events --since 1h` and the controller's log "
             "(journalctl --user -u 'tpu-reconciler@*'); restart it if it hangs",
         )
-    observe_error = doc.get("observe_error")
+    observe_error = snapshot.observe_error
     if observe_error:
         return Check(
             "snapshot",

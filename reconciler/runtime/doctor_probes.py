@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.auth import TOKEN_ENV, TOKEN_FILE_ENV, GcloudPrintAccessToken
-from reconciler.adapters.files import read_json
 from reconciler.adapters.statedir import StateDir
-from reconciler.errors import InvalidDesiredState, ReconcilerError
+from reconciler.adapters.status_file import read_status
+from reconciler.errors import InvalidDesiredState, ReconcilerError, StatusUnreadable
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.load import env_overrides, parse_yaml
+from reconciler.model.status import StatusSnapshot
 from reconciler.runtime import doctor as d
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.lock import read_holder
@@ -166,13 +167,14 @@ def probe_state_dir(root: Path) -> list[d.PathFacts] | None:
     return found
 
 
-def probe_snapshot(state: StateDir) -> tuple[Any, str | None]:
+def probe_snapshot(state: StateDir) -> tuple[StatusSnapshot | None, str | None]:
     try:
-        return read_json(state.status), None
-    except FileNotFoundError:
+        snapshot = read_status(state.status)
+    except StatusUnreadable as e:
+        return None, str(e)
+    if snapshot is None:
         return None, f"no status snapshot at {state.status}"
-    except (OSError, ValueError) as e:
-        return None, f"status snapshot {state.status} unreadable: {e}"
+    return snapshot, None
 
 
 async def probe_agent(env: Mapping[str, str], timeout: float) -> d.AgentFacts:

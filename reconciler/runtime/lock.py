@@ -21,7 +21,6 @@ import time
 from types import TracebackType
 from typing import Final
 
-from reconciler.adapters.files import PRIVATE_FILE
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import ControllerAlreadyRunning
 
@@ -66,6 +65,8 @@ class ControllerLock:
         if self._fd is not None:
             raise RuntimeError("ControllerLock is already held by this object")
         self.state_dir.ensure()
+        from reconciler.adapters.files import PRIVATE_FILE  # not on read_holder's fast path
+
         fd = os.open(self.state_dir.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
         try:
             deadline = time.monotonic() + _ACQUIRE_GRACE

@@ -199,7 +199,7 @@ async def _main(
     from reconciler.runtime.desired_loader import DesiredLoader
     from reconciler.runtime.events import EventLog
     from reconciler.runtime.setup import make_setup_runner
-    from reconciler.surfaces.cli._reconcile import read_status
+    from reconciler.surfaces.cli._snapshot import current_status
 
     state = StateDir(work / "state").ensure()
     controller = Controller(
@@ -225,7 +225,7 @@ async def _main(
     await asyncio.sleep(0.5)
     ns = type("Args", (), {"file": desired_path, "state_dir": work / "state"})()
     out("")
-    out(format_status(read_status(ns), time.time()).rstrip())
+    out(format_status(current_status(ns), time.time()).rstrip())
     counts = emu.request_counts()
     out("")
     out(

@@ -24,6 +24,7 @@ import pytest
 
 from reconciler.adapters.statedir import StateDir
 from reconciler.emulator import Emulator
+from reconciler.model.status import STATUS_SCHEMA
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.lock import ControllerLock
 from reconciler.surfaces.cli import build_parser
@@ -230,7 +231,8 @@ def healthy_setup(emulator: Emulator, tmp_path: Path) -> Iterator[tuple[Cli, dic
     state = StateDir(tmp_path / "state").ensure()
     state.oslogin_user.write_text("alice_example_com\n")
     generated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    state.status.write_text(json.dumps({"generated_at": generated}))
+    snapshot = {"schema_version": STATUS_SCHEMA, "generated_at": generated}
+    state.status.write_text(json.dumps(snapshot))
     with ControllerLock(state):
         yield cli, gcloud_env_for(emulator, tmp_path / "gcloud")
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from reconciler.model.load import parse_desired
+from reconciler.model.status import StatusSnapshot
 from reconciler.runtime import doctor as d
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).timestamp()
@@ -99,17 +100,19 @@ def test_state_dir_modes_and_owner() -> None:
 
 
 def test_snapshot_staleness_is_three_poll_intervals() -> None:
-    fresh = {"generated_at": iso(80)}
+    fresh = StatusSnapshot(generated_at=iso(80))
     assert d.check_snapshot(fresh, None, NOW, 30.0, True).status == "ok"
-    stale = d.check_snapshot({"generated_at": iso(100)}, None, NOW, 30.0, True)
+    stale = d.check_snapshot(StatusSnapshot(generated_at=iso(100)), None, NOW, 30.0, True)
     assert stale.status == "fail" and "stale" in stale.detail and stale.hint
     # A stopped controller explains an old snapshot: reported once, under controller.
-    assert d.check_snapshot({"generated_at": iso(100)}, None, NOW, 30.0, False).status == "skip"
+    old = StatusSnapshot(generated_at=iso(100))
+    assert d.check_snapshot(old, None, NOW, 30.0, False).status == "skip"
     assert d.check_snapshot(None, "no status snapshot", NOW, 30.0, False).status == "skip"
     assert d.check_snapshot(None, "no status snapshot", NOW, 30.0, True).status == "fail"
-    failing = {"generated_at": iso(5), "observe_error": "UNAVAILABLE"}
+    failing = StatusSnapshot(generated_at=iso(5), observe_error="UNAVAILABLE")
     assert d.check_snapshot(failing, None, NOW, 30.0, True).status == "warn"
-    assert d.check_snapshot({"generated_at": "junk"}, None, NOW, 30.0, True).status == "fail"
+    junk = StatusSnapshot(generated_at="junk")
+    assert d.check_snapshot(junk, None, NOW, 30.0, True).status == "fail"
 
 
 def test_controller() -> None:

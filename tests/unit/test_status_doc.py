@@ -14,6 +14,7 @@ from reconciler.core.render import format_status
 from reconciler.core.status import STATUS_SCHEMA, build_status
 from reconciler.model.desired import Desired
 from reconciler.model.observed import ErrorInfo, Observation, QRState
+from reconciler.model.status import from_json, to_json
 from tests.support.worlds import (
     Z1,
     Z2,
@@ -80,7 +81,7 @@ def status(**overrides: Any) -> dict[str, Any]:
         "tmux_windows": ["tpu-usc2b:held-v4"],
         "tmux_orphans": ["tpu-usc2b:old"],
     }
-    return build_status(**(args | overrides))
+    return to_json(build_status(**(args | overrides)))
 
 
 def rows(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -233,7 +234,7 @@ def test_an_invalid_file_is_reported_and_nothing_is_planned() -> None:
 
 def test_status_text_shows_invalid_intent_races_and_orphans() -> None:
     doc = status(errors=["desired.yaml:3:11: invalid name 'A'"])
-    text = format_status(doc, now=NOW)
+    text = format_status(from_json(doc), now=NOW)
     assert "INVALID — last valid intent in force" in text
     assert "  desired.yaml:3:11: invalid name 'A'" in text
     assert "race any-v6e-8: 1/1 won (c-ew4a)" in text

@@ -39,7 +39,19 @@ def _global_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="only errors")
 
 
+def _translate_once() -> None:
+    """argparse passes each of its ~100 strings through ``gettext.gettext``, which searches the
+    disk for message catalogues on every call (a miss is not cached): about half the time it
+    takes to build this parser. Look the catalogue up once; the translations are the same."""
+    import gettext
+
+    catalogue = gettext.translation(gettext.textdomain(), fallback=True)
+    argparse._ = catalogue.gettext  # type: ignore[attr-defined]
+    argparse.ngettext = catalogue.ngettext  # type: ignore[attr-defined]
+
+
 def build_parser() -> argparse.ArgumentParser:
+    _translate_once()
     parser = argparse.ArgumentParser(
         prog="tpu-reconciler",
         description="Hold Cloud TPU capacity declaratively: write desired.yaml, run the controller",

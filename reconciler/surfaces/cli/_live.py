@@ -7,7 +7,8 @@ an ellipsis. Not on a terminal it prints a plain ``format_status`` block per int
 ``--json``: one compact status document per line), so ``status --watch | tee log`` works too.
 Ctrl-C ends it with exit code 0.
 
-It never asks the cloud: it reads status.json (``_spine.read_status``) like ``status`` does.
+It never asks the cloud: it reads status.json (``_snapshot.current_status``) like ``status``
+does.
 May: read the snapshot and the lock, print. May not: write anything.
 """
 
@@ -18,12 +19,14 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
-from reconciler.core.render import age
+from reconciler.core.render import age, race_line
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
+
+    from reconciler.model.status import StatusSnapshot
 
 COLUMNS: Final = ("SLOT", "ZONE", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RACE", "NOTE")
 #: Which columns to show at a terminal width (the widest set that fits is used).
@@ -52,59 +55,53 @@ def columns_for(width: int) -> Sequence[str]:
     return next(cols for least, cols in LAYOUTS if width >= least)
 
 
-def _head(doc: dict[str, Any], now: float, interval: float) -> list[tuple[str, str]]:
+def _head(snapshot: StatusSnapshot, now: float, interval: float) -> list[tuple[str, str]]:
     """(text, style) lines above the table."""
-    desired = doc.get("desired") or {}
-    ctl = doc.get("controller") or {}
-    valid = bool(desired.get("valid"))
-    observed = doc.get("observed_at")
+    desired = snapshot.desired
+    ctl = snapshot.controller
+    observed = snapshot.observed_at
     lines = [
         (
-            f"desired: {desired.get('file')} "
-            + ("(valid)" if valid else "(INVALID: last valid intent in force)"),
-            "" if valid else "bold red",
+            f"desired: {desired.file} "
+            + ("(valid)" if desired.valid else "(INVALID: last valid intent in force)"),
+            "" if desired.valid else "bold red",
         ),
         (
-            "controller: "
-            + (f"running (pid {ctl.get('pid')})" if ctl.get("running") else "NOT RUNNING"),
-            "" if ctl.get("running") else "bold red",
+            "controller: " + (f"running (pid {ctl.pid})" if ctl.running else "NOT RUNNING"),
+            "" if ctl.running else "bold red",
         ),
         (
-            f"snapshot: {age(doc.get('generated_at'), now) or '?'} old, observed "
-            f"{age(observed, now) + ' ago' if observed else 'never'} via {doc.get('backend')}"
+            f"snapshot: {age(snapshot.generated_at, now) or '?'} old, observed "
+            f"{age(observed, now) + ' ago' if observed else 'never'} via {snapshot.backend}"
             f"   (every {interval:g}s, Ctrl-C quits)",
             "dim",
         ),
     ]
-    lines += [(f"  {e}", "red") for e in desired.get("errors") or []]
-    if doc.get("note"):
-        lines.append((str(doc["note"]), "yellow"))
-    if doc.get("observe_error"):
-        lines.append((f"last observation failed: {doc['observe_error']}", "red"))
-    if doc.get("unreachable_zones"):
-        lines.append((f"unreachable zones: {', '.join(doc['unreachable_zones'])}", "yellow"))
+    lines += [(f"  {e}", "red") for e in desired.errors]
+    if snapshot.note:
+        lines.append((str(snapshot.note), "yellow"))
+    if snapshot.observe_error:
+        lines.append((f"last observation failed: {snapshot.observe_error}", "red"))
+    if snapshot.unreachable_zones:
+        lines.append((f"unreachable zones: {', '.join(snapshot.unreachable_zones)}", "yellow"))
     return lines
 
 
-def _tail(doc: dict[str, Any]) -> list[tuple[str, str]]:
-    lines = []
-    for race in doc.get("race_groups") or []:
-        winners = ", ".join(race["winners"]) or "none yet"
-        won = len(race["winners"]) >= race["count"]
-        lines.append(
-            (f"race {race['name']}: {len(race['winners'])}/{race['count']} won ({winners})",
-             "green" if won else "yellow")
-        )  # fmt: skip
-    orphans = (doc.get("tmux") or {}).get("orphans") or []
+def _tail(snapshot: StatusSnapshot) -> list[tuple[str, str]]:
+    lines = [
+        (race_line(race), "green" if len(race.winners) >= race.count else "yellow")
+        for race in snapshot.race_groups
+    ]
+    orphans = snapshot.tmux.orphans
     if orphans:
         lines.append((f"tmux orphans (slot not ACTIVE; left open): {', '.join(orphans)}", "dim"))
-    summary = (doc.get("plan") or {}).get("summary")
+    summary = snapshot.plan.summary if snapshot.plan else None
     if summary:
         lines.append((f"next: {summary}", "bold" if summary != "No changes." else "dim"))
     return lines
 
 
-def render(doc: dict[str, Any], now: float, width: int, interval: float) -> RenderableType:
+def render(snapshot: StatusSnapshot, now: float, width: int, interval: float) -> RenderableType:
     """The whole view for a terminal ``width`` columns wide."""
     from rich.console import Group
     from rich.table import Table
@@ -114,7 +111,7 @@ def render(doc: dict[str, Any], now: float, width: int, interval: float) -> Rend
 
     shown = columns_for(width)
     index = [COLUMNS.index(name) for name in shown]
-    rows = [[row[i] for i in index] for row in status_rows(doc, now)]
+    rows = [[row[i] for i in index] for row in status_rows(snapshot, now)]
     natural = [max([len(name), *(len(r[c]) for r in rows)]) for c, name in enumerate(shown)]
     others = sum(n for n, name in zip(natural, shown, strict=True) if name != "NOTE")
     note_room = width - others - 2 * (len(shown) - 1)
@@ -130,15 +127,15 @@ def render(doc: dict[str, Any], now: float, width: int, interval: float) -> Rend
             max_width=max(4, note_room) if note else None,
         )
     state_at = shown.index("STATE")
-    for slot, cells in zip(doc.get("slots") or [], rows, strict=True):
+    for slot, cells in zip(snapshot.slots, rows, strict=True):
         texts = [Text(c) for c in cells]
         texts[state_at].stylize(state_style(cells[state_at]))
-        if "NOTE" in shown and slot.get("last_error"):
+        if "NOTE" in shown and slot.last_error:
             texts[shown.index("NOTE")].stylize("red")
-        table.add_row(*texts, style="dim italic" if not slot.get("managed") else None)
-    parts: list[RenderableType] = [Text(t, style=s) for t, s in _head(doc, now, interval)]
-    parts += [Text(""), table if doc.get("slots") else Text("no slots", style="dim")]
-    tail = _tail(doc)
+        table.add_row(*texts, style="dim italic" if not slot.managed else None)
+    parts: list[RenderableType] = [Text(t, style=s) for t, s in _head(snapshot, now, interval)]
+    parts += [Text(""), table if snapshot.slots else Text("no slots", style="dim")]
+    tail = _tail(snapshot)
     if tail:
         parts += [Text(""), *(Text(t, style=s) for t, s in tail)]
     return Group(*parts)
@@ -152,7 +149,8 @@ def _every(interval: float, step: Callable[[], None]) -> int:
 
 
 def watch(args: argparse.Namespace) -> int:
-    from reconciler.surfaces.cli._reconcile import read_status
+    from reconciler.model.status import to_json
+    from reconciler.surfaces.cli._snapshot import current_status as read_status
 
     if args.live:
         print("tpu-reconciler: --watch reads the snapshot; drop --live", file=sys.stderr)
@@ -163,7 +161,7 @@ def watch(args: argparse.Namespace) -> int:
     interval = float(args.interval)
     try:
         if args.json:
-            return _every(interval, lambda: _line(json.dumps(read_status(args))))
+            return _every(interval, lambda: _line(json.dumps(to_json(read_status(args)))))
         if not sys.stdout.isatty():
             from reconciler.core.render import format_status
 
@@ -179,7 +177,9 @@ def _line(text: str) -> None:
 
 
 def _live(
-    args: argparse.Namespace, interval: float, read: Callable[[argparse.Namespace], Any]
+    args: argparse.Namespace,
+    interval: float,
+    read: Callable[[argparse.Namespace], StatusSnapshot],
 ) -> int:
     from rich.console import Console
     from rich.live import Live

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from reconciler.adapters.statedir import StateDir
+    from reconciler.model.status import StatusSnapshot
     from reconciler.runtime.controller import Controller
 
 
@@ -319,41 +320,11 @@ def run_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_status(args: argparse.Namespace) -> dict[str, Any]:
-    """The snapshot with ``controller`` filled in from the lock; a minimal document when the
-    controller never ran."""
-    from reconciler.adapters.files import read_json
-    from reconciler.runtime.lock import read_holder
+def read_status(args: argparse.Namespace) -> StatusSnapshot:
+    """The snapshot ``status`` shows (see ``_snapshot.current_status``)."""
+    from reconciler.surfaces.cli._snapshot import current_status
 
-    state = state_dir(args)
-    try:
-        doc: dict[str, Any] = read_json(state.status)
-    except (FileNotFoundError, ValueError):
-        doc = _desired_only_status(args)
-    pid = read_holder(state) if state.root.exists() else None
-    doc["controller"] = {"running": pid is not None, "pid": pid}
-    return doc
-
-
-def _desired_only_status(args: argparse.Namespace) -> dict[str, Any]:
-    from reconciler.core.memory import Memory
-    from reconciler.core.status import build_status
-    from reconciler.runtime.desired_loader import DesiredLoader
-
-    loaded = DesiredLoader(args.file, os.environ).load()
-    doc = build_status(
-        desired=loaded.desired,
-        desired_file=str(args.file),
-        errors=[str(d) for d in loaded.errors],
-        observation=None,
-        observed_at=None,
-        memory=Memory(),
-        plan=None,
-        now=time.time(),
-        backend=loaded.desired.settings.backend if loaded.desired else "?",
-    )
-    doc["note"] = "no snapshot yet: start the controller (`tpu-reconciler run`) or use --live"
-    return doc
+    return current_status(args)
 
 
 def status_cmd(args: argparse.Namespace) -> int:
@@ -370,21 +341,26 @@ def status_cmd(args: argparse.Namespace) -> int:
     else:
         doc = read_status(args)
     if args.json:
-        print(json.dumps(doc, indent=2))
+        from reconciler.model.status import to_json
+
+        print(json.dumps(to_json(doc), indent=2))
     else:
         print(format_status(doc, time.time()), end="")
     return 0
 
 
-def _live_status(args: argparse.Namespace) -> dict[str, Any] | None:
+def _live_status(args: argparse.Namespace) -> StatusSnapshot | None:
+    import dataclasses
+
     from reconciler.core.status import build_status
+    from reconciler.model.status import ControllerInfo
     from reconciler.runtime.lock import read_holder
 
     controller, result = _plan_once(args)
     if result is None:
         return None
     now = time.time()
-    doc = build_status(
+    snapshot = build_status(
         desired=result.desired,
         desired_file=str(args.file),
         errors=[],
@@ -396,5 +372,4 @@ def _live_status(args: argparse.Namespace) -> dict[str, Any] | None:
         backend=controller.backend,
     )
     pid = read_holder(controller.state)
-    doc["controller"] = {"running": pid is not None, "pid": pid}
-    return doc
+    return dataclasses.replace(snapshot, controller=ControllerInfo(pid is not None, pid))

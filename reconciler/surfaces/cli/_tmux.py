@@ -93,27 +93,19 @@ def _socket(args: argparse.Namespace) -> str | None:
 
 def _active_slots(state_dir: Path) -> tuple[frozenset[str] | None, str]:
     """ACTIVE slot names from status.json, or None with the reason they are unknown."""
-    from reconciler.adapters.files import read_json
     from reconciler.adapters.statedir import StateDir
+    from reconciler.adapters.status_file import read_status
+    from reconciler.errors import StatusUnreadable
 
     path = StateDir(state_dir).status
     try:
-        doc = read_json(path)
-    except FileNotFoundError:
+        snapshot = read_status(path)
+    except StatusUnreadable as e:
+        return None, str(e)
+    if snapshot is None:
         return None, f"no status snapshot at {path} (has the controller run?)"
-    except (OSError, ValueError) as e:
-        return None, f"status snapshot {path} unreadable: {e}"
-    if not isinstance(doc, dict) or doc.get("schema_version") != "tpu-reconciler.status.v1":
-        return None, f"status snapshot {path} has an unknown schema"
-    slots = doc.get("slots")
-    if not isinstance(slots, list):
-        return None, f"status snapshot {path} has no slot list"
-    active = frozenset(
-        s["name"]
-        for s in slots
-        if isinstance(s, dict) and s.get("state") == "ACTIVE" and isinstance(s.get("name"), str)
-    )
-    return active, f"active slots from {path} ({doc.get('generated_at', 'time unknown')})"
+    when = snapshot.generated_at or "time unknown"
+    return snapshot.active(), f"active slots from {path} ({when})"
 
 
 def _mirror(socket: str | None) -> TmuxMirror:

@@ -1,0 +1,58 @@
+"""The snapshot ``status`` and ``status --watch`` show: status.json with ``controller`` filled
+in from the lock, or (no snapshot yet, or an unreadable one) the desired file alone, saying so.
+
+May: read the state dir, the lock and desired.yaml. May not: write, print, call the cloud.
+Heavy imports (the desired-file loader) happen only when there is no usable snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import time
+from pathlib import Path
+
+from reconciler.adapters.status_file import read_status
+from reconciler.errors import StatusUnreadable
+from reconciler.model.status import ControllerInfo, StatusSnapshot
+
+NO_SNAPSHOT = "no snapshot yet: start the controller (`tpu-reconciler run`) or use --live"
+
+
+def current_status(args: argparse.Namespace) -> StatusSnapshot:
+    """The snapshot with ``controller`` filled in from the lock; a desired-only one (with a
+    ``note``) when the controller never ran or its snapshot cannot be read."""
+    from reconciler.adapters.statedir import StateDir, default_state_dir
+    from reconciler.runtime.lock import read_holder
+
+    state = StateDir(Path(args.state_dir or default_state_dir(args.file)))
+    try:
+        snapshot = read_status(state.status)
+        note = NO_SNAPSHOT
+    except StatusUnreadable as e:
+        snapshot, note = None, f"{e}; showing desired.yaml only"
+    if snapshot is None:
+        snapshot = desired_only_status(args, note)
+    pid = read_holder(state) if state.root.exists() else None
+    return dataclasses.replace(snapshot, controller=ControllerInfo(pid is not None, pid))
+
+
+def desired_only_status(args: argparse.Namespace, note: str) -> StatusSnapshot:
+    from reconciler.core.memory import Memory
+    from reconciler.core.status import build_status
+    from reconciler.runtime.desired_loader import DesiredLoader
+
+    loaded = DesiredLoader(args.file, os.environ).load()
+    snapshot = build_status(
+        desired=loaded.desired,
+        desired_file=str(args.file),
+        errors=[str(d) for d in loaded.errors],
+        observation=None,
+        observed_at=None,
+        memory=Memory(),
+        plan=None,
+        now=time.time(),
+        backend=loaded.desired.settings.backend if loaded.desired else "?",
+    )
+    return dataclasses.replace(snapshot, note=note)
