@@ -370,3 +370,69 @@ def test_guard_counts_only_what_it_holds_not_prunes_of_queued() -> None:
     seen = world(*(qr(n, Z1, QRState.ACTIVE) for n in "abc"), *(node(n, uid=n) for n in "abc"))
     p = decide(desired(prune=True), seen)
     assert brief(p) == [] and p.guard is not None and len(p.guard.deletes) == 3
+
+
+# --- the file: validated like the rest ---------------------------------------------------------
+
+FILE = """\
+project: my-project-123
+slots:
+  - name: a
+    zone: us-central2-b
+    accelerator: v4-8
+    want: held
+    start_at: 2026-12-24T20:00:00+01:00
+    hold_for: 8h
+  - {name: b, zone: us-central2-b, accelerator: v4-8}
+  - {name: c, zone: us-central2-b, accelerator: v4-8, hold_for: 1h}
+race_groups:
+  - name: g
+    slots: [b, c]
+    start_after: 10m
+    hold_until: "2026-12-25T08:00:00Z"
+    paused: true
+generate:
+  - zones: [us-east1-d]
+    accelerators: {v6e-8: 1}
+    want: held
+    start_after: 2h
+"""
+
+
+def test_the_keys_resolve_on_slots_race_groups_and_generators() -> None:
+    from reconciler.model.load import parse_desired
+
+    d = parse_desired(FILE)
+    a, b, c, gen = (d.slot(n) for n in ("a", "b", "c", "spot-v6e8-use1d-1"))
+    assert a is not None and b is not None and c is not None and gen is not None
+    assert a.hold == HoldSpec(start_at=1798138800.0, hold_for_seconds=8 * H)  # 19:00Z
+    until = 1798185600.0  # 2026-12-25T08:00:00Z
+    assert b.hold == HoldSpec(start_after_seconds=600, hold_until=until, paused=True)
+    assert c.hold == HoldSpec(start_after_seconds=600, hold_for_seconds=H, hold_until=until,
+                              paused=True)  # fmt: skip
+    assert gen.hold == HoldSpec(start_after_seconds=7200)
+    assert d.race_groups[0].paused
+
+
+@pytest.mark.parametrize(
+    ("edit", "where", "says"),
+    [
+        (("start_at: 2026-12-24T20:00:00+01:00", "start_at: 2026-12-24T20:00:00"),
+         "7:15", "has no UTC offset"),
+        (("start_at: 2026-12-24T20:00:00+01:00", "start_at: 2026-12-24"), "7:15", "a date"),
+        (("hold_for: 8h", "hold_for: 8h\n    start_after: 1h"), "9:5", "not both"),
+        (("hold_for: 8h", "hold_until: 2026-12-24T19:00:00Z"), "8:5", "not after start_at"),
+        (("hold_for: 8h", "hold_fro: 8h"), "8:5", "did you mean 'hold_for'"),
+        (("start_after: 2h", "start_after: soon"), "21:18", "duration"),
+    ],
+)  # fmt: skip
+def test_bad_times_are_reported_where_they_are(
+    edit: tuple[str, str], where: str, says: str
+) -> None:
+    from reconciler.errors import InvalidDesiredState
+    from reconciler.model.load import parse_desired
+
+    with pytest.raises(InvalidDesiredState) as e:
+        parse_desired(FILE.replace(*edit))
+    shown = [str(d) for d in e.value.diagnostics]
+    assert any(d.startswith(f"desired.yaml:{where}: ") and says in d for d in shown), shown
