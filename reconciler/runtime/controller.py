@@ -432,7 +432,7 @@ class Controller:
             and result.plan
             and in_motion(result.desired, result.observation, result.plan.races)
         )
-        return next_interval(
+        delay = next_interval(
             slow=settings.poll_interval,
             fast=settings.fast_poll_interval,
             moving=moving,
@@ -442,6 +442,11 @@ class Controller:
             error_delay=self._observe_delay,
             rand=random.random(),
         )
+        # A hold that runs out wakes the loop then, not at the next steady poll.
+        release = min(result.plan.releases_at.values(), default=None) if result.plan else None
+        if release is not None and not self._observe_failures:
+            delay = min(delay, max(1.0, release - self.clock() + 0.5))
+        return delay
 
     async def run(self, stop: asyncio.Event, *, watch: bool = True) -> None:
         from reconciler.runtime.watch import watch_file
