@@ -7,8 +7,11 @@ Layers, innermost first (an inner layer never imports an outer one):
                no clock, no await.
 - ``adapters`` side effects at the edges: gcloud / REST cloud, SSH, tmux, ntfy, state files.
 - ``emulator`` a local Cloud TPU API for demos and tests (a server, not used by the controller).
-- ``runtime``  the controller loop, executor, file watching, intent edits.
+- ``runtime``  the controller loop, executor, file watching, setup wiring.
+- ``intent``   edits and views of desired.yaml, for the CLI verbs and MCP tools.
 - ``surfaces`` thin entry points: CLI and MCP server.
+
+``[tool.importlinter]`` in pyproject.toml is the checked contract; docs/architecture.md the map.
 """
 
 __version__ = "0.1.0"

@@ -7,19 +7,36 @@ Errors carry *retry intent*, the way kopf's do: a ``TemporaryError`` says "try a
 ``delay`` seconds", a ``PermanentError`` says "retrying will not help until the intent or the
 world changes". The controller reads only that intent, never the message, to decide what to do.
 
-    ReconcilerError
-    ├── TemporaryError(delay)            retry after a delay
+Errors also carry the *exit code* a command returns for them (``exit_code``, names from
+``exitcodes``): a surface that reports an error and stops returns ``e.exit_code``.
+
+    ReconcilerError                          exit 1 (EX_REFUSED) unless a class says otherwise
+    ├── TemporaryError(delay)            retry after a delay              exit 75 (EX_TEMPFAIL)
     │   ├── TransientCloudError          429, UNAVAILABLE, RESOURCE_EXHAUSTED, timeouts, bad output
-    │   ├── SetupFailed                  a bootstrap / tailscale step failed on a worker
+    │   ├── SetupFailed                  a bootstrap / tailscale step failed (worker, log_tail)
+    │   │   └── RemoteCommandFailed      a remote command exited non-zero (exit_status)
     │   └── EditConflict                 desired.yaml changed under an edit, retries ran out
     ├── PermanentError                   retrying will not help
     │   ├── PermanentCloudError          PERMISSION_DENIED, INVALID_ARGUMENT, closed queue
     │   ├── HostKeyMismatch              a worker's SSH host key changed for the same node
     │   ├── UnsafeName                   a name that must never reach a subprocess
-    │   ├── ControllerAlreadyRunning     a second controller for the same desired file
-    │   └── EditRejected                 an intent edit that would make desired.yaml invalid
+    │   ├── ControllerAlreadyRunning     a second controller for the same desired file  exit 75
+    │   ├── EditRejected                 an intent edit refused (unknown slot, op-id reuse)
+    │   │   ├── InvalidEdit              ... because the file is or would become invalid
+    │   │   └── NeedsConfirmation        ... because it may delete capacity, unconfirmed  exit 2
+    │   ├── ServiceError                 `service install/uninstall` refused
+    │   └── InitError                    `init` cannot write a valid starter file
     ├── InvalidDesiredState              desired.yaml does not validate (diagnostics attached)
-    └── StatusUnreadable                 status.json exists but is corrupt or of another schema
+    ├── ViewError                        an intent view cannot answer (unknown slot, no snapshot)
+    ├── StatusUnreadable                 status.json exists but is corrupt or of another schema
+    ├── SecretNotFound (LookupError)     no secret of that name is stored
+    ├── SecretUnsafe (PermissionError)   a secret file others may read; it is not used
+    └── DemoFailed                       the demo's story did not happen as told
+
+The secret errors keep their standard-library base, so ``except OSError`` / ``LookupError``
+callers still see them; adapters translate them before they reach the controller (``tailscale``
+turns them into ``SetupFailed``). The emulator's own ``ApiError`` and ``ScenarioError`` are not
+here: the emulator is a stand-alone server that imports nothing of the controller.
 
 ``CloudError`` is a mixin shared by both cloud error classes so callers can catch "anything the
 cloud said" in one clause and still read its retry intent.
@@ -29,10 +46,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
+
+from reconciler.exitcodes import EX_CONFIRM, EX_REFUSED, EX_TEMPFAIL
 
 
 class ReconcilerError(Exception):
     """Base of every error this package raises on purpose."""
+
+    #: What a command returns when it stops on this error (``exitcodes``).
+    exit_code: ClassVar[int] = EX_REFUSED
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -44,6 +67,8 @@ class ReconcilerError(Exception):
 
 class TemporaryError(ReconcilerError):
     """Retry after ``delay`` seconds (a suggestion; the caller's backoff may lengthen it)."""
+
+    exit_code: ClassVar[int] = EX_TEMPFAIL
 
     def __init__(self, message: str, *, delay: float = 10.0) -> None:
         super().__init__(message)
@@ -97,6 +122,17 @@ class SetupFailed(TemporaryError):
         self.log_tail = log_tail
 
 
+class RemoteCommandFailed(SetupFailed):
+    """A remote command (script, ``tailscale up``) exited non-zero; ``exit_status`` is None
+    when it was killed by a signal or timed out."""
+
+    def __init__(
+        self, message: str, *, exit_status: int | None, worker: int, log_tail: str
+    ) -> None:
+        super().__init__(message, worker=worker, log_tail=log_tail)
+        self.exit_status = exit_status
+
+
 class HostKeyMismatch(PermanentError):
     """A worker presented a different host key than the one pinned for this node instance."""
 
@@ -106,6 +142,10 @@ class UnsafeName(PermanentError):
 
 
 class ControllerAlreadyRunning(PermanentError):
+    """Another controller holds this desired file's lock (``pid`` when known)."""
+
+    exit_code: ClassVar[int] = EX_TEMPFAIL  # `run` again once the other one stopped
+
     def __init__(self, message: str, *, pid: int | None) -> None:
         super().__init__(message)
         self.pid = pid
@@ -117,6 +157,36 @@ class EditConflict(TemporaryError):
 
 class EditRejected(PermanentError):
     """An intent edit was refused (unknown slot, invalid result, op-id reuse); nothing written."""
+
+
+class NeedsConfirmation(EditRejected):
+    """The edit can make the controller delete capacity and the caller did not confirm."""
+
+    exit_code: ClassVar[int] = EX_CONFIRM
+
+
+class ServiceError(PermanentError):
+    """Install or uninstall refused; the message says why and what to do."""
+
+
+class InitError(PermanentError):
+    """The answers cannot make a valid file, or the file exists; the message says which."""
+
+
+class ViewError(ReconcilerError):
+    """A view cannot answer (unknown slot, no address yet, unreadable snapshot)."""
+
+
+class SecretNotFound(ReconcilerError, LookupError):
+    """No secret of that name is stored."""
+
+
+class SecretUnsafe(ReconcilerError, PermissionError):
+    """A secret file (or its directory) is readable by others; it is not used."""
+
+
+class DemoFailed(ReconcilerError):
+    """The demo's story did not happen as told (a step timed out or the controller misbehaved)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +208,14 @@ class InvalidDesiredState(ReconcilerError):
     def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
         self.diagnostics = tuple(diagnostics)
         super().__init__("\n".join(str(d) for d in self.diagnostics) or "invalid desired state")
+
+
+class InvalidEdit(EditRejected):
+    """An edit refused because desired.yaml is, or would become, invalid."""
+
+    def __init__(self, message: str, diagnostics: tuple[Diagnostic, ...]) -> None:
+        super().__init__(message)
+        self.diagnostics = diagnostics
 
 
 class StatusUnreadable(ReconcilerError):

@@ -4,10 +4,14 @@ Shared by the CLI that returns them and the systemd unit that reacts to them.
     0   success                          1   refused / failed (a plan error, a failed action)
     2   usage error, or a confirmation   75  temporary: try again (another controller runs,
         that nobody gave                     a concurrent edit kept conflicting)
-    78  configuration that retrying cannot fix (an unusable state directory)
+    3   `service status`: not running    78  configuration that retrying cannot fix (an
+                                             unusable state directory)
+    130 interrupted (Ctrl-C)
 
-``plan --detailed-exitcode`` uses 2 for "there are changes", as Terraform does. The systemd
-unit never restarts on 2 or 78 (``RestartPreventExitStatus``).
+``plan --detailed-exitcode`` uses 2 for "there are changes", as Terraform does; ``service
+status`` uses 3 for "installed but not active", as LSB init scripts and ``systemctl`` do. The
+systemd unit never restarts on 2 or 78 (``RestartPreventExitStatus``). Surfaces return these
+names, never bare numbers; an error carries its own (``ReconcilerError.exit_code``).
 """
 
 from typing import Final
@@ -16,5 +20,8 @@ EX_OK: Final = 0
 EX_REFUSED: Final = 1
 EX_USAGE: Final = 2
 EX_CONFIRM: Final = 2
+EX_CHANGES: Final = 2  # plan --detailed-exitcode: the plan is not empty
+EX_NOT_RUNNING: Final = 3  # service status: not installed, or not active
 EX_TEMPFAIL: Final = 75
 EX_CONFIG: Final = 78
+EX_INTERRUPTED: Final = 130  # 128 + SIGINT, as a shell reports it

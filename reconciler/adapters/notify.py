@@ -26,8 +26,6 @@ from reconciler.errors import PermanentError, TemporaryError, UnsafeName
 #: ntfy's own rule for topic names.
 TOPIC_RE: Final = re.compile(r"^[-_A-Za-z0-9]{1,64}$")
 _TAG_RE: Final = re.compile(r"^[-_a-z0-9+]{1,64}$")
-#: Below this much estimated randomness a topic is called guessable.
-MIN_TOPIC_BITS: Final = 60.0
 _MAX_WAIT: Final = 60.0
 
 

@@ -20,21 +20,13 @@ from pathlib import Path
 from typing import Final
 
 from reconciler.adapters.files import PRIVATE_FILE, atomic_write, ensure_private_dir
-from reconciler.errors import UnsafeName
+from reconciler.errors import SecretNotFound, SecretUnsafe, UnsafeName
 
 _NAME_RE: Final = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 _MAX_BYTES: Final = 4096
 
 #: The secret the Tailscale join reads.
 TAILSCALE: Final = "tailscale"
-
-
-class SecretNotFound(LookupError):
-    """No secret of that name is stored."""
-
-
-class SecretUnsafe(PermissionError):
-    """A secret file (or its directory) is readable by others; it is not used."""
 
 
 class Secret:

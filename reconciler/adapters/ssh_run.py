@@ -24,7 +24,6 @@ from typing import Final
 
 import asyncssh
 
-from reconciler.adapters.ssh import SetupResult, SshOptions, Worker, WorkerResult
 from reconciler.adapters.ssh_log import WorkerLog, log_path
 from reconciler.adapters.ssh_session import (
     ClientKeys,
@@ -35,6 +34,7 @@ from reconciler.adapters.ssh_session import (
     load_client_keys,
     run_checked,
 )
+from reconciler.adapters.ssh_values import SetupResult, SshOptions, Worker, WorkerResult
 from reconciler.errors import SetupFailed
 
 REMOTE_DIR: Final = ".tpu-reconciler"

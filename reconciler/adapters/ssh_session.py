@@ -28,9 +28,9 @@ from typing import Any, Final, TypeVar
 import asyncssh
 
 from reconciler.adapters.hostkeys import HostKey, HostKeyStore
-from reconciler.adapters.ssh import TAIL_LINES, SshOptions, Worker, WorkerResult
 from reconciler.adapters.ssh_log import WorkerLog, log_path
-from reconciler.errors import HostKeyMismatch, ReconcilerError, SetupFailed
+from reconciler.adapters.ssh_values import TAIL_LINES, SshOptions, Worker, WorkerResult
+from reconciler.errors import HostKeyMismatch, ReconcilerError, RemoteCommandFailed, SetupFailed
 from reconciler.model.names import host_key_alias
 
 _KEEPALIVE_INTERVAL: Final = 30.0
@@ -48,17 +48,6 @@ _PREFERRED_HOST_KEY_ALGS: Final = (
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-class RemoteCommandFailed(SetupFailed):
-    """A remote command (script, ``tailscale up``) exited non-zero; ``exit_status`` is None
-    when it was killed by a signal or timed out."""
-
-    def __init__(
-        self, message: str, *, exit_status: int | None, worker: int, log_tail: str
-    ) -> None:
-        super().__init__(message, worker=worker, log_tail=log_tail)
-        self.exit_status = exit_status
 
 
 def host_key(key: asyncssh.SSHKey) -> HostKey:
@@ -317,12 +306,12 @@ async def guarded(
 def scrubbed(error: ReconcilerError, secret: bytes) -> ReconcilerError:
     """The error, or a SetupFailed without ``secret`` should its text somehow contain it."""
     text = secret.decode("ascii", "replace")
-    tail = getattr(error, "log_tail", "")
+    tail = error.log_tail if isinstance(error, SetupFailed) else ""
     if not text or (text not in str(error) and text not in tail):
         return error
     return SetupFailed(
         str(error).replace(text, "***"),
-        worker=getattr(error, "worker", None),
+        worker=error.worker if isinstance(error, SetupFailed) else None,
         log_tail=tail.replace(text, "***"),
     )
 

@@ -30,9 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from reconciler.adapters.secrets import TAILSCALE, Secret, SecretNotFound, SecretStore
-from reconciler.adapters.ssh import SetupResult, SshOptions, Worker, WorkerResult
-from reconciler.errors import SetupFailed
+from reconciler.adapters.secrets import TAILSCALE, Secret, SecretStore
+from reconciler.adapters.ssh_values import SetupResult, SshOptions, Worker, WorkerResult
+from reconciler.errors import SecretNotFound, SetupFailed
 from reconciler.model.names import check_name, host_key_alias
 
 if TYPE_CHECKING:

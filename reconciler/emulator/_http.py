@@ -1,27 +1,33 @@
 """The HTTP layer: a threading server whose handler hands each request to the ``Emulator``.
 
-Sockets only: parses the request line, query and body, routes ``/_emulator/`` to the control
-API and everything else to ``Emulator.serve_api``, and writes one response. No emulator state
-lives here.
+Sockets only: parses the request line, query and body, routes ``/_emulator/`` to
+``serve_control`` and everything else to ``serve_api`` of the ``Application`` it is given (the
+``Emulator``), and writes one response. No emulator state lives here, and nothing here imports
+the emulator: the ``Application`` protocol is all it knows of it.
 """
 
 from __future__ import annotations
 
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
-from reconciler.emulator import _control
 
-if TYPE_CHECKING:
-    from reconciler.emulator._server import Emulator
+class Application(Protocol):
+    """What the handler threads call: one ``(status, body)`` answer per request."""
+
+    def serve_api(
+        self, method: str, path: str, query: dict[str, str], raw: bytes
+    ) -> tuple[int, bytes]: ...
+
+    def serve_control(self, method: str, path: str, raw: bytes) -> tuple[int, bytes]: ...
 
 
 class EmulatorHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], emulator: Emulator) -> None:
+    def __init__(self, address: tuple[str, int], emulator: Application) -> None:
         super().__init__(address, _Handler)
         self.emulator = emulator
         self.closed = False  # set by stop(): kept-alive connections get no more answers
@@ -44,7 +50,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the request log is the emulator's, not stderr's
 
-    def _emulator(self) -> Emulator:
+    def _emulator(self) -> Application:
         return self.server.emulator
 
     def _serve(self, method: str) -> None:
@@ -57,7 +63,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length > 0 else b""
         emulator = self._emulator()
         if parts.path.startswith("/_emulator/"):
-            status, payload = _control.handle(emulator, method, parts.path, raw)
+            status, payload = emulator.serve_control(method, parts.path, raw)
             content_type = "application/json"
         else:
             status, payload = emulator.serve_api(method, parts.path, query, raw)

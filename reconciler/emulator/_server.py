@@ -20,6 +20,7 @@ from typing import Any
 
 from reconciler.emulator import _api
 from reconciler.emulator import _records as rec
+from reconciler.emulator._control import handle as handle_control
 from reconciler.emulator._http import EmulatorHTTPServer
 from reconciler.emulator._records import ApiError
 from reconciler.emulator._scenario import Fault, Scenario, ScenarioQueuedResource
@@ -312,6 +313,10 @@ class Emulator:
             self._log.clear()
 
     # --- serving -----------------------------------------------------------------------------
+
+    def serve_control(self, method: str, path: str, raw: bytes) -> tuple[int, bytes]:
+        """Answer one ``/_emulator/`` control request (called from handler threads)."""
+        return handle_control(self, method, path, raw)
 
     def serve_api(
         self, method: str, path: str, query: dict[str, str], raw: bytes

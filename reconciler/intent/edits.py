@@ -34,15 +34,11 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from reconciler.errors import EditRejected, UnsafeName
+from reconciler.errors import EditRejected, NeedsConfirmation, UnsafeName
 from reconciler.intent.roundtrip import Doc, append_item, put_trailing, take_trailing
 from reconciler.model import names
 from reconciler.model.desired import Desired
 from reconciler.model.durations import parse_duration
-
-
-class NeedsConfirmation(EditRejected):
-    """The edit can make the controller delete capacity and the caller did not confirm."""
 
 
 @dataclass

@@ -44,7 +44,12 @@ from typing import Any, Final, Literal
 
 from reconciler.adapters.files import append_jsonl, swap_in
 from reconciler.adapters.statedir import StateDir
-from reconciler.errors import Diagnostic, EditConflict, EditRejected, InvalidDesiredState
+from reconciler.errors import (
+    EditConflict,
+    EditRejected,
+    InvalidDesiredState,
+    InvalidEdit,
+)
 from reconciler.intent import edits, edits_control
 from reconciler.intent.edits import EditContext
 from reconciler.intent.operations import OperationLog, check_operation_id
@@ -58,14 +63,6 @@ MAX_ATTEMPTS: Final = 20
 SETTLE_TIMEOUT: Final = 2.0  # seconds an editor's save may take before the edit gives up
 Source = Literal["mcp", "cli"]
 Status = Literal["changed", "unchanged", "exists"]
-
-
-class InvalidEdit(EditRejected):
-    """An edit refused because desired.yaml is, or would become, invalid."""
-
-    def __init__(self, message: str, diagnostics: tuple[Diagnostic, ...]) -> None:
-        super().__init__(message)
-        self.diagnostics = diagnostics
 
 
 @dataclass(frozen=True, slots=True)

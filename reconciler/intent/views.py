@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from reconciler.adapters.status_file import read_status
-from reconciler.errors import InvalidDesiredState, ReconcilerError, StatusUnreadable, UnsafeName
+from reconciler.errors import (
+    InvalidDesiredState,
+    ReconcilerError,
+    StatusUnreadable,
+    UnsafeName,
+    ViewError,
+)
 from reconciler.intent.engine import EditResult, IntentEditor
 from reconciler.model import names
 from reconciler.model.desired import Desired
@@ -32,10 +38,6 @@ from reconciler.model.status import SlotStatus, StatusSnapshot, encode
 
 SCHEMA: Final = "tpu-reconciler.mcp.v1"
 _TAIL_BYTES: Final = 4 * 1024 * 1024
-
-
-class ViewError(ReconcilerError):
-    """A view cannot answer (unknown slot, no address yet, unreadable snapshot)."""
 
 
 def _doc(**fields: Any) -> dict[str, Any]:

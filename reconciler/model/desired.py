@@ -32,8 +32,6 @@ from reconciler.model import names
 from reconciler.model.durations import parse_duration
 from reconciler.model.times import parse_instant
 
-SCHEMA_VERSION: Final = 1
-
 Mode = Literal["spot", "on-demand", "reserved"]
 Want = Literal["held", "released"]
 Backend = Literal["gcloud", "rest"]

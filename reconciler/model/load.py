@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -25,6 +26,7 @@ from reconciler.model.desired import (
     DEFAULT_RUNTIME_VERSIONS,
     Desired,
     DesiredFile,
+    HoldSpec,
     RaceGroupSpec,
     Settings,
     Setup,
@@ -260,28 +262,82 @@ def _setup(defaults: Setup, own: Setup | None, scripts: Sequence[str]) -> SetupS
     )
 
 
+@dataclass
+class _Resolution:
+    """What ``resolve``'s steps share: the diagnostics so far and the slots made so far."""
+
+    model: DesiredFile
+    pos: _Positions
+    source: str
+    runtimes: dict[str, str]
+    diags: list[Diagnostic] = field(default_factory=list)
+    membership: dict[str, str] = field(default_factory=dict)  # slot -> its race group
+    slots: list[SlotSpec] = field(default_factory=list)
+    where: dict[str, Loc] = field(default_factory=dict)  # slot -> where it was defined
+    groups: dict[str, HoldKeys] = field(default_factory=dict)  # race group -> its model
+
+    def err(self, loc: Loc, message: str, *, key: bool = False) -> None:
+        line, col = self.pos.at(loc, key=key)
+        self.diags.append(Diagnostic(self.source, line, col, message))
+
+    def add(self, spec: SlotSpec, loc: Loc) -> None:
+        if spec.name in self.where:
+            first = self.pos.at(self.where[spec.name])
+            self.err(loc, f"duplicate slot name {spec.name!r} (first defined at line {first[0]})")
+            return
+        self.where[spec.name] = loc
+        self.slots.append(spec)
+
+    def runtime_for(self, accelerator: str, explicit: str | None, loc: Loc) -> str:
+        if explicit:
+            return explicit
+        family = names.accelerator_family(accelerator)
+        if family in self.runtimes:
+            return self.runtimes[family]
+        self.err(
+            loc,
+            f"no runtime version for {accelerator!r}: set runtime_version here or "
+            f"settings.runtime_versions.{family}",
+        )
+        return ""
+
+    def raise_if_invalid(self) -> None:
+        if self.diags:
+            raise InvalidDesiredState(_dedupe(self.diags))
+
+
 def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> Desired:
     """Expand generators, apply defaults and check the cross-field rules."""
-    diags: list[Diagnostic] = []
-
-    def err(loc: Loc, message: str, *, key: bool = False) -> None:
-        line, col = pos.at(loc, key=key)
-        diags.append(Diagnostic(source, line, col, message))
-
     settings = model.settings
     runtimes = {**DEFAULT_RUNTIME_VERSIONS, **settings.runtime_versions}
-    defaults = model.defaults
+    r = _Resolution(model, pos, source, runtimes)
+    _race_membership(r)
+    _check_holds(r)
+    _written_slots(r)
+    _check_generator_sizes(r)
+    r.raise_if_invalid()
+    _generated_slots(r)
+    _check_race_groups(r)
+    r.raise_if_invalid()
+    slots = r.slots
+    groups = tuple(
+        RaceGroupSpec(name=g.name, count=g.count, slots=tuple(g.slots), paused=g.paused)
+        for g in model.race_groups
+    )
+    return Desired(
+        project=model.project,
+        settings=settings,
+        slots=tuple(slots),
+        race_groups=groups,
+        source=source,
+        digest=digest,
+    )
 
-    # Which group each slot races in (and where it was named, for messages).
-    membership: dict[str, str] = {}
+
+def _race_membership(r: _Resolution) -> None:
+    """Which group each slot races in (``r.membership``); duplicates are diagnosed."""
+    model, err, membership = r.model, r.err, r.membership
     group_names: set[str] = set()
-    by_group = {rg.name: rg for rg in model.race_groups}
-    blocks: list[tuple[Loc, HoldKeys]] = [(("slots", i), m) for i, m in enumerate(model.slots)]
-    blocks += [(("generate", i), m) for i, m in enumerate(model.generate)]
-    blocks += [(("race_groups", i), m) for i, m in enumerate(model.race_groups)]
-    for where_, keys in blocks:
-        for key, message in hold_problems(keys):
-            err((*where_, key), message, key=True)
     for gi, rg in enumerate(model.race_groups):
         if rg.name in group_names:
             err(("race_groups", gi, "name"), f"duplicate race group name {rg.name!r}")
@@ -300,30 +356,27 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
                 membership[name] = rg.name
             seen_here.add(name)
 
-    slots: list[SlotSpec] = []
-    where: dict[str, Loc] = {}
 
-    def add(spec: SlotSpec, loc: Loc) -> None:
-        if spec.name in where:
-            first = pos.at(where[spec.name])
-            err(loc, f"duplicate slot name {spec.name!r} (first defined at line {first[0]})")
-            return
-        where[spec.name] = loc
-        slots.append(spec)
+def _check_holds(r: _Resolution) -> None:
+    """The time and pause keys of every slot, generator and race group (``model/holds``)."""
+    blocks: list[tuple[Loc, HoldKeys]] = [(("slots", i), m) for i, m in enumerate(r.model.slots)]
+    blocks += [(("generate", i), m) for i, m in enumerate(r.model.generate)]
+    blocks += [(("race_groups", i), m) for i, m in enumerate(r.model.race_groups)]
+    r.groups.update((g.name, g) for g in r.model.race_groups)
+    for where, keys in blocks:
+        for key, message in hold_problems(keys):
+            r.err((*where, key), message, key=True)
 
-    def runtime_for(accelerator: str, explicit: str | None, loc: Loc) -> str:
-        if explicit:
-            return explicit
-        family = names.accelerator_family(accelerator)
-        if family in runtimes:
-            return runtimes[family]
-        err(
-            loc,
-            f"no runtime version for {accelerator!r}: set runtime_version here or "
-            f"settings.runtime_versions.{family}",
-        )
-        return ""
 
+def _hold(r: _Resolution, keys: HoldKeys, group: str | None) -> HoldSpec:
+    """A slot's holds: its own keys, else its race group's."""
+    return resolve_hold(keys, r.groups.get(group) if group else None)
+
+
+def _written_slots(r: _Resolution) -> None:
+    """The slots written out under ``slots:``, with defaults applied."""
+    model, err, add, runtime_for = r.model, r.err, r.add, r.runtime_for
+    settings, defaults, membership, slots = model.settings, model.defaults, r.membership, r.slots
     for i, slot in enumerate(model.slots):
         loc: Loc = ("slots", i)
         group = membership.get(slot.name)
@@ -352,11 +405,16 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
                 valid_until_seconds=int(slot.valid_until) if slot.valid_until else None,
                 setup=_setup(defaults.setup, slot.setup, settings.setup_scripts),
                 order=len(slots),
-                hold=resolve_hold(slot, by_group.get(group) if group else None),
+                hold=_hold(r, slot, group),
             ),
             (*loc, "name"),
         )
 
+
+def _check_generator_sizes(r: _Resolution) -> None:
+    """Refuse generators that repeat a zone or bring the file past ``MAX_SLOTS`` (checked
+    before anything is expanded, so a huge count costs nothing)."""
+    model, err = r.model, r.err
     asked = len(model.slots)
     for gi, gen in enumerate(model.generate):
         loc = ("generate", gi)
@@ -366,10 +424,13 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
         asked += len(set(gen.zones)) * sum(gen.accelerators.values())
         if asked > MAX_SLOTS:
             err(loc, f"this generator brings the file past {MAX_SLOTS:,} slots; ask for fewer")
-            break
-    if diags:
-        raise InvalidDesiredState(_dedupe(diags))
+            return
 
+
+def _generated_slots(r: _Resolution) -> None:
+    """The slots the ``generate:`` entries expand to, named by ``names.slot_name``."""
+    model, err, add, runtime_for = r.model, r.err, r.add, r.runtime_for
+    settings, defaults, membership, slots = model.settings, model.defaults, r.membership, r.slots
     for gi, gen in enumerate(model.generate):
         loc = ("generate", gi)
         mode = gen.mode or defaults.mode
@@ -402,11 +463,15 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
                             setup=_setup(defaults.setup, gen.setup, settings.setup_scripts),
                             order=len(slots),
                             generated=True,
-                            hold=resolve_hold(gen, by_group.get(group) if group else None),
+                            hold=_hold(r, gen, group),
                         ),
                         loc,
                     )
 
+
+def _check_race_groups(r: _Resolution) -> None:
+    """Every candidate of a race group is a known slot, and ``count`` fits the candidates."""
+    model, err, where = r.model, r.err, r.where
     for gi, rg in enumerate(model.race_groups):
         for si, name in enumerate(rg.slots):
             if name not in where:
@@ -418,18 +483,3 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
                 ("race_groups", gi, "count"),
                 f"count {rg.count} is more than the {len(rg.slots)} candidates",
             )
-
-    if diags:
-        raise InvalidDesiredState(_dedupe(diags))
-    groups = tuple(
-        RaceGroupSpec(name=g.name, count=g.count, slots=tuple(g.slots), paused=g.paused)
-        for g in model.race_groups
-    )
-    return Desired(
-        project=model.project,
-        settings=settings,
-        slots=tuple(slots),
-        race_groups=groups,
-        source=source,
-        digest=digest,
-    )

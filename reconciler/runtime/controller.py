@@ -37,7 +37,7 @@ from reconciler.core import memory as mem
 from reconciler.core.plan import CLOUD_KINDS, Action, Kind, Notice, Plan, in_motion, plan
 from reconciler.core.schedule import next_interval
 from reconciler.core.status import build_status
-from reconciler.errors import PermanentError, TemporaryError
+from reconciler.errors import PermanentError, SetupFailed, TemporaryError
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
 from reconciler.model.status import ControllerInfo
@@ -272,7 +272,7 @@ class Controller:
             raise
         except (TemporaryError, PermanentError) as e:
             permanent = isinstance(e, PermanentError)
-            delay = getattr(e, "delay", 0.0)
+            delay = e.delay if isinstance(e, TemporaryError) else 0.0
             self.memory = mem.record_failure(
                 self.memory,
                 action.key,
@@ -281,7 +281,7 @@ class Controller:
                 permanent=permanent,
                 fingerprint=action.fingerprint,
                 delay_hint=delay,
-                detail=str(getattr(e, "log_tail", "") or ""),
+                detail=e.log_tail if isinstance(e, SetupFailed) else "",
             )
             self.events.emit(
                 "action.failed",

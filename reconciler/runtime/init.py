@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from reconciler.adapters.files import atomic_write
-from reconciler.errors import InvalidDesiredState, UnsafeName
+from reconciler.errors import InitError, InvalidDesiredState, UnsafeName
 from reconciler.model import names
 from reconciler.model.desired import DEFAULT_RUNTIME_VERSIONS, Desired
 from reconciler.model.load import parse_desired
@@ -27,10 +27,6 @@ MODES: Final = ("spot", "on-demand", "reserved")
 DEFAULT_ZONE: Final = "us-central2-b"
 DEFAULT_ACCELERATOR: Final = "v4-8"
 RACE_GROUP: Final = "first-tpu"
-
-
-class InitError(Exception):
-    """The answers cannot make a valid file, or the file exists; the message says which."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from reconciler.adapters.files import atomic_write
+from reconciler.errors import ServiceError
 from reconciler.exitcodes import EX_CONFIG, EX_USAGE
 
 RESTART_SEC: Final = 15
@@ -46,10 +47,6 @@ CARRIED_ENV: Final = (
     "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU",
 )
 SYSTEMCTL_TIMEOUT: Final = 30.0
-
-
-class ServiceError(Exception):
-    """Install or uninstall refused; the message says why and what to do."""
 
 
 def instance_name(desired_file: Path) -> str:

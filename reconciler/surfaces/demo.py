@@ -23,6 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reconciler.errors import DemoFailed
+from reconciler.exitcodes import EX_OK, EX_REFUSED
+
 DEMO_PROJECT = "demo-project"
 HELD = "spot-v4-8-usc2b-1"
 RACE = "any-v6e-8"
@@ -57,10 +60,6 @@ race_groups:
     count: 1
     slots: [{LOSER}, {WINNER}]
 """
-
-
-class DemoFailed(Exception):
-    pass
 
 
 class _Story:
@@ -151,7 +150,7 @@ def run(args: Any) -> int:
     backend = args.backend
     if backend == "gcloud" and shutil.which("gcloud") is None:
         print("tpu-reconciler demo: --backend gcloud needs the gcloud CLI", file=sys.stderr)
-        return 1
+        return EX_REFUSED
     work = Path(tempfile.mkdtemp(prefix="tpu-reconciler-demo-"))
     token = work / "token"
     token.write_text("demo-token\n")
@@ -216,12 +215,12 @@ async def _main(
     task = asyncio.create_task(controller.run(stop))
     story = _Story(out, emu, controller)
     narrator = asyncio.create_task(_narrate(story, state.events, stop))
-    code = 0
+    code = EX_OK
     try:
         await _tell(story, desired_path)
     except DemoFailed as e:
         out(f"✗ demo failed: {e}")
-        code = 1
+        code = e.exit_code
     await asyncio.sleep(0.5)
     ns = type("Args", (), {"file": desired_path, "state_dir": work / "state"})()
     out("")
@@ -231,7 +230,7 @@ async def _main(
     out(
         "requests the emulator served: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
     )
-    if args.keep and code == 0:
+    if args.keep and code == EX_OK:
         out("")
         out("Still running (Ctrl-C stops). In another shell:")
         for key, value in env_vars.items():

@@ -18,7 +18,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
@@ -27,9 +27,9 @@ from mcp.types import ToolAnnotations
 
 from reconciler import __version__
 from reconciler.adapters.statedir import StateDir, default_state_dir
-from reconciler.errors import ReconcilerError
+from reconciler.errors import NeedsConfirmation, ReconcilerError
+from reconciler.exitcodes import EX_INTERRUPTED, EX_OK
 from reconciler.intent import views
-from reconciler.intent.edits import NeedsConfirmation
 from reconciler.intent.engine import Edit, IntentEditor
 from reconciler.intent.tmux import REOPEN_NOTE, close_window, stays_open_notes
 
@@ -68,10 +68,24 @@ def _guard(fn: Callable[[], T], hint: str = "") -> T:
         raise ToolError(str(e)) from None
 
 
-def build_server(store: IntentEditor) -> MCPServer:
-    server = MCPServer(
-        "tpu-reconciler", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
-    )
+class _Edit(Protocol):
+    """Apply one intent edit for a tool and answer with the MCP result (see ``_edit_runner``)."""
+
+    def __call__(
+        self,
+        kind: str,
+        operation_id: str,
+        wait_seconds: float = 0,
+        *,
+        confirmed: bool = False,
+        hint: str = "",
+        **args: Any,
+    ) -> dict[str, Any]: ...
+
+
+def _edit_runner(store: IntentEditor) -> _Edit:
+    """The one way a tool edits desired.yaml: ``store.apply`` under ``_guard``, the result with
+    the schema version and the reminder, and the optional wait for the controller."""
 
     def edit(
         kind: str,
@@ -97,7 +111,25 @@ def build_server(store: IntentEditor) -> MCPServer:
 
         return _guard(run, hint)
 
-    # --- read-only ---------------------------------------------------------------------------
+    return edit
+
+
+def build_server(store: IntentEditor) -> MCPServer:
+    """The server with every tool; each group of tools registers itself (a new feature adds
+    its own ``_register_<feature>_tools(server, store)`` and one call here)."""
+    server = MCPServer(
+        "tpu-reconciler", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+    )
+    _register_read_tools(server, store)
+    _register_edit_tools(server, store)
+    _register_setup_tools(server, store)
+    _register_tmux_tools(server, store)
+    _register_control_tools(server, store)
+    return server
+
+
+def _register_read_tools(server: MCPServer, store: IntentEditor) -> None:
+    """Reads of desired.yaml and the controller's snapshot: never a change."""
 
     @server.tool(annotations=READ)
     def list_slots() -> dict[str, Any]:
@@ -119,12 +151,6 @@ def build_server(store: IntentEditor) -> MCPServer:
         return _guard(lambda: views.ssh_command(store, name, worker))
 
     @server.tool(annotations=READ)
-    def tmux_status() -> dict[str, Any]:
-        """tmux windows the controller mirrors (one per ACTIVE slot); orphans (window whose
-        slot is not ACTIVE) are flagged and left open."""
-        return _guard(lambda: views.tmux_status(store))
-
-    @server.tool(annotations=READ)
     def plan() -> dict[str, Any]:
         """What the controller will do next (its last plan: actions, deferred, blocked)."""
         return _guard(lambda: views.plan(store))
@@ -134,7 +160,10 @@ def build_server(store: IntentEditor) -> MCPServer:
         """The controller's latest events (transitions, actions, results, errors)."""
         return _guard(lambda: views.events(store, limit))
 
-    # --- intent edits --------------------------------------------------------------------------
+
+def _register_edit_tools(server: MCPServer, store: IntentEditor) -> None:
+    """Intent edits of slots and race groups (want, membership, the file's slot list, polling)."""
+    edit = _edit_runner(store)
 
     @server.tool(annotations=EDIT)
     def queue_slot(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
@@ -188,28 +217,6 @@ def build_server(store: IntentEditor) -> MCPServer:
         else:
             out.setdefault("notes", []).extend(await stays_open_notes(store, name))
         return out
-
-    @server.tool(annotations=EDIT)
-    def setup_vm(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
-        """Run the setup scripts on the slot's node: bootstrap on and the setup generation
-        bumped, so it runs again even if it ran before. wait_seconds: wait until done."""
-        return edit("setup", operation_id, wait_seconds, name=name, bootstrap=True, rerun=True)
-
-    @server.tool(annotations=EDIT)
-    def tailscale_setup(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
-        """Join the slot's node to the tailnet: tailscale on, setup generation bumped."""
-        return edit("setup", operation_id, wait_seconds, name=name, tailscale=True, rerun=True)
-
-    @server.tool(annotations=EDIT)
-    def tmux_sync(operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
-        """Mirror every ACTIVE slot in tmux: defaults.setup.tmux on. Slots that say
-        `tmux: false` themselves keep it (listed in notes; tmux_open turns one on)."""
-        return edit("tmux_all", operation_id, wait_seconds)
-
-    @server.tool(annotations=EDIT)
-    def tmux_open(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
-        """Keep a tmux SSH window open to the slot's worker 0 (setup.tmux: true)."""
-        return edit("setup", operation_id, wait_seconds, name=name, tmux=True)
 
     @server.tool(annotations=EDIT)
     def add_slot(
@@ -267,6 +274,44 @@ def build_server(store: IntentEditor) -> MCPServer:
             "set_poll", operation_id, wait_seconds, interval=interval, fast_interval=fast_interval
         )
 
+
+def _register_setup_tools(server: MCPServer, store: IntentEditor) -> None:
+    """Intent edits that (re)run node setup: bootstrap scripts, Tailscale."""
+    edit = _edit_runner(store)
+
+    @server.tool(annotations=EDIT)
+    def setup_vm(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+        """Run the setup scripts on the slot's node: bootstrap on and the setup generation
+        bumped, so it runs again even if it ran before. wait_seconds: wait until done."""
+        return edit("setup", operation_id, wait_seconds, name=name, bootstrap=True, rerun=True)
+
+    @server.tool(annotations=EDIT)
+    def tailscale_setup(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+        """Join the slot's node to the tailnet: tailscale on, setup generation bumped."""
+        return edit("setup", operation_id, wait_seconds, name=name, tailscale=True, rerun=True)
+
+
+def _register_tmux_tools(server: MCPServer, store: IntentEditor) -> None:
+    """The tmux mirror: its state, the edits that turn it on, and closing a window now."""
+    edit = _edit_runner(store)
+
+    @server.tool(annotations=READ)
+    def tmux_status() -> dict[str, Any]:
+        """tmux windows the controller mirrors (one per ACTIVE slot); orphans (window whose
+        slot is not ACTIVE) are flagged and left open."""
+        return _guard(lambda: views.tmux_status(store))
+
+    @server.tool(annotations=EDIT)
+    def tmux_sync(operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+        """Mirror every ACTIVE slot in tmux: defaults.setup.tmux on. Slots that say
+        `tmux: false` themselves keep it (listed in notes; tmux_open turns one on)."""
+        return edit("tmux_all", operation_id, wait_seconds)
+
+    @server.tool(annotations=EDIT)
+    def tmux_open(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+        """Keep a tmux SSH window open to the slot's worker 0 (setup.tmux: true)."""
+        return edit("setup", operation_id, wait_seconds, name=name, tmux=True)
+
     @server.tool(annotations=DESTRUCTIVE)
     async def tmux_close(name: str, confirm: bool = False) -> dict[str, Any]:
         """Close the slot's tmux window(s) now (a local action, not an edit). Needs
@@ -278,14 +323,10 @@ def build_server(store: IntentEditor) -> MCPServer:
             )
         return {"schema_version": views.SCHEMA, **await _close_window(store, name)}
 
-    _register_control_tools(server, store, edit)
-    return server
 
-
-def _register_control_tools(
-    server: MCPServer, store: IntentEditor, edit: Callable[..., dict[str, Any]]
-) -> None:
+def _register_control_tools(server: MCPServer, store: IntentEditor) -> None:
     """suspend / resume (edits of settings.suspend) and confirm_deletes (the delete guard)."""
+    edit = _edit_runner(store)
 
     @server.tool(annotations=EDIT)
     def suspend(operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
@@ -342,7 +383,7 @@ def serve(file: Path, state_dir: Path | None = None, *, verbose: int = 0) -> int
     store = IntentEditor(file, StateDir(root))
     log.info("serving %s (state %s)", store.path, root)
     build_server(store).run("stdio")
-    return 0
+    return EX_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -356,7 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return serve(args.file, args.state_dir, verbose=args.verbose)
     except KeyboardInterrupt:
-        return 130
+        return EX_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -7,8 +7,6 @@ for deleting running TPUs, and that status after an apply shows the world it lef
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest
 from reconciler.emulator import Emulator
 from tests.fixtures.controller import desired_text
 from tests.fixtures.emulator import gcloud_env_for
+from tests.support.cli import Cli
 
 pytestmark = pytest.mark.integration
 
@@ -29,32 +28,25 @@ slots:
 """
 
 
-class Cli:
+class SpineCli(Cli):
+    """The CLI against one emulator, with ``--file`` and ``--state-dir`` from the environment."""
+
     def __init__(self, emu: Emulator, tmp_path: Path) -> None:
         self.emu = emu
         self.file = tmp_path / "desired.yaml"
-        self.env = gcloud_env_for(emu, tmp_path)
-        self.env["TPU_RECONCILER_STATE_DIR"] = str(tmp_path / "state")
-        self.env["TPU_RECONCILER_FILE"] = str(self.file)
-
-    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "reconciler", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
+        env = gcloud_env_for(emu, tmp_path)
+        env["TPU_RECONCILER_STATE_DIR"] = str(tmp_path / "state")
+        env["TPU_RECONCILER_FILE"] = str(self.file)
+        super().__init__(env=env)
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
+def cli(tmp_path: Path) -> Iterator[SpineCli]:
     with Emulator(speed=20.0) as emu:
-        yield Cli(emu, tmp_path)
+        yield SpineCli(emu, tmp_path)
 
 
-def test_validate_reports_file_line_col_on_stderr_and_exit_1(cli: Cli) -> None:
+def test_validate_reports_file_line_col_on_stderr_and_exit_1(cli: SpineCli) -> None:
     cli.file.write_text(desired_text(HELD.replace("want: held", "wnat: held")))
     out = cli("validate")
     assert out.returncode == 1
@@ -65,7 +57,7 @@ def test_validate_reports_file_line_col_on_stderr_and_exit_1(cli: Cli) -> None:
     assert ok.returncode == 0 and "valid (1 slots" in ok.stdout
 
 
-def test_plan_shows_terraform_style_and_detailed_exit_code(cli: Cli) -> None:
+def test_plan_shows_terraform_style_and_detailed_exit_code(cli: SpineCli) -> None:
     cli.file.write_text(desired_text(HELD))
     out = cli("plan", "--detailed-exitcode")
     assert out.returncode == 2, out.stderr
@@ -77,7 +69,7 @@ def test_plan_shows_terraform_style_and_detailed_exit_code(cli: Cli) -> None:
     assert cli.emu.request_counts().get("POST queuedResources.create", 0) == 0  # plan acts not
 
 
-def test_apply_creates_then_refuses_destructive_without_yes(cli: Cli) -> None:
+def test_apply_creates_then_refuses_destructive_without_yes(cli: SpineCli) -> None:
     cli.file.write_text(desired_text(HELD))
     created = cli("apply", "--wait", "--timeout", "30")
     assert created.returncode == 0, created.stderr
@@ -100,7 +92,7 @@ def test_apply_creates_then_refuses_destructive_without_yes(cli: Cli) -> None:
     assert cli.emu.queued_resource("us-central2-b", "alpha") is None
 
 
-def test_status_without_a_controller_says_how_to_start_one(cli: Cli) -> None:
+def test_status_without_a_controller_says_how_to_start_one(cli: SpineCli) -> None:
     cli.file.write_text(desired_text(HELD))
     out = cli("status")
     assert out.returncode == 0

@@ -11,13 +11,13 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.fixtures.controller import Harness, desired_text
+from tests.support.cli import CLI_ARGV
 from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.integration
@@ -203,8 +203,7 @@ async def test_want_released_deletes(running: Harness) -> None:
 
 def _run_argv(h: Harness) -> list[str]:
     """``tpu-reconciler -f FILE --state-dir DIR run``, as a user starts it."""
-    return [sys.executable, "-m", "reconciler", "-f", str(h.path), "--state-dir",
-            str(h.state.root), "run"]  # fmt: skip
+    return [*CLI_ARGV, "-f", str(h.path), "--state-dir", str(h.state.root), "run"]
 
 
 def _run_controller(h: Harness, log: Path) -> subprocess.Popen[bytes]:

@@ -27,6 +27,7 @@ from reconciler.adapters.statedir import StateDir
 from reconciler.emulator import Emulator
 from reconciler.runtime.lock import ControllerLock
 from tests.fixtures.emulator import gcloud_env_for
+from tests.support.cli import Cli, clean_env
 
 pytestmark = pytest.mark.integration
 
@@ -35,11 +36,12 @@ GOLDEN = ROOT / "tests" / "golden"
 _AGO = re.compile(r"\{\{ago:(\d+)\}\}")
 
 
-class Cli:
+class GoldenCli:
     """Runs the CLI in ``cwd`` and turns run-specific text back into placeholders."""
 
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
+        self.cli = Cli(cwd=cwd, env=clean_env({"COLUMNS": "200", "NO_COLOR": "1"}), timeout=120)
         self.times: dict[str, str] = {}  # rendered ISO time -> placeholder
 
     def render(self, template: str) -> str:
@@ -64,18 +66,7 @@ class Cli:
     def run(
         self, *args: str, env: Mapping[str, str] | None = None, code: int = 0
     ) -> subprocess.CompletedProcess[str]:
-        base = {k: v for k, v in os.environ.items() if not k.startswith("TPU_RECONCILER_")}
-        base.update({"PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1"})
-        done = subprocess.run(
-            [sys.executable, "-m", "reconciler", *args],
-            cwd=self.cwd,
-            env={**base, **(env or {})},
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = self.cli(*args, env=env)
         assert done.returncode == code, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
         return done
 
@@ -89,9 +80,9 @@ def golden(name: str, actual: str) -> None:
     assert actual == expected, f"{name} differs from the golden file (UPDATE_GOLDEN=1 rewrites)"
 
 
-def with_fixture_state(tmp_path: Path) -> Cli:
-    """A Cli whose state dir ``<tmp>/state`` holds the fixture snapshot and event log."""
-    c = Cli(tmp_path)
+def with_fixture_state(tmp_path: Path) -> GoldenCli:
+    """A GoldenCli whose state dir ``<tmp>/state`` holds the fixture snapshot and event log."""
+    c = GoldenCli(tmp_path)
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     template = (GOLDEN / "state" / "status.json.tmpl").read_text(encoding="utf-8")
@@ -102,16 +93,16 @@ def with_fixture_state(tmp_path: Path) -> Cli:
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Cli:
+def cli(tmp_path: Path) -> GoldenCli:
     return with_fixture_state(tmp_path)
 
 
-def test_status(cli: Cli) -> None:
+def test_status(cli: GoldenCli) -> None:
     done = cli.run("--state-dir", "state", "status")
     golden("status.txt", cli.normalise(done.stdout))
 
 
-def test_status_json(cli: Cli) -> None:
+def test_status_json(cli: GoldenCli) -> None:
     done = cli.run("--state-dir", "state", "status", "--json")
     doc = json.loads(done.stdout)
     assert doc["schema_version"] == "tpu-reconciler.status.v1"
@@ -119,13 +110,13 @@ def test_status_json(cli: Cli) -> None:
     golden("status.json", cli.normalise(done.stdout))
 
 
-def test_events(cli: Cli) -> None:
+def test_events(cli: GoldenCli) -> None:
     done = cli.run("--state-dir", "state", "events")
     assert "\x1b" not in done.stdout  # a hostile message cannot drive the terminal
     golden("events.txt", done.stdout)
 
 
-def test_events_json(cli: Cli) -> None:
+def test_events_json(cli: GoldenCli) -> None:
     done = cli.run("--state-dir", "state", "events", "--json")
     records = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["seq"] for r in records] == list(range(1, 15))  # the torn last line is skipped
@@ -134,7 +125,7 @@ def test_events_json(cli: Cli) -> None:
 
 
 @pytest.fixture
-def broken(cli: Cli) -> Iterator[Cli]:
+def broken(cli: GoldenCli) -> Iterator[GoldenCli]:
     """Everything doctor should complain about at once: an invalid desired.yaml with a
     guessable ntfy topic, a world-readable state dir, a stale snapshot (the controller holds
     its lock but writes nothing), and no gcloud on PATH."""
@@ -155,13 +146,13 @@ def broken(cli: Cli) -> Iterator[Cli]:
         lock.release()
 
 
-def _doctor_env(cli: Cli) -> dict[str, str]:
+def _doctor_env(cli: GoldenCli) -> dict[str, str]:
     env = {k: "" for k in os.environ if k.startswith("CLOUDSDK_")}
     env.update({"PATH": str(cli.cwd / "empty-bin"), "HOME": str(cli.cwd)})
     return env
 
 
-def test_doctor_on_a_broken_setup(broken: Cli) -> None:
+def test_doctor_on_a_broken_setup(broken: GoldenCli) -> None:
     done = broken.run("--state-dir", "state", "doctor", env=_doctor_env(broken), code=1)
     out = broken.normalise(done.stdout)
     golden("doctor-broken.txt", out)
@@ -172,7 +163,7 @@ def test_doctor_on_a_broken_setup(broken: Cli) -> None:
     assert out.endswith("doctor: 4 problems, 1 warning\n")
 
 
-def test_doctor_on_a_broken_setup_json(broken: Cli) -> None:
+def test_doctor_on_a_broken_setup_json(broken: GoldenCli) -> None:
     done = broken.run("--state-dir", "state", "doctor", "--json", env=_doctor_env(broken), code=1)
     doc = json.loads(done.stdout)
     assert doc["schema_version"] == "tpu-reconciler.doctor.v1" and doc["healthy"] is False
@@ -196,7 +187,7 @@ race_groups:
 
 
 def test_plan_against_the_emulator(emulator: Emulator, tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = GoldenCli(tmp_path)
     (tmp_path / "desired.yaml").write_text(PLAN_DESIRED, encoding="utf-8")
     env = gcloud_env_for(emulator, tmp_path / "gcloud")
     human = cli.run("--state-dir", "state", "plan", env=env)
@@ -207,7 +198,7 @@ def test_plan_against_the_emulator(emulator: Emulator, tmp_path: Path) -> None:
 
 
 def test_init(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = GoldenCli(tmp_path)
     args = ("--project", "my-project", "--zone", "europe-west4-a", "--zone", "us-east1-d")
     done = cli.run("-f", "new.yaml", "init", *args, "--accelerator", "v6e-8")
     golden("init.txt", done.stdout)
@@ -216,7 +207,7 @@ def test_init(tmp_path: Path) -> None:
 
 
 def test_service_install(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = GoldenCli(tmp_path)
     (tmp_path / "desired.yaml").write_text("project: my-project\n", encoding="utf-8")
     env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "PATH": "/usr/bin:/bin"}
     done = cli.run("--state-dir", "state", "service", "install", env=env)

@@ -17,6 +17,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from reconciler.adapters.files import read_jsonl
 from reconciler.errors import InvalidDesiredState
 from reconciler.model.load import parse_desired
+from tests.support.cli import CLI_ARGV
 from tests.unit.test_intent import SAMPLE, comments
 
 pytestmark = pytest.mark.integration
@@ -74,7 +75,7 @@ async def mcp_edits(tmp: Path, k: int) -> list[dict[str, Any]]:
 
 async def cli_edit(tmp: Path, i: int) -> tuple[int, bytes]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "reconciler", "--file", str(tmp / "desired.yaml"),
+        *CLI_ARGV, "--file", str(tmp / "desired.yaml"),
         "--state-dir", str(tmp / "state"), "-q",
         "add-slot", "--zone", "us-central2-b", "--accelerator", "v4-8", "--name", f"cli-{i}",
         cwd=str(REPO), stderr=asyncio.subprocess.PIPE,

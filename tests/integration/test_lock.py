@@ -18,6 +18,8 @@ from reconciler.adapters.statedir import StateDir
 from reconciler.errors import ControllerAlreadyRunning
 from reconciler.runtime.lock import ControllerLock, read_holder
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(reconciler.__file__).resolve().parent.parent
 
 HOLD = """

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, suppress
@@ -24,6 +23,7 @@ from mcp import ClientSession
 from tests.fixtures.controller import Harness, desired_text
 from tests.integration.test_mcp_server import call
 from tests.integration.test_mcp_server import session as mcp_session
+from tests.support.cli import CLI_ARGV
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -48,10 +48,10 @@ async def controller(harness: Harness, tmp_path: Path) -> AsyncIterator[subproce
     once it has written its first snapshot."""
     harness.emulator.set_capacity("europe-west4-a", "v6e-8", 0)
     harness.write(desired_text(SLOTS))
-    argv = ["-m", "reconciler", "-f", str(harness.path), "--state-dir", str(harness.state.root)]
+    argv = [*CLI_ARGV, "-f", str(harness.path), "--state-dir", str(harness.state.root)]
     with (tmp_path / "controller.log").open("ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, *argv, "run"],
+            [*argv, "run"],
             cwd=REPO,
             env=harness.env,
             stdout=subprocess.DEVNULL,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from reconciler.model.load import parse_desired
 from tests.integration.test_mcp_server import call
 from tests.integration.test_mcp_server import session as mcp_session
 from tests.integration.test_tmux_cli import targets, windows
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -112,15 +112,7 @@ async def test_cancel_slot_without_close_tmux_warns_that_the_window_stays(
 def release(cwd: Path, socket: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TPU_RECONCILER_")}
     files = ["-f", str(cwd / "desired.yaml"), "--state-dir", str(cwd / "state")]
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", *files, "release", "b-1", *args],
-        cwd=REPO,
-        env={**env, SOCKET_ENV: socket},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli(*files, "release", "b-1", *args, cwd=REPO, env={**env, SOCKET_ENV: socket})
 
 
 def test_cli_release_close_tmux_yes_closes_the_window(

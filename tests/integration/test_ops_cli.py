@@ -14,7 +14,6 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import termios
 import time
 from collections.abc import Iterator, Mapping
@@ -30,19 +29,20 @@ from reconciler.runtime.lock import ControllerLock
 from reconciler.surfaces.cli import build_parser
 from reconciler.surfaces.cli._ops_completion import command_tree
 from tests.fixtures.emulator import gcloud_env_for
-from tests.integration.test_golden import ROOT, Cli, with_fixture_state
+from tests.integration.test_golden import GoldenCli, with_fixture_state
+from tests.support.cli import CLI_ARGV, clean_env
 from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.integration
 
-CLI = (sys.executable, "-m", "reconciler")
+CLI = CLI_ARGV
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def _env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TPU_RECONCILER_")}
+    env = clean_env()
     env.pop("NO_COLOR", None)
-    env.update({"PYTHONPATH": str(ROOT), "TERM": "xterm-256color"})
+    env.update({"TERM": "xterm-256color"})
     env.update(extra or {})
     return env
 
@@ -101,11 +101,11 @@ class Pty:
 
 
 @pytest.fixture
-def watched(tmp_path: Path) -> Cli:
+def watched(tmp_path: Path) -> GoldenCli:
     return with_fixture_state(tmp_path)
 
 
-def _set_state(cli: Cli, slot: str, state: str) -> None:
+def _set_state(cli: GoldenCli, slot: str, state: str) -> None:
     path = cli.cwd / "state" / "status.json"
     doc = json.loads(path.read_text())
     for s in doc["slots"]:
@@ -116,7 +116,9 @@ def _set_state(cli: Cli, slot: str, state: str) -> None:
     os.replace(tmp, path)
 
 
-def test_watch_in_a_terminal_redraws_in_place_in_colour_and_ends_on_ctrl_c(watched: Cli) -> None:
+def test_watch_in_a_terminal_redraws_in_place_in_colour_and_ends_on_ctrl_c(
+    watched: GoldenCli,
+) -> None:
     term = Pty(watched.cwd, ["--state-dir", "state", "status", "--watch", "--interval", "0.3"])
     out = term.expect(r"spot-v6e8-use1d-1\s+us-east1-d.*NOT_QUEUED")
     for state, colour in (
@@ -134,7 +136,7 @@ def test_watch_in_a_terminal_redraws_in_place_in_colour_and_ends_on_ctrl_c(watch
     assert "Traceback" not in term.output
 
 
-def test_watch_fits_a_narrow_terminal(watched: Cli) -> None:
+def test_watch_fits_a_narrow_terminal(watched: GoldenCli) -> None:
     term = Pty(watched.cwd, ["--state-dir", "state", "status", "--watch"], cols=50, rows=30)
     out = ANSI.sub("", term.expect(r"next: Plan"))
     assert term.finish(signal.SIGINT) == 0
@@ -162,7 +164,7 @@ def interrupt(proc: subprocess.Popen[str]) -> tuple[int, str]:
     return proc.returncode, err
 
 
-def test_watch_without_a_terminal_prints_plain_blocks(watched: Cli) -> None:
+def test_watch_without_a_terminal_prints_plain_blocks(watched: GoldenCli) -> None:
     proc = piped(watched.cwd, "status", "--watch", "--interval", "0.2")
     assert proc.stdout is not None
     blocks = 0
@@ -173,7 +175,7 @@ def test_watch_without_a_terminal_prints_plain_blocks(watched: Cli) -> None:
     assert blocks == 2 and code == 0, err
 
 
-def test_watch_json_prints_a_document_per_interval(watched: Cli) -> None:
+def test_watch_json_prints_a_document_per_interval(watched: GoldenCli) -> None:
     proc = piped(watched.cwd, "status", "--watch", "--json", "--interval", "0.2")
     assert proc.stdout is not None
     docs = [json.loads(proc.stdout.readline()) for _ in range(2)]
@@ -219,9 +221,9 @@ def test_events_follow_prints_new_events_and_ends_on_ctrl_c(tmp_path: Path) -> N
 
 
 @pytest.fixture
-def healthy_setup(emulator: Emulator, tmp_path: Path) -> Iterator[tuple[Cli, dict[str, str]]]:
+def healthy_setup(emulator: Emulator, tmp_path: Path) -> Iterator[tuple[GoldenCli, dict[str, str]]]:
     require_tool("tmux")
-    cli = Cli(tmp_path)
+    cli = GoldenCli(tmp_path)
     (tmp_path / "desired.yaml").write_text(
         "project: test-project\n"
         "settings: {backend: rest, ntfy_topic: tpu-3f9c2a7b1e4d8c6a5b0f9e2d}\n"
@@ -237,7 +239,9 @@ def healthy_setup(emulator: Emulator, tmp_path: Path) -> Iterator[tuple[Cli, dic
         yield cli, gcloud_env_for(emulator, tmp_path / "gcloud")
 
 
-def test_doctor_healthy_against_the_emulator(healthy_setup: tuple[Cli, dict[str, str]]) -> None:
+def test_doctor_healthy_against_the_emulator(
+    healthy_setup: tuple[GoldenCli, dict[str, str]],
+) -> None:
     cli, env = healthy_setup
     done = cli.run("--state-dir", "state", "doctor", "--json", env=env)
     checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
@@ -254,7 +258,7 @@ def test_doctor_healthy_against_the_emulator(healthy_setup: tuple[Cli, dict[str,
 
 
 def test_doctor_reports_an_api_that_refuses(
-    healthy_setup: tuple[Cli, dict[str, str]], tmp_path: Path
+    healthy_setup: tuple[GoldenCli, dict[str, str]], tmp_path: Path
 ) -> None:
     cli, env = healthy_setup
     (tmp_path / "gcloud" / "gcloud-token").write_text("")  # an empty token: UNAUTHENTICATED
@@ -268,7 +272,7 @@ def test_doctor_asks_the_real_gcloud_and_ssh_agent(tmp_path: Path) -> None:
     first without keys, then with one."""
     gcloud = require_tool("gcloud")
     agent, add, keygen = (require_tool(t) for t in ("ssh-agent", "ssh-add", "ssh-keygen"))
-    cli = Cli(tmp_path)
+    cli = GoldenCli(tmp_path)
     (tmp_path / "desired.yaml").write_text(
         "project: test-project\nsettings: {backend: gcloud, ssh_user: alice}\n"
         "defaults: {setup: {bootstrap: true, tmux: false}}\n"
@@ -328,11 +332,11 @@ def test_init_asks_on_a_terminal(tmp_path: Path) -> None:
     assert term.finish() == 0
     text = (tmp_path / "mine.yaml").read_text()
     assert "od-v48-usc2b-1" in text and "od-v48-ew4a-1" in text and "race_groups" not in text
-    Cli(tmp_path).run("-f", "mine.yaml", "validate")
+    GoldenCli(tmp_path).run("-f", "mine.yaml", "validate")
 
 
 def test_init_refuses_without_answers_or_over_a_file(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = GoldenCli(tmp_path)
     assert "--project" in cli.run("init", code=2).stderr
     (tmp_path / "desired.yaml").write_text("mine\n")
     assert "--force" in cli.run("init", "--project", "my-project", code=1).stderr
@@ -356,7 +360,7 @@ esac
 
 
 def test_service_install_now_status_uninstall(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = GoldenCli(tmp_path)
     (tmp_path / "desired.yaml").write_text("project: my-project\n")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -410,7 +414,7 @@ def require_tool_path(name: str) -> str:
 
 
 def test_completion_scripts_know_every_command(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = GoldenCli(tmp_path)
     tree = command_tree(build_parser())
     commands = {name for node in tree.values() for name in node.subcommands}
     assert {"status", "events", "doctor", "init", "service", "completion", "tmux"} <= commands

@@ -6,12 +6,14 @@ import json
 import os
 import pty
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 import libtmux
 import pytest
+
+from tests.support.cli import clean_env
+from tests.support.cli import run_cli as run_reconciler
 
 pytestmark = pytest.mark.integration
 
@@ -25,18 +27,10 @@ def run_cli(
     stdin: int | None = subprocess.DEVNULL,
     input_text: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("TPU_RECONCILER_")}
-    base["PYTHONPATH"] = str(ROOT)
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", "--state-dir", str(cwd / "state"), *args],
-        cwd=cwd,
-        env={**base, **(env or {})},
-        stdin=stdin,
-        input=input_text,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_reconciler(
+        "--state-dir", str(cwd / "state"), *args,
+        cwd=cwd, env=clean_env(env), stdin=stdin, input=input_text,
+    )  # fmt: skip
 
 
 def targets(server: libtmux.Server) -> list[str]:

@@ -16,6 +16,8 @@ import pytest
 from reconciler.runtime.desired_loader import file_digest
 from reconciler.runtime.watch import watch_file
 
+pytestmark = pytest.mark.integration
+
 WAKE_TIMEOUT = 1.0
 
 

@@ -28,7 +28,6 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -40,6 +39,8 @@ from typing import Any, Final, Self
 from reconciler.emulator import Emulator, Fault
 from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
 from reconciler.runtime.events import log_files
+from tests.support.cli import CLI_ARGV
+from tests.support.waiting import wait_until as wait_until  # the tests import it from here
 
 REPO: Final = Path(__file__).resolve().parents[2]
 PROFILE_ENV: Final = "RELIABILITY_PROFILE"
@@ -80,14 +81,6 @@ def run_recorded(test: str, run: Callable[[], None], figures: Callable[[], dict[
         violations = 0
     finally:
         record_figures(test, **figures(), violations=violations)
-
-
-def wait_until(what: str, check: Callable[[], bool], timeout: float, step: float = 0.02) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting until {what}")
-        time.sleep(step)
 
 
 # --- the world as the emulator holds it ----------------------------------------------------
@@ -516,7 +509,7 @@ class ControllerProcess:
 
     def start(self) -> None:
         assert self.proc is None or self.proc.poll() is not None, "already running"
-        argv = [sys.executable, "-m", "reconciler", "-f", str(self.desired)]
+        argv = [*CLI_ARGV, "-f", str(self.desired)]
         argv += ["--state-dir", str(self.state), "run"]
         with self.log.open("ab") as err:
             self.proc = subprocess.Popen(

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import collections
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Final
@@ -43,6 +41,7 @@ from reconciler.model.observed import (
 from reconciler.runtime.desired_loader import DesiredLoader
 from tests.reliability._fuzz import VALID_FILES, desired_texts, fuzz_settings, raw_bytes
 from tests.reliability._harness import REPO, run_recorded
+from tests.support.cli import run_cli
 
 SOURCE: Final = "/work/intent/desired.yaml"
 DIAGNOSTIC: Final = re.compile(
@@ -282,14 +281,7 @@ def test_hostile_file_is_refused_with_a_position(name: str, tmp_path: Path) -> N
 def test_validate_prints_positions_not_tracebacks(name: str, tmp_path: Path) -> None:
     path = tmp_path / "desired.yaml"
     path.write_text(HOSTILE[name])
-    run = subprocess.run(
-        [sys.executable, "-m", "reconciler", "-f", str(path), "validate"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-    )
+    run = run_cli("-f", str(path), "validate", cwd=REPO)
     assert run.returncode == 1
     out = run.stdout + run.stderr
     assert "Traceback" not in out

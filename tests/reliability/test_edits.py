@@ -50,6 +50,7 @@ from reconciler.intent.engine import Edit, IntentEditor
 from reconciler.model.load import parse_desired
 from reconciler.runtime.events import read_events
 from tests.reliability._harness import REPO, BackgroundLoop, full, record_figures
+from tests.support.cli import CLI_ARGV
 
 pytestmark = pytest.mark.integration
 
@@ -171,8 +172,7 @@ async def mcp_client(tmp: Path, k: int, tally: Tally) -> None:
 
 
 async def cli_client(tmp: Path, i: int, tally: Tally, gate: asyncio.Semaphore) -> None:
-    base = [sys.executable, "-m", "reconciler", "--file", str(tmp / "desired.yaml"),
-            "--state-dir", str(tmp / "state"), "-q"]  # fmt: skip
+    base = [*CLI_ARGV, "--file", str(tmp / "desired.yaml"), "--state-dir", str(tmp / "state"), "-q"]
     name = f"c{i}"
 
     def run(*verb: str) -> Callable[[], Awaitable[tuple[bool, str]]]:

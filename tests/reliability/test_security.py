@@ -22,8 +22,6 @@ import dataclasses
 import json
 import os
 import random
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +51,7 @@ from tests.reliability._harness import (
     run_recorded,
     wait_until,
 )
+from tests.support.cli import run_cli
 
 METACHARACTERS: Final = ";|&$`<>(){}[]*?!~#'\" \t\n\\"
 #: Text with at least one shell metacharacter or whitespace in it.
@@ -241,11 +240,7 @@ def test_plan_on_a_hostile_file_starts_no_gcloud(
         "project: test-project\nsettings: {backend: gcloud}\nslots:\n"
         f"  - {{name: {json.dumps(slot)}, zone: us-central2-b, accelerator: v4-8, want: held}}\n"
     )
-    run = subprocess.run(
-        [sys.executable, "-m", "reconciler", "-f", str(path), "--state-dir", str(tmp_path / "s"),
-         "plan"],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    run = run_cli("-f", str(path), "--state-dir", str(tmp_path / "s"), "plan", env=env, cwd=REPO)
     assert run.returncode != 0
     assert f"{path}:4:" in run.stdout + run.stderr
     assert "Traceback" not in run.stdout + run.stderr
@@ -391,11 +386,9 @@ def tailscale_run(
             env = controller_env(emu, tmp)
             env["SSH_AUTH_SOCK"] = sock
             with ProcScanner(KEY.encode(), b"--auth-key=file:/dev/stdin") as scanner:
-                stored = subprocess.run(
-                    [sys.executable, "-m", "reconciler", "-f", str(desired), "--state-dir",
-                     str(state), "secret", "set", "tailscale"],
-                    input=KEY + "\n", env=env, cwd=REPO, capture_output=True, text=True,
-                    timeout=60,
+                stored = run_cli(
+                    "-f", str(desired), "--state-dir", str(state), "secret", "set", "tailscale",
+                    input=KEY + "\n", stdin=None, env=env, cwd=REPO,
                 )  # fmt: skip
                 assert stored.returncode == 0, stored.stderr
                 ctl = ControllerProcess(desired, state, env, tmp / "controller.log")

@@ -12,7 +12,6 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from reconciler.adapters.gcloud import GcloudCloud
 from reconciler.errors import PermanentCloudError, TransientCloudError, UnsafeName
 from reconciler.model.observed import Observation, QRState
 from reconciler.model.requests import CreateRequest
+from tests.support.waiting import eventually
 
 FAKE = """\
 import json, os, subprocess, sys, time
@@ -119,15 +119,6 @@ def gone(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
     except FileNotFoundError:
         return True
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.02)
-    return True
 
 
 async def test_observe_zones_runs_two_lists_per_zone_with_safe_argv(fake: Fake) -> None:
@@ -247,7 +238,7 @@ async def test_timeout_kills_gcloud_and_its_children(fake: Fake) -> None:
     runs = fake.runs()
     assert len(runs) == 2
     pids = [pid for run in runs for pid in (run["pid"], run["child"])]
-    assert await wait_until(lambda: all(gone(pid) for pid in pids))
+    assert await eventually(lambda: all(gone(pid) for pid in pids))
 
 
 async def test_concurrency_is_bounded(fake: Fake) -> None:
@@ -262,21 +253,21 @@ async def test_aclose_kills_running_calls(fake: Fake) -> None:
     fake.plan([{"match": "describe", "sleep": 30}])
     cloud = fake.cloud()
     call = asyncio.create_task(cloud.describe_queued_resource(ZONE_A, "a"))
-    assert await wait_until(lambda: len(fake.runs()) == 1)
+    assert await eventually(lambda: len(fake.runs()) == 1)
     await cloud.aclose()
     with pytest.raises(TransientCloudError, match="killed"):
         await asyncio.wait_for(call, 5)
-    assert await wait_until(lambda: gone(fake.runs()[0]["pid"]))
+    assert await eventually(lambda: gone(fake.runs()[0]["pid"]))
 
 
 async def test_cancelling_a_call_kills_its_process(fake: Fake) -> None:
     fake.plan([{"match": "describe", "sleep": 30}])
     call = asyncio.create_task(fake.cloud().describe_queued_resource(ZONE_A, "a"))
-    assert await wait_until(lambda: len(fake.runs()) == 1)
+    assert await eventually(lambda: len(fake.runs()) == 1)
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
-    assert await wait_until(lambda: gone(fake.runs()[0]["pid"]))
+    assert await eventually(lambda: gone(fake.runs()[0]["pid"]))
 
 
 async def test_missing_gcloud_is_permanent(tmp_path: Path) -> None:

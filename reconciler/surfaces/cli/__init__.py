@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reconciler import __version__
+from reconciler.exitcodes import EX_INTERRUPTED, EX_OK, EX_USAGE
 
 #: Command modules, in help order. Each is reconciler.surfaces.cli.<name>.
 _MODULES = ("_reconcile", "_intent", "_control", "_secret", "_tmux", "_ops", "_emulator")
@@ -70,15 +71,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
-        return 2
+        return EX_USAGE
     module_name, _, func_name = handler.partition(":")
     func = getattr(importlib.import_module(module_name), func_name)
     try:
         return int(func(args))
     except KeyboardInterrupt:
-        return 130
+        return EX_INTERRUPTED
     except BrokenPipeError:
-        return 0
+        return EX_OK
 
 
 if __name__ == "__main__":

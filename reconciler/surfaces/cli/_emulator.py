@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     group = sub.add_parser("emulator", help="a local Cloud TPU API for demos and tests")
@@ -47,7 +49,7 @@ def serve(args: argparse.Namespace) -> int:
         scenario = Scenario.load(args.scenario) if args.scenario else Scenario()
     except (OSError, ScenarioError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EX_USAGE
     pool = [ip.strip() for ip in args.ip_pool.split(",") if ip.strip()] if args.ip_pool else None
     try:
         emulator = Emulator(
@@ -57,7 +59,7 @@ def serve(args: argparse.Namespace) -> int:
         emulator.start()
     except (OSError, ValueError) as exc:
         print(f"error: cannot start the emulator: {exc}", file=sys.stderr)
-        return 1
+        return EX_REFUSED
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -81,4 +83,4 @@ def serve(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
         emulator.stop()
         shutil.rmtree(config, ignore_errors=True)
-    return 0
+    return EX_OK

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from reconciler.exitcodes import EX_CONFIRM, EX_REFUSED, EX_TEMPFAIL
+from reconciler.exitcodes import EX_CONFIRM, EX_OK, EX_REFUSED
 
 _HERE: Final = "reconciler.surfaces.cli._intent"
 
@@ -103,8 +103,7 @@ def _ask(question: str) -> bool:
 
 
 def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
-    from reconciler.errors import EditConflict, ReconcilerError
-    from reconciler.intent.edits import NeedsConfirmation
+    from reconciler.errors import NeedsConfirmation, ReconcilerError
     from reconciler.intent.engine import Edit
 
     store = _store(args)
@@ -123,12 +122,9 @@ def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
                 _err("nothing changed")
                 return EX_CONFIRM
             result = store.apply(edit, source="cli", operation_id=args.operation_id, confirmed=True)
-    except EditConflict as e:
+    except ReconcilerError as e:  # EditConflict: 75, try again; any other refusal: 1
         _err(str(e))
-        return EX_TEMPFAIL
-    except ReconcilerError as e:
-        _err(str(e))
-        return EX_REFUSED
+        return e.exit_code
     _print(args, result)
     if getattr(args, "close_tmux", False):
         return _close_tmux(args, store)
@@ -139,7 +135,7 @@ def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
 
         for note in asyncio.run(stays_open_notes(store, args.slot)):
             print(f"note: {note}")
-    return 0
+    return EX_OK
 
 
 def _print(args: argparse.Namespace, result: Any) -> None:
@@ -178,7 +174,7 @@ def _close_tmux(args: argparse.Namespace, store: Any) -> int:
         print(f"closed {', '.join(closed)}" if closed else "no tmux window was open")
         if closed:
             print(f"note: {REOPEN_NOTE}")
-    return 0
+    return EX_OK
 
 
 def hold_command(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from reconciler.core.render import age, race_line
+from reconciler.exitcodes import EX_OK, EX_USAGE
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -154,10 +155,10 @@ def watch(args: argparse.Namespace) -> int:
 
     if args.live:
         print("tpu-reconciler: --watch reads the snapshot; drop --live", file=sys.stderr)
-        return 2
+        return EX_USAGE
     if not args.interval > 0:
         print("tpu-reconciler: --interval must be more than 0", file=sys.stderr)
-        return 2
+        return EX_USAGE
     interval = float(args.interval)
     try:
         if args.json:
@@ -168,7 +169,7 @@ def watch(args: argparse.Namespace) -> int:
             return _every(interval, lambda: _line(format_status(read_status(args), time.time())))
         return _live(args, interval, read_status)
     except KeyboardInterrupt:  # Ctrl-C is how a watch ends: not an error
-        return 0
+        return EX_OK
 
 
 def _line(text: str) -> None:

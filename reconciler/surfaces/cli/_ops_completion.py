@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from reconciler.exitcodes import EX_OK
+
 _WORD: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]*$|^--?[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
@@ -178,4 +180,4 @@ def completion_command(args: argparse.Namespace) -> int:
 
     parser = build_parser()
     print(bash_script(parser) if args.shell == "bash" else zsh_script(parser), end="")
-    return 0
+    return EX_OK

@@ -17,6 +17,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
+
 
 def doctor_command(args: argparse.Namespace) -> int:
     import asyncio
@@ -33,7 +35,7 @@ def doctor_command(args: argparse.Namespace) -> int:
         print(json.dumps(doctor_document(checks), indent=2))
     else:
         print(format_doctor(checks), end="")
-    return 0 if healthy(checks) else 1
+    return EX_OK if healthy(checks) else EX_REFUSED
 
 
 # --- init --------------------------------------------------------------------------------------
@@ -66,23 +68,24 @@ def _questions(args: argparse.Namespace, read: Callable[[str], str]) -> None:
 
 
 def init_command(args: argparse.Namespace) -> int:
-    from reconciler.runtime.init import InitError, Starter, starter_text, validate, write_new
+    from reconciler.errors import InitError
+    from reconciler.runtime.init import Starter, starter_text, validate, write_new
 
     path = args.file
     if path.exists() and not args.force:
         print(f"tpu-reconciler init: {path} exists; --force replaces it", file=sys.stderr)
-        return 1
+        return EX_REFUSED
     if sys.stdin.isatty():
         try:
             _questions(args, input)
         except EOFError:
-            return 1
+            return EX_REFUSED
     elif not args.project:
         print(
             "tpu-reconciler init: --project is required when stdin is not a terminal",
             file=sys.stderr,
         )
-        return 2
+        return EX_USAGE
     starter = Starter(
         project=args.project,
         zones=tuple(args.zone or ("us-central2-b",)),
@@ -96,7 +99,7 @@ def init_command(args: argparse.Namespace) -> int:
         write_new(path, text, force=args.force)
     except InitError as e:
         print(f"tpu-reconciler init: {e}", file=sys.stderr)
-        return 1
+        return e.exit_code
     if not args.quiet:
         groups = len(desired.race_groups)
         print(
@@ -105,4 +108,4 @@ def init_command(args: argparse.Namespace) -> int:
             f"next: tpu-reconciler -f {path} plan   (what would happen)\n"
             f"      tpu-reconciler -f {path} run    (or: service install)"
         )
-    return 0
+    return EX_OK

@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from reconciler.exitcodes import EX_OK, EX_USAGE
+
 EVENT_SCHEMA: Final = "tpu-reconciler.event.v1"
 _SHOWN_ALREADY: Final = frozenset({"ts", "seq", "kind", "slot"})
 #: With --follow the slots to come are unknown: pad to a width most generated names fit.
@@ -117,7 +119,7 @@ def json_line(record: Mapping[str, Any]) -> str:
 
 def _err(message: str) -> int:
     print(f"tpu-reconciler events: {message}", file=sys.stderr)
-    return 2
+    return EX_USAGE
 
 
 def events_command(args: argparse.Namespace) -> int:
@@ -145,7 +147,7 @@ def events_command(args: argparse.Namespace) -> int:
         print(render(record))
     if not records and not args.json and not args.quiet:
         print(f"no events{' matching' if args.slot or since else ''} in {path}", file=sys.stderr)
-    return 0
+    return EX_OK
 
 
 def _follow(
@@ -170,4 +172,4 @@ def _follow(
             sys.stdout.flush()
 
     asyncio.run(follow())
-    return 0
+    return EX_OK

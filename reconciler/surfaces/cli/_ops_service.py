@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reconciler.exitcodes import EX_NOT_RUNNING, EX_OK, EX_REFUSED
+
 
 def _spec(args: argparse.Namespace, env: dict[str, str]) -> tuple[Any, str, Path]:
     """(UnitSpec, unit name, unit path) for the -f file and state dir of ``args``."""
@@ -39,7 +41,7 @@ def _spec(args: argparse.Namespace, env: dict[str, str]) -> tuple[Any, str, Path
 
 def _err(message: str) -> int:
     print(f"tpu-reconciler service: {message}", file=sys.stderr)
-    return 1
+    return EX_REFUSED
 
 
 def _refusals(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -47,7 +49,7 @@ def _refusals(command: Callable[[argparse.Namespace], int]) -> Callable[[argpars
 
     @functools.wraps(command)
     def run(args: argparse.Namespace) -> int:
-        from reconciler.runtime.service import ServiceError
+        from reconciler.errors import ServiceError
 
         try:
             return command(args)
@@ -86,7 +88,7 @@ def install_command(args: argparse.Namespace) -> int:
         print("next: systemctl --user daemon-reload && systemctl --user enable --now " + name)
         print(f"then: tpu-reconciler -f {spec.desired_file} status --watch")
         print("      (loginctl enable-linger $USER keeps it running while you are logged out)")
-        return 0
+        return EX_OK
     systemctl = service.systemctl_path(env)
     if systemctl is None:
         return _err("systemctl not found: start the unit yourself")
@@ -95,7 +97,7 @@ def install_command(args: argparse.Namespace) -> int:
         if rc != 0:
             return _err(f"systemctl --user {' '.join(step)} failed: {out}")
     print(f"started {name}")
-    return 0
+    return EX_OK
 
 
 @_refusals
@@ -112,11 +114,11 @@ def uninstall_command(args: argparse.Namespace) -> int:
     removed = service.remove_unit(path, force=args.force)
     if not removed:
         print(f"not installed: {path}")
-        return 0
+        return EX_OK
     if systemctl is not None:
         service.systemctl(systemctl, ["daemon-reload"], env)
     print(f"removed {path}")
-    return 0
+    return EX_OK
 
 
 @_refusals
@@ -130,20 +132,20 @@ def status_command(args: argparse.Namespace) -> int:
         current = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         print(f"file: {path} (not installed: tpu-reconciler service install)")
-        return 3
+        return EX_NOT_RUNNING
     same = current == service.unit_text(spec)
     print(f"file: {path} ({'current' if same else 'differs from a fresh install: re-run it'})")
     systemctl = service.systemctl_path(env)
     if systemctl is None:
         print("systemd: systemctl not found")
-        return 0
+        return EX_OK
     state = service.unit_state(systemctl, name, env)
     if isinstance(state, str):
         print(f"systemd: unavailable ({state})")
-        return 0
+        return EX_OK
     print(
         f"systemd: {state['ActiveState'] or '?'} ({state['SubState'] or '?'}), "
         f"{state['UnitFileState'] or 'unknown'}, pid {state['MainPID'] or '-'}, "
         f"restarts {state['NRestarts'] or '0'}"
     )
-    return 0 if state["ActiveState"] == "active" else 3
+    return EX_OK if state["ActiveState"] == "active" else EX_NOT_RUNNING

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reconciler.exitcodes import EX_CHANGES, EX_CONFIG, EX_OK, EX_REFUSED
+
 if TYPE_CHECKING:
     from reconciler.adapters.statedir import StateDir
     from reconciler.model.status import StatusSnapshot
@@ -127,10 +129,10 @@ def build_controller(args: argparse.Namespace, *, allow_destructive: bool) -> Co
 def validate(args: argparse.Namespace) -> int:
     desired = _load_or_report(args.file)
     if desired is None:
-        return 1
+        return EX_REFUSED
     groups = len(desired.race_groups)
     print(f"{args.file}: valid ({len(desired.slots)} slots, {groups} race groups)")
-    return 0
+    return EX_OK
 
 
 def _plan_once(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -166,7 +168,7 @@ def plan_cmd(args: argparse.Namespace) -> int:
 
     _, result = _plan_once(args)
     if result is None:
-        return 1
+        return EX_REFUSED
     if args.json:
         doc = {"schema_version": "tpu-reconciler.plan.v1", **plan_dict(result.plan)}
         doc["unmanaged"] = [
@@ -176,8 +178,8 @@ def plan_cmd(args: argparse.Namespace) -> int:
     else:
         print(format_plan(result.plan, now=time.time()), end="")
     if args.detailed_exitcode and not result.plan.empty:
-        return 2
-    return 0
+        return EX_CHANGES
+    return EX_OK
 
 
 def _confirm(question: str) -> bool:
@@ -199,24 +201,24 @@ def apply_cmd(args: argparse.Namespace) -> int:
         with ControllerLock(state_dir(args).ensure()):
             controller = build_controller(args, allow_destructive=True)
             if _load_or_report(args.file, controller.store) is None:
-                return 1
+                return EX_REFUSED
             done = _observe_or_report(
                 lambda: asyncio.run(_apply(controller, args.yes, args.wait, args.timeout))
             )
     except ControllerAlreadyRunning as e:
         _err(f"{e} — it applies desired.yaml itself; use `status` to watch it")
-        return 1
+        return EX_REFUSED
     if done is None:
-        return 1
+        return EX_REFUSED
     if done is _CANCELLED:
         _err("apply cancelled: destructive actions need --yes or an interactive yes")
-        return 1
+        return EX_REFUSED
     failed = [k for k, v in done.items() if v]
     for key in failed:
         print(f"  failed {key}: {done[key]}", file=sys.stderr)
     if done:
         print(f"Apply complete: {len(done) - len(failed)} succeeded, {len(failed)} failed.")
-    return 1 if failed else 0
+    return EX_REFUSED if failed else EX_OK
 
 
 _CANCELLED: dict[str, str | None] = {}
@@ -287,7 +289,6 @@ def run_cmd(args: argparse.Namespace) -> int:
     import signal
 
     from reconciler.errors import ControllerAlreadyRunning
-    from reconciler.exitcodes import EX_CONFIG, EX_TEMPFAIL
     from reconciler.runtime.lock import ControllerLock
 
     setup_logging(args)
@@ -316,8 +317,8 @@ def run_cmd(args: argparse.Namespace) -> int:
             asyncio.run(main())
     except ControllerAlreadyRunning as e:
         _err(str(e))
-        return EX_TEMPFAIL
-    return 0
+        return e.exit_code
+    return EX_OK
 
 
 def read_status(args: argparse.Namespace) -> StatusSnapshot:
@@ -337,7 +338,7 @@ def status_cmd(args: argparse.Namespace) -> int:
     if args.live:
         doc = _live_status(args)
         if doc is None:
-            return 1
+            return EX_REFUSED
     else:
         doc = read_status(args)
     if args.json:
@@ -346,7 +347,7 @@ def status_cmd(args: argparse.Namespace) -> int:
         print(json.dumps(to_json(doc), indent=2))
     else:
         print(format_status(doc, time.time()), end="")
-    return 0
+    return EX_OK
 
 
 def _live_status(args: argparse.Namespace) -> StatusSnapshot | None:

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from reconciler.exitcodes import EX_OK, EX_REFUSED
+
 SCHEMA: Final = "tpu-reconciler.secrets.v1"
 _HERE: Final = "reconciler.surfaces.cli._secret"
 
@@ -56,7 +58,7 @@ def _store(args: argparse.Namespace) -> Any:
 
 def _error(message: str) -> int:
     print(f"tpu-reconciler: {message}", file=sys.stderr)
-    return 1
+    return EX_REFUSED
 
 
 def _read_value(name: str) -> str:
@@ -85,7 +87,7 @@ def set_command(args: argparse.Namespace) -> int:
         return _error(f"cannot store secret {name!r}: {exc.strerror or type(exc).__name__}")
     if not args.quiet:
         print(f"stored secret {name!r} in {store.directory} (0600)")
-    return 0
+    return EX_OK
 
 
 def list_command(args: argparse.Namespace) -> int:
@@ -96,7 +98,7 @@ def list_command(args: argparse.Namespace) -> int:
         print("\n".join(names))
     elif not args.quiet:
         print("no secrets stored", file=sys.stderr)
-    return 0
+    return EX_OK
 
 
 def delete_command(args: argparse.Namespace) -> int:
@@ -113,4 +115,4 @@ def delete_command(args: argparse.Namespace) -> int:
         return _error(f"no secret {args.name!r} stored")
     if not args.quiet:
         print(f"deleted secret {args.name!r}")
-    return 0
+    return EX_OK

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
+
 if TYPE_CHECKING:
     from reconciler.adapters.tmux import TmuxInventory, TmuxMirror, TmuxWindow
 
@@ -116,7 +118,7 @@ def _mirror(socket: str | None) -> TmuxMirror:
 
 def _error(message: str) -> int:
     print(f"tpu-reconciler tmux: {message}", file=sys.stderr)
-    return 1
+    return EX_REFUSED
 
 
 # --- status ------------------------------------------------------------------------------------
@@ -194,7 +196,7 @@ def status_command(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print("\n".join(_status_text(doc, bool(args.quiet))))
-    return 0
+    return EX_OK
 
 
 # --- close -------------------------------------------------------------------------------------
@@ -219,7 +221,7 @@ def close_command(args: argparse.Namespace) -> int:
         names.check_name(slot)
     except ReconcilerError as e:
         print(f"tpu-reconciler tmux: {e}", file=sys.stderr)
-        return 2
+        return EX_USAGE
     socket = _socket(args)
     interactive = sys.stdin.isatty()
 
@@ -241,7 +243,7 @@ def close_command(args: argparse.Namespace) -> int:
         if not args.quiet:
             for w in closed:
                 print(f"closed {w.target}")
-        return 0 if closed else _error(f"{slot}'s window was already gone")
+        return EX_OK if closed else _error(f"{slot}'s window was already gone")
 
     try:
         code = asyncio.run(run())
