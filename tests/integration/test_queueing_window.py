@@ -203,3 +203,20 @@ def test_emulator_grants_nothing_before_the_start(make_emulator: Any) -> None:
         assert set(states().values()) <= {"ACCEPTED", "WAITING_FOR_RESOURCES"}
         emu.advance(20)
         assert set(states().values()) <= {"PROVISIONING", "ACTIVE"}
+
+
+def test_emulator_fails_an_interval_not_granted_by_its_end(make_emulator: Any) -> None:
+    import httpx
+
+    from reconciler.emulator import Scenario
+
+    emu = make_emulator(Scenario.from_yaml("timings: {accept: 1, provision: 1}"), speed=0)
+    emu.set_capacity(ZONE, "v4-8", 0)
+    base = f"{emu.url.rstrip('/')}/v2/projects/{PROJECT}/locations/{ZONE}/queuedResources"
+    body = create_body(PROJECT, request("window", valid_after_seconds=600, valid_until_seconds=600))
+    with httpx.Client(headers={"Authorization": "Bearer t"}) as http:
+        http.post(base, params={"queuedResourceId": "window"}, json=body).raise_for_status()
+        emu.advance(1190)
+        assert http.get(f"{base}/window").json()["state"]["state"] == "WAITING_FOR_RESOURCES"
+        emu.advance(20)
+        assert http.get(f"{base}/window").json()["state"]["state"] == "FAILED"
