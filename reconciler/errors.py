@@ -13,6 +13,7 @@ Errors also carry the *exit code* a command returns for them (``exit_code``, nam
     ReconcilerError                          exit 1 (EX_REFUSED) unless a class says otherwise
     ├── TemporaryError(delay)            retry after a delay              exit 75 (EX_TEMPFAIL)
     │   ├── TransientCloudError          429, UNAVAILABLE, RESOURCE_EXHAUSTED, timeouts, bad output
+    │   ├── OperationPending             the last create/delete's operation is still running
     │   ├── SetupFailed                  a bootstrap / tailscale step failed (worker, log_tail)
     │   │   └── RemoteCommandFailed      a remote command exited non-zero (exit_status)
     │   └── EditConflict                 desired.yaml changed under an edit, retries ran out
@@ -98,10 +99,21 @@ class TransientCloudError(CloudError, TemporaryError):
         delay: float = 10.0,
         status: str | None = None,
         code: int | None = None,
+        retry_after: float | None = None,
     ) -> None:
         TemporaryError.__init__(self, message, delay=delay)
         self.status = status
         self.code = code
+        self.retry_after = retry_after  # the server's Retry-After, seconds (core.retry)
+
+
+class OperationPending(TemporaryError):
+    """The long-running operation of the last create or delete has not finished: look again
+    later rather than send the request once more (``runtime.lro``)."""
+
+    def __init__(self, message: str, *, operation: str, delay: float = 10.0) -> None:
+        super().__init__(message, delay=delay)
+        self.operation = operation
 
 
 class PermanentCloudError(CloudError, PermanentError):

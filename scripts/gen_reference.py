@@ -66,7 +66,12 @@ GLOSSARY: Final[dict[str, str]] = {
     "SocketName": "a tmux socket name: letters, digits, `_`, `.`, `-`",
 }
 
-_LITERALS: Final = {"Mode": d.Mode, "Want": d.Want, "Backend": d.Backend}
+_LITERALS: Final = {
+    "Mode": d.Mode,
+    "Want": d.Want,
+    "Backend": d.Backend,
+    "CredentialSource": d.CredentialSource,
+}
 
 
 def _type(annotation: str) -> str:

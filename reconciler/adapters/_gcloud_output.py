@@ -119,6 +119,12 @@ def parse_one(item: Any, parse: Callable[[Any], T], what: str) -> T:
         raise TransientCloudError(f"unexpected resource in {what}: {exc}") from None
 
 
+def operation_name(data: Any) -> str | None:
+    """The ``name`` of the operation an ``--async`` create/delete printed, if it has one."""
+    name = data.get("name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
 def operation_outcome(operation: Operation, data: Any, what: str) -> Outcome:
     """The long-running operation an ``--async`` create/delete printed: DONE unless it
     already carries an error (then classified like any other failure)."""

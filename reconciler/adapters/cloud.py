@@ -8,6 +8,11 @@ API). Both return the same ``model.observed`` values and classify failures the s
   output that is not the expected JSON) with a suggested delay;
 - *permanent*: ``PermanentCloudError`` (PERMISSION_DENIED, INVALID_ARGUMENT, a closed queue).
 
+Creates and deletes are long-running operations: both return ``Submitted`` with the
+operation's name (when the cloud gave one), and ``get_operation`` reads it back later, so a
+create or delete whose operation failed after the first reply is classified, not resent
+blindly (the controller does that; see ``runtime.operations``).
+
 Observation cost never grows with the number of slots: ``observe`` is a bounded number of list
 calls per zone in use (or for all zones), never one call per slot.
 """
@@ -15,18 +20,43 @@ calls per zone in use (or for all zones), never one call per slot.
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
 from reconciler.model.observed import Observation, QueuedResource
 from reconciler.model.requests import CreateRequest
 
-__all__ = ["Cloud", "CreateRequest", "Outcome"]
+__all__ = ["Cloud", "CreateRequest", "OperationStatus", "Outcome", "Submitted"]
 
 
 class Outcome(StrEnum):
     DONE = "done"  # the request was accepted
     ALREADY = "already"  # ALREADY_EXISTS on create / NOT_FOUND on delete: nothing to do
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """What a create or delete came back with: the outcome, and the long-running operation's
+    full name (``projects/P/locations/Z/operations/ID``) when one was started."""
+
+    outcome: Outcome
+    operation: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OperationStatus:
+    """A long-running operation read back: ``done``, and when it failed, the cloud's
+    ``google.rpc.Status`` (gRPC ``code``, ``message``)."""
+
+    name: str
+    done: bool
+    error_code: int | None = None
+    error_message: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.done and (self.error_code is not None or bool(self.error_message))
 
 
 class Cloud(Protocol):
@@ -40,9 +70,14 @@ class Cloud(Protocol):
         at all could be observed."""
         ...
 
-    async def create_queued_resource(self, request: CreateRequest) -> Outcome: ...
+    async def create_queued_resource(self, request: CreateRequest) -> Submitted: ...
 
-    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Outcome: ...
+    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Submitted: ...
+
+    async def get_operation(self, name: str) -> OperationStatus | None:
+        """The operation ``name`` (as ``Submitted.operation`` gave it); None when the cloud no
+        longer knows it."""
+        ...
 
     async def describe_queued_resource(self, zone: str, name: str) -> QueuedResource | None:
         """None when it does not exist."""

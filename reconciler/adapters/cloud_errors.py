@@ -134,7 +134,9 @@ def classify(
         delay = DEFAULT_DELAY
     if retry_after is not None and retry_after > delay:
         delay = float(retry_after)
-    return TransientCloudError(shown, delay=delay, status=name, code=code)
+    return TransientCloudError(
+        shown, delay=delay, status=name, code=code, retry_after=retry_after
+    )
 
 
 def check(

@@ -12,6 +12,11 @@ Observation cost does not grow with the number of slots: ``observe(zones)`` is o
 one node list per zone (concurrently, under the bound), or one of each with ``--zone=-`` when
 ``zones`` is None.
 
+``settings.quota_project`` becomes ``--billing-project=P`` on every run (gcloud then sends it as
+``X-Goog-User-Project``; without it gcloud applies its own ``billing/quota_project``). gcloud
+has no command that reads a TPU operation, so ``get_operation`` asks the v2 REST API with
+gcloud's own credentials (``config config-helper``) and the same endpoint override.
+
 Trade-off: ``gcloud ... list --zone=-`` silently drops the API's ``unreachable[]``, so an
 all-zones observation cannot tell "zone empty" from "zone not answered". Per-zone listing costs
 two gcloud runs per zone (~0.7 s CPU each) but is the only way this backend can report a zone
@@ -34,7 +39,7 @@ from typing import Any
 
 from reconciler.adapters import _gcloud_args as args
 from reconciler.adapters import _gcloud_output as out
-from reconciler.adapters.cloud import CreateRequest, Outcome
+from reconciler.adapters.cloud import CreateRequest, OperationStatus, Outcome, Submitted
 from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation
 from reconciler.errors import CloudError, PermanentCloudError, TransientCloudError
 from reconciler.model import names
@@ -62,13 +67,16 @@ class GcloudCloud:
         env: Mapping[str, str] | None = None,
         concurrency: int = 8,
         timeout: float = 60.0,
+        quota_project: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         self.project = names.check_project(project)
+        self.quota_setting = names.check_project(quota_project) if quota_project else None
         self._gcloud = gcloud
+        self._rest: Any = None  # a RestCloud for get_operation, made on first use
         environ = dict(os.environ if env is None else env)
         environ["CLOUDSDK_CORE_DISABLE_PROMPTS"] = "1"
         environ.setdefault("CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK", "1")
@@ -107,19 +115,21 @@ class GcloudCloud:
             zones=frozenset(wanted),
         )
 
-    async def create_queued_resource(self, request: CreateRequest) -> Outcome:
-        argv = args.create_args(request)
-        data = await self._call(Operation.CREATE, argv)
-        if data is _ALREADY:
-            return Outcome.ALREADY
-        return out.operation_outcome(Operation.CREATE, data, out.describe_command(argv))
+    async def create_queued_resource(self, request: CreateRequest) -> Submitted:
+        return await self._submit(Operation.CREATE, args.create_args(request))
 
-    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Outcome:
-        argv = args.delete_args(zone, name, force=force)
-        data = await self._call(Operation.DELETE, argv)
-        if data is _ALREADY:
-            return Outcome.ALREADY
-        return out.operation_outcome(Operation.DELETE, data, out.describe_command(argv))
+    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Submitted:
+        return await self._submit(Operation.DELETE, args.delete_args(zone, name, force=force))
+
+    async def get_operation(self, name: str) -> OperationStatus | None:
+        if self._rest is None:
+            from reconciler.adapters.rest import RestCloud
+
+            self._rest = RestCloud(
+                self.project, env=self._env, quota_project=self.quota_setting, concurrency=2
+            )
+        result: OperationStatus | None = await self._rest.get_operation(name)
+        return result
 
     async def describe_queued_resource(self, zone: str, name: str) -> QueuedResource | None:
         argv = args.describe_args(zone, name)
@@ -140,6 +150,9 @@ class GcloudCloud:
         """Kill any gcloud still running (the calls waiting on them fail transiently)."""
         for proc in list(self._running):
             _kill(proc)
+        if self._rest is not None:
+            await self._rest.aclose()
+            self._rest = None
 
     # --- internals -------------------------------------------------------------------------
 
@@ -160,9 +173,18 @@ class GcloudCloud:
             out.parse_items(node_data, node_from_api, out.describe_command(node_argv)),
         )
 
+    async def _submit(self, operation: Operation, argv: list[str]) -> Submitted:
+        data = await self._call(operation, argv)
+        if data is _ALREADY:
+            return Submitted(Outcome.ALREADY)
+        outcome = out.operation_outcome(operation, data, out.describe_command(argv))
+        return Submitted(outcome, out.operation_name(data) if outcome is Outcome.DONE else None)
+
     async def _call(self, operation: Operation, tail: Sequence[str]) -> Any:
         """Run gcloud; its JSON output, or ``Outcome.ALREADY`` when the failure means done."""
         argv = [self._gcloud, *tail, f"--project={self.project}", "--format=json", "--quiet"]
+        if self.quota_setting:
+            argv.append(f"--billing-project={self.quota_setting}")
         what = out.describe_command(argv)
         returncode, stdout, stderr = await self._run(argv, what)
         if returncode != 0:

@@ -7,7 +7,11 @@ and deletes return long-running operations that are not waited for (the controll
 again); an operation that is already ``done`` with an ``error`` is classified like any failure.
 
 Failures are classified by ``adapters.cloud_errors``, exactly as the gcloud backend does. A 401
-fetches a fresh token once and retries the request once. Transport errors, timeouts and answers
+fetches a fresh token once and retries the request once. Every request carries
+``X-Goog-User-Project`` when ``auth.choose_quota_project`` says so (``settings.quota_project``,
+else gcloud's ``billing/quota_project``, else the project for user credentials), as gcloud
+does. Nodes of the old v1 API are left out of the node list, as gcloud's ``tpu-vm list`` does
+(``IsTPUVMNode``). Transport errors, timeouts and answers
 that are not the expected JSON are ``TransientCloudError``: an observation is either complete
 or not returned at all.
 
@@ -26,6 +30,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Awaitable, Collection, Mapping
 from typing import Any, Final, TypeVar
@@ -33,8 +38,13 @@ from typing import Any, Final, TypeVar
 import httpx
 
 from reconciler import __version__
-from reconciler.adapters.auth import TokenProvider, token_provider_from_env
-from reconciler.adapters.cloud import Outcome
+from reconciler.adapters.auth import (
+    QuotaChoice,
+    TokenProvider,
+    choose_quota_project,
+    token_provider_from_env,
+)
+from reconciler.adapters.cloud import OperationStatus, Outcome, Submitted
 from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation, check, classify_body
 from reconciler.errors import PermanentCloudError, TransientCloudError, UnsafeName
 from reconciler.model.names import (
@@ -61,6 +71,20 @@ from reconciler.model.requests import CreateRequest, queueing_policy
 PAGE_SIZE: Final = 1000
 
 log = logging.getLogger(__name__)
+
+
+class _OnlyWhenVerbose(logging.Filter):
+    """httpx logs every request at INFO ("HTTP Request: GET ..."): at a 1 s fast poll that is
+    ~170,000 journal lines a day. Let them through only when this module logs at DEBUG (``-v``);
+    the event log is the record of what the controller did."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return log.isEnabledFor(logging.DEBUG)
+
+
+_HTTPX_LOG = logging.getLogger("httpx")
+if not any(isinstance(f, _OnlyWhenVerbose) for f in _HTTPX_LOG.filters):
+    _HTTPX_LOG.addFilter(_OnlyWhenVerbose())
 
 DEFAULT_ENDPOINT: Final = "https://tpu.googleapis.com/"
 ENDPOINT_ENV: Final = "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"
@@ -91,14 +115,17 @@ class RestCloud:
         env: Mapping[str, str] | None = None,
         client: httpx.AsyncClient | None = None,
         page_size: int = PAGE_SIZE,
+        quota_project: str | None = None,
+        adc: bool = False,
     ) -> None:
         env = os.environ if env is None else env
+        self.quota_setting = check_project(quota_project) if quota_project else None
         self.page_size = max(1, int(page_size))
         self.project = check_project(project)
         self.endpoint = check_endpoint(endpoint or env.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT)
         self.timeout = timeout
         self._tokens = (
-            token_provider if token_provider is not None else token_provider_from_env(env)
+            token_provider if token_provider is not None else token_provider_from_env(env, adc=adc)
         )
         self._base = f"{self.endpoint}v2/projects/{self.project}/locations/"
         self._slots = asyncio.Semaphore(max(1, concurrency))
@@ -136,7 +163,7 @@ class RestCloud:
         )
         try:
             qrs = {q.key: q for q in map(queued_resource_from_api, qr_items)}
-            nodes = {n.key: n for n in map(node_from_api, node_items)}
+            nodes = {n.key: n for n in map(node_from_api, filter(is_tpu_vm_node, node_items))}
         except _PARSE_ERRORS as exc:
             raise _malformed("list", str(exc)) from None
         unreachable = frozenset(_unreachable_zone(u) for u in qr_gone | node_gone)
@@ -151,19 +178,30 @@ class RestCloud:
             zones=wanted,
         )
 
-    async def create_queued_resource(self, request: CreateRequest) -> Outcome:
+    async def create_queued_resource(self, request: CreateRequest) -> Submitted:
         body = create_body(self.project, request)
         url = f"{self._base}{request.zone}/queuedResources"
         answer = await self._call(
             Operation.CREATE, "POST", url, params={"queuedResourceId": request.name}, body=body
         )
-        return _operation_outcome(Operation.CREATE, answer)
+        return _submitted(Operation.CREATE, answer)
 
-    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Outcome:
+    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Submitted:
         url = self._qr_url(zone, name)
         params = {"force": "true"} if force else None
         answer = await self._call(Operation.DELETE, "DELETE", url, params=params)
-        return _operation_outcome(Operation.DELETE, answer)
+        return _submitted(Operation.DELETE, answer)
+
+    async def get_operation(self, name: str) -> OperationStatus | None:
+        url = f"{self.endpoint}v2/{check_operation_name(name)}"
+        answer = await self._call(Operation.GET, "GET", url)
+        if isinstance(answer, Outcome):
+            return None  # NOT_FOUND: the cloud forgot it
+        return operation_status(answer)
+
+    def quota_choice(self) -> QuotaChoice:
+        """The ``X-Goog-User-Project`` sent and why (complete once a token was fetched)."""
+        return choose_quota_project(self.quota_setting, self._tokens.quota, self.project)
 
     async def describe_queued_resource(self, zone: str, name: str) -> QueuedResource | None:
         answer = await self._call(Operation.GET, "GET", self._qr_url(zone, name))
@@ -270,14 +308,14 @@ class RestCloud:
         async with self._slots:
             for attempt in (1, 2):
                 token = await self._tokens.token()
+                headers = {"authorization": f"Bearer {token}"}
+                quota = self.quota_choice().project
+                if quota:
+                    headers["x-goog-user-project"] = quota
                 started = time.monotonic()
                 try:
                     response = await self._client.request(
-                        method,
-                        url,
-                        params=params,
-                        json=body,
-                        headers={"authorization": f"Bearer {token}"},
+                        method, url, params=params, json=body, headers=headers
                     )
                 except httpx.TimeoutException:
                     raise TransientCloudError(
@@ -432,23 +470,58 @@ def retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _operation_outcome(operation: Operation, answer: dict[str, Any] | Outcome) -> Outcome:
-    """DONE for an accepted long-running operation; its ``error`` classified when it is
-    already done and failed (ALREADY_EXISTS / NOT_FOUND then mean ALREADY as usual)."""
+def _submitted(operation: Operation, answer: dict[str, Any] | Outcome) -> Submitted:
+    """DONE (with the operation's name) for an accepted long-running operation; its
+    ``error`` classified when it is already done and failed (ALREADY_EXISTS / NOT_FOUND then
+    mean ALREADY as usual)."""
     if isinstance(answer, Outcome):
-        return answer
+        return Submitted(answer)
+    status = operation_status(answer)
+    if status.failed:
+        return Submitted(check(operation, code=status.error_code, message=status.error_message))
+    # A name that is not an operation's cannot be read back later: accepted, not remembered.
+    return Submitted(Outcome.DONE, status.name if _OPERATION_RE.fullmatch(status.name) else None)
+
+
+def operation_status(answer: Mapping[str, Any]) -> OperationStatus:
+    """An ``Operation`` JSON -> ``OperationStatus``; raises the malformed-answer error."""
+    name = answer.get("name", "")
     error = answer.get("error")
-    if answer.get("done") is True and error is not None:
-        if not isinstance(error, dict):
-            raise _malformed(operation.value, "operation error is not an object")
-        code = error.get("code")
-        message = error.get("message")
-        return check(
-            operation,
-            code=code if isinstance(code, int) and not isinstance(code, bool) else None,
-            message=message if isinstance(message, str) else "",
-        )
-    return Outcome.DONE
+    if not isinstance(name, str) or (error is not None and not isinstance(error, dict)):
+        raise _malformed("operation", "name is not a string or error is not an object")
+    code = (error or {}).get("code")
+    message = (error or {}).get("message")
+    return OperationStatus(
+        name=name,
+        done=answer.get("done") is True,
+        error_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+        error_message=message if isinstance(message, str) else "",
+    )
+
+
+_OPERATION_RE: Final = re.compile(
+    r"projects/(?!\.)[A-Za-z0-9.:_-]{1,100}/locations/[a-z0-9-]{1,40}"
+    r"/operations/(?!\.)[A-Za-z0-9._-]{1,200}"
+)
+
+
+def check_operation_name(name: str) -> str:
+    """``projects/P/locations/Z/operations/ID``, nothing else (it lands in a URL path)."""
+    if not isinstance(name, str) or not _OPERATION_RE.fullmatch(name):
+        raise UnsafeName(f"invalid operation name {str(name)[:120]!r}")
+    return name
+
+
+def is_tpu_vm_node(item: Any) -> bool:
+    """gcloud's ``IsTPUVMNode``: a node whose ``apiVersion`` is V1* or unspecified belongs to
+    the old v1 API and is not listed (an absent field is kept, as gcloud keeps it)."""
+    if not isinstance(item, dict):
+        return True  # let the parser call it malformed
+    version = item.get("apiVersion")
+    if not isinstance(version, str):
+        return True
+    upper = version.upper()
+    return not upper.startswith("V1") and upper != "API_VERSION_UNSPECIFIED"
 
 
 def _unreachable_zone(entry: str) -> str:
@@ -494,7 +567,10 @@ __all__ = [
     "ENDPOINT_ENV",
     "RestCloud",
     "check_endpoint",
+    "check_operation_name",
     "create_body",
     "flatten_guest_attributes",
+    "is_tpu_vm_node",
+    "operation_status",
     "retry_after",
 ]

@@ -11,7 +11,9 @@ The world is read fresh every pass; memory holds only what the world cannot tell
 - per slot, the node instance last seen ACTIVE and since when, and the ``hold_for`` it has
   served (so a slot released by ``hold_for`` stays released after its QR is gone); the digest
   of the intent in force and since when (``core.control`` tells an edit's deletes from
-  deletes that came due under an intent already in force).
+  deletes that came due under an intent already in force);
+- per cloud action key, the long-running operation of the last create or delete, until its
+  outcome shows in the world (``core.lro``) or it is read back (``runtime.lro``).
 
 Every update is a function ``Memory -> Memory``; serialisation is to and from plain dicts. A
 memory document that cannot be read is the runtime's problem (it degrades to a fresh memory
@@ -73,18 +75,33 @@ _EMPTY_SLOT: Final = SlotMemory()
 
 
 @dataclass(frozen=True, slots=True)
+class PendingOperation:
+    """A create's or delete's long-running operation, remembered until it is settled."""
+
+    name: str  # projects/P/locations/Z/operations/ID
+    kind: str  # "create" | "delete"
+    zone: str
+    slot: str
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
 class Memory:
     slots: Mapping[str, SlotMemory] = field(default_factory=lambda: MappingProxyType({}))
     errors: Mapping[str, ActionError] = field(default_factory=lambda: MappingProxyType({}))
     notified: frozenset[str] = frozenset()
     intent_digest: str | None = None
     intent_since: float | None = None
+    operations: Mapping[str, PendingOperation] = field(default_factory=lambda: MappingProxyType({}))
 
     def slot(self, name: str) -> SlotMemory:
         return self.slots.get(name) or _EMPTY_SLOT
 
     def error(self, key: str) -> ActionError | None:
         return self.errors.get(key)
+
+    def operation(self, key: str) -> PendingOperation | None:
+        return self.operations.get(key)
 
     def setup_done(self, slot: str, kind: str, instance: str, generation: int) -> bool:
         return self.slot(slot).setup.get(kind) == setup_token(instance, generation)
@@ -162,19 +179,35 @@ def record_failure(
     fingerprint: str,
     delay_hint: float = 0.0,
     detail: str = "",
+    delay: float | None = None,
 ) -> Memory:
+    """``delay`` (e.g. from ``core.retry``) replaces the exponential backoff when given."""
     old = memory.error(key)
     failures = (old.failures if old else 0) + 1
+    wait = backoff_delay(failures, delay_hint) if delay is None else max(0.0, delay)
     return _with_error(
         memory,
         key,
         ActionError(
             failures=failures,
-            not_before=now + backoff_delay(failures, delay_hint),
+            not_before=now + wait,
             message=message,
             permanent_fingerprint=fingerprint if permanent else None,
             detail=detail[-2000:],
         ),
+    )
+
+
+def record_operation(memory: Memory, key: str, operation: PendingOperation) -> Memory:
+    return replace(memory, operations=MappingProxyType({**memory.operations, key: operation}))
+
+
+def forget_operation(memory: Memory, key: str) -> Memory:
+    if key not in memory.operations:
+        return memory
+    return replace(
+        memory,
+        operations=MappingProxyType({k: v for k, v in memory.operations.items() if k != key}),
     )
 
 
@@ -205,7 +238,7 @@ def record_notice(memory: Memory, key: str) -> Memory:
 
 
 def to_dict(memory: Memory) -> dict[str, Any]:
-    return {
+    doc: dict[str, Any] = {
         "schema_version": MEMORY_SCHEMA,
         "slots": {
             name: {
@@ -234,6 +267,12 @@ def to_dict(memory: Memory) -> dict[str, Any]:
         "intent_digest": memory.intent_digest,
         "intent_since": memory.intent_since,
     }
+    if memory.operations:  # written only when there are any: older documents stay as they were
+        doc["operations"] = {
+            key: {"name": o.name, "kind": o.kind, "zone": o.zone, "slot": o.slot, "since": o.since}
+            for key, o in sorted(memory.operations.items())
+        }
+    return doc
 
 
 def from_dict(data: Any) -> Memory:
@@ -267,6 +306,16 @@ def from_dict(data: Any) -> Memory:
         notified = frozenset(str(n) for n in data.get("notified", []))
         intent_digest = _opt(data.get("intent_digest"), str)
         intent_since = _opt(data.get("intent_since"), float)
+        operations = {
+            str(key): PendingOperation(
+                name=str(o["name"]),
+                kind=str(o["kind"]),
+                zone=str(o["zone"]),
+                slot=str(o["slot"]),
+                since=float(o["since"]),
+            )
+            for key, o in data.get("operations", {}).items()
+        }
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as e:
         raise ValueError(f"corrupt memory document: {e}") from None
     numbers = [e.not_before for e in errors.values()]
@@ -274,6 +323,7 @@ def from_dict(data: Any) -> Memory:
     numbers += [s.state_since for s in slots.values() if s.state_since is not None]
     numbers += [t for s in slots.values() for t in (s.active_since, s.served_for) if t is not None]
     numbers += [intent_since] if intent_since is not None else []
+    numbers += [o.since for o in operations.values()]
     if not all(math.isfinite(n) for n in numbers):
         raise ValueError("corrupt memory document: a time is not a finite number")
     return Memory(
@@ -282,6 +332,7 @@ def from_dict(data: Any) -> Memory:
         notified=notified,
         intent_digest=intent_digest,
         intent_since=intent_since,
+        operations=MappingProxyType(operations),
     )
 
 

@@ -27,8 +27,14 @@ def next_interval(
     observe_failures: int,
     error_delay: float = 0.0,
     rand: float = 0.5,
+    retry: float | None = None,
 ) -> float:
-    """Seconds until the next pass. ``rand`` in [0, 1) drives the jitter."""
+    """Seconds until the next pass. ``rand`` in [0, 1) drives the jitter. ``retry``: the
+    failed observation is governed by Google's retry rule (``core.retry``), already jittered,
+    which then decides — but never sooner than the fast interval: a failing cloud is not
+    polled faster than a busy healthy one."""
+    if observe_failures and retry is not None:
+        return max(SETTLE, fast, retry)
     if observe_failures:
         # The failure's own delay (a Retry-After, 60 s for a permanent error) wins even over
         # the slow interval: hammering a refusing API helps nobody.

@@ -96,6 +96,9 @@ class EmulatorClient:
     def fail_deletes_while_provisioning(self, enabled: bool = True) -> None:
         self._call("POST", "fail-deletes-while-provisioning", {"enabled": enabled})
 
+    def fail_operations(self, **fields: Any) -> None:
+        self._call("POST", "operation-failures", fields)
+
     def set_unreachable(self, zone: str, unreachable: bool = True) -> None:
         self._call("POST", "unreachable", {"zone": zone, "unreachable": unreachable})
 

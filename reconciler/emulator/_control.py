@@ -12,6 +12,7 @@ own; errors come back in Google's error shape with HTTP 400 / 404.
     DELETE /_emulator/faults
     POST   /_emulator/latency     {seconds}
     POST   /_emulator/fail-deletes-while-provisioning   {enabled}
+    POST   /_emulator/operation-failures  {verb?, zone?, name?, status?, message?, after?, count?}
     POST   /_emulator/unreachable {zone, unreachable?}
     POST   /_emulator/advance     {seconds}
     POST   /_emulator/speed       {speed}
@@ -57,6 +58,7 @@ class Emulator(Protocol):
     def clear_faults(self) -> None: ...
     def set_latency(self, seconds: float) -> None: ...
     def fail_deletes_while_provisioning(self, enabled: bool = ...) -> None: ...
+    def fail_operations(self, **fields: Any) -> None: ...
     def set_unreachable(self, zone: str, unreachable: bool = ...) -> None: ...
     def advance(self, seconds: float) -> None: ...
     def set_speed(self, speed: float) -> None: ...
@@ -113,6 +115,7 @@ ROUTES: dict[tuple[str, str], _Action] = {
     ("POST", "fail-deletes-while-provisioning"): lambda e, a: e.fail_deletes_while_provisioning(
         bool(a.get("enabled", True))
     ),
+    ("POST", "operation-failures"): lambda e, a: e.fail_operations(**a),
     ("POST", "unreachable"): lambda e, a: e.set_unreachable(
         a["zone"], bool(a.get("unreachable", True))
     ),

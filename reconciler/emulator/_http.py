@@ -18,7 +18,12 @@ class Application(Protocol):
     """What the handler threads call: one ``(status, body)`` answer per request."""
 
     def serve_api(
-        self, method: str, path: str, query: dict[str, str], raw: bytes
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        raw: bytes,
+        user_project: str | None = None,
     ) -> tuple[int, bytes]: ...
 
     def serve_control(self, method: str, path: str, raw: bytes) -> tuple[int, bytes]: ...
@@ -66,7 +71,9 @@ class _Handler(BaseHTTPRequestHandler):
             status, payload = emulator.serve_control(method, parts.path, raw)
             content_type = "application/json"
         else:
-            status, payload = emulator.serve_api(method, parts.path, query, raw)
+            status, payload = emulator.serve_api(
+                method, parts.path, query, raw, self.headers.get("X-Goog-User-Project")
+            )
             content_type = "application/json; charset=UTF-8"
             if payload[:1] not in (b"{", b"["):
                 content_type = "text/html; charset=UTF-8"

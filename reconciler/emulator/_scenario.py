@@ -35,7 +35,7 @@ STATUS_HTTP: dict[str, int] = {
     "INTERNAL": 500,
     "UNKNOWN": 500,
     "DATA_LOSS": 500,
-    "NOT_IMPLEMENTED": 501,
+    "UNIMPLEMENTED": 501,
     "UNAVAILABLE": 503,
     "DEADLINE_EXCEEDED": 504,
 }
@@ -49,7 +49,7 @@ HTTP_STATUS: dict[int, str] = {
     429: "RESOURCE_EXHAUSTED",
     499: "CANCELLED",
     500: "INTERNAL",
-    501: "NOT_IMPLEMENTED",
+    501: "UNIMPLEMENTED",
     502: "UNAVAILABLE",
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
@@ -67,7 +67,7 @@ RPC_CODE: dict[str, int] = {
     "FAILED_PRECONDITION": 9,
     "ABORTED": 10,
     "OUT_OF_RANGE": 11,
-    "NOT_IMPLEMENTED": 12,
+    "UNIMPLEMENTED": 12,
     "INTERNAL": 13,
     "UNAVAILABLE": 14,
     "DATA_LOSS": 15,
@@ -195,6 +195,28 @@ class ScheduledFault(_Base):
         )
 
 
+class OperationFailure(_Base):
+    """Creates (or deletes) matching ``zone`` / ``name`` (a regular expression, full match)
+    are accepted with an operation that finishes ``after`` emulated seconds later with
+    ``status`` and ``message``, as the real API reports capacity and validation errors after
+    the first reply. A failed create leaves no QR; a failed delete leaves the QR as it was.
+    ``count`` null: every match, else that many requests."""
+
+    verb: Literal["create", "delete"] = "create"
+    zone: Zone | None = None
+    name: str | None = None
+    status: str = "INVALID_ARGUMENT"
+    message: str = "the request was refused after it was accepted"
+    after: Seconds = 1.0
+    count: int | None = Field(default=None, ge=1)
+
+    def model_post_init(self, _context: Any) -> None:
+        if self.status.upper() not in RPC_CODE:
+            raise ValueError(f"unknown status name {self.status!r}")
+        if self.name is not None:
+            re.compile(self.name)
+
+
 class LatencyChange(_Base):
     at: Seconds = 0.0
     seconds: float = Field(ge=0)
@@ -239,6 +261,7 @@ class Scenario(_Base):
     timings: Timings = Field(default_factory=Timings)
     default_capacity: int | None = Field(default=None, ge=0)
     fail_deletes_while_provisioning: bool = False
+    operation_failures: list[OperationFailure] = Field(default_factory=list)
     capacity: list[CapacityChange] = Field(default_factory=list)
     preemptions: list[Preemption] = Field(default_factory=list)
     faults: list[ScheduledFault] = Field(default_factory=list)

@@ -23,7 +23,7 @@ from reconciler.emulator import _records as rec
 from reconciler.emulator._control import handle as handle_control
 from reconciler.emulator._http import EmulatorHTTPServer
 from reconciler.emulator._records import ApiError
-from reconciler.emulator._scenario import Fault, Scenario, ScenarioQueuedResource
+from reconciler.emulator._scenario import Fault, OperationFailure, Scenario, ScenarioQueuedResource
 from reconciler.emulator._world import DEFAULT_IP_POOL, World
 
 #: The request log keeps the newest this many requests (a long demo must not grow forever).
@@ -40,6 +40,7 @@ class RequestRecord:
     body: Any
     status: int
     at: float  # emulated seconds since start
+    user_project: str | None = None  # the X-Goog-User-Project header, when sent
 
     @property
     def key(self) -> str:
@@ -220,6 +221,13 @@ class Emulator:
         with self._lock:
             self._world.fail_provisioning_deletes = enabled
 
+    def fail_operations(self, **fields: Any) -> None:
+        """Arm an ``OperationFailure`` (see the scenario): matching creates or deletes get an
+        operation that finishes later with that error."""
+        failure = OperationFailure(**fields)
+        with self._lock:
+            self._world.add_op_failure(failure)
+
     def set_unreachable(self, zone: str, unreachable: bool = True) -> None:
         """Hide ``zone`` from ``locations/-`` lists (``unreachable[]``); direct calls get 503."""
         with self._lock:
@@ -319,9 +327,15 @@ class Emulator:
         return handle_control(self, method, path, raw)
 
     def serve_api(
-        self, method: str, path: str, query: dict[str, str], raw: bytes
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        raw: bytes,
+        user_project: str | None = None,
     ) -> tuple[int, bytes]:
-        """Answer one API request (called from handler threads)."""
+        """Answer one API request (called from handler threads). ``user_project``: the
+        request's ``X-Goog-User-Project`` header, kept in the request log."""
         with self._lock:
             fault = self._settled().faults.take(method, path)
             delay = self._world.latency + (fault.latency if fault else 0.0)
@@ -347,7 +361,9 @@ class Emulator:
                     traceback.print_exc()
                     status, obj = 500, ApiError("INTERNAL", f"emulator error: {exc!r}").body()
                 payload = _dump(obj)
-            self._log.append(RequestRecord(method, path, dict(query), body, status, world.t))
+            self._log.append(
+                RequestRecord(method, path, dict(query), body, status, world.t, user_project)
+            )
         return status, payload
 
 

@@ -20,6 +20,7 @@ finishes (a preempted QR keeps it until deleted, as it keeps its quota).
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,12 @@ from reconciler.emulator import _intake as intake
 from reconciler.emulator import _records as rec
 from reconciler.emulator._faults import FaultBook
 from reconciler.emulator._records import ApiError, NodeRecord, OpRecord, QRRecord
-from reconciler.emulator._scenario import Scenario, ScenarioQueuedResource, Timings
+from reconciler.emulator._scenario import (
+    OperationFailure,
+    Scenario,
+    ScenarioQueuedResource,
+    Timings,
+)
 from reconciler.model.names import worker_count
 
 QUEUED = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES"})
@@ -59,6 +65,10 @@ class World:
         self.faults = FaultBook()
         self.latency = 0.0
         self.fail_provisioning_deletes = scenario.fail_deletes_while_provisioning
+        #: Armed operation failures and how many requests each may still fail (None: all).
+        self.op_failures: list[tuple[OperationFailure, int | None]] = [
+            (f, f.count) for f in scenario.operation_failures
+        ]
         self.ip_pool = ip_pool
         self._ips_in_use: set[str] = set()
         self._ip_rr = 0
@@ -285,6 +295,9 @@ class World:
             raise ApiError("ALREADY_EXISTS", f"Resource '{name}' already exists")
         if (zone, q.node_id) in self.nodes:
             raise ApiError("ALREADY_EXISTS", f"Node '{q.node_id}' already exists in {zone}")
+        failing = self._take_op_failure("create", zone, q.name)
+        if failing is not None:
+            return self._failing_op(zone, "create", q.name, failing)
         intake.apply_policy(q, self.clock)
         q.next_at = self.t + self.timings.accept
         op = self._new_op(zone, "create", q.name)
@@ -356,6 +369,9 @@ class World:
                 f"Queued resource {name} in state {q.state} has node {q.node.name}; "
                 "delete it with force=true",
             )
+        failing = self._take_op_failure("delete", zone, name)
+        if failing is not None:
+            return self._failing_op(zone, "delete", name, failing)
         op = self._new_op(zone, "delete", name)
         if q.state == "PROVISIONING" and self.fail_provisioning_deletes:
             op.due_at = self.t + self.timings.delete
@@ -371,6 +387,30 @@ class World:
             q.next_at = self.t + self.timings.delete
             if q.node is not None:
                 q.node.state = "DELETING"
+        return op
+
+    def add_op_failure(self, failure: OperationFailure) -> None:
+        self.op_failures.append((failure, failure.count))
+
+    def _take_op_failure(self, verb: str, zone: str, name: str) -> OperationFailure | None:
+        for index, (f, left) in enumerate(self.op_failures):
+            if f.verb != verb or (f.zone is not None and f.zone != zone):
+                continue
+            if f.name is not None and not re.fullmatch(f.name, name):
+                continue
+            if left is not None:
+                if left <= 1:
+                    del self.op_failures[index]
+                else:
+                    self.op_failures[index] = (f, left - 1)
+            return f
+        return None
+
+    def _failing_op(self, zone: str, verb: str, name: str, f: OperationFailure) -> OpRecord:
+        """An operation that ends ``f.after`` from now with ``f``'s error; nothing else moves."""
+        op = self._new_op(zone, verb, name)
+        op.due_at = self.t + f.after
+        op.error = rec.rpc_status(f.status.upper(), f.message)
         return op
 
     def preempt(self, zone: str, node_name: str) -> None:

@@ -35,6 +35,7 @@ from reconciler.model.times import parse_instant
 Mode = Literal["spot", "on-demand", "reserved"]
 Want = Literal["held", "released"]
 Backend = Literal["gcloud", "rest"]
+CredentialSource = Literal["gcloud", "adc"]
 
 #: Runtime versions used when neither the slot nor ``settings.runtime_versions`` names one.
 DEFAULT_RUNTIME_VERSIONS: Final[Mapping[str, str]] = {
@@ -139,6 +140,17 @@ class Setup(_Model):
 class Settings(_Model):
     backend: Backend = Field(
         "rest", description="How to talk to Cloud TPU: rest (default, fast) or gcloud."
+    )
+    credentials: CredentialSource = Field(
+        "gcloud",
+        description="Where REST tokens come from: gcloud (config-helper, the default) or adc "
+        "(Application Default Credentials: a service-account or authorized-user file, or the "
+        "GCE metadata server); adc is used anyway when gcloud is not installed.",
+    )
+    quota_project: ProjectId | None = Field(
+        None,
+        description="Project charged for API quota (X-Goog-User-Project; --billing-project "
+        "with gcloud); else gcloud's billing/quota_project, else the project.",
     )
     poll_interval: Seconds = Field(30.0, description="Seconds between polls when steady.")
     fast_poll_interval: Seconds = Field(

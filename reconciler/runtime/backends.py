@@ -19,7 +19,18 @@ def make_cloud(desired: Desired, env: Mapping[str, str] | None = None) -> Cloud:
     if settings.backend == "rest":
         from reconciler.adapters.rest import RestCloud
 
-        return RestCloud(desired.project, concurrency=settings.concurrency, env=env)
+        return RestCloud(
+            desired.project,
+            concurrency=settings.concurrency,
+            env=env,
+            quota_project=settings.quota_project,
+            adc=settings.credentials == "adc",
+        )
     from reconciler.adapters.gcloud import GcloudCloud
 
-    return GcloudCloud(desired.project, concurrency=settings.concurrency, env=env)
+    return GcloudCloud(
+        desired.project,
+        concurrency=settings.concurrency,
+        env=env,
+        quota_project=settings.quota_project,
+    )

@@ -11,7 +11,10 @@ Guarantees kept here:
 - at most one observation at a time, and never two actions for one slot's cloud key at once;
 - an invalid or missing desired file plans from the last valid intent; with none, nothing acts;
 - errors carry retry intent: transient ones back off per action key (forgotten on success),
-  permanent ones block that action until the intent or the world changes;
+  429 / 5xx ones by Google's rule (``core.retry``), permanent ones block that action until the
+  intent or the world changes;
+- a create or delete whose operation has not shown its outcome reads that operation back
+  before anything is resent (``runtime.lro``);
 - nothing raised by the cloud, a setup step or a notifier ends the loop.
 """
 
@@ -33,14 +36,23 @@ from reconciler.adapters.confirm_file import read_confirmed
 from reconciler.adapters.files import read_json, write_json
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
+from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
+from reconciler.core import retry
 from reconciler.core.plan import CLOUD_KINDS, Action, Kind, Notice, Plan, in_motion, plan
 from reconciler.core.schedule import next_interval
 from reconciler.core.status import build_status
-from reconciler.errors import PermanentError, SetupFailed, TemporaryError
+from reconciler.errors import (
+    OperationPending,
+    PermanentError,
+    SetupFailed,
+    TemporaryError,
+    TransientCloudError,
+)
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
 from reconciler.model.status import ControllerInfo
+from reconciler.runtime import lro
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
 
@@ -86,7 +98,7 @@ class Controller:
         self.store, self.state, self.events, self.setup = store, state, events, setup
         self._cloud_factory = cloud_factory
         self._cloud: Cloud | None = None
-        self._cloud_key: tuple[str, str, int] | None = None
+        self._cloud_key: tuple[object, ...] | None = None
         self.clock = clock
         self.allow_destructive = allow_destructive
         self.memory = self._load_memory()
@@ -100,6 +112,9 @@ class Controller:
         self.wake = asyncio.Event()
         self._observe_failures = 0
         self._observe_delay = 0.0
+        self._observe_retry: float | None = None
+        self._observe_failing_since = 0.0
+        self._failing_since: dict[str, float] = {}  # action key -> first failure in a row
         self._last_states: dict[tuple[str, str], str] = {}
         self._last_digest: str | None = None
         self._last_errors: tuple[str, ...] = ()
@@ -136,7 +151,8 @@ class Controller:
         return self._backend
 
     async def _cloud_for(self, desired: Desired) -> Cloud:
-        key = (desired.project, desired.settings.backend, desired.settings.concurrency)
+        s = desired.settings
+        key = (desired.project, s.backend, s.concurrency, s.quota_project, s.credentials)
         if self._cloud is None or key != self._cloud_key:
             if self._cloud is not None:
                 await self._cloud.aclose()
@@ -175,6 +191,14 @@ class Controller:
             message = e.message if isinstance(e, TemporaryError | PermanentError) else repr(e)
             self._observe_failures += 1
             self._observe_delay = e.delay if isinstance(e, TemporaryError) else 60.0
+            if self._observe_failures == 1:
+                self._observe_failing_since = now
+            elapsed = now - self._observe_failing_since
+            self._observe_retry = _rule_delay(e, self._observe_failures, elapsed)
+            if self._observe_retry is not None:
+                self._observe_retry = max(retry.OBSERVE_FLOOR, self._observe_retry)
+            if self._observe_retry is not None:
+                self._observe_delay = self._observe_retry
             self.events.emit(
                 "observe.failed",
                 error=message,
@@ -189,6 +213,7 @@ class Controller:
         self._note_transitions(observation)
         windows, orphans = await self._tmux_inventory(desired, observation)
         self.memory = mem.observe(self.memory, desired, observation, now)
+        self.memory = lro_rules.settle(self.memory, observation)
         decided = plan(desired, observation, self.memory, now, windows, read_confirmed(self.state))
         self._note_control(decided)
         result = PassResult(desired, observation, decided)
@@ -273,6 +298,11 @@ class Controller:
         except (TemporaryError, PermanentError) as e:
             permanent = isinstance(e, PermanentError)
             delay = e.delay if isinstance(e, TemporaryError) else 0.0
+            old = self.memory.error(action.key)
+            now = self.clock()
+            since = self._failing_since.setdefault(action.key, now) if old else now
+            self._failing_since[action.key] = since
+            exact = _rule_delay(e, (old.failures if old else 0) + 1, now - since)
             self.memory = mem.record_failure(
                 self.memory,
                 action.key,
@@ -282,6 +312,7 @@ class Controller:
                 fingerprint=action.fingerprint,
                 delay_hint=delay,
                 detail=e.log_tail if isinstance(e, SetupFailed) else "",
+                delay=exact,
             )
             self.events.emit(
                 "action.failed",
@@ -312,6 +343,7 @@ class Controller:
                 retry="transient",
             )
         else:
+            self._failing_since.pop(action.key, None)
             self.memory = mem.record_success(self.memory, action.key)
             if action.kind == Kind.REPLACE:
                 self.memory = mem.record_dead_replaced(self.memory, action.slot, self.clock())
@@ -332,15 +364,8 @@ class Controller:
             self.wake.set()
 
     async def _execute(self, desired: Desired, action: Action, node: Node | None) -> str:
-        if action.kind == Kind.CREATE:
-            assert action.create is not None
-            cloud = await self._cloud_for(desired)
-            return (await cloud.create_queued_resource(action.create)).value
-        if action.kind in (Kind.DELETE, Kind.REPLACE):
-            cloud = await self._cloud_for(desired)
-            return (
-                await cloud.delete_queued_resource(action.zone, action.slot, force=action.force)
-            ).value
+        if action.kind in CLOUD_KINDS:
+            return await self._submit(await self._cloud_for(desired), action)
         assert self.setup is not None
         if node is None:
             raise TemporaryError(f"{action.slot}: node not observed yet", delay=5.0)
@@ -351,6 +376,38 @@ class Controller:
         }[action.kind]
         await step(desired, action, node)
         return "done"
+
+    async def _submit(self, cloud: Cloud, action: Action) -> str:
+        """A create or delete, unless the operation of the last one says not to resend."""
+        kind = lro.KINDS[action.kind.value]
+        pending = self.memory.operation(action.key)
+        if pending is not None and pending.kind == kind:
+            failure = await lro.previous_outcome(cloud, pending)  # raises while it runs
+            self.memory = mem.forget_operation(self.memory, action.key)
+            if failure is not None:
+                self.events.emit(
+                    "operation.failed",
+                    slot=action.slot,
+                    operation=pending.name,
+                    error=failure.message,
+                )
+                raise failure
+        if action.kind == Kind.CREATE:
+            assert action.create is not None
+            submitted = await cloud.create_queued_resource(action.create)
+        else:
+            submitted = await cloud.delete_queued_resource(
+                action.zone, action.slot, force=action.force
+            )
+        if submitted.operation:
+            self.memory = mem.record_operation(
+                self.memory,
+                action.key,
+                mem.PendingOperation(
+                    submitted.operation, kind, action.zone, action.slot, self.clock()
+                ),
+            )
+        return submitted.outcome.value
 
     def _send_notices(self, desired: Desired, decided: Plan) -> None:
         if not desired.settings.ntfy_topic or self.setup is None or decided.suspended:
@@ -441,6 +498,7 @@ class Controller:
             observe_failures=self._observe_failures,
             error_delay=self._observe_delay,
             rand=random.random(),
+            retry=self._observe_retry if self._observe_failures else None,
         )
         # A hold that runs out wakes the loop then, not at the next steady poll.
         release = min(result.plan.releases_at.values(), default=None) if result.plan else None
@@ -550,3 +608,13 @@ class Controller:
     def write_snapshot(self, result: PassResult) -> None:
         """The status snapshot of a one-off pass (``apply``): no controller is running."""
         self._write_snapshot(result, (), running=False)
+
+
+def _rule_delay(error: BaseException, attempt: int, elapsed: float) -> float | None:
+    """The wait Google's retry rule gives a 429 / 5xx failure, or an operation still running
+    its own short one (None: the controller's exponential backoff applies)."""
+    if isinstance(error, OperationPending):
+        return error.delay  # looking again is cheap and sends nothing: no escalation
+    if isinstance(error, TransientCloudError) and retry.governs(error.status, error.code):
+        return retry.retry_delay(attempt, random.random(), error.retry_after, elapsed)
+    return None

@@ -112,8 +112,8 @@ def gcloud_needed(settings: Settings, token_source: str | None) -> str | None:
     REST backend its token (``CLOUDSDK_AUTH_ACCESS_TOKEN[_FILE]``), if set."""
     if settings.backend == "gcloud":
         return "the gcloud backend"
-    if token_source is None:
-        return "access tokens for the REST backend (gcloud auth print-access-token)"
+    if token_source is None and settings.credentials == "gcloud":
+        return "access tokens for the REST backend (gcloud config config-helper)"
     return None
 
 
@@ -144,7 +144,21 @@ class AuthFacts:
     token_error: str | None = None
 
 
+#: ``AuthFacts.token_source`` of ``settings.credentials: adc`` (not an environment variable).
+ADC_SOURCE = "Application Default Credentials"
+
+
 def check_auth(facts: AuthFacts | None, gcloud_problem: bool) -> Check:
+    if facts is not None and facts.token_source == ADC_SOURCE:
+        if facts.token_error:
+            return Check(
+                "auth",
+                "fail",
+                facts.token_error,
+                "set GOOGLE_APPLICATION_CREDENTIALS to a key or authorized-user file, run "
+                "`gcloud auth application-default login`, or run on a VM with a service account",
+            )
+        return ok("auth", f"access token from {ADC_SOURCE} (settings.credentials: adc)")
     if facts is None or (gcloud_problem and facts.token_source is None):
         return skip("auth", "needs gcloud (see gcloud)")
     if facts.token_source is not None:
@@ -189,6 +203,14 @@ class ApiFacts:
     queued_resources: int = 0
     unreachable: Sequence[str] = ()
     error: str | None = None
+    quota: str | None = None  # "p (settings.quota_project)": the quota project in use
+
+
+def check_quota_project(facts: ApiFacts | None) -> Check:
+    """Which project API quota is charged to (``X-Goog-User-Project`` / --billing-project)."""
+    if facts is None or facts.quota is None:
+        return skip("quota", "quota project not known: the TPU API was not reached")
+    return ok("quota", f"quota project {facts.quota}")
 
 
 def check_api(facts: ApiFacts | None, blocked_by: str | None) -> Check:

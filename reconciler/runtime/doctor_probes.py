@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters.auth import TOKEN_ENV, TOKEN_FILE_ENV, GcloudPrintAccessToken
+from reconciler.adapters.auth import TOKEN_ENV, TOKEN_FILE_ENV, GcloudAccessToken
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import read_status
 from reconciler.errors import InvalidDesiredState, ReconcilerError, StatusUnreadable
@@ -96,12 +96,20 @@ async def probe_auth(
         except (ReconcilerError, TimeoutError) as e:
             return d.AuthFacts(token_source, token_error=str(e) or "timed out")
         return d.AuthFacts(token_source)
+    if settings.backend == "rest" and settings.credentials == "adc":
+        from reconciler.adapters.auth import ApplicationDefaultCredentials
+
+        try:  # the token is never kept, never shown
+            await asyncio.wait_for(ApplicationDefaultCredentials().token(), timeout)
+        except (ReconcilerError, TimeoutError) as e:
+            return d.AuthFacts(d.ADC_SOURCE, token_error=str(e) or "timed out")
+        return d.AuthFacts(d.ADC_SOURCE)
     if gcloud is None:
         return d.AuthFacts(None)
     listing = _run([gcloud, "auth", "list", "--format=json"], env, timeout)
     if settings.backend == "rest":
         rc_out_err, token_error = await asyncio.gather(
-            listing, _token_error(GcloudPrintAccessToken(env, gcloud=gcloud, timeout=timeout))
+            listing, _token_error(GcloudAccessToken(env, gcloud=gcloud, timeout=timeout))
         )
     else:
         rc_out_err, token_error = await listing, None
@@ -117,7 +125,7 @@ async def probe_auth(
     return d.AuthFacts(None, accounts=accounts, token_error=token_error)
 
 
-async def _token_error(provider: GcloudPrintAccessToken) -> str | None:
+async def _token_error(provider: GcloudAccessToken) -> str | None:
     try:
         await provider.token()  # never kept, never shown
     except ReconcilerError as e:
@@ -146,7 +154,18 @@ async def probe_api(desired: Desired, env: Mapping[str, str], timeout: float) ->
         cloud.backend,
         queued_resources=len(observation.queued_resources),
         unreachable=sorted(observation.unreachable),
+        quota=quota_in_use(cloud, desired),
     )
+
+
+def quota_in_use(cloud: Any, desired: Desired) -> str:
+    """The quota project the backend sends, and where it came from."""
+    if cloud.backend == "rest":
+        choice = cloud.quota_choice()
+        return f"{choice.project or 'no X-Goog-User-Project header'} ({choice.source})"
+    if desired.settings.quota_project:
+        return f"{desired.settings.quota_project} (settings.quota_project, --billing-project)"
+    return "gcloud's own billing/quota_project (gcloud backend)"
 
 
 # --- local things ------------------------------------------------------------------------------
@@ -268,6 +287,7 @@ async def diagnose(
         gcloud_check,
         auth_check,
         d.check_api(api, blocked),
+        d.check_quota_project(api),
         d.check_state_dir(str(state_root), probe_state_dir(state_root), os.getuid()),
         d.check_controller(pid),
         d.check_snapshot(snapshot, problem, now, poll, pid is not None),

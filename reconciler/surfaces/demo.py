@@ -192,6 +192,24 @@ async def _main(
     out: Callable[[str], None],
 ) -> int:
     from reconciler.adapters.statedir import StateDir
+    from reconciler.runtime.lock import ControllerLock
+
+    state = StateDir(work / "state").ensure()
+    # The same lock as `run`: `status` says the controller is running, and a second `run` on
+    # these files is refused while the demo acts.
+    with ControllerLock(state):
+        return await _drive(args, emu, desired_path, work, env_vars, out, state)
+
+
+async def _drive(
+    args: Any,
+    emu: Any,
+    desired_path: Path,
+    work: Path,
+    env_vars: dict[str, str],
+    out: Callable[[str], None],
+    state: Any,
+) -> int:
     from reconciler.core.render import format_status
     from reconciler.runtime.backends import make_cloud
     from reconciler.runtime.controller import Controller
@@ -200,7 +218,6 @@ async def _main(
     from reconciler.runtime.setup import make_setup_runner
     from reconciler.surfaces.cli._snapshot import current_status
 
-    state = StateDir(work / "state").ensure()
     controller = Controller(
         store=DesiredLoader(desired_path, os.environ),
         state=state,

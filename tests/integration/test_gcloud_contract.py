@@ -86,7 +86,7 @@ async def test_create_carries_the_request_and_is_idempotent(
         valid_until_seconds=600,
         labels={"managed-by": "tpu-reconciler", "slot": "spot-v48-usc2b-1"},
     )
-    assert await cloud.create_queued_resource(request) is Outcome.DONE
+    assert (await cloud.create_queued_resource(request)).outcome is Outcome.DONE
     (post,) = [r for r in emulator.requests() if r.key == "POST queuedResources.create"]
     assert post.query["queuedResourceId"] == "spot-v48-usc2b-1"
     assert "spot" in post.body and post.body["queueingPolicy"] == {"validUntilDuration": "600s"}
@@ -104,14 +104,14 @@ async def test_create_carries_the_request_and_is_idempotent(
     created = emulator.queued_resource(ZONE_A, "spot-v48-usc2b-1")
     assert created is not None
 
-    assert await cloud.create_queued_resource(request) is Outcome.ALREADY
+    assert (await cloud.create_queued_resource(request)).outcome is Outcome.ALREADY
 
 
 async def test_describe_reserved_and_missing(emulator: Emulator, cloud: GcloudCloud) -> None:
     reserved = CreateRequest(
         name="res-a", zone=ZONE_A, accelerator_type="v4-8", runtime_version="rt-1", mode="reserved"
     )
-    assert await cloud.create_queued_resource(reserved) is Outcome.DONE
+    assert (await cloud.create_queued_resource(reserved)).outcome is Outcome.DONE
     described = await cloud.describe_queued_resource(ZONE_A, "res-a")
     assert described is not None
     assert (described.mode, described.runtime_version) == ("reserved", "rt-1")
@@ -126,10 +126,12 @@ async def test_delete_needs_force_while_a_node_exists(
     with pytest.raises(TransientCloudError, match="FAILED_PRECONDITION") as refused:
         await cloud.delete_queued_resource(ZONE_A, "busy", force=False)
     assert refused.value.status == "FAILED_PRECONDITION"
-    assert await cloud.delete_queued_resource(ZONE_A, "busy", force=True) is Outcome.DONE
+    assert (await cloud.delete_queued_resource(ZONE_A, "busy", force=True)).outcome is Outcome.DONE
     deleting = emulator.queued_resource(ZONE_A, "busy")
     assert deleting is None or deleting["state"]["state"] == "DELETING"
-    assert await cloud.delete_queued_resource(ZONE_A, "never-was", force=True) is Outcome.ALREADY
+    assert (
+        await cloud.delete_queued_resource(ZONE_A, "never-was", force=True)
+    ).outcome is Outcome.ALREADY
 
 
 async def test_guest_attributes(emulator: Emulator, cloud: GcloudCloud) -> None:

@@ -253,6 +253,11 @@ def test_doctor_healthy_against_the_emulator(
         "hint": "",
     }
     assert checks["auth"]["detail"] == "access token from $CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"
+    project = json.loads(done.stdout).get("project") or checks["project"]["detail"].split()[0]
+    assert checks["quota"]["status"] == "ok"
+    assert checks["quota"]["detail"] == (
+        f"quota project {project} (the project, as for user credentials)"
+    )
     assert checks["oslogin_user"]["detail"] == "alice_example_com (cached)"
     assert checks["ssh_agent"]["status"] == "skip"
 

@@ -146,7 +146,7 @@ async def test_create_is_done_with_gclouds_body_and_walks_to_active(
     emu: Emulator, cloud: RestCloud
 ) -> None:
     wanted = request(network="default", valid_until_seconds=3600)
-    assert await cloud.create_queued_resource(wanted) is Outcome.DONE
+    assert (await cloud.create_queued_resource(wanted)).outcome is Outcome.DONE
     (sent,) = [r for r in emu.requests() if r.key == "POST queuedResources.create"]
     assert sent.query["queuedResourceId"] == wanted.name
     assert sent.body == create_body(PROJECT, wanted)
@@ -158,18 +158,20 @@ async def test_create_is_done_with_gclouds_body_and_walks_to_active(
 
 @pytest.mark.parametrize("mode", ["on-demand", "reserved"])
 async def test_create_modes_round_trip(emu: Emulator, cloud: RestCloud, mode: str) -> None:
-    assert await cloud.create_queued_resource(request(mode=mode)) is Outcome.DONE
+    assert (await cloud.create_queued_resource(request(mode=mode))).outcome is Outcome.DONE
     found = await cloud.describe_queued_resource(ZONE, request().name)
     assert found is not None and found.mode == mode
 
 
 async def test_creating_what_exists_is_already(emu: Emulator, cloud: RestCloud) -> None:
-    assert await cloud.create_queued_resource(request()) is Outcome.DONE
-    assert await cloud.create_queued_resource(request()) is Outcome.ALREADY
+    assert (await cloud.create_queued_resource(request())).outcome is Outcome.DONE
+    assert (await cloud.create_queued_resource(request())).outcome is Outcome.ALREADY
 
 
 async def test_deleting_what_is_gone_is_already(cloud: RestCloud) -> None:
-    assert await cloud.delete_queued_resource(ZONE, "nothing-here", force=True) is Outcome.ALREADY
+    assert (
+        await cloud.delete_queued_resource(ZONE, "nothing-here", force=True)
+    ).outcome is Outcome.ALREADY
     assert await cloud.describe_queued_resource(ZONE, "nothing-here") is None
 
 
@@ -178,7 +180,7 @@ async def test_delete_with_a_node_needs_force(emu: Emulator, cloud: RestCloud) -
     with pytest.raises(TransientCloudError) as caught:
         await cloud.delete_queued_resource(ZONE, "a", force=False)
     assert caught.value.status == "FAILED_PRECONDITION"
-    assert await cloud.delete_queued_resource(ZONE, "a", force=True) is Outcome.DONE
+    assert (await cloud.delete_queued_resource(ZONE, "a", force=True)).outcome is Outcome.DONE
     gone = await cloud.describe_queued_resource(ZONE, "a")
     assert gone is not None and gone.state is QRState.DELETING
     emu.advance(10)

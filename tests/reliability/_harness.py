@@ -262,7 +262,12 @@ class Tap:
 
     # -- serving ---------------------------------------------------------------------------------
     def _serve(
-        self, method: str, path: str, query: dict[str, str], raw: bytes
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        raw: bytes,
+        user_project: str | None = None,
     ) -> tuple[int, bytes]:
         arrived = time.monotonic()
         kind, zone = request_kind(method, path)
@@ -276,7 +281,7 @@ class Tap:
                 self.emu.inject_fault(make_fault(fault, method, path, self._rng))
         try:
             before = snapshot(self.emu) if kind == "delete" else None
-            status, payload = self._original(method, path, query, raw)
+            status, payload = self._original(method, path, query, raw, user_project)
             after = snapshot(self.emu) if kind in ("list-qr", "delete") else None
             served = Served(
                 arrived, time.monotonic(), method, path, dict(query), status, kind, zone, fault,

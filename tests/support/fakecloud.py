@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Collection
 from typing import Any
 
-from reconciler.adapters.cloud import CreateRequest, Outcome
+from reconciler.adapters.cloud import CreateRequest, OperationStatus, Outcome, Submitted
 from reconciler.model.observed import Observation, QRState, QueuedResource
 
 
@@ -32,24 +32,29 @@ class FakeCloud:
         self.observing.clear()
         return Observation(queued_resources=snapshot, zones=frozenset(zones or ()) or None)
 
-    async def create_queued_resource(self, request: CreateRequest) -> Outcome:
+    async def create_queued_resource(self, request: CreateRequest) -> Submitted:
         self.calls.append(("create", request.name))
         if self.fail_create is not None:
             raise self.fail_create
         key = (request.zone, request.name)
         if key in self.qrs:
-            return Outcome.ALREADY
+            return Submitted(Outcome.ALREADY)
         self.qrs[key] = QueuedResource(
             name=request.name,
             zone=request.zone,
             state=QRState.ACCEPTED,
             labels=dict(request.labels),
         )
-        return Outcome.DONE
+        return Submitted(Outcome.DONE)
 
-    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Outcome:
+    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Submitted:
         self.calls.append(("delete", name))
-        return Outcome.DONE if self.qrs.pop((zone, name), None) else Outcome.ALREADY
+        gone = self.qrs.pop((zone, name), None)
+        return Submitted(Outcome.DONE if gone else Outcome.ALREADY)
+
+    async def get_operation(self, name: str) -> OperationStatus | None:
+        self.calls.append(("get_operation", name))
+        return None  # this cloud starts no operations
 
     async def describe_queued_resource(self, zone: str, name: str) -> QueuedResource | None:
         return self.qrs.get((zone, name))

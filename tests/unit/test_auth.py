@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import stat
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,9 @@ from reconciler.adapters.auth import (
     AccessTokenFile,
     ApplicationDefaultCredentials,
     EnvAccessToken,
-    GcloudPrintAccessToken,
+    GcloudAccessToken,
+    QuotaHint,
+    choose_quota_project,
     token_provider_from_env,
 )
 from reconciler.errors import PermanentCloudError, TransientCloudError
@@ -87,53 +88,95 @@ async def test_env_token() -> None:
     assert SECRET not in repr(provider)
 
 
-# --- gcloud ----------------------------------------------------------------------------------
+# --- gcloud (stand-ins for its failure modes; the real gcloud: tests/integration/test_credentials)
 
 
-async def test_gcloud_token_is_cached_for_its_ttl(tmp_path: Path) -> None:
-    gcloud, calls = fake_gcloud(tmp_path, f"echo {SECRET}")
-    clock = Clock()
-    provider = GcloudPrintAccessToken({"PATH": "/usr/bin:/bin"}, gcloud=str(gcloud), clock=clock)
+def helper_json(token: str = SECRET, expiry: str | None = None, **props: object) -> str:
+    """What ``gcloud config config-helper --format=json`` prints (shape measured on the real
+    gcloud: configuration.properties, credential.{access_token, id_token, token_expiry})."""
+    doc = {
+        "configuration": {"active_configuration": "default", "properties": props},
+        "credential": {"access_token": token, "id_token": None, "token_expiry": expiry},
+        "sentinels": {"config_sentinel": "/dev/null"},
+    }
+    return json.dumps(doc)
+
+
+def stand_in(tmp_path: Path, doc: str, before: str = "") -> tuple[Path, Path]:
+    out = tmp_path / "helper.json"
+    out.write_text(doc, encoding="utf-8")
+    return fake_gcloud(tmp_path, f"{before}cat {out}")
+
+
+async def test_config_helper_token_is_kept_until_five_minutes_before_its_expiry(
+    tmp_path: Path,
+) -> None:
+    wall = Clock()
+    expiry = dt.datetime.fromtimestamp(wall.now + 3600, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    gcloud, calls = stand_in(tmp_path, helper_json(expiry=expiry))
+    provider = GcloudAccessToken({"PATH": "/usr/bin:/bin"}, gcloud=str(gcloud), wall=wall)
     assert await provider.token() == SECRET
-    clock.now += auth.GCLOUD_TOKEN_TTL - 1
-    assert await provider.token() == SECRET
+    wall.now += 3600 - auth.EXPIRY_MARGIN - 1
+    await provider.token()
     assert provider.fetches == 1
-    clock.now += 2
-    assert await provider.token() == SECRET
+    wall.now += 2  # inside the margin: fetched again (gcloud refreshes, --min-expiry says so)
+    await provider.token()
     assert provider.fetches == 2
-    provider.invalidate()
+    provider.invalidate()  # the 401 safety net
     await provider.token()
     assert provider.fetches == 3
-    # argument list exactly, stdin closed (cat saw EOF at once, nothing piped in)
-    assert calls.read_text().splitlines() == ["auth print-access-token stdin=[]"] * 3
+    expected = "config config-helper --format=json --min-expiry=360s stdin=[]"
+    assert calls.read_text().splitlines() == [expected] * 3
     assert SECRET not in repr(provider)
 
 
+async def test_a_token_without_expiry_is_kept_at_most_the_ttl(tmp_path: Path) -> None:
+    wall = Clock()
+    gcloud, _ = stand_in(tmp_path, helper_json(expiry=None))
+    provider = GcloudAccessToken({"PATH": "/usr/bin:/bin"}, gcloud=str(gcloud), wall=wall)
+    await provider.token()
+    wall.now += auth.GCLOUD_TOKEN_TTL - 1
+    await provider.token()
+    assert provider.fetches == 1
+    wall.now += 2
+    await provider.token()
+    assert provider.fetches == 2
+
+
 async def test_concurrent_callers_share_one_gcloud_run(tmp_path: Path) -> None:
-    gcloud, calls = fake_gcloud(tmp_path, f"sleep 0.2; echo {SECRET}")
-    provider = GcloudPrintAccessToken({"PATH": "/usr/bin:/bin"}, gcloud=str(gcloud))
+    gcloud, calls = stand_in(tmp_path, helper_json(), before="sleep 0.2; ")
+    provider = GcloudAccessToken({"PATH": "/usr/bin:/bin"}, gcloud=str(gcloud))
     tokens = await asyncio.gather(*(provider.token() for _ in range(5)))
     assert tokens == [SECRET] * 5
     assert len(calls.read_text().splitlines()) == 1
 
 
 async def test_gcloud_found_on_the_path_given(tmp_path: Path) -> None:
-    fake_gcloud(tmp_path, f"echo {SECRET}")
-    provider = GcloudPrintAccessToken({"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    stand_in(tmp_path, helper_json())
+    provider = GcloudAccessToken({"PATH": f"{tmp_path}:/usr/bin:/bin"})
     assert await provider.token() == SECRET
 
 
-async def test_gcloud_missing_is_permanent_and_names_the_way_out(tmp_path: Path) -> None:
-    provider = GcloudPrintAccessToken({"PATH": str(tmp_path)})
-    with pytest.raises(PermanentCloudError, match="CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"):
+async def test_gcloud_missing_is_permanent_and_names_the_ways_out(tmp_path: Path) -> None:
+    provider = GcloudAccessToken({"PATH": str(tmp_path)})
+    with pytest.raises(PermanentCloudError, match=r"credentials: adc.*CLOUDSDK_AUTH_ACCESS_TOKEN"):
         await provider.token()
+
+
+@pytest.mark.parametrize("printed", ["not json", "{}", '{"credential": {"access_token": ""}}'])
+async def test_config_helper_without_a_token(tmp_path: Path, printed: str) -> None:
+    gcloud, _ = stand_in(tmp_path, printed)
+    provider = GcloudAccessToken({"PATH": "/usr/bin:/bin"}, gcloud=str(gcloud))
+    with pytest.raises((TransientCloudError, PermanentCloudError)) as caught:
+        await provider.token()
+    assert caught.value.status == "UNAUTHENTICATED"
 
 
 @pytest.mark.parametrize(
     ("stderr", "kind"),
     [
         (
-            "ERROR: (gcloud.auth.print-access-token) You do not currently have an active "
+            "ERROR: (gcloud.config.config-helper) You do not currently have an active "
             "account selected.",
             PermanentCloudError,
         ),
@@ -148,72 +191,62 @@ async def test_gcloud_failures_not_logged_in_permanent_network_transient(
     tmp_path: Path, stderr: str, kind: type[Exception]
 ) -> None:
     gcloud, _ = fake_gcloud(tmp_path, f"echo '{stderr}' >&2; exit 1")
-    provider = GcloudPrintAccessToken({"PATH": "/usr/bin:/bin"}, gcloud=str(gcloud))
-    with pytest.raises(kind, match="print-access-token failed: ERROR"):
+    provider = GcloudAccessToken({"PATH": "/usr/bin:/bin"}, gcloud=str(gcloud))
+    with pytest.raises(kind, match="config config-helper failed: ERROR"):
         await provider.token()
 
 
 async def test_a_hanging_gcloud_times_out_transiently(tmp_path: Path) -> None:
     gcloud, _ = fake_gcloud(tmp_path, f"sleep 30; echo {SECRET}")
-    provider = GcloudPrintAccessToken({"PATH": "/usr/bin:/bin"}, gcloud=str(gcloud), timeout=0.3)
+    provider = GcloudAccessToken({"PATH": "/usr/bin:/bin"}, gcloud=str(gcloud), timeout=0.3)
     with pytest.raises(TransientCloudError, match="timed out"):
         await provider.token()
 
 
-# --- ADC -------------------------------------------------------------------------------------
+# --- the quota project -----------------------------------------------------------------------
 
 
-def test_adc_without_google_auth_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(auth, "google_auth_available", lambda: False)
-    with pytest.raises(PermanentCloudError, match="google-auth, which is not installed"):
-        ApplicationDefaultCredentials()
-    with pytest.raises(PermanentCloudError, match="google-auth"):
-        token_provider_from_env({}, adc=True)
+@pytest.mark.parametrize(
+    ("setting", "hint", "expected"),
+    [
+        ("billing-p", QuotaHint("other", "x", False), ("billing-p", "settings.quota_project")),
+        (None, QuotaHint("qp-1", "gcloud billing/quota_project", True), ("qp-1", "gcloud")),
+        (None, QuotaHint("qp-1", "gcloud billing/quota_project", False), ("qp-1", "gcloud")),
+        (None, QuotaHint("CURRENT_PROJECT", "gcloud", True), ("proj-a", "the project")),
+        (None, QuotaHint(None, "", True), ("proj-a", "the project")),
+        (None, QuotaHint(None, "", None), ("proj-a", "the project")),
+        (None, QuotaHint("CURRENT_PROJECT", "gcloud", False), (None, "none: a service")),
+        (None, QuotaHint(None, "", False), (None, "none: a service")),
+        (None, QuotaHint("LEGACY", "gcloud billing/quota_project", True), (None, "none: ")),
+    ],
+)
+def test_quota_project_follows_gclouds_rule(
+    setting: str | None, hint: QuotaHint, expected: tuple[str | None, str]
+) -> None:
+    choice = choose_quota_project(setting, hint, "proj-a")
+    assert choice.project == expected[0]
+    assert choice.source.startswith(expected[1])
 
 
-async def test_adc_through_a_google_auth_shaped_module(monkeypatch: pytest.MonkeyPatch) -> None:
-    refreshed: list[object] = []
-
-    class Credentials:
-        token: str | None = None
-        expiry: dt.datetime | None = None
-
-        def refresh(self, request: object) -> None:
-            refreshed.append(request)
-            self.token = SECRET
-            self.expiry = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(hours=1)
-
-    google = types.ModuleType("google")
-    google_auth = types.ModuleType("google.auth")
-    transport = types.ModuleType("google.auth.transport")
-    requests = types.ModuleType("google.auth.transport.requests")
-    scopes_seen: list[object] = []
-
-    def default(scopes: list[str]) -> tuple[Credentials, str]:
-        scopes_seen.append(scopes)
-        return Credentials(), "proj-123"
-
-    google_auth.default = default  # type: ignore[attr-defined]
-    requests.Request = object  # type: ignore[attr-defined]
-    for name, module in {
-        "google": google,
-        "google.auth": google_auth,
-        "google.auth.transport": transport,
-        "google.auth.transport.requests": requests,
-    }.items():
-        monkeypatch.setitem(sys.modules, name, module)
-
-    clock = Clock()
-    provider = ApplicationDefaultCredentials(clock=clock)
-    assert await provider.token() == SECRET
-    assert scopes_seen == [[auth.CLOUD_PLATFORM_SCOPE]]
-    clock.now += 3600 - auth.EXPIRY_MARGIN - 60  # still inside the margin: cached
+async def test_config_helper_tells_the_quota_project_and_the_kind_of_account(
+    tmp_path: Path,
+) -> None:
+    sa = helper_json(core={"account": "sa@p.iam.gserviceaccount.com"})
+    gcloud, _ = stand_in(tmp_path, sa)
+    provider = GcloudAccessToken({"PATH": "/usr/bin:/bin"}, gcloud=str(gcloud))
     await provider.token()
-    assert len(refreshed) == 1
-    clock.now += 120  # within EXPIRY_MARGIN of expiry: refreshed
+    assert choose_quota_project(None, provider.quota, "proj-a").project is None
+    user = helper_json(core={"account": "me@example.com"}, billing={"quota_project": "qp-9"})
+    (tmp_path / "helper.json").write_text(user, encoding="utf-8")
+    provider = GcloudAccessToken({"PATH": "/usr/bin:/bin"}, gcloud=str(gcloud))
     await provider.token()
-    assert len(refreshed) == 2
-    assert SECRET not in repr(provider)
+    assert choose_quota_project(None, provider.quota, "proj-a").project == "qp-9"
+
+
+def test_bare_tokens_take_the_quota_project_from_gclouds_environment_variable() -> None:
+    env = {"CLOUDSDK_BILLING_QUOTA_PROJECT": "qp-env"}
+    assert choose_quota_project(None, EnvAccessToken(SECRET, env).quota, "p").project == "qp-env"
+    assert choose_quota_project(None, EnvAccessToken(SECRET).quota, "proj-a").project == "proj-a"
 
 
 # --- choosing a source -----------------------------------------------------------------------
@@ -227,4 +260,15 @@ def test_factory_follows_gclouds_order(tmp_path: Path) -> None:
         token_provider_from_env({"CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": path}, adc=True),
         AccessTokenFile,
     )
-    assert isinstance(token_provider_from_env({"PATH": ""}), GcloudPrintAccessToken)
+    fake_gcloud(tmp_path, "true")
+    with_gcloud = {"PATH": str(tmp_path)}
+    assert isinstance(token_provider_from_env(with_gcloud), GcloudAccessToken)
+    assert isinstance(token_provider_from_env(with_gcloud, adc=True), ApplicationDefaultCredentials)
+    # no gcloud installed: ADC without being asked
+    assert isinstance(token_provider_from_env({"PATH": ""}), ApplicationDefaultCredentials)
+
+
+def test_adc_without_google_auth_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(auth, "google_auth_available", lambda: False)
+    with pytest.raises(PermanentCloudError, match="google-auth"):
+        ApplicationDefaultCredentials()

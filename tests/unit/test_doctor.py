@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from reconciler.model.desired import Settings
 from reconciler.model.load import parse_desired
 from reconciler.model.status import StatusSnapshot
 from reconciler.runtime import doctor as d
@@ -164,3 +165,15 @@ def test_exit_verdict_and_text() -> None:
     assert doc["schema_version"] == "tpu-reconciler.doctor.v1" and doc["healthy"] is False
     assert doc["counts"] == {"ok": 1, "warn": 1, "fail": 1, "skip": 1}
     assert doc["checks"][2] == {"name": "c", "status": "fail", "detail": "bad", "hint": "do y"}
+
+
+def test_auth_through_adc_and_the_quota_line() -> None:
+    good = d.check_auth(d.AuthFacts(d.ADC_SOURCE), gcloud_problem=False)
+    assert good.status == "ok" and "settings.credentials: adc" in good.detail
+    bad = d.check_auth(d.AuthFacts(d.ADC_SOURCE, token_error="DefaultCredentialsError"), False)
+    assert bad.status == "fail" and "GOOGLE_APPLICATION_CREDENTIALS" in bad.hint
+    adc = Settings(backend="rest", credentials="adc")
+    assert d.gcloud_needed(adc, None) is None  # ADC needs no gcloud
+    assert d.check_quota_project(None).status == "skip"
+    shown = d.check_quota_project(d.ApiFacts("rest", quota="qp-1 (settings.quota_project)"))
+    assert (shown.status, shown.detail) == ("ok", "quota project qp-1 (settings.quota_project)")

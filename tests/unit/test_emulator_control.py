@@ -125,6 +125,23 @@ def test_the_client_drives_an_emulator_in_another_process_alike(
         client.set_capacity(ZONE, "v4-8", 1, shortage="sometimes")
 
 
+def test_operation_failures_over_the_control_api(emu: Emulator, http: httpx.Client) -> None:
+    client = EmulatorClient(emu.url)
+    client.fail_operations(verb="create", name="doomed", status="UNIMPLEMENTED", message="no",
+                           after=2, count=1)  # fmt: skip
+    accepted = create(http, "doomed")
+    assert accepted.status_code == 200 and accepted.json()["done"] is False
+    assert client.queued_resource(ZONE, "doomed") is None  # a failing create leaves no QR
+    client.advance(2)
+    op = http.get(f"v2/{accepted.json()['name']}").json()
+    assert op["done"] is True and op["error"] == {"code": 12, "message": "no"}
+    assert create(http, "doomed").json()["done"] is False  # count=1: this one is real
+    client.advance(5)
+    assert client.queued_resource(ZONE, "doomed") is not None
+    refused = http.post("_emulator/operation-failures", json={"status": "NOT_A_STATUS"})
+    assert refused.status_code == 400
+
+
 def test_the_control_api_refuses_bad_requests(http: httpx.Client) -> None:
     missing = http.post("_emulator/preempt", json={"zone": ZONE})
     assert missing.status_code == 400

@@ -207,8 +207,8 @@ async def test_create_delete_describe_outcomes(fake: Fake) -> None:
     )
     cloud = fake.cloud()
     fake.plan([ok("create a", op), ok("delete a", op), ok("describe a", qr_json(ZONE_A, "a"))])
-    assert await cloud.create_queued_resource(request) is Outcome.DONE
-    assert await cloud.delete_queued_resource(ZONE_A, "a", force=True) is Outcome.DONE
+    assert (await cloud.create_queued_resource(request)).outcome is Outcome.DONE
+    assert (await cloud.delete_queued_resource(ZONE_A, "a", force=True)).outcome is Outcome.DONE
     described = await cloud.describe_queued_resource(ZONE_A, "a")
     assert described is not None and described.key == (ZONE_A, "a")
     fake.plan(
@@ -219,8 +219,8 @@ async def test_create_delete_describe_outcomes(fake: Fake) -> None:
             fail("get-guest-attributes", "ERROR: (gcloud.g) NOT_FOUND: no node\n", stdout=""),
         ]
     )
-    assert await cloud.create_queued_resource(request) is Outcome.ALREADY
-    assert await cloud.delete_queued_resource(ZONE_A, "a", force=False) is Outcome.ALREADY
+    assert (await cloud.create_queued_resource(request)).outcome is Outcome.ALREADY
+    assert (await cloud.delete_queued_resource(ZONE_A, "a", force=False)).outcome is Outcome.ALREADY
     assert await cloud.describe_queued_resource(ZONE_A, "a") is None
     with pytest.raises(PermanentCloudError, match="no node"):
         await cloud.guest_attributes(ZONE_A, "a")

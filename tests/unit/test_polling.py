@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.adapters.cloud import CreateRequest, Outcome
+from reconciler.adapters.cloud import CreateRequest, Submitted
 from reconciler.adapters.statedir import StateDir
 from reconciler.core.plan import plan
 from reconciler.errors import PermanentCloudError, TransientCloudError
@@ -164,7 +164,7 @@ class ScriptedCloud(FakeCloud):
         self.create_gate: asyncio.Event | None = None
         self.observe_errors: list[Exception] = []
 
-    async def create_queued_resource(self, request: CreateRequest) -> Outcome:
+    async def create_queued_resource(self, request: CreateRequest) -> Submitted:
         if self.create_gate is not None:
             await self.create_gate.wait()
         return await super().create_queued_resource(request)

@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 import pytest
 
+from reconciler.adapters.auth import QuotaHint
 from reconciler.adapters.rest import (
     DEFAULT_ENDPOINT,
     RestCloud,
@@ -184,6 +185,8 @@ def test_malformed_guest_attributes_raise_value_error(answer: dict[str, object])
 
 
 class _NoToken:
+    quota = QuotaHint()
+
     async def token(self) -> str:
         raise AssertionError("no request expected")
 

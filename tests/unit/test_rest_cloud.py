@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 import httpx
 import pytest
 
+from reconciler.adapters.auth import QuotaHint
 from reconciler.adapters.cloud import Outcome
 from reconciler.adapters.cloud_errors import QUOTA_DELAY
 from reconciler.adapters.rest import RestCloud
@@ -29,9 +31,10 @@ AsyncHandler = Callable[[httpx.Request], Coroutine[None, None, httpx.Response]]
 
 
 class Tokens:
-    def __init__(self, *tokens: str) -> None:
+    def __init__(self, *tokens: str, quota: QuotaHint | None = None) -> None:
         self.tokens = list(tokens) or [SECRET]
         self.invalidated = 0
+        self.quota = quota or QuotaHint()
 
     async def token(self) -> str:
         return self.tokens[0]
@@ -130,6 +133,14 @@ async def test_observe_follows_pages_with_one_list_chain_each() -> None:
     assert set(paths) == {BASE + "-/queuedResources", BASE + "-/nodes"}
     assert all(r.method == "GET" for r in log)
     assert seen.qr("europe-west4-a", "q1") is not None
+
+
+async def test_observe_leaves_out_v1_api_nodes_as_gcloud_does() -> None:
+    old = {**node("us-central2-b", "legacy"), "apiVersion": "V1"}
+    new = {**node("us-central2-b", "a"), "apiVersion": "V2"}
+    cloud = cloud_with(api([qr("us-central2-b", "a")], [old, new, node("us-central2-b", "b")]))
+    seen = await cloud.observe(None)
+    assert sorted(n.name for n in seen.nodes) == ["a", "b"]
 
 
 async def test_observe_filters_to_the_zones_asked() -> None:
@@ -335,7 +346,7 @@ async def test_create_posts_the_body_and_does_not_wait_for_the_operation() -> No
         log.append(request)
         return httpx.Response(200, json={"name": "projects/p/locations/z/operations/1"})
 
-    assert await cloud_with(handler).create_queued_resource(REQUEST) is Outcome.DONE
+    assert (await cloud_with(handler).create_queued_resource(REQUEST)).outcome is Outcome.DONE
     (sent,) = log
     assert sent.method == "POST"
     assert sent.url.path == BASE + "us-central2-b/queuedResources"
@@ -358,7 +369,9 @@ async def test_create_posts_the_body_and_does_not_wait_for_the_operation() -> No
     ],
 )
 async def test_create_outcomes(response: httpx.Response, expected: Outcome) -> None:
-    assert await cloud_with(lambda r: response).create_queued_resource(REQUEST) is expected
+    assert (
+        await cloud_with(lambda r: response).create_queued_resource(REQUEST)
+    ).outcome is expected
 
 
 @pytest.mark.parametrize(
@@ -421,8 +434,12 @@ async def test_delete_sends_force_only_when_asked() -> None:
         return httpx.Response(200, json={"name": "op"})
 
     cloud = cloud_with(handler)
-    assert await cloud.delete_queued_resource("us-central2-b", "a", force=True) is Outcome.DONE
-    assert await cloud.delete_queued_resource("us-central2-b", "a", force=False) is Outcome.DONE
+    assert (
+        await cloud.delete_queued_resource("us-central2-b", "a", force=True)
+    ).outcome is Outcome.DONE
+    assert (
+        await cloud.delete_queued_resource("us-central2-b", "a", force=False)
+    ).outcome is Outcome.DONE
     assert [(r.method, r.url.path, dict(r.url.params)) for r in log] == [
         ("DELETE", BASE + "us-central2-b/queuedResources/a", {"force": "true"}),
         ("DELETE", BASE + "us-central2-b/queuedResources/a", {}),
@@ -431,7 +448,9 @@ async def test_delete_sends_force_only_when_asked() -> None:
 
 async def test_delete_of_a_missing_qr_is_already_done() -> None:
     cloud = cloud_with(lambda r: error(404, "NOT_FOUND", "not found"))
-    assert await cloud.delete_queued_resource("us-central2-b", "a", force=True) is Outcome.ALREADY
+    assert (
+        await cloud.delete_queued_resource("us-central2-b", "a", force=True)
+    ).outcome is Outcome.ALREADY
     assert await cloud.describe_queued_resource("us-central2-b", "a") is None
 
 
@@ -472,3 +491,13 @@ async def test_guest_attributes_post_the_query_path() -> None:
     assert json.loads(sent.content) == {"queryPath": "lifecycle/"}
     with pytest.raises(UnsafeName):
         await cloud_with(handler).guest_attributes("us-central2-b", "a", "../x?y")
+
+
+@pytest.mark.parametrize(("level", "lines"), [(logging.INFO, 0), (logging.DEBUG, 1)])
+async def test_per_request_http_logging_only_with_verbose(
+    caplog: pytest.LogCaptureFixture, level: int, lines: int
+) -> None:
+    caplog.set_level(level)  # the root level: what -q / default / -v set
+    cloud = cloud_with(lambda r: httpx.Response(404, json={"error": {"code": 404}}))
+    assert await cloud.describe_queued_resource("us-central2-b", "a") is None
+    assert len([r for r in caplog.records if r.name == "httpx"]) == lines
