@@ -16,6 +16,7 @@ Errors also carry the *exit code* a command returns for them (``exit_code``, nam
     │   ├── OperationPending             the last create/delete's operation is still running
     │   ├── SetupFailed                  a bootstrap / tailscale step failed (worker, log_tail)
     │   │   └── RemoteCommandFailed      a remote command exited non-zero (exit_status)
+    │   ├── WorkloadError                launch / stop / logs of a workload failed on a worker
     │   └── EditConflict                 desired.yaml changed under an edit, retries ran out
     ├── PermanentError                   retrying will not help
     │   ├── PermanentCloudError          PERMISSION_DENIED, INVALID_ARGUMENT, closed queue
@@ -132,6 +133,16 @@ class SetupFailed(TemporaryError):
         super().__init__(message, delay=delay)
         self.worker = worker
         self.log_tail = log_tail
+
+
+class WorkloadError(TemporaryError):
+    """Launching, stopping or reading the user's program failed on a worker (SSH down, the
+    wrapper refused, a secret missing); ``worker`` says where when one worker is to blame. A
+    failed *probe* is never this: it is the worker state "unknown"."""
+
+    def __init__(self, message: str, *, worker: int | None = None, delay: float = 10.0) -> None:
+        super().__init__(message, delay=delay)
+        self.worker = worker
 
 
 class RemoteCommandFailed(SetupFailed):

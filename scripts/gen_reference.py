@@ -41,6 +41,10 @@ SECTIONS: Final[tuple[tuple[type[BaseModel], str], ...]] = (
     (d.SlotModel, "slots[]"),
     (d.RaceGroupModel, "race_groups[]"),
     (d.GeneratorModel, "generate[]"),
+    (
+        d.WorkloadModel,
+        "defaults.workload, slots[].workload, race_groups[].workload, generate[].workload",
+    ),
 )
 
 #: Descriptions for fields the model does not describe yet (move them into the model).
@@ -64,12 +68,20 @@ GLOSSARY: Final[dict[str, str]] = {
     "`2026-12-24T19:00:00Z`); a time without one is refused",
     "Path": "a single-line string (paths are relative to desired.yaml)",
     "SocketName": "a tmux socket name: letters, digits, `_`, `.`, `-`",
+    "Command": "a string (run by `bash -lc` on each worker) or a non-empty list of arguments",
+    "EnvName": "an environment variable name: letters, digits and `_`, not starting with a digit "
+    "and not `TPU_RECONCILER_*` (those are set for the program)",
+    "EnvValue": "a plain string or number (never a secret: those go in `secret_env`)",
+    "SecretName": "a name in the secret store (`tpu-reconciler secret set NAME`): lowercase "
+    "letters, digits and hyphens, starting with a letter",
 }
 
 _LITERALS: Final = {
     "Mode": d.Mode,
     "Want": d.Want,
     "Backend": d.Backend,
+    "Restart": d.Restart,
+    "WhenDone": d.WhenDone,
     "CredentialSource": d.CredentialSource,
 }
 

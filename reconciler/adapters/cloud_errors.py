@@ -134,9 +134,7 @@ def classify(
         delay = DEFAULT_DELAY
     if retry_after is not None and retry_after > delay:
         delay = float(retry_after)
-    return TransientCloudError(
-        shown, delay=delay, status=name, code=code, retry_after=retry_after
-    )
+    return TransientCloudError(shown, delay=delay, status=name, code=code, retry_after=retry_after)
 
 
 def check(

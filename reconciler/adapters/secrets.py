@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 from pathlib import Path
 from typing import Final
 
 from reconciler.adapters.files import PRIVATE_FILE, atomic_write, ensure_private_dir
-from reconciler.errors import SecretNotFound, SecretUnsafe, UnsafeName
+from reconciler.errors import SecretNotFound, SecretUnsafe
+from reconciler.model.workload import SECRET_NAME_RE as _NAME_RE
+from reconciler.model.workload import check_secret_name as check_secret_name
 
-_NAME_RE: Final = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 _MAX_BYTES: Final = 4096
 
 #: The secret the Tailscale join reads.
@@ -49,15 +49,6 @@ class Secret:
 
     def __reduce__(self) -> str:  # never pickled into a queue, a cache or a log
         raise TypeError("Secret values are not serialisable")
-
-
-def check_secret_name(name: object) -> str:
-    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
-        raise UnsafeName(
-            f"invalid secret name {name!r}: lowercase letters, digits and hyphens, "
-            "starting with a letter"
-        )
-    return name
 
 
 def clean_value(raw: bytes | str) -> bytes:

@@ -46,6 +46,10 @@ _PREFERRED_HOST_KEY_ALGS: Final = (
     "rsa-sha2-256",
 )
 
+#: AES-GCM first: one AEAD call per packet (AES-NI), where asyncssh's chacha20-poly1305 builds
+#: several cipher contexts per packet (a 64-worker workload probe pass: ~40 -> ~28 ms of CPU).
+_PREFERRED_CIPHERS: Final = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -144,6 +148,8 @@ async def connect(
     for key in trusted:
         algs.extend(a.decode() for a in key.sig_algorithms)
     defaults = [a.decode() for a in asyncssh.public_key.get_default_public_key_algs()]
+    ciphers = [a.decode() for a in asyncssh.encryption.get_default_encryption_algs()]
+    ciphers.sort(key=lambda a: a not in _PREFERRED_CIPHERS)  # stable: the rest keep order
     for alg in (*_PREFERRED_HOST_KEY_ALGS, *defaults):
         if alg in defaults and alg not in algs:
             algs.append(alg)
@@ -164,6 +170,7 @@ async def connect(
             known_hosts=(trusted, [], []),
             host_key_alias=alias,
             server_host_key_algs=algs,
+            encryption_algs=ciphers,
             client_keys=keys.keys,
             ignore_encrypted=opts.agent_path is not None,
             agent_path=opts.agent_path or "",

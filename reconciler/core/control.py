@@ -15,9 +15,11 @@ the release's reason), a ``released`` notice is sent once, and the controller lo
   instance and since when, and that it served its ``hold_for``, so the release survives the QR
   going away and controller restarts; a changed ``hold_for`` is a new intent).
 
-A workload's ``when_done: release`` is one more rule: append a function with the same
-signature to ``RELEASE_RULES`` (its releases named ``rule="when_done"``) and it takes the same
-path. When several rules answer for one slot, the first in the list wins.
+- ``when_done``: a workload that succeeded with ``when_done: release`` in its current run
+  (``core.workload.when_done_releases``), kept released until the run changes.
+
+Another reason to release is one more function with the same signature appended to
+``RELEASE_RULES``. When several rules answer for one slot, the first in the list wins.
 
 **The guard** (``guard``): when one pass would delete more than ``settings.delete_guard``
 ACTIVE TPUs, those deletes wait until the user confirms that exact set (``tpu-reconciler
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from reconciler.core.memory import Memory
+from reconciler.core.workload import when_done_releases
 from reconciler.model.desired import NO_HOLD, Desired, SlotSpec
 from reconciler.model.durations import format_duration
 from reconciler.model.observed import Observation, QRState
@@ -113,8 +116,16 @@ def time_rules(
     return out
 
 
+def when_done_rule(
+    desired: Desired, observed: Observation, memory: Memory, now: float
+) -> dict[str, Release]:
+    """A workload's ``when_done: release``, met (``core.workload`` decides when)."""
+    done = when_done_releases(desired, observed, memory, now)
+    return {name: Release("when_done", reason, due) for name, (reason, due) in done.items()}
+
+
 #: Every rule that releases slots, in order; for one slot the first that answers wins.
-RELEASE_RULES: Final[list[ReleaseRule]] = [time_rules]
+RELEASE_RULES: Final[list[ReleaseRule]] = [time_rules, when_done_rule]
 
 
 def release_reasons(

@@ -12,6 +12,7 @@ The world is read fresh every pass; memory holds only what the world cannot tell
   served (so a slot released by ``hold_for`` stays released after its QR is gone); the digest
   of the intent in force and since when (``core.control`` tells an edit's deletes from
   deletes that came due under an intent already in force);
+- per slot, its workload's run, attempt, failures and phase (``core.workload_memory``);
 - per cloud action key, the long-running operation of the last create or delete, until its
   outcome shows in the world (``core.lro``) or it is read back (``runtime.lro``).
 
@@ -28,6 +29,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
+from reconciler.core import workload_memory as wlm
+from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired
 from reconciler.model.observed import WON_STATES, Observation, QRState
 
@@ -92,6 +95,7 @@ class Memory:
     notified: frozenset[str] = frozenset()
     intent_digest: str | None = None
     intent_since: float | None = None
+    workloads: Mapping[str, WorkloadMemory] = field(default_factory=lambda: MappingProxyType({}))
     operations: Mapping[str, PendingOperation] = field(default_factory=lambda: MappingProxyType({}))
 
     def slot(self, name: str) -> SlotMemory:
@@ -99,6 +103,9 @@ class Memory:
 
     def error(self, key: str) -> ActionError | None:
         return self.errors.get(key)
+
+    def workload(self, slot: str) -> WorkloadMemory | None:
+        return self.workloads.get(slot)
 
     def operation(self, key: str) -> PendingOperation | None:
         return self.operations.get(key)
@@ -267,6 +274,8 @@ def to_dict(memory: Memory) -> dict[str, Any]:
         "intent_digest": memory.intent_digest,
         "intent_since": memory.intent_since,
     }
+    if memory.workloads:  # written only when there are any, like operations
+        doc["workloads"] = {name: wlm.to_dict(w) for name, w in sorted(memory.workloads.items())}
     if memory.operations:  # written only when there are any: older documents stay as they were
         doc["operations"] = {
             key: {"name": o.name, "kind": o.kind, "zone": o.zone, "slot": o.slot, "since": o.since}
@@ -306,6 +315,7 @@ def from_dict(data: Any) -> Memory:
         notified = frozenset(str(n) for n in data.get("notified", []))
         intent_digest = _opt(data.get("intent_digest"), str)
         intent_since = _opt(data.get("intent_since"), float)
+        workloads = {str(k): wlm.from_dict(w) for k, w in data.get("workloads", {}).items()}
         operations = {
             str(key): PendingOperation(
                 name=str(o["name"]),
@@ -332,6 +342,7 @@ def from_dict(data: Any) -> Memory:
         notified=notified,
         intent_digest=intent_digest,
         intent_since=intent_since,
+        workloads=MappingProxyType(workloads),
         operations=MappingProxyType(operations),
     )
 

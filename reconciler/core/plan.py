@@ -17,11 +17,17 @@ Rules (each action carries a human reason; reasons are shown, never used to deci
 - On an ACTIVE QR whose node is READY: setup steps (``~ bootstrap``, ``~ tailscale``) once
   per node instance and setup generation; ``~ tmux`` whenever the slot's window is missing
   from the tmux inventory; and notices.
+- Workloads (``core.workload``): ``~ launch`` once the node is READY and set up for this
+  instance and generation, ``~ stop`` when the attempt failed, the workload was removed or
+  changed, or the slot was released; a workload that succeeded with ``when_done: release``
+  releases its slot (a race group's: every candidate) through the normal delete path: it is
+  one of ``core.control``'s release rules.
 - An action whose key is backing off is *deferred*; one whose last permanent error happened
   under the same fingerprint (same intent, same world) is *blocked*. Both are reported.
 - Control (``core.control``): a slot a release rule answers for (``hold_until`` reached,
-  ``hold_for`` served) is released; a create carries the slot's start (``start_at`` /
-  ``start_after``). Then, in order, actions wait in ``held`` (reported like deferred ones):
+  ``hold_for`` served, ``when_done: release`` met) is released; a create carries the slot's
+  start (``start_at`` / ``start_after``). Then, in order, actions wait in ``held`` (reported
+  like deferred ones):
   those of a ``paused`` slot; deletes of ACTIVE TPUs past ``settings.delete_guard`` not
   confirmed (``Plan.guard`` names the set); and every action while ``settings.suspend``.
 
@@ -37,6 +43,7 @@ from enum import StrEnum
 from typing import Final
 
 from reconciler.core import control
+from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.model.desired import NO_HOLD, Desired, RaceGroupSpec, SlotSpec
 from reconciler.model.observed import (
@@ -60,6 +67,8 @@ class Kind(StrEnum):
     BOOTSTRAP = "bootstrap"
     TAILSCALE = "tailscale"
     TMUX = "tmux"
+    LAUNCH = "launch"
+    STOP = "stop"
 
 
 SYMBOL: Final = {
@@ -69,9 +78,12 @@ SYMBOL: Final = {
     Kind.BOOTSTRAP: "~",
     Kind.TAILSCALE: "~",
     Kind.TMUX: "~",
+    Kind.LAUNCH: "~",
+    Kind.STOP: "~",
 }
 CLOUD_KINDS: Final = frozenset({Kind.CREATE, Kind.DELETE, Kind.REPLACE})
 SETUP_KINDS: Final = frozenset({Kind.BOOTSTRAP, Kind.TAILSCALE, Kind.TMUX})
+WORKLOAD_KINDS: Final = frozenset({Kind.LAUNCH, Kind.STOP})
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +98,7 @@ class Action:
     instance: str | None = None  # setup actions: the node instance they apply to
     generation: int = 0
     state: str | None = None  # the QR state this decision was made on ("NOT_QUEUED" if none)
+    workload: wl.WorkloadAct | None = None  # launch / stop: run id, attempt, grace
 
     @property
     def symbol(self) -> str:
@@ -101,7 +114,7 @@ class Action:
     def fingerprint(self) -> str:
         """Changes when the intent or the world behind this action changes."""
         parts = (self.kind, self.slot, self.zone, self.state, self.instance, self.generation)
-        return hashlib.sha256(repr((parts, self.create)).encode()).hexdigest()[:16]
+        return hashlib.sha256(repr((parts, self.create, self.workload)).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +175,7 @@ class Plan:
     def counts(self) -> tuple[int, int, int]:
         """(to add, to change, to destroy), Terraform style: a replace counts as both."""
         add = sum(a.kind in (Kind.CREATE, Kind.REPLACE) for a in self.actions)
-        change = sum(a.kind in SETUP_KINDS for a in self.actions)
+        change = sum(a.kind in SETUP_KINDS or a.kind in WORKLOAD_KINDS for a in self.actions)
         destroy = sum(a.kind in (Kind.DELETE, Kind.REPLACE) for a in self.actions)
         return add, change, destroy
 
@@ -244,8 +257,10 @@ class _Planner:
         memory: Memory,
         now: float,
         windows: Collection[str] | None = None,
+        probes: wl.Probes | None = None,
     ):
         self.desired, self.observed, self.memory, self.now = desired, observed, memory, now
+        self.probes = probes
         self.windows = frozenset(windows) if windows is not None else None
         self.actions: list[Action] = []
         self.deferred: list[Held] = []
@@ -363,6 +378,42 @@ class _Planner:
                 )
             )
 
+    def workload(self, spec: SlotSpec) -> None:
+        wm = self.memory.workload(spec.name)
+        if spec.workload is None and wm is None:
+            return
+        at = wl.where(self.observed, spec, wm.instance if wm else None)
+        set_up = at.ready is not None and all(
+            self.memory.setup_done(spec.name, kind.value, at.ready, spec.setup.generation)
+            for kind, on in (
+                (Kind.BOOTSTRAP, spec.setup.bootstrap),
+                (Kind.TAILSCALE, spec.setup.tailscale),
+            )
+            if on
+        )
+        probes = self.probes.get(spec.name) if self.probes is not None else None
+        held = self.decided.get(spec.name) == "held"
+        d = wl.decide(spec, wm, held=held, at=at, set_up=set_up, probes=probes, now=self.now)
+        for act, reason in d.acts:
+            kind = Kind.LAUNCH if act.verb == "launch" else Kind.STOP
+            self.propose(
+                Action(
+                    kind,
+                    spec.name,
+                    spec.zone,
+                    reason,
+                    instance=at.ready,
+                    generation=spec.workload.generation if spec.workload else 0,
+                    state="ACTIVE",
+                    workload=act,
+                )
+            )
+        for n in d.notices:
+            if n.key not in self.memory.notified:
+                self.notices.append(Notice(n.key, spec.name, n.event, n.title, n.message))
+        if d.warning:
+            self.warnings.append(d.warning)
+
     def window_missing(self, spec: SlotSpec, instance: str) -> bool:
         """Once per node instance (so a re-created node gets its dead window respawned), and
         level-triggered when the tmux inventory is known: a window closed by hand comes back,
@@ -445,29 +496,34 @@ def plan(
     now: float = 0.0,
     tmux_windows: Collection[str] | None = None,
     confirmed: Collection[str] = (),
+    *,
+    probes: wl.Probes | None = None,
 ) -> Plan:
     """Decide what to do. ``desired`` None (no valid intent yet) plans nothing at all.
     ``tmux_windows``: the ``session:window`` targets that exist, None when unknown.
-    ``confirmed``: the deletes the user confirmed past the guard (``control.delete_id``s)."""
+    ``confirmed``: the deletes the user confirmed past the guard (``control.delete_id``s).
+    ``probes``: this pass's workload probes per slot (None: not probed)."""
     memory = memory or Memory()
     if desired is None:
         return Plan(
             unmanaged=observed.queued_resources,
             warnings=("no valid desired state: nothing will be created or deleted",),
         )
-    p = _Planner(desired, observed, memory, now, tmux_windows)
+    p = _Planner(desired, observed, memory, now, tmux_windows, probes)
     races = tuple(p.race(g) for g in desired.race_groups)
     for spec in desired.slots:
         if spec.race_group is None:
             p.decided[spec.name] = spec.want or "held"
             if spec.want == "released":
                 p.release(spec, "want: released")
-            elif spec.name in p.releases:
+            elif spec.name in p.releases:  # a release rule: hold_for, hold_until, when_done
                 p.released(spec)
             else:
                 p.hold(spec, "want: held, not queued")
         if p.decided.get(spec.name) == "held":
             p.setup(spec)
+        if spec.workload is not None or spec.name in memory.workloads:
+            p.workload(spec)
         p.dead_notices(spec)
     unmanaged = _unmanaged(desired, observed.queued_resources)
     if desired.settings.prune:

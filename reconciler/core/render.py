@@ -4,6 +4,7 @@ only the CLI prints them. Pure: the current time is an argument.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
@@ -13,7 +14,7 @@ from reconciler.model.times import local_text
 
 if TYPE_CHECKING:  # `status` only formats a snapshot: it must not pay for the plan model
     from reconciler.core.plan import Plan
-    from reconciler.model.status import RaceGroupStatus, SlotStatus, StatusSnapshot
+    from reconciler.model.status import RaceGroupStatus, SlotStatus, StatusSnapshot, WorkloadStatus
 
 
 def format_plan(plan: Plan, *, now: float | None = None) -> str:
@@ -124,8 +125,38 @@ def _control_note(row: SlotStatus, now: float) -> str:
     return ", ".join(parts)
 
 
+def format_workload(
+    state: str,
+    running_for: float | None,
+    attempt: int,
+    failures: int,
+    max_failures: int | None,
+    detail: str = "",
+) -> str:
+    """One workload cell: ``running 2h13m · attempt 3 · 1/3 failures``,
+    ``gave-up (exit 1 on worker 2)``."""
+    if state in ("gave-up", "failed") and detail:
+        return f"{state} ({detail})"
+    head = f"{state} {format_duration(running_for)}" if running_for is not None else state
+    parts = [head, f"attempt {attempt}"] if attempt else [head]
+    if failures and max_failures is not None:
+        parts.append(f"{failures}/{max_failures} failures")
+    return " · ".join(parts)
+
+
+def _workload(w: WorkloadStatus | None, now: float) -> str:
+    if w is None:
+        return ""
+    running_for = None
+    if w.state == "running" and w.since:
+        with contextlib.suppress(ValueError):
+            running_for = now - datetime.fromisoformat(w.since.replace("Z", "+00:00")).timestamp()
+    return format_workload(w.state, running_for, w.attempt, w.failures, w.max_failures, w.detail)
+
+
 def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
+    workloads = any(s.workload for s in snapshot.slots)
     for s in snapshot.slots:
         ips = s.ips
         ip_text = ips[0] + (f" +{len(ips) - 1}" if len(ips) > 1 else "") if ips else ""
@@ -140,6 +171,7 @@ def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:
                 str(s.node_state or ""),
                 ip_text,
                 str(s.race_group or ""),
+                *((_workload(s.workload, now),) if workloads else ()),
                 _note(s, now),
             )
         )
@@ -182,7 +214,10 @@ def format_status(snapshot: StatusSnapshot, now: float) -> str:
     if snapshot.unreachable_zones:
         head.append(f"unreachable zones: {', '.join(snapshot.unreachable_zones)}")
     rows = status_rows(snapshot, now)
-    body = format_table(_COLUMNS, rows) if rows else "no slots"
+    columns: tuple[str, ...] = _COLUMNS
+    if any(s.workload for s in snapshot.slots):
+        columns = (*_COLUMNS[:-1], "WORKLOAD", _COLUMNS[-1])
+    body = format_table(columns, rows) if rows else "no slots"
     tail = [race_line(race) for race in snapshot.race_groups]
     orphans = snapshot.tmux.orphans
     if orphans:

@@ -65,4 +65,3 @@ def retry_delay(
     if retry_after is not None and retry_after > 0:
         delay = max(delay, min(float(retry_after), RETRY_AFTER_CAP))
     return delay
-

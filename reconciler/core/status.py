@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
 from reconciler.model.desired import Desired, SlotSpec
@@ -186,6 +187,7 @@ def _managed_row(
     memory: Memory,
     want: str | None,
     windows: Collection[str],
+    now: float,
     releases_at: float | None = None,
 ) -> SlotStatus:
     qr = observed.qr(spec.zone, spec.name)
@@ -213,6 +215,7 @@ def _managed_row(
         instance=instance,
         paused=spec.hold.paused,
         releases_at=iso(releases_at),
+        workload=wl.status(memory.workload(spec.name), spec.workload, now),
     )
 
 
@@ -233,6 +236,7 @@ def _slots(
     memory: Memory,
     plan: Plan | None,
     windows: Collection[str],
+    now: float,
 ) -> tuple[SlotStatus, ...]:
     """Managed slots in file order, then the unmanaged QRs the plan found."""
     decided = plan.decided_want if plan else {}
@@ -246,6 +250,7 @@ def _slots(
                 memory,
                 decided.get(spec.name, spec.want),
                 windows,
+                now,
                 at.get(spec.name),
             )
             for spec in desired.slots
@@ -303,7 +308,7 @@ def build_status(
         observed_at=iso(observed_at),
         observe_error=observe_error,
         unreachable_zones=tuple(sorted(observed.unreachable)),
-        slots=_slots(desired, observed, memory, plan, windows),
+        slots=_slots(desired, observed, memory, plan, windows, now),
         race_groups=_race_groups(desired, plan),
         plan=plan_status(plan) if plan else _no_plan(desired),
         tmux=TmuxInventoryStatus(

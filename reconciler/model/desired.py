@@ -13,6 +13,7 @@ Two layers:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from reconciler.errors import UnsafeName
 from reconciler.model import names
 from reconciler.model.durations import parse_duration
 from reconciler.model.times import parse_instant
+from reconciler.model.workload import Restart, WhenDone, check_env_name, check_secret_name
 
 Mode = Literal["spot", "on-demand", "reserved"]
 Want = Literal["held", "released"]
@@ -94,6 +96,31 @@ def _socket_name(value: Any) -> str:
     return value
 
 
+def _command(value: Any) -> str | list[str]:
+    if isinstance(value, str):
+        if not value.strip() or "\x00" in value:
+            raise PydanticCustomError("command", "expected a non-empty command")
+        return value
+    if isinstance(value, list) and value:
+        if all(isinstance(a, str) and a and "\x00" not in a for a in value):
+            return value
+        raise PydanticCustomError("command", "every argument must be a non-empty string")
+    raise PydanticCustomError(
+        "command", "expected a command string (run by bash -lc) or a non-empty argv list"
+    )
+
+
+def _env_value(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise PydanticCustomError(
+            "env", "expected a plain string or number (secrets go in secret_env)"
+        )
+    text = str(value)
+    if "\x00" in text:
+        raise PydanticCustomError("env", "environment values cannot contain NUL")
+    return text
+
+
 SlotName = Annotated[str, _named(names.check_name)]
 ZoneName = Annotated[str, _named(names.check_zone)]
 Accelerator = Annotated[str, _named(names.check_accelerator)]
@@ -107,6 +134,10 @@ Seconds = Annotated[float, BeforeValidator(_duration)]
 Moment = Annotated[float, BeforeValidator(_instant)]
 Path = Annotated[str, AfterValidator(_safe_text)]
 SocketName = Annotated[str, AfterValidator(_socket_name)]
+EnvName = Annotated[str, _named(check_env_name)]
+SecretName = Annotated[str, _named(check_secret_name)]
+EnvValue = Annotated[str, BeforeValidator(_env_value)]
+Command = Annotated[str | list[str], BeforeValidator(_command)]
 
 
 class _Model(BaseModel):
@@ -134,6 +165,42 @@ class Setup(_Model):
     )
     scripts: list[Path] | None = Field(
         None, description="Setup scripts (relative to desired.yaml); else settings.setup_scripts."
+    )
+
+
+class WorkloadModel(_Model):
+    """A program run on every worker; unset fields inherit (defaults < generator or race
+    group < slot). A slot runs a workload when some layer gives it a ``command``."""
+
+    command: Command | None = Field(
+        None, description="A string run by `bash -lc` on each worker, or an argv list."
+    )
+    workdir: Path | None = Field(None, description="Working directory; else the login directory.")
+    env: dict[EnvName, EnvValue] | None = Field(
+        None, description="Environment variables (plain values only)."
+    )
+    secret_env: dict[EnvName, SecretName] | None = Field(
+        None, description="ENV_NAME: secret name in the secret store (`secret set NAME`)."
+    )
+    restart: Restart = Field(
+        "on-preemption",
+        description="never, on-preemption (default), on-failure or always "
+        "(preemptions never count as failures).",
+    )
+    max_failures: int = Field(
+        3, ge=0, le=10_000, description="Relaunches after a failed attempt before giving up."
+    )
+    stall_after: Seconds | None = Field(
+        None, description="No new output from any worker for this long = failed, e.g. 30m."
+    )
+    stop_grace: Seconds = Field(
+        60.0, description="SIGTERM to the process group, then SIGKILL after this long."
+    )
+    when_done: WhenDone = Field(
+        "keep", description="keep, or release: release the TPU after success."
+    )
+    generation: int = Field(
+        0, ge=0, le=1_000_000, description="Bump to restart it deliberately (a new run id)."
     )
 
 
@@ -196,6 +263,9 @@ class Defaults(_Model):
         default_factory=lambda: Setup(bootstrap=False, tailscale=False, tmux=True),
         description="Setup flags for slots that do not say.",
     )
+    workload: WorkloadModel | None = Field(
+        None, description="Workload fields every slot inherits (a command here runs everywhere)."
+    )
 
 
 class SlotModel(_Model):
@@ -218,6 +288,9 @@ class SlotModel(_Model):
     hold_for: Seconds | None = Field(None, description=_HOLD_DOC["hold_for"])
     hold_until: Moment | None = Field(None, description=_HOLD_DOC["hold_until"])
     paused: bool = Field(False, description=_HOLD_DOC["paused"])
+    workload: WorkloadModel | None = Field(
+        None, description="The program to run on every worker; see workload."
+    )
 
 
 class RaceGroupModel(_Model):
@@ -231,6 +304,9 @@ class RaceGroupModel(_Model):
     hold_for: Seconds | None = Field(None, description=_HOLD_DOC["hold_for"])
     hold_until: Moment | None = Field(None, description=_HOLD_DOC["hold_until"])
     paused: bool = Field(False, description=_HOLD_DOC["paused"])
+    workload: WorkloadModel | None = Field(
+        None, description="Run on whichever candidate wins; see workload."
+    )
 
 
 class GeneratorModel(_Model):
@@ -250,6 +326,7 @@ class GeneratorModel(_Model):
     hold_for: Seconds | None = Field(None, description=_HOLD_DOC["hold_for"])
     hold_until: Moment | None = Field(None, description=_HOLD_DOC["hold_until"])
     paused: bool = Field(False, description=_HOLD_DOC["paused"])
+    workload: WorkloadModel | None = Field(None, description="As on slots.")
 
 
 class DesiredFile(_Model):
@@ -300,6 +377,33 @@ NO_HOLD: Final = HoldSpec()
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """A slot's resolved workload. ``identity`` changes with what runs (a new run);
+    ``policy`` with how failures are handled (lifts a give-up)."""
+
+    command: str | tuple[str, ...]
+    workdir: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    secret_env: tuple[tuple[str, str], ...] = ()
+    restart: str = "on-preemption"
+    max_failures: int = 3
+    stall_after: float | None = None
+    stop_grace: float = 60.0
+    when_done: str = "keep"
+    generation: int = 0
+
+    @property
+    def identity(self) -> str:
+        what = (self.command, self.workdir, self.env, self.secret_env)
+        return hashlib.sha256(repr(what).encode()).hexdigest()[:12]
+
+    @property
+    def policy(self) -> str:
+        how = (self.restart, self.max_failures, self.stall_after, self.when_done)
+        return hashlib.sha256(repr(how).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True, slots=True)
 class SlotSpec:
     name: str
     zone: str
@@ -313,6 +417,7 @@ class SlotSpec:
     order: int = 0  # position in the file after generation; ties in races break on it
     generated: bool = False
     hold: HoldSpec = NO_HOLD
+    workload: WorkloadSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)

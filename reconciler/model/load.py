@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -32,6 +32,8 @@ from reconciler.model.desired import (
     Setup,
     SetupSpec,
     SlotSpec,
+    WorkloadModel,
+    WorkloadSpec,
 )
 from reconciler.model.holds import HoldKeys, resolve_hold
 from reconciler.model.holds import problems as hold_problems
@@ -226,7 +228,9 @@ def parse_desired(
                 var = ENV_PREFIX + str(loc[1]).upper()
                 diags.append(Diagnostic(f"${var}", 1, 1, _message(err)))
                 continue
-            line, col = pos.at(loc, key=err["type"] == "extra_forbidden")
+            is_key = loc[-1:] == ("[key]",)  # a bad mapping key: point at the key itself
+            at = loc[:-1] if is_key else loc
+            line, col = pos.at(at, key=is_key or err["type"] == "extra_forbidden")
             diags.append(Diagnostic(source, line, col, _message(err) + _suggest(err)))
         raise InvalidDesiredState(_dedupe(diags)) from None
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -262,6 +266,52 @@ def _setup(defaults: Setup, own: Setup | None, scripts: Sequence[str]) -> SetupS
     )
 
 
+#: A workload layer and where it was written (None: the layer has no workload block).
+Layer = tuple[WorkloadModel | None, Loc]
+
+
+def _workload(layers: Sequence[Layer], err: Callable[[Loc, str], None]) -> WorkloadSpec | None:
+    """Overlay workload blocks field by field (outermost first). A slot runs a workload when
+    some layer names a command; generations add up, as setup's do."""
+    merged: dict[str, Any] = {}
+    generation = 0
+    present = [(w, loc) for w, loc in layers if w is not None]
+    for w, _ in present:
+        merged.update({name: getattr(w, name) for name in w.model_fields_set})
+        generation += w.generation
+    if not present:
+        return None
+    loc = present[-1][1]
+    if merged.get("command") is None:
+        # defaults.workload alone may set policy without a command; any closer block must
+        # end up with one.
+        if present[-1][1][:1] != ("defaults",):
+            err((*loc, "workload"), "workload needs a command (here or in an outer block)")
+        return None
+    loc = (*loc, "workload")
+    w = WorkloadModel.model_validate(merged)
+    env = dict(w.env or {})
+    secrets = dict(w.secret_env or {})
+    for name in sorted(set(env) & set(secrets)):
+        err((*loc, "secret_env", name), f"{name!r} is set in both env and secret_env")
+    if w.restart == "always" and w.when_done == "release":
+        err(loc, "when_done: release never happens with restart: always (it relaunches)")
+    command = w.command
+    assert command is not None
+    return WorkloadSpec(
+        command=command if isinstance(command, str) else tuple(command),
+        workdir=w.workdir,
+        env=tuple(sorted(env.items())),
+        secret_env=tuple(sorted(secrets.items())),
+        restart=w.restart,
+        max_failures=w.max_failures,
+        stall_after=w.stall_after,
+        stop_grace=w.stop_grace,
+        when_done=w.when_done,
+        generation=generation,
+    )
+
+
 @dataclass
 class _Resolution:
     """What ``resolve``'s steps share: the diagnostics so far and the slots made so far."""
@@ -275,6 +325,13 @@ class _Resolution:
     slots: list[SlotSpec] = field(default_factory=list)
     where: dict[str, Loc] = field(default_factory=dict)  # slot -> where it was defined
     groups: dict[str, HoldKeys] = field(default_factory=dict)  # race group -> its model
+    group_layer: dict[str, Layer] = field(default_factory=dict)  # race group -> its workload
+
+    def workload(self, outer: Layer, slot: str, own: Layer) -> WorkloadSpec | None:
+        """defaults < generator (``outer``) < race group < the slot's own block (``own``)."""
+        group = self.group_layer.get(self.membership.get(slot, ""), (None, ()))
+        defaults: Layer = (self.model.defaults.workload, ("defaults",))
+        return _workload([defaults, outer, group, own], self.err)
 
     def err(self, loc: Loc, message: str, *, key: bool = False) -> None:
         line, col = self.pos.at(loc, key=key)
@@ -339,6 +396,7 @@ def _race_membership(r: _Resolution) -> None:
     model, err, membership = r.model, r.err, r.membership
     group_names: set[str] = set()
     for gi, rg in enumerate(model.race_groups):
+        r.group_layer[rg.name] = (rg.workload, ("race_groups", gi))
         if rg.name in group_names:
             err(("race_groups", gi, "name"), f"duplicate race group name {rg.name!r}")
         group_names.add(rg.name)
@@ -406,6 +464,7 @@ def _written_slots(r: _Resolution) -> None:
                 setup=_setup(defaults.setup, slot.setup, settings.setup_scripts),
                 order=len(slots),
                 hold=_hold(r, slot, group),
+                workload=r.workload((None, ()), slot.name, (slot.workload, loc)),
             ),
             (*loc, "name"),
         )
@@ -464,6 +523,7 @@ def _generated_slots(r: _Resolution) -> None:
                             order=len(slots),
                             generated=True,
                             hold=_hold(r, gen, group),
+                            workload=r.workload((gen.workload, loc), name, (None, ())),
                         ),
                         loc,
                     )

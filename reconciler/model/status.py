@@ -116,6 +116,34 @@ class TmuxStatus(_Value):
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
+class WorkerStatus(_Value):
+    """One worker of a workload's attempt, as the last probe saw it."""
+
+    index: int = 0
+    state: str = "unknown"  # alive | exited | missing | unknown
+    exit_code: int | None = None
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class WorkloadStatus(_Value):
+    """Per slot: its workload's run and attempt. ``state`` is one of pending, starting,
+    running, succeeded, failed, stopping, interrupted, gave-up, unknown."""
+
+    state: str = "pending"
+    run_id: str | None = None
+    attempt: int = 0
+    failures: int = 0
+    max_failures: int | None = None
+    since: str | None = None
+    workers: tuple[WorkerStatus, ...] = ()
+    last_lines: tuple[str, ...] = ()
+    detail: str = ""  # why it failed / gave up / was interrupted
+    summary: str = ""  # the status table's cell, e.g. "running 2h13m · attempt 3"
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class SlotStatus(_Value):
     """One row: a managed slot (``setup``/``tmux`` set) or an unmanaged QR (they are None)."""
 
@@ -139,6 +167,7 @@ class SlotStatus(_Value):
     instance: str | None = None
     paused: bool = added(False)  # paused: true on the slot or its race group
     releases_at: str | None = added()  # when hold_for / hold_until releases it (UTC)
+    workload: WorkloadStatus | None = added()  # noqa: RUF009  (a frozen value)
     extra: Mapping[str, Any] = _extra()
 
 

@@ -39,7 +39,18 @@ from reconciler.adapters.status_file import write_status
 from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
 from reconciler.core import retry
-from reconciler.core.plan import CLOUD_KINDS, Action, Kind, Notice, Plan, in_motion, plan
+from reconciler.core import workload as wl
+from reconciler.core.plan import (
+    CLOUD_KINDS,
+    SETUP_KINDS,
+    WORKLOAD_KINDS,
+    Action,
+    Kind,
+    Notice,
+    Plan,
+    in_motion,
+    plan,
+)
 from reconciler.core.schedule import next_interval
 from reconciler.core.status import build_status
 from reconciler.errors import (
@@ -52,9 +63,11 @@ from reconciler.errors import (
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
 from reconciler.model.status import ControllerInfo
+from reconciler.model.workload import WorkerProbe
 from reconciler.runtime import lro
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
+from reconciler.runtime.workloads import Prober, WorkloadPort, tails, transition_events
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +107,12 @@ class Controller:
         setup: SetupRunner | None = None,
         clock: Callable[[], float] = time.time,
         allow_destructive: bool = True,
+        workloads: WorkloadPort | None = None,
     ) -> None:
         self.store, self.state, self.events, self.setup = store, state, events, setup
+        # The setup runner doubles as the workload port when it has the methods (LiveSetup).
+        self.workloads = workloads or (setup if isinstance(setup, WorkloadPort) else None)
+        self.prober = Prober()
         self._cloud_factory = cloud_factory
         self._cloud: Cloud | None = None
         self._cloud_key: tuple[object, ...] | None = None
@@ -211,14 +228,24 @@ class Controller:
         self._observe_failures = 0
         self._observed_at = now
         self._note_transitions(observation)
-        windows, orphans = await self._tmux_inventory(desired, observation)
+        (windows, orphans), probes = await asyncio.gather(
+            self._tmux_inventory(desired, observation), self._probe(desired, observation)
+        )
         self.memory = mem.observe(self.memory, desired, observation, now)
         self.memory = lro_rules.settle(self.memory, observation)
-        decided = plan(desired, observation, self.memory, now, windows, read_confirmed(self.state))
+        before, self.memory = (
+            self.memory,
+            wl.observe(self.memory, desired, observation, probes, now),
+        )
+        transition_events(self.events, before, self.memory)
+        confirmed = read_confirmed(self.state)
+        decided = plan(desired, observation, self.memory, now, windows, confirmed, probes=probes)
         self._note_control(decided)
         result = PassResult(desired, observation, decided)
         result.dispatched = self._dispatch(desired, observation, decided)
         self._send_notices(desired, decided)
+        if self.workloads is not None:  # after dispatch: a stop or relaunch never waits on it
+            self.memory = await tails(self.workloads, desired, observation, before, self.memory)
         self._last = result
         self._write_snapshot(result, errors, list(windows or ()), orphans)
         self._save_memory()
@@ -263,8 +290,20 @@ class Controller:
                 continue
             if action.kind in CLOUD_KINDS and action.kind != Kind.CREATE:
                 self._cancel_setup(action)
-            elif action.kind not in CLOUD_KINDS and self.setup is None:
+            elif action.kind in SETUP_KINDS and self.setup is None:
                 continue
+            elif action.kind in WORKLOAD_KINDS:
+                if self.workloads is None or action.workload is None or action.instance is None:
+                    continue
+                if f"{action.zone}/{action.slot}:stop" in self.in_flight:
+                    continue  # the next attempt starts once the last one is stopped everywhere
+                before, self.memory = (
+                    self.memory,
+                    wl.record_sent(
+                        self.memory, action.slot, action.workload, action.instance, self.clock()
+                    ),
+                )
+                transition_events(self.events, before, self.memory)
             node = observation.node(action.zone, action.slot)
             task = asyncio.create_task(self._run(desired, action, node), name=action.key)
             self.in_flight[action.key] = task
@@ -347,7 +386,7 @@ class Controller:
             self.memory = mem.record_success(self.memory, action.key)
             if action.kind == Kind.REPLACE:
                 self.memory = mem.record_dead_replaced(self.memory, action.slot, self.clock())
-            elif action.kind not in CLOUD_KINDS and action.instance is not None:
+            elif action.kind in SETUP_KINDS and action.instance is not None:
                 gen = action.generation if action.kind != Kind.TMUX else 0
                 self.memory = mem.record_setup(
                     self.memory, action.slot, action.kind.value, action.instance, gen
@@ -366,9 +405,16 @@ class Controller:
     async def _execute(self, desired: Desired, action: Action, node: Node | None) -> str:
         if action.kind in CLOUD_KINDS:
             return await self._submit(await self._cloud_for(desired), action)
-        assert self.setup is not None
         if node is None:
             raise TemporaryError(f"{action.slot}: node not observed yet", delay=5.0)
+        if action.kind in WORKLOAD_KINDS:
+            assert self.workloads is not None
+            if action.kind == Kind.LAUNCH:
+                await self.workloads.workload_launch(desired, action, node)
+                return "sent"
+            await self.workloads.workload_stop(desired, action, node)
+            return "stopped"
+        assert self.setup is not None
         step: Callable[[Desired, Action, Node], Awaitable[None]] = {
             Kind.BOOTSTRAP: self.setup.bootstrap,
             Kind.TAILSCALE: self.setup.tailscale,
@@ -376,6 +422,13 @@ class Controller:
         }[action.kind]
         await step(desired, action, node)
         return "done"
+
+    async def _probe(
+        self, desired: Desired, observation: Observation
+    ) -> dict[str, tuple[WorkerProbe, ...]]:
+        if self.workloads is None:
+            return {}
+        return await self.prober.probe_all(self.workloads, desired, observation, self.memory)
 
     async def _submit(self, cloud: Cloud, action: Action) -> str:
         """A create or delete, unless the operation of the last one says not to resend."""
@@ -488,7 +541,7 @@ class Controller:
             result.observation
             and result.plan
             and in_motion(result.desired, result.observation, result.plan.races)
-        )
+        ) or (self.workloads is not None and wl.watching(self.memory))
         delay = next_interval(
             slow=settings.poll_interval,
             fast=settings.fast_poll_interval,
@@ -567,6 +620,7 @@ class Controller:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=5.0)
+        self.prober.cancel()
         if self._cloud is not None:
             await self._cloud.aclose()
             self._cloud = None
@@ -584,10 +638,11 @@ class Controller:
         now = self.clock()
         self._observed_at = now
         self.memory = mem.observe(self.memory, desired, observation, now)
+        probes = await self._probe(desired, observation)
+        self.memory = wl.observe(self.memory, desired, observation, probes, now)
         confirmed = read_confirmed(self.state)
-        return PassResult(
-            desired, observation, plan(desired, observation, self.memory, now, confirmed=confirmed)
-        )
+        decided = plan(desired, observation, self.memory, now, confirmed=confirmed, probes=probes)
+        return PassResult(desired, observation, decided)
 
     async def apply(self, result: PassResult) -> list[Action]:
         """Carry out exactly the actions of a plan already shown, and wait for them."""

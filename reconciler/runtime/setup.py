@@ -2,9 +2,11 @@
 
 ``LiveSetup`` is the controller's ``SetupRunner``: bootstrap scripts over asyncssh on every
 worker, the Tailscale join (key from the 0600 secret store, sent on stdin), the tmux window
-for worker 0, ntfy notices. It resolves what the adapters need — the SSH user (settings or
-OS Login, cached), the key, the agent socket, the known_hosts pins, script paths relative to
-desired.yaml — and turns a failed worker into the error the controller backs off on.
+for worker 0, ntfy notices. It is also the controller's ``WorkloadPort``: launch, probe and
+stop through one ``adapters.workload.WorkloadRunner`` (pooled connections, kept across passes
+and rebuilt when the SSH settings change). It resolves what the adapters need — the SSH user
+(settings or OS Login, cached), the key, the agent socket, the known_hosts pins, script paths
+relative to desired.yaml — and turns a failed worker into the error the controller backs off on.
 
 May: call adapters. May not: decide *whether* a step is due (the planner does) or record that
 it is done (the controller does, on success).
@@ -18,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.statedir import StateDir
+from reconciler.core import workload as wl
 from reconciler.core.plan import Action, Notice
 from reconciler.errors import PermanentError, SetupFailed
 from reconciler.model.desired import Desired, Settings, SlotSpec
 from reconciler.model.observed import Node
+from reconciler.model.workload import WorkerProbe
 
 
 class LiveSetup:
@@ -33,6 +37,8 @@ class LiveSetup:
         self.env = dict(os.environ if env is None else env)
         self._mirrors: dict[str | None, Any] = {}
         self._http: Any = None
+        self._runner: Any = None
+        self._runner_key: tuple[object, ...] | None = None
 
     # -- shared ------------------------------------------------------------------------------
     def _spec(self, desired: Desired, action: Action) -> SlotSpec:
@@ -166,7 +172,64 @@ class LiveSetup:
             tags=(notice.event,),
         )
 
+    # -- workloads ---------------------------------------------------------------------------
+    async def workload_runner(self, settings: Settings) -> Any:
+        """The pooled runner for these SSH settings (also used by ``logs`` surfaces)."""
+        from reconciler.adapters.workload import WorkloadRunner
+
+        user, key = await self._user(settings), self._key(settings)
+        agent = self.env.get("SSH_AUTH_SOCK") or None
+        ssh = (settings.ssh_port, settings.internal_ips, settings.ssh_concurrency)
+        wanted: tuple[object, ...] = (user, key, agent, *ssh)
+        if self._runner is None or self._runner_key != wanted:
+            if self._runner is not None:
+                await self._runner.aclose()
+            self._runner = WorkloadRunner(
+                state=self.state, settings=settings, user=user, key=key, agent_path=agent
+            )
+            self._runner_key = wanted
+        return self._runner
+
+    async def workload_launch(self, desired: Desired, action: Action, node: Node) -> None:
+        spec = self._spec(desired, action)
+        if action.workload is None or spec.workload is None:
+            raise PermanentError(f"{action.slot}: no workload to launch")
+        runner = await self.workload_runner(desired.settings)
+        await runner.launch(node, wl.launch_request(spec, action.workload, len(node.endpoints)))
+
+    async def workload_stop(self, desired: Desired, action: Action, node: Node) -> None:
+        act = action.workload
+        if act is None:
+            raise PermanentError(f"{action.slot}: no workload attempt to stop")
+        runner = await self.workload_runner(desired.settings)
+        await runner.stop(node, action.slot, act.run_id, act.attempt, act.grace)
+
+    async def workload_probe(
+        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int
+    ) -> tuple[WorkerProbe, ...]:
+        runner = await self.workload_runner(settings)
+        probes: tuple[WorkerProbe, ...] = await runner.probe(node, slot, run_id, attempt)
+        return probes
+
+    async def workload_tail(
+        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int, worker: int
+    ) -> tuple[str, ...]:
+        runner = await self.workload_runner(settings)
+        stream = runner.logs(
+            node,
+            slot,
+            worker=worker,
+            attempt=attempt,
+            lines=wl.TAIL_LINES,
+            follow=False,
+            run_id=run_id,
+        )
+        return tuple([line.text async for line in stream])
+
     async def aclose(self) -> None:
+        if self._runner is not None:
+            await self._runner.aclose()
+            self._runner = None
         for mirror in self._mirrors.values():
             await mirror.aclose()
         self._mirrors.clear()

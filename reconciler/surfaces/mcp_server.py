@@ -44,8 +44,9 @@ INSTRUCTIONS: Final = (
     "Cloud TPU slots held declaratively. Read with list_slots, slot_info, plan, events. "
     "Edits change desired.yaml only (the controller acts), each with a fresh operation_id "
     "(reuse it only to retry the same call). cancel_slot, remove_slot, set_race_group "
-    "(when it drops candidates or lowers a count), confirm_deletes and tmux_close need "
-    "confirm=true: ask the user first. suspend / resume stop and restart the controller's actions."
+    "(when it drops candidates or lowers a count), tmux_close, confirm_deletes, and "
+    "restart_workload / stop_workload of a running workload need confirm=true: ask the user "
+    "first. suspend / resume stop and restart the controller's actions."
 )
 
 READ: Final = ToolAnnotations(
@@ -124,6 +125,7 @@ def build_server(store: IntentEditor) -> MCPServer:
     _register_edit_tools(server, store)
     _register_setup_tools(server, store)
     _register_tmux_tools(server, store)
+    _register_workload_tools(server, store)
     _register_control_tools(server, store)
     return server
 
@@ -353,6 +355,132 @@ def _register_control_tools(server: MCPServer, store: IntentEditor) -> None:
         from reconciler.intent.confirm import confirm_deletes as confirm_now
 
         return {"schema_version": views.SCHEMA, **_guard(lambda: confirm_now(store, fingerprint))}
+
+
+#: The most lines ``workload_logs`` returns per call.
+MAX_LOG_LINES: Final = 500
+
+
+def _register_workload_tools(server: MCPServer, store: IntentEditor) -> None:
+    """workload_status / workload_logs (read) and set / restart / stop_workload (edits)."""
+    from reconciler.intent import workload_views
+
+    edit = _edit_runner(store)
+
+    def ends_live(name: str, confirm: bool, what: str) -> None:
+        if not confirm and _guard(lambda: workload_views.live(store, name)):
+            raise ToolError(
+                f"{what} ends {name}'s running workload: ask the user, then call again with "
+                "confirm=true"
+            )
+
+    @server.tool(annotations=READ)
+    def workload_status(name: str) -> dict[str, Any]:
+        """A slot's (or race group's candidates') workload: what the file declares (secret_env
+        shows secret names only) and what the controller last saw: state (pending, starting,
+        running, succeeded, failed, stopping, interrupted, gave-up, unknown), run_id, attempt,
+        failures / max_failures, since, and each worker's state and exit code."""
+        return _guard(lambda: workload_views.workload_status(store, name))
+
+    @server.tool(annotations=READ)
+    async def workload_logs(
+        name: str, worker: int | None = None, lines: int = 100
+    ) -> dict[str, Any]:
+        """The last `lines` (at most 500) lines of the slot's workload output on each of its
+        workers (as `tpu-reconciler logs --lines`), each with its worker and attempt; `worker`
+        for one worker only."""
+        if not 0 <= lines <= MAX_LOG_LINES:
+            raise ToolError(f"lines must be between 0 and {MAX_LOG_LINES}")
+        if worker is not None and worker < 0:
+            raise ToolError("worker counts from 0")
+        return await _workload_logs(store, name, worker, lines)
+
+    @server.tool(annotations=EDIT)
+    def set_workload(
+        name: str,
+        operation_id: str,
+        command: str | list[str] | None = None,
+        workdir: str | None = None,
+        env: dict[str, str] | None = None,
+        secret_env: dict[str, str] | None = None,
+        restart: str | None = None,
+        max_failures: int | None = None,
+        stall_after: str | None = None,
+        stop_grace: str | None = None,
+        when_done: str | None = None,
+        confirm: bool = False,
+        wait_seconds: float = 0,
+    ) -> dict[str, Any]:
+        """Set fields of the workload: block of a slot or race group (others stay as they
+        are; env and secret_env replace the whole mapping). command: a string run by bash -lc
+        on every worker, or an argv list. secret_env maps ENV_NAME to a secret-store name (set
+        with `tpu-reconciler secret set`), never a value. restart: never, on-preemption,
+        on-failure, always. when_done: keep or release. Changing what runs (command, workdir,
+        env, secret_env) of a running workload restarts it and needs confirm=true."""
+        args: dict[str, Any] = {
+            "command": command, "workdir": workdir, "env": env, "secret_env": secret_env,
+            "restart": restart, "max_failures": max_failures, "stall_after": stall_after,
+            "stop_grace": stop_grace, "when_done": when_done,
+        }  # fmt: skip
+        from reconciler.intent.edits_workload import changes_what_runs
+
+        if changes_what_runs(args):
+            ends_live(name, confirm, "changing what runs")
+        return edit("set_workload", operation_id, wait_seconds, name=name, **args)
+
+    @server.tool(annotations=DESTRUCTIVE)
+    def restart_workload(
+        name: str, operation_id: str, confirm: bool = False, wait_seconds: float = 0
+    ) -> dict[str, Any]:
+        """Restart a slot's (or race group's) workload deliberately: a generation bump, so the
+        running attempt is stopped (SIGTERM, then SIGKILL) and a new run starts (new run id,
+        attempt 1, failures 0) — also after it gave up. Needs confirm=true while it runs."""
+        ends_live(name, confirm, "restart_workload")
+        return edit("restart_workload", operation_id, wait_seconds, name=name)
+
+    @server.tool(annotations=DESTRUCTIVE)
+    def stop_workload(
+        name: str, operation_id: str, confirm: bool = False, wait_seconds: float = 0
+    ) -> dict[str, Any]:
+        """Stop a slot's (or race group's) workload: its workload: block is removed, the
+        controller stops the program and forgets it (set_workload brings it back). Needs
+        confirm=true while it runs."""
+        ends_live(name, confirm, "stop_workload")
+        return edit("stop_workload", operation_id, wait_seconds, name=name)
+
+
+async def _workload_logs(
+    store: IntentEditor, name: str, worker: int | None, lines: int
+) -> dict[str, Any]:
+    """Logs through the controller's own runner wiring (same SSH user, key, pins)."""
+    from reconciler.runtime.setup import LiveSetup
+    from reconciler.surfaces.cli._logs import target_of
+
+    snap = _guard(lambda: views.read_snapshot(store))
+    target = target_of(snap, name)
+    if target.node is None:
+        raise ToolError(target.reason or f"{name}: no node to read logs from")
+    desired = _guard(lambda: store.parse(store.read().decode("utf-8", "replace")))
+    live = LiveSetup(store.path, store.state)
+    out: list[dict[str, Any]] = []
+    try:
+        runner = await live.workload_runner(desired.settings)
+        stream = runner.logs(
+            target.node, name, worker=worker, attempt=None, lines=lines, follow=False,
+            run_id=target.run_id,
+        )  # fmt: skip
+        async for line in stream:
+            out.append({"worker": line.worker, "attempt": line.attempt, "text": line.text})
+    except ReconcilerError as e:
+        raise ToolError(str(e)) from None
+    finally:
+        await live.aclose()
+    return {
+        "schema_version": views.SCHEMA,
+        "name": name,
+        "run_id": target.run_id,
+        "lines": out,
+    }
 
 
 def _group_for(store: IntentEditor, names: Sequence[str]) -> str:

@@ -52,6 +52,8 @@ BENCHES = (
     Bench(
         "bootstrap_fanout", ("--repeat", "1"), ("--repeat", "1", "--sizes", "1", "16"), 300, False
     ),
+    Bench("workload_fanout", ("--repeat", "2"), ("--repeat", "1", "--passes", "10"), 300, False),
+    Bench("workload_reaction", (), ("--rounds", "2"), 300, False),
 )
 
 

@@ -22,10 +22,12 @@ from tests.unit.test_intent import SAMPLE, comments
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
-READ_ONLY = {"list_slots", "slot_info", "ssh_command", "tmux_status", "plan", "events"}
+READ_ONLY = {"list_slots", "slot_info", "ssh_command", "tmux_status", "plan", "events",
+             "workload_status", "workload_logs"}  # fmt: skip
 EDITS = {"queue_slot", "queue_slots", "setup_vm", "tailscale_setup", "tmux_sync", "tmux_open",
-         "add_slot", "set_poll", "suspend", "resume"}  # fmt: skip
-DESTRUCTIVE = {"cancel_slot", "set_race_group", "remove_slot", "tmux_close", "confirm_deletes"}
+         "add_slot", "set_poll", "set_workload", "suspend", "resume"}  # fmt: skip
+DESTRUCTIVE = {"cancel_slot", "set_race_group", "remove_slot", "tmux_close",
+               "restart_workload", "stop_workload", "confirm_deletes"}  # fmt: skip
 
 
 @asynccontextmanager

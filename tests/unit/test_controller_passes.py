@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import PermanentCloudError, TransientCloudError
@@ -25,7 +26,9 @@ defaults:
 """
 
 
-def make(tmp_path: Path, cloud: FakeCloud, text: str = DESIRED) -> Controller:
+def make(
+    tmp_path: Path, cloud: FakeCloud, text: str = DESIRED, *, workloads: Any = None
+) -> Controller:
     path = tmp_path / "desired.yaml"
     path.write_text(text)
     state = StateDir(tmp_path / "state").ensure()
@@ -35,6 +38,7 @@ def make(tmp_path: Path, cloud: FakeCloud, text: str = DESIRED) -> Controller:
         cloud_factory=lambda d: cloud,  # type: ignore[arg-type,return-value]
         events=EventLog(state),
         setup=None,
+        workloads=workloads,
     )
 
 

@@ -128,4 +128,3 @@ def test_a_storm_settles_at_about_one_attempt_per_minute() -> None:
     mean = statistics.mean(rates)
     # ~8 quick attempts in the first two minutes, then one a minute on average
     assert 0.9 <= mean <= 1.25, mean
-

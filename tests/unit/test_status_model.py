@@ -71,15 +71,15 @@ def test_missing_optional_keys_take_defaults_and_unknown_keys_survive() -> None:
     doc: dict[str, Any] = {
         "schema_version": STATUS_SCHEMA,
         "generated_at": "2026-11-30T10:00:00Z",
-        "slots": [{"name": "a", "state": "ACTIVE", "workload": {"state": "running"}}],
+        "slots": [{"name": "a", "state": "ACTIVE", "newer": {"x": 1}}],
         "from_the_future": [1, 2],
     }
     snapshot = from_json(doc)
     assert snapshot.plan is None and snapshot.tmux.windows == () and snapshot.desired.valid is False
     assert snapshot.slots[0].setup is None and snapshot.slots[0].ips == ()
-    assert snapshot.slots[0].extra == {"workload": {"state": "running"}}
+    assert snapshot.slots[0].extra == {"newer": {"x": 1}}
     out = to_json(snapshot)
-    assert out["from_the_future"] == [1, 2] and out["slots"][0]["workload"] == {"state": "running"}
+    assert out["from_the_future"] == [1, 2] and out["slots"][0]["newer"] == {"x": 1}
     assert from_json(out) == snapshot
 
 

@@ -19,7 +19,17 @@ from reconciler import __version__
 from reconciler.exitcodes import EX_INTERRUPTED, EX_OK, EX_USAGE
 
 #: Command modules, in help order. Each is reconciler.surfaces.cli.<name>.
-_MODULES = ("_reconcile", "_intent", "_control", "_secret", "_tmux", "_ops", "_emulator")
+_MODULES = (
+    "_reconcile",
+    "_intent",
+    "_workload",
+    "_control",
+    "_secret",
+    "_tmux",
+    "_logs",
+    "_ops",
+    "_emulator",
+)
 
 
 def _global_options(parser: argparse.ArgumentParser) -> None:

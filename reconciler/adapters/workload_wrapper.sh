@@ -1,0 +1,283 @@
+#!/usr/bin/env bash
+# tpu-reconciler workload wrapper. Uploaded by SFTP to ~/.tpu-reconciler/bin/ on every worker
+# (reconciler/adapters/workload.py); runs one attempt of the user's program detached from SSH.
+#
+#   wrapper launch DIR WORKER WORKERS SLOT RUN_ID ATTEMPT   spec on stdin (NUL-separated)
+#   wrapper probe  DIR                                      one line: state=... pid=... ...
+#   wrapper serve                                           "probe DIR" lines in, answers out
+#   wrapper stop   DIR GRACE_MS                             TERM the group, KILL after grace
+#   wrapper logs   SLOTDIR RUN_ID|- ATTEMPT|0 LINES 0|1     framed output (see logs below)
+#
+# DIR is <base>/w<worker>/<slot>/<run_id>/<attempt>, SLOTDIR <base>/w<worker>/<slot>. In DIR:
+#   launch.lock  flock serialising launch and stop of this attempt (held for milliseconds)
+#   lock         flock held by the supervisor for the attempt's whole life ("alive")
+#   started      "<epoch seconds> <boot id>": the attempt was launched (never twice)
+#   pid          the program's pid = its process group (it runs under its own setsid)
+#   exit         "code=N signal=NAME|none stopped=yes|no ended=<epoch>", written even when killed
+#   stop         a stop was requested; a launch arriving after it starts nothing
+#   output.log   the program's stdout and stderr
+# SLOTDIR/current holds "<run_id>/<attempt>" of the latest launch on this worker.
+#
+# The spec (records "workdir=P", "env=NAME=VALUE", "shell=COMMAND" or "arg=ARG"...) goes from
+# stdin into a 0600 file that is unlinked as soon as the supervisor holds it open: secret
+# values reach the program's environment only, never an argv or a log.
+set -u
+umask 077
+
+die() { # code message
+    [ -n "${DRAIN:-}" ] && cat >/dev/null
+    printf 'error %s\n' "$2"
+    exit "$1"
+}
+
+held() { # is the flock on file $1 held by someone else?
+    [ -e "$1" ] || return 1
+    { flock -n -s 6; } 6<"$1" 2>/dev/null && return 1
+    return 0
+}
+
+write_atomic() { # file text
+    printf '%s\n' "$2" >"$1.tmp.$$" && mv -f -- "$1.tmp.$$" "$1"
+}
+
+launch() {
+    local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
+    local slotdir=${dir%/*/*} prev=
+    DRAIN=1 # until the spec is read, every way out reads it first
+    mkdir -p -- "$dir" || die 74 "cannot create $dir"
+    exec 9>"$dir/launch.lock"
+    flock -w 30 9 || die 75 "launch lock of $dir busy"
+    if [ -e "$dir/started" ] || [ -e "$dir/stop" ]; then
+        cat >/dev/null # the spec, unread: let the sender finish writing it
+        echo already
+        exit 0
+    fi
+    # One process holds the TPU: never start over a previous attempt still running here.
+    if [ -r "$slotdir/current" ]; then
+        read -r prev <"$slotdir/current"
+        if [ "$prev" != "$run/$attempt" ] && held "$slotdir/$prev/lock"; then
+            die 75 "attempt $prev is still running on this worker"
+        fi
+    fi
+    exec 8>"$dir/lock"
+    flock -w 10 8 || die 75 "lock of $dir busy"
+    cat >"$dir/spec" || die 74 "cannot write the spec"
+    DRAIN=
+    exec 7<"$dir/spec"
+    rm -f -- "$dir/spec"
+    : >>"$dir/output.log"
+    write_atomic "$dir/started" "${EPOCHREALTIME:-$(date +%s)} $BOOT_ID"
+    write_atomic "$slotdir/current" "$run/$attempt"
+    setsid bash "$0" supervise "$dir" "$worker" "$workers" "$slot" "$run" "$attempt" \
+        <&7 7<&- 9>&- >>"$dir/output.log" 2>&1 &
+    echo launched
+}
+
+supervise() {
+    local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
+    local rec kv wd='' mode='' cmd='' pid code sig stopped
+    local -a argv=()
+    trap '' HUP
+    # the launching SSH session's variables mean nothing to a detached program
+    unset SSH_AUTH_SOCK SSH_CLIENT SSH_CONNECTION SSH_TTY SSH_ORIGINAL_COMMAND
+    while IFS= read -r -d '' rec; do
+        case $rec in
+        workdir=*) wd=${rec#workdir=} ;;
+        env=*)
+            kv=${rec#env=}
+            # shellcheck disable=SC2163  # exports NAME=VALUE as given, no eval
+            [[ ${kv%%=*} =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && export -- "$kv"
+            ;;
+        shell=*) mode=shell cmd=${rec#shell=} ;;
+        arg=*) mode=argv argv+=("${rec#arg=}") ;;
+        esac
+    done
+    exec </dev/null
+    export TPU_RECONCILER_SLOT="$slot" TPU_RECONCILER_RUN_ID="$run"
+    export TPU_RECONCILER_ATTEMPT="$attempt" TPU_RECONCILER_WORKER="$worker"
+    export TPU_RECONCILER_WORKERS="$workers"
+    finish() { # code signal
+        stopped=no
+        [ -e "$dir/stop" ] && stopped=yes
+        write_atomic "$dir/exit" "code=$1 signal=$2 stopped=$stopped ended=$EPOCHREALTIME"
+        exit 0
+    }
+    # shellcheck disable=SC2088  # a literal "~/..." from the spec, expanded here
+    case $wd in
+    "~") wd=$HOME ;;
+    "~/"*) wd=$HOME/${wd#"~/"} ;;
+    esac
+    if [ -n "$wd" ] && ! cd -- "$wd"; then
+        echo "tpu-reconciler: cannot change to the workdir $wd" >&2
+        finish 126 none
+    fi
+    case $mode in
+    shell) (trap - INT QUIT; exec 8>&-; exec setsid bash -lc "$cmd") & ;;
+    argv) (trap - INT QUIT; exec 8>&-; exec setsid -- "${argv[@]}") & ;;
+    *)
+        echo "tpu-reconciler: no command in the spec" >&2
+        finish 2 none
+        ;;
+    esac
+    pid=$!
+    write_atomic "$dir/pid" "$pid"
+    wait "$pid"
+    code=$?
+    sig=none
+    if [ "$code" -gt 128 ]; then sig=$(kill -l $((code - 128)) 2>/dev/null || echo "$code"); fi
+    finish "$code" "$sig"
+}
+
+probe() { # one line: state=alive|exited|missing pid=.. started=.. code=.. output=..
+    local dir=$1 started=- boot=- pid=- out=- code=- state rec
+    if [ ! -e "$dir/started" ]; then
+        echo "state=missing"
+        return 0
+    fi
+    read -r started boot <"$dir/started"
+    [ -r "$dir/pid" ] && read -r pid <"$dir/pid"
+    [ -e "$dir/output.log" ] && out=$(date -r "$dir/output.log" +%s.%N)
+    if held "$dir/lock"; then
+        state=alive
+    elif [ -r "$dir/exit" ]; then
+        state=exited
+        read -r rec <"$dir/exit"
+        code=${rec#code=}
+        code=${code%% *}
+    elif [ "$pid" != - ] && [ "$boot" = "$BOOT_ID" ] && kill -0 -- "-$pid" 2>/dev/null; then
+        state=alive # the supervisor is gone but the program still runs
+    else
+        state=missing # vanished without a record (reboot, supervisor and program killed)
+    fi
+    echo "state=$state pid=$pid started=$started code=$code output=$out"
+}
+
+serve() { # answer "probe DIR" lines until stdin ends (a pooled probe channel)
+    local verb dir
+    while IFS=' ' read -r verb dir; do
+        case $verb in
+        probe) probe "$dir" ;;
+        *) echo "error unknown request" ;;
+        esac
+    done
+}
+
+now_ms() { # sets $now to epoch milliseconds (no subshell)
+    now=${EPOCHREALTIME/./}
+    now=$((now / 1000))
+}
+
+stop() {
+    local dir=$1 grace=$2 pid='' now deadline
+    mkdir -p -- "$dir" || die 74 "cannot create $dir"
+    exec 9>"$dir/launch.lock"
+    flock -w 30 9 || die 75 "launch lock of $dir busy"
+    : >"$dir/stop"
+    exec 9>&-
+    [ -r "$dir/pid" ] && read -r pid <"$dir/pid"
+    if [ -z "$pid" ] && held "$dir/lock"; then # launched, program not started yet
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            sleep 0.1
+            [ -r "$dir/pid" ] && read -r pid <"$dir/pid" && break
+        done
+    fi
+    if [ -n "$pid" ] && kill -0 -- "-$pid" 2>/dev/null; then
+        kill -TERM -- "-$pid" 2>/dev/null
+        now_ms
+        deadline=$((now + grace))
+        while kill -0 -- "-$pid" 2>/dev/null; do
+            now_ms
+            if [ "$now" -ge "$deadline" ]; then
+                kill -KILL -- "-$pid" 2>/dev/null
+                break
+            fi
+            sleep 0.05
+        done
+    fi
+    # the supervisor records the exit and lets go of the lock
+    [ -e "$dir/lock" ] && { flock -w 10 -s 6 || die 75 "supervisor of $dir did not finish"; } 6<"$dir/lock"
+    echo stopped
+}
+
+# logs: frames "@ <attempt> <nbytes>\n" followed by exactly nbytes of the attempt's output,
+# and "@ . 0\n" heartbeats while following (a closed channel then ends this loop by SIGPIPE).
+emit() { # file from to attempt
+    [ "$3" -gt "$2" ] || return 0
+    printf '@ %s %s\n' "$4" $(($3 - $2))
+    tail -c +$(($2 + 1)) -- "$1" | head -c $(($3 - $2))
+}
+
+size_of() { # file -> $size
+    size=$(stat -c %s -- "$1" 2>/dev/null) || size=0
+}
+
+pointer() { # slotdir run -> $cur ("run/attempt" of the latest launch, or of run's latest)
+    cur=
+    if [ "$2" = - ]; then
+        [ -r "$1/current" ] && read -r cur <"$1/current"
+    else
+        local a best=0
+        for a in "$1/$2"/*; do
+            a=${a##*/}
+            [[ $a =~ ^[0-9]+$ ]] && [ "$a" -gt "$best" ] && best=$a
+        done
+        [ "$best" -gt 0 ] && cur="$2/$best"
+    fi
+}
+
+logs() {
+    local slotdir=$1 run=$2 attempt=$3 lines=$4 follow=$5 cur='' mine file size off beat=0
+    if [ "$attempt" != 0 ]; then
+        if [ "$run" = - ]; then
+            pointer "$slotdir" -
+            run=${cur%/*}
+        fi
+        cur="$run/$attempt"
+    else
+        pointer "$slotdir" "$run"
+    fi
+    while [ -z "$cur" ]; do # nothing launched yet on this worker
+        [ "$follow" = 1 ] || exit 0
+        echo "@ . 0"
+        sleep 0.5
+        pointer "$slotdir" "$run"
+    done
+    mine=$cur
+    file="$slotdir/$mine/output.log"
+    size_of "$file"
+    off=$((size - $(head -c "$size" -- "$file" 2>/dev/null | tail -n "$lines" | wc -c)))
+    emit "$file" "$off" "$size" "${mine##*/}"
+    off=$size
+    [ "$follow" = 1 ] || exit 0
+    while :; do # follow this attempt, then every later launch on this worker
+        sleep 0.2
+        size_of "$file"
+        emit "$file" "$off" "$size" "${mine##*/}"
+        off=$size
+        pointer "$slotdir" -
+        if [ -n "$cur" ] && [ "$cur" != "$mine" ]; then
+            size_of "$file"
+            emit "$file" "$off" "$size" "${mine##*/}"
+            mine=$cur
+            file="$slotdir/$mine/output.log"
+            off=0
+            continue
+        fi
+        beat=$((beat + 1))
+        if [ "$beat" -ge 5 ]; then
+            echo "@ . 0"
+            beat=0
+        fi
+    done
+}
+
+read -r BOOT_ID </proc/sys/kernel/random/boot_id 2>/dev/null || BOOT_ID=-
+case ${1:-} in
+serve) serve ;;
+launch) [ $# -eq 7 ] || die 2 "usage"; shift; launch "$@" ;;
+supervise) shift; supervise "$@" ;;
+probe) [ $# -eq 2 ] || die 2 "usage"; probe "$2" ;;
+stop) [ $# -eq 3 ] || die 2 "usage"; stop "$2" "$3" ;;
+logs) [ $# -eq 6 ] || die 2 "usage"; shift; logs "$@" ;;
+*) die 2 "usage: wrapper launch|probe|stop|logs ..." ;;
+esac

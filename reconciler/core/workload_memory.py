@@ -1,0 +1,117 @@
+"""What the controller remembers about each slot's workload, and its plain-dict form.
+
+One ``WorkloadMemory`` per slot: the run (id, generation, identity of what runs), the attempt
+in play and where it was sent, the failures counted against ``max_failures``, the phase and
+since when, and the last probe's summary. It is persisted with the rest of memory so that a
+controller killed with -9 and restarted continues the same attempt: the attempt number only
+moves on evidence (a probe, a node that is gone), never on a restart.
+
+The rules that change it live in ``core.workload``; this module only holds and (de)serialises.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Final
+
+#: Phases kept in memory (the user-facing states minus "unknown", which is a probe result).
+PHASES: Final = frozenset(
+    {
+        "pending",  # the attempt is not sent yet: launched once the node is set up
+        "starting",  # sent to ``instance``, not yet seen alive on every worker
+        "running",
+        "succeeded",
+        "failed",  # the attempt failed; ``relaunch`` says whether another follows
+        "stopping",  # a deliberate stop (``stop_for``) was sent
+        "interrupted",  # the node it ran on is gone (preempted, re-created, released)
+        "gave-up",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSeen:
+    index: int
+    state: str  # a WorkerState
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadMemory:
+    run_id: str
+    generation: int
+    identity: str  # WorkloadSpec.identity of the run
+    policy: str = ""  # WorkloadSpec.policy when the phase was last decided
+    attempt: int = 1
+    failures: int = 0
+    phase: str = "pending"
+    since: float = 0.0
+    instance: str | None = None  # node instance the attempt was sent to; None = not sent
+    last_output_at: float | None = None
+    detail: str = ""  # "exit 1 on worker 2", "no output for 30m", "node preempted"
+    relaunch: bool = False  # phase failed: another attempt follows once every worker stopped
+    stop_for: str = ""  # phase stopping: removed | released | changed
+    unknown: bool = False  # the last probe could not reach every worker
+    workers: tuple[WorkerSeen, ...] = ()
+    after_preemption: bool = False  # the attempt in play follows an interruption
+    last_lines: tuple[str, ...] = ()  # the telling worker's last output when it ended
+
+
+def to_dict(w: WorkloadMemory) -> dict[str, Any]:
+    return {
+        "run_id": w.run_id,
+        "generation": w.generation,
+        "identity": w.identity,
+        "policy": w.policy,
+        "attempt": w.attempt,
+        "failures": w.failures,
+        "phase": w.phase,
+        "since": w.since,
+        "instance": w.instance,
+        "last_output_at": w.last_output_at,
+        "detail": w.detail,
+        "relaunch": w.relaunch,
+        "stop_for": w.stop_for,
+        "unknown": w.unknown,
+        "workers": [[s.index, s.state, s.exit_code] for s in w.workers],
+        "after_preemption": w.after_preemption,
+        "last_lines": list(w.last_lines),
+    }
+
+
+def from_dict(d: Any) -> WorkloadMemory:
+    """Raises ValueError (or TypeError/KeyError, which memory.from_dict translates)."""
+    if not isinstance(d, dict):
+        raise ValueError("workload memory must be an object")
+    phase = str(d.get("phase", "pending"))
+    if phase not in PHASES:
+        raise ValueError(f"unknown workload phase {phase!r}")
+    last = d.get("last_output_at")
+    instance = d.get("instance")
+    w = WorkloadMemory(
+        run_id=str(d["run_id"]),
+        generation=int(d["generation"]),
+        identity=str(d["identity"]),
+        policy=str(d.get("policy", "")),
+        attempt=int(d.get("attempt", 1)),
+        failures=int(d.get("failures", 0)),
+        phase=phase,
+        since=float(d.get("since", 0.0)),
+        instance=None if instance is None else str(instance),
+        last_output_at=None if last is None else float(last),
+        detail=str(d.get("detail", "")),
+        relaunch=bool(d.get("relaunch", False)),
+        stop_for=str(d.get("stop_for", "")),
+        unknown=bool(d.get("unknown", False)),
+        workers=tuple(
+            WorkerSeen(int(i), str(s), None if c is None else int(c))
+            for i, s, c in d.get("workers", [])
+        ),
+        after_preemption=bool(d.get("after_preemption", False)),
+        last_lines=tuple(str(line) for line in d.get("last_lines", [])),
+    )
+    times = [w.since] + ([w.last_output_at] if w.last_output_at is not None else [])
+    if not all(math.isfinite(t) for t in times) or w.attempt < 1 or w.failures < 0:
+        raise ValueError("workload memory holds an impossible time or count")
+    return w

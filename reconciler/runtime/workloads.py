@@ -1,0 +1,147 @@
+"""The controller's side of workloads: probe every pass (bounded, in parallel), say what changed.
+
+``WorkloadPort`` is what the controller needs from the worker adapter (``runtime.setup``'s
+``LiveSetup`` implements it over ``adapters.workload.WorkloadRunner``). ``Prober`` asks
+every slot whose attempt may be running on a READY node at once and never waits longer than
+one probe's timeout: a probe that fails or is not back in time is *unknown* on every worker of
+that slot, which the planner never treats as a failure. ``transition_events`` writes one
+``workload.state`` event per slot whose user-visible state or attempt changed.
+
+May: await the port, emit events. May not: decide (core.workload does) or touch memory files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final, Protocol, runtime_checkable
+
+from reconciler.core import workload as wl
+from reconciler.core.memory import Memory
+from reconciler.core.plan import Action
+from reconciler.core.workload_memory import WorkloadMemory
+from reconciler.model.desired import Desired, Settings
+from reconciler.model.observed import Node, Observation
+from reconciler.model.workload import WorkerProbe
+from reconciler.runtime.events import EventLog
+
+#: Longest a pass waits for the probes of all slots together (they run in parallel).
+PROBE_TIMEOUT: Final = 5.0
+
+
+@runtime_checkable
+class WorkloadPort(Protocol):
+    async def workload_launch(self, desired: Desired, action: Action, node: Node) -> None: ...
+    async def workload_stop(self, desired: Desired, action: Action, node: Node) -> None: ...
+    async def workload_probe(
+        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int
+    ) -> tuple[WorkerProbe, ...]: ...
+    async def workload_tail(
+        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int, worker: int
+    ) -> tuple[str, ...]: ...
+
+
+def _unknown(node: Node, why: str) -> tuple[WorkerProbe, ...]:
+    return tuple(WorkerProbe(i, "unknown", error=why) for i in range(max(1, len(node.endpoints))))
+
+
+class Prober:
+    """This pass's probes, slot -> one per worker, never waiting longer than ``timeout``.
+
+    A probe still running at the deadline (a worker slow to connect) is "unknown" for this
+    pass but keeps going: the next pass takes its answer instead of starting over, so a worker
+    that needs longer than one pass to connect is still seen. A probe no longer wanted (the
+    attempt moved on, the node is gone) is cancelled."""
+
+    def __init__(self, timeout: float = PROBE_TIMEOUT) -> None:
+        self.timeout = timeout
+        self._tasks: dict[tuple[str, str, int, str], asyncio.Task[tuple[WorkerProbe, ...]]] = {}
+
+    async def probe_all(
+        self, port: WorkloadPort, desired: Desired, observation: Observation, memory: Memory
+    ) -> dict[str, tuple[WorkerProbe, ...]]:
+        wanted: dict[tuple[str, str, int, str], Node] = {}
+        for spec, wm in wl.probe_targets(desired, observation, memory):
+            qr = observation.qr(spec.zone, spec.name)
+            node = observation.node(spec.zone, (qr.node_id if qr else None) or spec.name)
+            if node is not None:
+                wanted[(spec.name, wm.run_id, wm.attempt, node.instance)] = node
+        for key in [k for k in self._tasks if k not in wanted]:
+            self._tasks.pop(key).cancel()
+        for key, node in wanted.items():
+            if key not in self._tasks:
+                slot, run_id, attempt, _ = key
+                probe = port.workload_probe(desired.settings, node, slot, run_id, attempt)
+                self._tasks[key] = asyncio.create_task(probe)
+        if not wanted:
+            return {}
+        await asyncio.wait([self._tasks[k] for k in wanted], timeout=self.timeout)
+        out: dict[str, tuple[WorkerProbe, ...]] = {}
+        for key, node in wanted.items():
+            task = self._tasks[key]
+            if not task.done():
+                out[key[0]] = _unknown(node, f"probe took longer than {self.timeout:g}s")
+                continue
+            del self._tasks[key]
+            try:
+                out[key[0]] = task.result()
+            except Exception as e:  # the adapter promises not to raise; a bug is still unknown
+                out[key[0]] = _unknown(node, f"probe failed: {e!r}")
+        return out
+
+    def cancel(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        self._tasks.clear()
+
+
+async def tails(
+    port: WorkloadPort,
+    desired: Desired,
+    observation: Observation,
+    before: Memory,
+    memory: Memory,
+    timeout: float = PROBE_TIMEOUT,
+) -> Memory:
+    """``memory`` with the last output lines of every attempt that just ended, read in
+    parallel within ``timeout`` (what cannot be read in time is left out: it is only shown)."""
+    wanted = wl.tails_wanted(before, memory)
+    if not wanted:
+        return memory
+
+    async def one(slot: str, w: WorkloadMemory, worker: int) -> tuple[str, ...]:
+        spec = desired.slot(slot)
+        qr = observation.qr(spec.zone, slot) if spec else None
+        node = observation.node(spec.zone, (qr.node_id if qr else None) or slot) if spec else None
+        if node is None or node.instance != w.instance:
+            return ()
+        try:
+            return await asyncio.wait_for(
+                port.workload_tail(desired.settings, node, slot, w.run_id, w.attempt, worker),
+                timeout,
+            )
+        except Exception:  # only for show: an unreadable log shows nothing
+            return ()
+
+    results = await asyncio.gather(*(one(*t) for t in wanted))
+    for (slot, w, _), lines in zip(wanted, results, strict=True):
+        memory = wl.record_tail(memory, slot, w.run_id, w.attempt, lines)
+    return memory
+
+
+def transition_events(events: EventLog, before: Memory, after: Memory) -> None:
+    for slot in sorted(set(before.workloads) | set(after.workloads)):
+        old, new = before.workload(slot), after.workload(slot)
+        was = (wl.state_of(old), old.run_id, old.attempt) if old else None
+        now = (wl.state_of(new), new.run_id, new.attempt) if new else None
+        if was == now:
+            continue
+        events.emit(
+            "workload.state",
+            slot=slot,
+            before=was[0] if was else None,
+            after=now[0] if now else None,
+            run_id=new.run_id if new else old.run_id if old else None,
+            attempt=new.attempt if new else None,
+            failures=new.failures if new else None,
+            detail=new.detail if new else "forgotten: workload removed",
+        )

@@ -1,0 +1,245 @@
+"""``tpu-reconciler logs SLOT [--worker N] [--attempt K] [--follow] [--lines N]``: the output of
+a slot's workload, every worker's lines interleaved as they arrive, each prefixed ``[wN]``.
+
+The node (instance and one IP per worker) comes from the controller's status snapshot; the run
+id from the snapshot's ``slots[].workload.run_id`` when the controller recorded one, else each
+worker's own record of its latest launch (``~/.tpu-reconciler/w<N>/<slot>/current``), which
+is also how an older attempt is found with ``--attempt``. ``--follow`` keeps printing, moves
+on to every later attempt launched on the workers, and to a re-created node (a preemption)
+once the snapshot shows it. SSH settings (user, key, port, internal IPs) are those of the
+desired file, exactly as the controller uses them.
+
+May: read the state dir and the desired file, read logs on the workers through
+``adapters.workload``, print. May not: launch, stop or edit anything.
+asyncssh is imported inside the handler only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from reconciler.exitcodes import EX_CONFIG, EX_OK, EX_TEMPFAIL, EX_USAGE
+
+if TYPE_CHECKING:
+    from reconciler.adapters.workload import WorkloadRunner
+    from reconciler.model.observed import Node
+    from reconciler.model.status import StatusSnapshot
+
+_HERE: Final = "reconciler.surfaces.cli._logs"
+#: Seconds between looks at the snapshot while following (has the node been re-created?).
+_RECHECK: Final = 5.0
+#: Lines shown from the first attempt on a re-created node: all of them, practically.
+_WHOLE: Final = 100_000
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "logs",
+        help="print a slot's workload output from its workers ([wN] prefixes; --follow)",
+        description="Print the output of SLOT's workload on its workers, interleaved, each "
+        "line prefixed [wN]. Reads the node from the controller's status snapshot.",
+    )
+    p.add_argument("slot", metavar="SLOT", help="the slot whose workload to show")
+    p.add_argument("--worker", type=int, default=None, metavar="N", help="only worker N")
+    p.add_argument(
+        "--attempt", type=int, default=None, metavar="K", help="attempt K (default: the latest)"
+    )
+    p.add_argument("--lines", "-n", type=int, default=20, metavar="N", help="last N lines (20)")
+    p.add_argument(
+        "--follow", "-F", action="store_true", help="keep printing new output, across relaunches"
+    )
+    p.set_defaults(handler=f"{_HERE}:logs_command")
+
+
+def _err(message: str) -> None:
+    print(f"tpu-reconciler: {message}", file=sys.stderr)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a slot's workload runs now, as the snapshot says."""
+
+    node: Node | None
+    run_id: str | None
+    reason: str = ""  # why there is no node
+
+
+def _run_id(workload: Any) -> str | None:
+    """``slots[].workload.run_id``: a typed field once the controller records it, or a dict in
+    the row's ``extra`` from a snapshot written by a newer controller."""
+    run_id = (
+        workload.get("run_id") if isinstance(workload, dict) else getattr(workload, "run_id", None)
+    )
+    return run_id if isinstance(run_id, str) and run_id else None
+
+
+def target_of(snapshot: StatusSnapshot | None, slot: str) -> Target:
+    """The slot's node (rebuilt from ``instance`` and ``ips``) and workload run id."""
+    from reconciler.model.observed import NetworkEndpoint, Node, NodeState
+
+    if snapshot is None:
+        return Target(None, None, "no status snapshot yet: is the controller running?")
+    row = next((s for s in snapshot.slots if s.name == slot), None)
+    if row is None:
+        return Target(None, None, f"no slot {slot!r} in the status snapshot")
+    workload = getattr(row, "workload", None) or row.extra.get("workload")
+    run_id = _run_id(workload)
+    if not row.instance or "@" not in row.instance or not row.ips:
+        state = row.node_state or row.state or "unknown"
+        return Target(None, run_id, f"{slot} has no reachable node now (state {state})")
+    name, _, uid = row.instance.partition("@")
+    node = Node(
+        name=name,
+        zone=row.zone or "",
+        state=NodeState.READY,
+        uid=uid,
+        endpoints=tuple(NetworkEndpoint(ip) for ip in row.ips),
+    )
+    return Target(node, run_id)
+
+
+async def _runner(args: argparse.Namespace) -> WorkloadRunner | None:
+    from reconciler.adapters.ssh import DEFAULT_KEY
+    from reconciler.adapters.workload import WorkloadRunner
+    from reconciler.surfaces.cli._reconcile import _load_or_report, state_dir
+
+    desired = _load_or_report(args.file)
+    if desired is None:
+        return None
+    settings = desired.settings
+    state = state_dir(args)
+    user = settings.ssh_user
+    if not user:
+        from reconciler.adapters.oslogin import resolve_user
+
+        user = await resolve_user(state.oslogin_user, env=dict(os.environ))
+    return WorkloadRunner(
+        state=state,
+        settings=settings,
+        user=user,
+        key=Path(settings.ssh_key or DEFAULT_KEY).expanduser(),
+        agent_path=os.environ.get("SSH_AUTH_SOCK") or None,
+    )
+
+
+async def _print(stream: Any) -> int:
+    """Print every line as it comes; returns how many."""
+    printed = 0
+    async with contextlib.aclosing(stream):
+        async for line in stream:
+            sys.stdout.write(f"[w{line.worker}] {line.text}\n")
+            sys.stdout.flush()
+            printed += 1
+    return printed
+
+
+async def _follow(
+    runner: WorkloadRunner, args: argparse.Namespace, look: Callable[[], Target]
+) -> int:
+    """Follow the current node; when the snapshot shows another instance, switch to it."""
+    target = look()
+    lines, attempt, waiting = args.lines, args.attempt, False
+    while True:
+        node = target.node
+        if node is None:
+            if not waiting:
+                _err(f"{target.reason}; waiting for it")
+                waiting = True
+            await asyncio.sleep(_RECHECK)
+            target = look()
+            lines, attempt = _WHOLE, None
+            continue
+        waiting = False
+        stream = runner.logs(
+            node,
+            args.slot,
+            worker=args.worker,
+            attempt=attempt,
+            lines=lines,
+            follow=True,
+            run_id=target.run_id,
+        )
+        task = asyncio.create_task(_print(stream))
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=_RECHECK)
+            if done:
+                task.result()  # a follow only ends by an error
+                return EX_OK
+            target = look()
+            if target.node is None or target.node.instance != node.instance:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                _err(f"{args.slot}: the node changed; following the new one")
+                lines, attempt = _WHOLE, None
+                break
+
+
+async def _main(args: argparse.Namespace) -> int:
+    from reconciler.adapters.status_file import read_status
+    from reconciler.errors import ReconcilerError, StatusUnreadable
+    from reconciler.surfaces.cli._reconcile import state_dir
+
+    path = state_dir(args).status
+
+    def look() -> Target:
+        try:
+            return target_of(read_status(path), args.slot)
+        except StatusUnreadable as exc:
+            return Target(None, None, str(exc))
+
+    runner = await _runner(args)
+    if runner is None:
+        return EX_CONFIG
+    try:
+        if args.follow:
+            return await _follow(runner, args, look)
+        target = look()
+        if target.node is None:
+            _err(target.reason)
+            return EX_TEMPFAIL
+        printed = await _print(
+            runner.logs(
+                target.node,
+                args.slot,
+                worker=args.worker,
+                attempt=args.attempt,
+                lines=args.lines,
+                follow=False,
+                run_id=target.run_id,
+            )
+        )
+        if not printed and args.lines:
+            _err(f"no workload output for {args.slot} on its workers (nothing launched yet?)")
+        return EX_OK
+    except ReconcilerError as exc:
+        _err(str(exc))
+        return exc.exit_code
+    finally:
+        await runner.aclose()
+
+
+def logs_command(args: argparse.Namespace) -> int:
+    from reconciler.errors import UnsafeName
+    from reconciler.model.names import check_name
+
+    try:
+        check_name(args.slot)
+    except UnsafeName as exc:
+        _err(str(exc))
+        return EX_USAGE
+    if args.lines < 0 or (args.worker is not None and args.worker < 0):
+        _err("--lines and --worker take non-negative numbers")
+        return EX_USAGE
+    if args.attempt is not None and args.attempt < 1:
+        _err("--attempt counts from 1")
+        return EX_USAGE
+    return asyncio.run(_main(args))

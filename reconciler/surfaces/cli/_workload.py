@@ -1,0 +1,126 @@
+"""``tpu-reconciler workload set|restart|stop NAME``: edits of a slot's (or race group's)
+``workload:`` block in desired.yaml, through ``reconciler.intent.edits_workload``.
+
+``restart`` bumps the workload's generation (a new run id, attempt 1); ``stop`` removes the
+block (the controller stops the program: SIGTERM, then SIGKILL after ``stop_grace``). Both, and
+a ``set`` that changes what runs, end a program the controller's snapshot shows running: they
+ask first (``--yes`` to skip; exit 2 when nobody can answer). Same output and exit codes as the
+other intent verbs (``_intent``); the output of a workload is ``tpu-reconciler logs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Final
+
+from reconciler.exitcodes import EX_CONFIRM, EX_USAGE
+
+_HERE: Final = "reconciler.surfaces.cli._workload"
+
+
+def _pairs(values: list[str] | None, what: str) -> dict[str, str] | None:
+    if values is None:
+        return None
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{what} takes NAME=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def register(subparsers: Any) -> None:
+    from reconciler.surfaces.cli._intent import _edit_parser
+
+    top = subparsers.add_parser(
+        "workload",
+        help="set, restart or stop a slot's workload (edits desired.yaml)",
+        description="Edit the workload: block of a slot or race group. The controller "
+        "launches, stops and relaunches it; see `status` and `logs`.",
+    )
+    sub = top.add_subparsers(dest="workload_verb", metavar="VERB", required=True)
+
+    p = _edit_parser(sub, "set", "set workload fields of a slot or race group", "set_command")
+    p.set_defaults(handler=f"{_HERE}:set_command")  # this module's handler, not _intent's
+    p.add_argument("name", metavar="NAME", help="a slot (with its own entry) or a race group")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--command", default=None, help="a command run by bash -lc on each worker")
+    how.add_argument("--argv", nargs="+", default=None, help="the program and its arguments")
+    p.add_argument("--workdir", default=None, help="working directory (default: login dir)")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE", help="plain variable")
+    p.add_argument(
+        "--secret-env", action="append", metavar="NAME=SECRET", help="variable from a secret"
+    )
+    p.add_argument("--restart", choices=("never", "on-preemption", "on-failure", "always"))
+    p.add_argument("--max-failures", type=int, default=None)
+    p.add_argument("--stall-after", default=None, help="e.g. 30m")
+    p.add_argument("--stop-grace", default=None, help="e.g. 60s")
+    p.add_argument("--when-done", choices=("keep", "release"), default=None)
+    p.add_argument("--yes", action="store_true", help="do not ask before ending a running one")
+
+    for verb, text in (
+        ("restart", "restart the workload: a generation bump (new run id)"),
+        ("stop", "stop the workload: remove its block; the controller stops the program"),
+    ):
+        p = _edit_parser(sub, verb, text, f"{verb}_command")
+        p.set_defaults(handler=f"{_HERE}:{verb}_command")
+        p.add_argument("name", metavar="NAME", help="a slot or a race group")
+        p.add_argument("--yes", action="store_true", help="do not ask before ending it")
+
+
+def _guarded(args: argparse.Namespace, kind: str, ends_it: bool, **edit_args: Any) -> int:
+    """Ask before an edit that ends a program the snapshot shows live, then run it."""
+    from reconciler.errors import ReconcilerError
+    from reconciler.intent.workload_views import live
+    from reconciler.surfaces.cli._intent import _ask, _err, _run, _store
+
+    if ends_it and not args.yes:
+        try:
+            running = live(_store(args), args.name)
+        except ReconcilerError:
+            running = False  # no readable snapshot: nothing is known to run
+        if running:
+            what = f"this ends {args.name}'s running workload"
+            if not sys.stdin.isatty():
+                _err(f"{what}; confirm with --yes (stdin is not a terminal)")
+                return EX_CONFIRM
+            if not _ask(f"{what}. Go ahead?"):
+                _err("nothing changed")
+                return EX_CONFIRM
+            args.yes = True
+    return _run(args, kind, **edit_args)
+
+
+def set_command(args: argparse.Namespace) -> int:
+    from reconciler.intent.edits_workload import changes_what_runs
+    from reconciler.surfaces.cli._intent import _err
+
+    try:
+        env = _pairs(args.env, "--env")
+        secret_env = _pairs(args.secret_env, "--secret-env")
+    except ValueError as e:
+        _err(str(e))
+        return EX_USAGE
+    edit = {
+        "name": args.name,
+        "command": args.command if args.argv is None else list(args.argv),
+        "workdir": args.workdir,
+        "env": env,
+        "secret_env": secret_env,
+        "restart": args.restart,
+        "max_failures": args.max_failures,
+        "stall_after": args.stall_after,
+        "stop_grace": args.stop_grace,
+        "when_done": args.when_done,
+    }
+    return _guarded(args, "set_workload", changes_what_runs(edit), **edit)
+
+
+def restart_command(args: argparse.Namespace) -> int:
+    return _guarded(args, "restart_workload", True, name=args.name)
+
+
+def stop_command(args: argparse.Namespace) -> int:
+    return _guarded(args, "stop_workload", True, name=args.name)

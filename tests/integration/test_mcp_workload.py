@@ -1,0 +1,137 @@
+"""The workload MCP tools through the SDK's stdio client: status joins the file with the
+snapshot, and edits that end a running workload need confirm=true."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.adapters.files import write_json
+from reconciler.exitcodes import EX_CONFIRM, EX_USAGE
+from reconciler.model.load import parse_desired
+from tests.integration.test_mcp_server import REPO, call, refused, session
+
+pytestmark = pytest.mark.integration
+
+DESIRED = """\
+project: my-project-123
+slots:
+  - name: train
+    zone: us-central2-b
+    accelerator: v4-32
+    want: held
+    # the training run
+    workload:
+      command: python3 train.py
+      secret_env: {WANDB_API_KEY: wandb}
+  - name: idle
+    zone: us-central2-b
+    accelerator: v4-8
+    want: held
+"""
+
+
+def snapshot(tmp: Path, state: str) -> None:
+    workload = {
+        "state": state, "run_id": "g0-abc", "attempt": 2, "failures": 1, "max_failures": 3,
+        "since": "2026-12-01T06:00:00Z", "workers": [{"index": 0, "state": "alive",
+        "exit_code": None}], "last_lines": [],
+    }  # fmt: skip
+    (tmp / "state").mkdir(exist_ok=True)
+    write_json(
+        tmp / "state" / "status.json",
+        {
+            "schema_version": "tpu-reconciler.status.v1",
+            "generated_at": "2026-12-01T07:00:00Z",
+            "slots": [{"name": "train", "workload": workload}, {"name": "idle", "workload": None}],
+        },
+    )
+
+
+@pytest.fixture
+def tmp(tmp_path: Path) -> Path:
+    (tmp_path / "desired.yaml").write_text(DESIRED)
+    return tmp_path
+
+
+def spec(tmp: Path, name: str = "train") -> Any:
+    slot = parse_desired((tmp / "desired.yaml").read_text()).slot(name)
+    assert slot is not None
+    return slot.workload
+
+
+async def test_status_shows_the_declared_workload_and_what_the_controller_saw(tmp: Path) -> None:
+    snapshot(tmp, "running")
+    async with session(tmp) as s:
+        doc = await call(s, "workload_status", name="train")
+        assert "unknown slot" in await refused(s, "workload_status", name="nope")
+    (slot,) = doc["slots"]
+    assert slot["declared"]["command"] == "python3 train.py"
+    assert slot["declared"]["secret_env"] == {"WANDB_API_KEY": "wandb"}  # a name, not a value
+    w = slot["workload"]
+    assert (w["state"], w["run_id"], w["attempt"], w["failures"]) == ("running", "g0-abc", 2, 1)
+
+
+async def test_restart_and_stop_of_a_running_workload_need_confirm(tmp: Path) -> None:
+    snapshot(tmp, "running")
+    async with session(tmp) as s:
+        text = await refused(s, "restart_workload", name="train", operation_id="r1")
+        assert "confirm=true" in text and spec(tmp).generation == 0
+        doc = await call(s, "restart_workload", name="train", operation_id="r2", confirm=True)
+        assert doc["status"] == "changed" and spec(tmp).generation == 1
+        again = await call(s, "restart_workload", name="train", operation_id="r2", confirm=True)
+        assert again["status"] == "exists" and spec(tmp).generation == 1
+        assert "confirm=true" in await refused(s, "stop_workload", name="train", operation_id="s1")
+        await call(s, "stop_workload", name="train", operation_id="s2", confirm=True)
+    assert spec(tmp) is None
+    assert "# the training run" in (tmp / "desired.yaml").read_text()
+
+
+async def test_set_workload_on_an_idle_slot_needs_no_confirm(tmp: Path) -> None:
+    snapshot(tmp, "gave-up")
+    async with session(tmp) as s:
+        await call(
+            s, "set_workload", name="idle", operation_id="w1", command=["python3", "eval.py"],
+            env={"EXP": "one"}, restart="on-failure", max_failures=1, stall_after="10m",
+        )  # fmt: skip
+        await call(s, "restart_workload", name="train", operation_id="w2")  # gave up: not live
+        bad = await refused(
+            s, "set_workload", name="idle", operation_id="w3", secret_env={"K": "Not_A_Name"}
+        )
+    assert "invalid secret name" in bad
+    w = spec(tmp, "idle")
+    assert w.command == ("python3", "eval.py") and dict(w.env) == {"EXP": "one"}
+    assert (w.restart, w.max_failures, w.stall_after) == ("on-failure", 1, 600.0)
+    assert spec(tmp).generation == 1
+
+
+def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "reconciler", "-f", str(tmp / "desired.yaml")]
+    argv += ["--state-dir", str(tmp / "state"), "workload", *args]
+    return subprocess.run(
+        argv, cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60
+    )
+
+
+def test_cli_workload_verbs_ask_before_ending_a_running_workload(tmp: Path) -> None:
+    snapshot(tmp, "running")
+    refused = cli(tmp, "restart", "train")
+    assert refused.returncode == EX_CONFIRM and "--yes" in refused.stderr
+    assert spec(tmp).generation == 0
+    done = cli(tmp, "restart", "train", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "workload.generation: 1" in done.stdout and spec(tmp).generation == 1
+    assert cli(tmp, "set", "train", "--command", "python3 other.py").returncode == EX_CONFIRM
+    tuned = cli(tmp, "set", "train", "--max-failures", "7", "--restart", "always")
+    assert tuned.returncode == 0, tuned.stderr  # policy only: nothing stops
+    assert (spec(tmp).max_failures, spec(tmp).restart) == (7, "always")
+    set_idle = cli(tmp, "set", "idle", "--argv", "python3", "eval.py", "--env", "A=1")
+    assert set_idle.returncode == 0, set_idle.stderr
+    assert spec(tmp, "idle").command == ("python3", "eval.py")
+    assert cli(tmp, "set", "idle", "--env", "oops").returncode == EX_USAGE
+    assert cli(tmp, "stop", "idle").returncode == 0  # not running: no question
+    assert spec(tmp, "idle") is None
