@@ -436,3 +436,42 @@ def test_bad_times_are_reported_where_they_are(
         parse_desired(FILE.replace(*edit))
     shown = [str(d) for d in e.value.diagnostics]
     assert any(d.startswith(f"desired.yaml:{where}: ") and says in d for d in shown), shown
+
+
+# --- workloads: suspend and pause hold launches; when_done is a release rule -------------------
+
+
+def paused_job(want: Desired) -> Desired:
+    (spec,) = want.slots
+    return replace(want, slots=(replace(spec, hold=HoldSpec(paused=True)),))
+
+
+def test_suspend_and_pause_hold_a_workload_launch() -> None:
+    from tests.unit.test_plan_workload import Run
+    from tests.unit.test_plan_workload import held as with_job
+
+    for want, rule in (
+        (with_job(), None),
+        (replace(with_job(), settings=with_job().settings.model_copy(update={"suspend": True})),
+         "suspended"),
+        (paused_job(with_job()), "paused"),
+    ):  # fmt: skip
+        p = Run(want).step()
+        if rule is None:
+            assert brief(p) == [("~", "launch", "a")]
+        else:
+            assert brief(p) == [] and [(h.action.kind.value, h.rule) for h in p.held] == [
+                ("launch", rule)
+            ]
+
+
+def test_when_done_release_is_a_release_rule() -> None:
+    from tests.unit.test_plan_workload import JOB, Run, probes
+    from tests.unit.test_plan_workload import held as with_job
+
+    run = Run(with_job(replace(JOB, when_done="release")))
+    run.running()
+    p = run.step(probes("exited", "exited", "exited", "exited", codes=[0, 0, 0, 0]))
+    assert brief(p) == [("-", "delete", "a")]
+    assert p.releases["a"].rule == "when_done"
+    assert [n.event for n in p.notices if n.event == "released"] == ["released"]
