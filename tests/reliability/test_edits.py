@@ -45,7 +45,6 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from reconciler.adapters import files
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import InvalidDesiredState, ReconcilerError
-from reconciler.intent import engine as intent
 from reconciler.intent.engine import Edit, IntentEditor
 from reconciler.model.load import parse_desired
 from reconciler.runtime.events import read_events
@@ -380,7 +379,7 @@ def _race_the_swap(monkeypatch: pytest.MonkeyPatch, step: Callable[[], None]) ->
                 step()
             yield tmp
 
-    monkeypatch.setattr(intent, "temp_beside", racing)
+    monkeypatch.setattr(files, "temp_beside", racing)  # what swap_in calls
 
 
 def _edit_racing(
