@@ -31,6 +31,7 @@ Errors also carry the *exit code* a command returns for them (``exit_code``, nam
     ├── InvalidDesiredState              desired.yaml does not validate (diagnostics attached)
     ├── ViewError                        an intent view cannot answer (unknown slot, no snapshot)
     ├── StatusUnreadable                 status.json exists but is corrupt or of another schema
+    ├── HistoryUnreadable                the capacity history store cannot be read (SQLite said)
     ├── SecretNotFound (LookupError)     no secret of that name is stored
     ├── SecretUnsafe (PermissionError)   a secret file others may read; it is not used
     └── DemoFailed                       the demo's story did not happen as told
@@ -249,3 +250,8 @@ class StatusUnreadable(ReconcilerError):
         super().__init__(f"status snapshot {path} is unreadable: {why}")
         self.path = path
         self.why = why
+
+
+class HistoryUnreadable(ReconcilerError):
+    """The capacity history store (``history.sqlite``) could not be read: SQLite's words in
+    the message. Readers report it; the controller's writer repairs or rebuilds the store."""

@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from reconciler.adapters.cloud import Outcome
+from reconciler.core.capacity import CLOSED_QUEUE_FRAGMENTS
 from reconciler.errors import PermanentCloudError, TransientCloudError
 
 CloudFailure = TransientCloudError | PermanentCloudError
@@ -85,8 +86,9 @@ _PERMANENT: Final = frozenset(
     {"PERMISSION_DENIED", "INVALID_ARGUMENT", "OUT_OF_RANGE", "UNIMPLEMENTED"}
 )
 _QUOTA: Final = frozenset({"RESOURCE_EXHAUSTED"})
-#: Message fragments that never heal by retrying, whatever status they arrive with.
-_CLOSED_QUEUE: Final = ("no permission to submit into this queue",)
+#: Message fragments that never heal by retrying, whatever status they arrive with (the
+#: capacity history marks such a zone "queue closed" from the same list).
+_CLOSED_QUEUE: Final = CLOSED_QUEUE_FRAGMENTS
 
 
 def status_for(status: str | None, code: int | None, message: str = "") -> str | None:

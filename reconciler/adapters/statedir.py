@@ -12,6 +12,7 @@ One state directory per desired file (``--state-dir``, ``$TPU_RECONCILER_STATE_D
     operations.json      MCP/CLI operation ids and their results (idempotent replays)
     known_hosts          SSH host keys pinned per node instance and worker
     oslogin_user         cached OS Login user name
+    history.sqlite       capacity history (SQLite, WAL): transitions, waits, lifetimes, races
     secrets/             0700; one 0600 file per secret (e.g. ``tailscale``)
     logs/                per-slot, per-node-instance, per-worker setup logs
 """
@@ -88,6 +89,10 @@ class StateDir:
     @property
     def logs(self) -> Path:
         return ensure_private_dir(self.root / "logs")
+
+    @property
+    def history(self) -> Path:
+        return self.root / "history.sqlite"
 
 
 def ensure_private_dir(path: Path) -> Path:

@@ -102,13 +102,16 @@ def _note(row: SlotStatus, now: float) -> str:
     if row.last_error:
         return str(row.last_error)[:60]
     setup = row.setup
-    if setup is None:
-        return ""
     parts = [
         f"{k} {v}"
-        for k, v in (("bootstrap", setup.bootstrap), ("tailscale", setup.tailscale))
+        for k, v in (
+            (("bootstrap", setup.bootstrap), ("tailscale", setup.tailscale)) if setup else ()
+        )
         if v not in ("off", "done", "waiting")
     ]
+    wait = row.expected_wait
+    if wait is not None and wait.p50_seconds is not None:
+        parts.append(f"p50 {format_duration(wait.p50_seconds)} here, {wait.samples} samples")
     return ", ".join(parts)
 
 
@@ -213,6 +216,8 @@ def format_status(snapshot: StatusSnapshot, now: float) -> str:
         head.append(f"last observation failed: {snapshot.observe_error}")
     if snapshot.unreachable_zones:
         head.append(f"unreachable zones: {', '.join(snapshot.unreachable_zones)}")
+    if snapshot.history_error:
+        head.append(f"capacity history not written: {snapshot.history_error}")
     rows = status_rows(snapshot, now)
     columns: tuple[str, ...] = _COLUMNS
     if any(s.workload for s in snapshot.slots):

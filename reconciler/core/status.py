@@ -9,11 +9,13 @@ fresh observation. The values are ``model/status``'s dataclasses; the schema is 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.core import workload as wl
+from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
 from reconciler.model.desired import Desired, SlotSpec
@@ -24,6 +26,7 @@ from reconciler.model.status import (
     BlockedActionStatus,
     DeferredActionStatus,
     DesiredInfo,
+    ExpectedWaitStatus,
     GuardStatus,
     HeldActionStatus,
     PlanStatus,
@@ -262,6 +265,24 @@ def _slots(
     return tuple(rows)
 
 
+def _with_waits(
+    rows: tuple[SlotStatus, ...], waits: Sequence[ExpectedWait]
+) -> tuple[SlotStatus, ...]:
+    by_slot = {w.slot: w.hint for w in waits}
+    return tuple(
+        dataclasses.replace(
+            row,
+            expected_wait=ExpectedWaitStatus(
+                p50_seconds=round(by_slot[row.name].p50_seconds, 1),
+                samples=by_slot[row.name].samples,
+            ),
+        )
+        if row.name in by_slot and row.managed
+        else row
+        for row in rows
+    )
+
+
 def _race_groups(desired: Desired | None, plan: Plan | None) -> tuple[RaceGroupStatus, ...]:
     paused = {g.name for g in desired.race_groups if g.paused} if desired else set()
     return tuple(
@@ -291,11 +312,16 @@ def build_status(
     tmux_windows: Collection[str] = (),
     tmux_orphans: Collection[str] = (),
     observe_error: str | None = None,
+    wait_hints: WaitHints | None = None,
 ) -> StatusSnapshot:
     """The whole snapshot; ``controller`` says "not running": writers and readers fill it in
-    from the lock."""
+    from the lock. ``wait_hints``: the capacity history's figures per place (a value the
+    caller computed from the store), shown on the slots that wait for capacity."""
     observed = observation or Observation(zones=frozenset())
     windows = frozenset(tmux_windows)
+    slots = _slots(desired, observed, memory, plan, windows, now)
+    if wait_hints and desired is not None:
+        slots = _with_waits(slots, waiting_hints(desired, observed, wait_hints))
     return StatusSnapshot(
         generated_at=iso(now),
         backend=backend,
@@ -308,7 +334,7 @@ def build_status(
         observed_at=iso(observed_at),
         observe_error=observe_error,
         unreachable_zones=tuple(sorted(observed.unreachable)),
-        slots=_slots(desired, observed, memory, plan, windows, now),
+        slots=slots,
         race_groups=_race_groups(desired, plan),
         plan=plan_status(plan) if plan else _no_plan(desired),
         tmux=TmuxInventoryStatus(

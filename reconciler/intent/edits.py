@@ -345,6 +345,39 @@ def race(ctx: EditContext, *, group: str, slots: list[str], count: int, exact: b
         ctx.note(f"race group {group!r}: {count} winner(s) from {final}")
 
 
+def race_zones(
+    ctx: EditContext,
+    *,
+    group: str,
+    accelerator: str,
+    zones: list[str],
+    mode: str | None = None,
+    count: int = 1,
+) -> None:
+    """A new race group with one new candidate slot per zone (``recommend --apply``)."""
+    _check(names.check_name, group)
+    if group_index(ctx, group) is not None or ctx.desired.slot(group) is not None:
+        raise EditRejected(f"{group!r} already exists; choose a new race group name")
+    wanted = list(dict.fromkeys(zones))
+    if not wanted:
+        raise EditRejected("a race group needs at least one zone")
+    if not 1 <= count <= len(wanted):
+        raise EditRejected(f"count must be between 1 and the {len(wanted)} zones")
+    candidates = []
+    for zone in wanted:
+        add_slot(ctx, zone=zone, accelerator=accelerator, mode=mode)
+        candidates.append(ctx.slots[-1])
+    for entry in child_seq(ctx.root, "slots"):
+        if isinstance(entry, CommentedMap) and entry.get("name") in candidates:
+            del_key(entry, "want")  # the group decides
+    new = CommentedMap()
+    new["name"] = group
+    new["count"] = count
+    new["slots"] = CommentedSeq(candidates)
+    append_item(child_seq(ctx.root, "race_groups"), new)
+    ctx.note(f"created race group {group!r}: {count} winner(s) from {candidates}")
+
+
 def setup(
     ctx: EditContext,
     *,
@@ -415,6 +448,7 @@ EDITS: dict[str, Callable[..., None]] = {
     "add_slot": add_slot,
     "remove_slot": remove_slot,
     "race": race,
+    "race_zones": race_zones,
     "setup": setup,
     "tmux_all": tmux_all,
     "set_poll": set_poll,

@@ -255,6 +255,9 @@ class Settings(_Model):
         le=100_000,
         description="Most ACTIVE TPUs one change may delete before `tpu-reconciler confirm`.",
     )
+    history_retention: Seconds = Field(
+        365 * 86400.0, description="How long the capacity history keeps records, e.g. 90d."
+    )
 
 
 class Defaults(_Model):

@@ -116,6 +116,16 @@ class TmuxStatus(_Value):
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ExpectedWaitStatus(_Value):
+    """Per waiting slot, from the capacity history: the median time from queued to ACTIVE in
+    its zone, accelerator and mode, and how many requests that figure stands on."""
+
+    p50_seconds: float | None = None
+    samples: int = 0
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class WorkerStatus(_Value):
     """One worker of a workload's attempt, as the last probe saw it."""
 
@@ -168,6 +178,8 @@ class SlotStatus(_Value):
     paused: bool = added(False)  # paused: true on the slot or its race group
     releases_at: str | None = added()  # when hold_for / hold_until releases it (UTC)
     workload: WorkloadStatus | None = added()  # noqa: RUF009  (a frozen value)
+    # waiting for capacity, with 3+ samples of history (``added`` is a field(), not a value)
+    expected_wait: ExpectedWaitStatus | None = added()  # noqa: RUF009
     extra: Mapping[str, Any] = _extra()
 
 
@@ -276,6 +288,7 @@ class StatusSnapshot(_Value):
     in_flight: tuple[str, ...] | None = added()
     note: str | None = added()
     suspended: bool = added(False)  # settings.suspend: observing and planning, not acting
+    history_error: str | None = added()  # the capacity history store's last failure
     extra: Mapping[str, Any] = _extra()
 
     def slot(self, name: str) -> SlotStatus | None:

@@ -29,7 +29,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from reconciler.adapters.cloud import Cloud
 from reconciler.adapters.confirm_file import read_confirmed
@@ -68,6 +68,9 @@ from reconciler.runtime import lro
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.workloads import Prober, WorkloadPort, tails, transition_events
+
+if TYPE_CHECKING:
+    from reconciler.runtime.history import HistoryRecorder
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +111,10 @@ class Controller:
         clock: Callable[[], float] = time.time,
         allow_destructive: bool = True,
         workloads: WorkloadPort | None = None,
+        history: HistoryRecorder | None = None,
     ) -> None:
         self.store, self.state, self.events, self.setup = store, state, events, setup
+        self.history = history  # capacity history: fed one look per pass, writes off-thread
         # The setup runner doubles as the workload port when it has the methods (LiveSetup).
         self.workloads = workloads or (setup if isinstance(setup, WorkloadPort) else None)
         self.prober = Prober()
@@ -241,6 +246,8 @@ class Controller:
         confirmed = read_confirmed(self.state)
         decided = plan(desired, observation, self.memory, now, windows, confirmed, probes=probes)
         self._note_control(decided)
+        if self.history is not None:
+            self.history.observe(desired, observation, self.memory, now)
         result = PassResult(desired, observation, decided)
         result.dispatched = self._dispatch(desired, observation, decided)
         self._send_notices(desired, decided)
@@ -526,11 +533,13 @@ class Controller:
             tmux_windows=windows or (),
             tmux_orphans=orphans or (),
             observe_error=result.observe_error,
+            wait_hints=self.history.hints if self.history else None,
         )
         snapshot = dataclasses.replace(
             snapshot,
             controller=ControllerInfo(running=running, pid=os.getpid() if running else None),
             in_flight=tuple(sorted(k for k in self.in_flight if not k.startswith("notify:"))),
+            history_error=self.history.last_error if self.history else None,
         )
         write_status(self.state.status, snapshot)
 
@@ -571,6 +580,8 @@ class Controller:
                 self.wake.set()
 
         watch_task = asyncio.create_task(watcher()) if watch else None
+        if self.history is not None:
+            self.history.start()
         self.events.emit("controller.started", pid=os.getpid(), file=str(self.store.path))
         try:
             failures = 0
@@ -601,6 +612,8 @@ class Controller:
                 with contextlib.suppress(asyncio.CancelledError):
                     await watch_task
             await self.drain()
+            if self.history is not None:
+                await asyncio.to_thread(self.history.close)
             self.events.emit("controller.stopped", pid=os.getpid())
             with contextlib.suppress(OSError):
                 self._save_memory()

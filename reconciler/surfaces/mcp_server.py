@@ -32,6 +32,7 @@ from reconciler.exitcodes import EX_INTERRUPTED, EX_OK
 from reconciler.intent import views
 from reconciler.intent.engine import Edit, IntentEditor
 from reconciler.intent.tmux import REOPEN_NOTE, close_window, stays_open_notes
+from reconciler.model.names import check_accelerator
 
 T = TypeVar("T")
 log = logging.getLogger("reconciler.mcp")
@@ -67,6 +68,26 @@ def _guard(fn: Callable[[], T], hint: str = "") -> T:
         raise ToolError(f"{e}{hint}") from None
     except ReconcilerError as e:
         raise ToolError(str(e)) from None
+
+
+def _envelope(doc: dict[str, Any]) -> dict[str, Any]:
+    """A CLI JSON document (``history`` / ``recommend``) under the MCP envelope; ``document``
+    keeps the CLI schema it matches field for field."""
+    body = {k: v for k, v in doc.items() if k != "schema_version"}
+    return {"schema_version": views.SCHEMA, "document": doc["schema_version"], **body}
+
+
+def _since(text: str | None) -> float | None:
+    import time
+
+    from reconciler.model.durations import parse_duration
+
+    if text is None:
+        return None
+    try:
+        return time.time() - parse_duration(text)
+    except ValueError as e:
+        raise ToolError(f"since: {e}") from None
 
 
 class _Edit(Protocol):
@@ -161,6 +182,53 @@ def _register_read_tools(server: MCPServer, store: IntentEditor) -> None:
     def events(limit: int = 50) -> dict[str, Any]:
         """The controller's latest events (transitions, actions, results, errors)."""
         return _guard(lambda: views.events(store, limit))
+
+    @server.tool(annotations=READ)
+    def capacity_history(
+        zone: str | None = None,
+        accelerator: str | None = None,
+        mode: str | None = None,
+        since: str | None = None,
+    ) -> dict[str, Any]:
+        """Capacity history per (zone, accelerator, mode): samples, p50/p90 time from queued
+        to PROVISIONING and to ACTIVE, median lifetime before preemption, preemptions per day
+        held, failures by code, queue closed. since: e.g. "7d" (default: everything kept)."""
+        from reconciler.runtime.history import history_document
+
+        cutoff = _since(since)
+        return _envelope(
+            _guard(
+                lambda: history_document(
+                    store.state.history,
+                    zone=zone,
+                    accelerator=accelerator,
+                    mode=mode,
+                    since=cutoff,
+                )
+            )
+        )
+
+    @server.tool(annotations=READ)
+    def recommend_zones(
+        accelerator: str, mode: str = "spot", count: int = 3, since: str | None = None
+    ) -> dict[str, Any]:
+        """Zones for an accelerator (e.g. "v6e-8") ranked by expected time to capacity from
+        the history, with sample counts; closed queues left out; a race group to paste.
+        To use it, add the slots and race group with add_slot / set_race_group."""
+        from reconciler.runtime.history import recommend_document
+
+        try:
+            check_accelerator(accelerator)
+        except ReconcilerError as e:
+            raise ToolError(str(e)) from None
+        cutoff = _since(since)
+        return _envelope(
+            _guard(
+                lambda: recommend_document(
+                    store.state.history, accelerator, mode=mode, count=count, since=cutoff
+                )
+            )
+        )
 
 
 def _register_edit_tools(server: MCPServer, store: IntentEditor) -> None:

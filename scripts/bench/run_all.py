@@ -54,6 +54,8 @@ BENCHES = (
     ),
     Bench("workload_fanout", ("--repeat", "2"), ("--repeat", "1", "--passes", "10"), 300, False),
     Bench("workload_reaction", (), ("--rounds", "2"), 300, False),
+    Bench("history_cost", ("--passes", "20"), ("--passes", "8"), 300, True),
+    Bench("history_query", (), ("--transitions", "200000"), 400, False),
 )
 
 

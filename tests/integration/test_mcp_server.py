@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 READ_ONLY = {"list_slots", "slot_info", "ssh_command", "tmux_status", "plan", "events",
-             "workload_status", "workload_logs"}  # fmt: skip
+             "workload_status", "workload_logs", "capacity_history", "recommend_zones"}  # fmt: skip
 EDITS = {"queue_slot", "queue_slots", "setup_vm", "tailscale_setup", "tmux_sync", "tmux_open",
          "add_slot", "set_poll", "set_workload", "suspend", "resume"}  # fmt: skip
 DESTRUCTIVE = {"cancel_slot", "set_race_group", "remove_slot", "tmux_close",
@@ -223,3 +223,25 @@ async def test_suspend_resume_and_confirm_deletes(tmp: Path) -> None:
 
     assert read_confirmed(StateDir(tmp / "state")) == frozenset(guard["deletes"])
     assert comments(file.read_text()) == comments(SAMPLE)
+
+
+async def test_capacity_history_and_recommend_zones_read_the_store(tmp: Path) -> None:
+    from reconciler.adapters.history_db import HistoryDB
+    from reconciler.core.history import Wait
+
+    (tmp / "state").mkdir()
+    db = HistoryDB(tmp / "state" / "history.sqlite")
+    db.write([Wait("a", zone, "v6e-8", "spot", 0.0, w, w, w)
+              for zone, w in (("us-east5-b", 600.0), ("europe-west4-a", 60.0))])  # fmt: skip
+    db.close()
+    async with session(tmp) as s:
+        history = await call(s, "capacity_history", accelerator="v6e-8")
+        ranked = await call(s, "recommend_zones", accelerator="v6e-8")
+        bad = await refused(s, "recommend_zones", accelerator="v6e")
+        bad_since = await refused(s, "capacity_history", since="a week")
+    assert history["document"] == "tpu-reconciler.history.v1"
+    assert {p["zone"] for p in history["places"]} == {"us-east5-b", "europe-west4-a"}
+    assert ranked["document"] == "tpu-reconciler.recommend.v1"
+    assert [z["zone"] for z in ranked["zones"]] == ["europe-west4-a", "us-east5-b"]
+    assert "accelerator" in bad and "since" in bad_since
+    assert (tmp / "desired.yaml").read_text() == SAMPLE  # read-only: the intent is untouched

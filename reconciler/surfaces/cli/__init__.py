@@ -28,6 +28,7 @@ _MODULES = (
     "_tmux",
     "_logs",
     "_ops",
+    "_history",
     "_emulator",
 )
 

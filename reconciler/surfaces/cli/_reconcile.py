@@ -104,7 +104,9 @@ def _load_or_report(path: Path, store: Any = None) -> Any:
     return result.desired
 
 
-def build_controller(args: argparse.Namespace, *, allow_destructive: bool) -> Controller:
+def build_controller(
+    args: argparse.Namespace, *, allow_destructive: bool, history: bool = False
+) -> Controller:
     from reconciler.runtime.backends import make_cloud
     from reconciler.runtime.controller import Controller
     from reconciler.runtime.desired_loader import DesiredLoader
@@ -113,13 +115,20 @@ def build_controller(args: argparse.Namespace, *, allow_destructive: bool) -> Co
 
     state = state_dir(args).ensure()
     store = DesiredLoader(args.file, os.environ)
+    events = EventLog(state)
+    recorder = None
+    if history:
+        from reconciler.runtime.history import HistoryRecorder
+
+        recorder = HistoryRecorder(state, events)
     return Controller(
         store=store,
         state=state,
         cloud_factory=make_cloud,
-        events=EventLog(state),
+        events=events,
         setup=make_setup_runner(args.file, state),
         allow_destructive=allow_destructive,
+        history=recorder,
     )
 
 
@@ -130,6 +139,10 @@ def validate(args: argparse.Namespace) -> int:
     desired = _load_or_report(args.file)
     if desired is None:
         return EX_REFUSED
+    from reconciler.model.tpu_zones import catalogue_warnings
+
+    for warning in catalogue_warnings([(s.name, s.zone, s.accelerator) for s in desired.slots]):
+        print(f"{args.file}: warning: {warning}", file=sys.stderr)
     groups = len(desired.race_groups)
     print(f"{args.file}: valid ({len(desired.slots)} slots, {groups} race groups)")
     return EX_OK
@@ -163,20 +176,27 @@ def _observe_or_report(call: Any) -> Any:
 
 
 def plan_cmd(args: argparse.Namespace) -> int:
+    from reconciler.core.capacity_report import format_waits, waits_list
     from reconciler.core.render import format_plan
     from reconciler.core.status import plan_dict
+    from reconciler.runtime.history import expected_waits
 
     _, result = _plan_once(args)
     if result is None:
         return EX_REFUSED
+    waits = expected_waits(state_dir(args).history, result.desired, result.observation)
     if args.json:
         doc = {"schema_version": "tpu-reconciler.plan.v1", **plan_dict(result.plan)}
         doc["unmanaged"] = [
             {"name": q.name, "zone": q.zone, "state": q.state.value} for q in result.plan.unmanaged
         ]
+        if waits:
+            doc["expected_waits"] = waits_list(waits)
         print(json.dumps(doc, indent=2))
     else:
         print(format_plan(result.plan, now=time.time()), end="")
+        if waits:
+            print("\n" + format_waits(waits), end="")
     if args.detailed_exitcode and not result.plan.empty:
         return EX_CHANGES
     return EX_OK
@@ -299,7 +319,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         return EX_CONFIG
     try:
         with ControllerLock(state):
-            controller = build_controller(args, allow_destructive=True)
+            controller = build_controller(args, allow_destructive=True, history=True)
 
             async def main() -> None:
                 stop = asyncio.Event()
@@ -355,6 +375,7 @@ def _live_status(args: argparse.Namespace) -> StatusSnapshot | None:
 
     from reconciler.core.status import build_status
     from reconciler.model.status import ControllerInfo
+    from reconciler.runtime.history import store_hints
     from reconciler.runtime.lock import read_holder
 
     controller, result = _plan_once(args)
@@ -371,6 +392,7 @@ def _live_status(args: argparse.Namespace) -> StatusSnapshot | None:
         plan=result.plan,
         now=now,
         backend=controller.backend,
+        wait_hints=store_hints(controller.state.history),
     )
     pid = read_holder(controller.state)
     return dataclasses.replace(snapshot, controller=ControllerInfo(pid is not None, pid))

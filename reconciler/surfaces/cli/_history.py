@@ -1,0 +1,145 @@
+"""Capacity history verbs: ``history`` (figures per zone, accelerator and mode; ``--export
+csv``) and ``recommend`` (zones ranked by expected time to capacity; ``--apply GROUP`` writes
+the race group through the intent engine).
+
+Thin: reads the store the controller keeps (``<state dir>/history.sqlite``) read-only, hands the
+samples to ``core.capacity`` and prints what ``core.capacity_report`` renders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from typing import Any, Final
+
+from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
+
+_HERE: Final = "reconciler.surfaces.cli._history"
+MODES: Final = ("spot", "on-demand", "reserved")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("history", help="capacity history: queue waits, lifetimes, failures")
+    p.add_argument("--zone", default=None)
+    p.add_argument("--accelerator", default=None, help="e.g. v6e-8")
+    p.add_argument("--mode", choices=MODES, default=None)
+    p.add_argument("--since", default=None, help="only records newer than this, e.g. 7d, 12h")
+    p.add_argument("--json", action="store_true", help="print tpu-reconciler.history.v1 JSON")
+    p.add_argument("--export", choices=("csv",), default=None, help="print every transition")
+    p.set_defaults(handler=f"{_HERE}:history_command")
+
+    p = sub.add_parser("recommend", help="zones ranked by expected time to capacity")
+    p.add_argument("accelerator", metavar="ACCELERATOR", help="e.g. v6e-8")
+    p.add_argument("--mode", choices=MODES, default="spot")
+    p.add_argument("--count", type=int, default=3, help="zones to recommend (default 3)")
+    p.add_argument("--since", default=None, help="only history newer than this, e.g. 30d")
+    p.add_argument("--json", action="store_true", help="print tpu-reconciler.recommend.v1 JSON")
+    p.add_argument(
+        "--apply",
+        metavar="GROUP",
+        default=None,
+        help="add a race group GROUP with one new candidate slot per recommended zone",
+    )
+    p.add_argument("--operation-id", default=None, help="idempotency key for --apply")
+    p.set_defaults(handler=f"{_HERE}:recommend_command")
+
+
+def _since(text: str | None) -> float | None:
+    from reconciler.model.durations import parse_duration
+
+    return None if text is None else time.time() - parse_duration(text)
+
+
+def _store_path(args: argparse.Namespace) -> Any:
+    from reconciler.surfaces.cli._reconcile import state_dir
+
+    return state_dir(args).history
+
+
+def history_command(args: argparse.Namespace) -> int:
+    from reconciler.adapters.history_db import open_readonly
+    from reconciler.core.capacity_report import CSV_COLUMNS, csv_row, format_history, history_doc
+    from reconciler.errors import ReconcilerError
+
+    try:
+        since = _since(args.since)
+    except ValueError as e:
+        print(f"tpu-reconciler: --since: {e}", file=sys.stderr)
+        return EX_USAGE
+    filters = {"zone": args.zone, "accelerator": args.accelerator, "mode": args.mode}
+    try:
+        db = open_readonly(_store_path(args))
+        try:
+            if args.export == "csv":
+                out = csv.writer(sys.stdout, lineterminator="\n")
+                out.writerow(CSV_COLUMNS)
+                if db is not None:
+                    for row in db.transitions(since=since, **filters):
+                        out.writerow(csv_row(row))
+                return EX_OK
+            stats = db.stats(since=since, **filters) if db is not None else []
+        finally:
+            if db is not None:
+                db.close()
+    except ReconcilerError as e:
+        print(f"tpu-reconciler: {e}", file=sys.stderr)
+        return EX_REFUSED
+    if args.json:
+        print(json.dumps(history_doc(stats, since=since, **filters), indent=2))
+    else:
+        print(format_history(stats), end="")
+    return EX_OK
+
+
+def recommend_command(args: argparse.Namespace) -> int:
+    from reconciler.core.capacity_report import format_recommend
+    from reconciler.errors import ReconcilerError
+    from reconciler.model import names
+
+    try:
+        names.check_accelerator(args.accelerator)
+        if args.apply is not None:
+            names.check_name(args.apply)
+        _since(args.since)
+    except (ReconcilerError, ValueError) as e:
+        print(f"tpu-reconciler: {e}", file=sys.stderr)
+        return EX_USAGE
+    from reconciler.runtime.history import recommend_document
+
+    try:
+        doc = recommend_document(
+            _store_path(args),
+            args.accelerator,
+            mode=args.mode,
+            count=args.count,
+            since=_since(args.since),
+            group=args.apply,
+        )
+    except ReconcilerError as e:
+        print(f"tpu-reconciler: {e}", file=sys.stderr)
+        return EX_REFUSED
+    if args.apply is None:
+        print(
+            json.dumps(doc, indent=2) if args.json else format_recommend(doc),
+            end="\n" if args.json else "",
+        )
+        return EX_OK
+    if not doc["zones"]:
+        print("tpu-reconciler: no zone to recommend yet: nothing applied", file=sys.stderr)
+        return EX_REFUSED
+    from reconciler.surfaces.cli._intent import _run
+
+    if not args.json:
+        print(format_recommend(doc), end="")
+    return _run(
+        args,
+        "race_zones",
+        group=args.apply,
+        accelerator=args.accelerator,
+        mode=args.mode,
+        zones=[z["zone"] for z in doc["zones"]],
+        count=1,
+    )
