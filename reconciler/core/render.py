@@ -93,6 +93,9 @@ def age(stamp: str | None, now: float) -> str:
 _COLUMNS = ("SLOT", "ZONE", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RACE", "NOTE")
 
 
+_QUIET: Final = frozenset(("off", "done", "waiting"))  # setup states the NOTE column leaves out
+
+
 def _note(row: SlotStatus, now: float) -> str:
     if not row.managed:
         return "unmanaged (not in file)"
@@ -107,7 +110,7 @@ def _note(row: SlotStatus, now: float) -> str:
         for k, v in (
             (("bootstrap", setup.bootstrap), ("tailscale", setup.tailscale)) if setup else ()
         )
-        if v not in ("off", "done", "waiting")
+        if v not in _QUIET
     ]
     wait = row.expected_wait
     if wait is not None and wait.p50_seconds is not None:
@@ -159,10 +162,14 @@ def _workload(w: WorkloadStatus | None, now: float) -> str:
 
 def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
+    ages: dict[str | None, str] = {}  # rows share a few state_since stamps: parse each once
     workloads = any(s.workload for s in snapshot.slots)
     for s in snapshot.slots:
         ips = s.ips
         ip_text = ips[0] + (f" +{len(ips) - 1}" if len(ips) > 1 else "") if ips else ""
+        since = ages.get(s.state_since)
+        if since is None:
+            since = ages[s.state_since] = age(s.state_since, now)
         rows.append(
             (
                 s.name,
@@ -170,7 +177,7 @@ def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:
                 str(s.accelerator or ""),
                 str(s.want or "-"),
                 str(s.state or ""),
-                age(s.state_since, now),
+                since,
                 str(s.node_state or ""),
                 ip_text,
                 str(s.race_group or ""),
@@ -182,12 +189,11 @@ def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [
-        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
-    ]
-    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
-    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(out)
+    """Left-aligned columns two spaces apart, trailing spaces cut (one format per row)."""
+    columns = zip(*rows, strict=True) if rows else ((),) * len(header)
+    widths = [max(len(h), *map(len, c), 0) for h, c in zip(header, columns, strict=True)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths).format
+    return "\n".join([line(*header).rstrip(), *(line(*r).rstrip() for r in rows)])
 
 
 def race_line(race: RaceGroupStatus) -> str:

@@ -67,7 +67,13 @@ from reconciler.model.workload import WorkerProbe
 from reconciler.runtime import lro
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
-from reconciler.runtime.workloads import Prober, WorkloadPort, tails, transition_events
+from reconciler.runtime.workloads import (
+    Prober,
+    WorkloadPort,
+    ended_attempts,
+    tails,
+    transition_events,
+)
 
 if TYPE_CHECKING:
     from reconciler.runtime.history import HistoryRecorder
@@ -242,7 +248,7 @@ class Controller:
             self.memory,
             wl.observe(self.memory, desired, observation, probes, now),
         )
-        transition_events(self.events, before, self.memory)
+        self._workloads_moved(desired, before)
         confirmed = read_confirmed(self.state)
         decided = plan(desired, observation, self.memory, now, windows, confirmed, probes=probes)
         self._note_control(decided)
@@ -269,6 +275,25 @@ class Controller:
                 fingerprint=decided.guard.fingerprint,
             )
         self._guarded = decided.guard.fingerprint if decided.guard else None
+
+    def _workloads_moved(self, desired: Desired, before: mem.Memory) -> None:
+        """Events for workload transitions; each ended attempt into the capacity history."""
+        transition_events(self.events, before, self.memory)
+        if self.history is None:
+            return
+        for ended in ended_attempts(before, self.memory):
+            spec = desired.slot(ended.slot)
+            self.history.record_workload_attempt(
+                slot=ended.slot,
+                zone=spec.zone if spec else "",
+                accelerator=spec.accelerator if spec else "",
+                run_id=ended.run_id,
+                attempt=ended.attempt,
+                started_at=ended.started_at,
+                ended_at=self.clock(),
+                exit_code=ended.exit_code,
+                cause=ended.cause,
+            )
 
     def _note_transitions(self, observation: Observation) -> None:
         states = {q.key: q.state.value for q in observation.queued_resources}
@@ -310,7 +335,7 @@ class Controller:
                         self.memory, action.slot, action.workload, action.instance, self.clock()
                     ),
                 )
-                transition_events(self.events, before, self.memory)
+                self._workloads_moved(desired, before)
             node = observation.node(action.zone, action.slot)
             task = asyncio.create_task(self._run(desired, action, node), name=action.key)
             self.in_flight[action.key] = task

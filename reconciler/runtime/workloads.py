@@ -5,7 +5,8 @@
 every slot whose attempt may be running on a READY node at once and never waits longer than
 one probe's timeout: a probe that fails or is not back in time is *unknown* on every worker of
 that slot, which the planner never treats as a failure. ``transition_events`` writes one
-``workload.state`` event per slot whose user-visible state or attempt changed.
+``workload.state`` event per slot whose user-visible state or attempt changed, and
+``ended_attempts`` says which attempts ended between two memories (for the capacity history).
 
 May: await the port, emit events. May not: decide (core.workload does) or touch memory files.
 """
@@ -13,6 +14,8 @@ May: await the port, emit events. May not: decide (core.workload does) or touch 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
 from reconciler.core import workload as wl
@@ -145,3 +148,43 @@ def transition_events(events: EventLog, before: Memory, after: Memory) -> None:
             failures=new.failures if new else None,
             detail=new.detail if new else "forgotten: workload removed",
         )
+
+
+#: Phases in which an attempt is still under way; leaving them (or a new attempt or run taking
+#: its place, or the workload being forgotten) ends it.
+_UNDER_WAY: Final = frozenset({"starting", "running"})
+
+
+@dataclass(frozen=True, slots=True)
+class EndedAttempt:
+    slot: str
+    run_id: str
+    attempt: int
+    started_at: float
+    exit_code: int | None  # the first non-zero exit of a worker; 0 when all exited 0; None unknown
+    cause: str  # the phase it ended in (succeeded, failed, interrupted, gave-up, stopping,
+    #             forgotten) and the detail, e.g. "failed: exit 1 on worker 2"
+
+
+def ended_attempts(before: Memory, after: Memory) -> Iterator[EndedAttempt]:
+    """Attempts under way in ``before`` that are not any more in ``after``."""
+    for slot in sorted(before.workloads):
+        old = before.workload(slot)
+        if old is None or old.phase not in _UNDER_WAY:
+            continue
+        new = after.workload(slot)
+        same = new is not None and (new.run_id, new.attempt) == (old.run_id, old.attempt)
+        if same and new is not None and new.phase in _UNDER_WAY:
+            continue
+        ended = new if same else None
+        codes = [s.exit_code for s in ended.workers if s.exit_code is not None] if ended else []
+        failed = next((c for c in codes if c != 0), None)
+        exit_code = (
+            failed if failed is not None else (0 if ended and ended.phase == "succeeded" else None)
+        )
+        phase = ended.phase if ended else ("forgotten" if new is None else "superseded")
+        detail = ended.detail if ended else ""
+        yield EndedAttempt(
+            slot, old.run_id, old.attempt, old.since, exit_code,
+            f"{phase}: {detail}" if detail else phase,
+        )  # fmt: skip

@@ -138,3 +138,40 @@ async def test_a_hung_probe_holds_a_pass_no_longer_than_its_timeout_and_is_unkno
     assert c.memory.workloads["alpha"].failures == 1
     await settle(c)
     await c.drain()
+
+
+async def test_each_ended_attempt_lands_in_the_capacity_history(tmp_path: Path) -> None:
+    """Issue 14's workload attempts: the failed attempt 1 (exit 1 on a worker) and, once the
+    relaunch succeeds, attempt 2 with exit 0 — each once, with its run id and cause."""
+    import sqlite3
+
+    from reconciler.runtime.history import HistoryRecorder
+
+    c, _, workers = await launched(tmp_path)
+    c.history = HistoryRecorder(c.state, c.events, batch_seconds=0.05)
+    c.history.start()
+    try:
+        await c.reconcile()  # running
+        run_id = c.memory.workloads["alpha"].run_id
+        workers.exit(("alpha", run_id, 1), 2, 1)
+        await c.reconcile()  # failed: stop the others
+        await settle(c)
+        await c.reconcile()  # relaunch: attempt 2
+        await settle(c)
+        await c.reconcile()
+        for index in range(4):
+            workers.exit(("alpha", run_id, 2), index, 0)
+        for _ in range(3):
+            await c.reconcile()
+            await settle(c)
+        assert c.memory.workloads["alpha"].phase == "succeeded"
+        assert c.history.flush()
+    finally:
+        c.history.close()
+    with sqlite3.connect(c.state.history) as conn:
+        rows = conn.execute(
+            "SELECT (SELECT name FROM names WHERE id = run_id), attempt, exit_code,"
+            " (SELECT name FROM names WHERE id = cause) FROM workload_attempts ORDER BY attempt"
+        ).fetchall()
+    assert [(r[0], r[1], r[2]) for r in rows] == [(run_id, 1, 1), (run_id, 2, 0)]
+    assert rows[0][3].startswith("failed") and rows[1][3].startswith("succeeded")
