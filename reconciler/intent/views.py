@@ -347,15 +347,15 @@ def target_reached(
     hold / add_slot(held): each slot ACTIVE (the TPU is usable). release /
     add_slot(released): NOT_QUEUED. remove_slot: shown as unmanaged (or gone). race: the group
     has ``count`` winners. setup: the flags turned on are ``done`` for the new generation (tmux:
-    its window is open). tmux_all: every ACTIVE slot that wants tmux has its window. set_poll:
-    the controller has loaded the edited file.
+    its window is open). tmux_all: every ACTIVE slot that wants tmux has its window. set_poll,
+    suspend, resume: the controller has loaded the edited file.
     """
     rows = _rows(snap)
     if result.kind == "race":
         group = next((g for g in snap.race_groups if g.name == result.args["group"]), None)
         done = group is not None and len(group.winners) >= result.args["count"]
         return done, [rows[n] for n in result.slots if n in rows]
-    if result.kind == "set_poll":
+    if result.kind in ("set_poll", "suspend", "resume"):
         return snap.desired.digest == result.digest, []
     if result.kind == "tmux_all":
         active = [r for r in rows.values() if r.state == "ACTIVE" and r.tmux]

@@ -4,6 +4,12 @@ Each command module (``_<group>.py``) exposes ``register(subparsers)`` and keeps
 light at module level: heavy libraries (mcp, asyncssh, libtmux, rich) are imported inside the
 handler, so ``status`` does not pay for the MCP SDK. A handler takes the parsed namespace and
 returns the exit code; it is named ``"module:function"`` so only the chosen one is imported.
+
+A run builds only its own command's sub-parsers: ``_COMMANDS`` says which module registers
+each top-level command, and ``build_parser(argv)`` imports and registers just that module when
+``argv`` names one (building every module's sub-parsers was a quarter of ``status``). Without a
+known command (``--help``, no command, a typo, an unusual option spelling) the whole tree is
+built, as ``build_parser()`` always does, so help, errors and completion see every command.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
 from reconciler import __version__
 from reconciler.exitcodes import EX_INTERRUPTED, EX_OK, EX_USAGE
@@ -24,6 +31,7 @@ _MODULES = (
     "_intent",
     "_workload",
     "_nodes",
+    "_control",
     "_secret",
     "_tmux",
     "_logs",
@@ -31,6 +39,28 @@ _MODULES = (
     "_history",
     "_emulator",
 )
+
+#: The module registering each top-level command. A command missing here still works (the
+#: whole tree is built for it, only slower); tests/unit/test_cli_commands.py keeps it complete.
+_COMMANDS: Final[Mapping[str, str]] = {
+    **dict.fromkeys(("validate", "plan", "apply", "run", "status", "demo"), "_reconcile"),
+    **dict.fromkeys(
+        ("hold", "release", "race", "add-slot", "remove-slot", "setup", "set-poll", "mcp"),
+        "_intent",
+    ),
+    "workload": "_workload",
+    **dict.fromkeys(("ssh", "info", "tui"), "_nodes"),
+    **dict.fromkeys(("suspend", "resume", "confirm"), "_control"),
+    "secret": "_secret",
+    "tmux": "_tmux",
+    "logs": "_logs",
+    **dict.fromkeys(("events", "doctor", "init", "service", "completion"), "_ops"),
+    **dict.fromkeys(("history", "recommend"), "_history"),
+    "emulator": "_emulator",
+}
+#: Global options taking a value (as ``-f FILE``, ``-fFILE`` or ``--file=FILE``) and flags.
+_VALUED: Final = ("-f", "--file", "--state-dir")
+_FLAGS: Final = frozenset(("-v", "-vv", "-vvv", "--verbose", "-q", "--quiet"))
 
 
 def _global_options(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +92,27 @@ def _translate_once() -> None:
     argparse.ngettext = catalogue.ngettext  # type: ignore[attr-defined]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The top-level command ``argv`` runs, found by skipping the global options; None when
+    there is none or an argument is not spelled in one of the plain ways (argparse decides)."""
+    args = iter(argv)
+    for arg in args:
+        if arg in _VALUED:
+            next(args, None)
+        elif arg in _FLAGS or arg.startswith(("--file=", "--state-dir=")):
+            continue
+        elif arg.startswith("-f") and not arg.startswith("--"):
+            continue  # -fFILE
+        elif arg.startswith("-"):
+            return None  # --help, --version, -vq, an abbreviation, --, a mistake
+        else:
+            return arg
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; for an ``argv`` naming a known command, with only that command's module
+    registered (it parses that ``argv`` exactly as the whole tree does)."""
     _translate_once()
     parser = argparse.ArgumentParser(
         prog="tpu-reconciler",
@@ -71,13 +121,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tpu-reconciler {__version__}")
     _global_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _MODULES:
+    chosen = _COMMANDS.get(chosen_command(argv) or "") if argv is not None else None
+    for name in (chosen,) if chosen else _MODULES:
         importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:

@@ -7,6 +7,7 @@ choose the exit code. Heavy imports happen inside handlers so ``status`` stays f
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -349,8 +350,6 @@ def read_status(args: argparse.Namespace) -> StatusSnapshot:
 
 
 def status_cmd(args: argparse.Namespace) -> int:
-    from reconciler.core.render import format_status
-
     if args.watch:
         from reconciler.surfaces.cli._live import watch
 
@@ -359,13 +358,29 @@ def status_cmd(args: argparse.Namespace) -> int:
         doc = _live_status(args)
         if doc is None:
             return EX_REFUSED
-    else:
-        doc = read_status(args)
+        return _print_status(args, doc)
+    # Read, print, exit: everything this allocates (modules, a 1,000-slot snapshot, its rows)
+    # lives until the process ends and forms no garbage cycles, yet the cyclic collector would
+    # traverse it all every few thousand allocations and again at exit (~35 M instructions,
+    # ~10 % of `status` at 1,000 slots). So no collection while it runs, and what is left is
+    # frozen (gc.freeze), which the interpreter's collections at exit skip.
+    gc.disable()
+    try:
+        return _print_status(args, read_status(args))
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
+def _print_status(args: argparse.Namespace, doc: StatusSnapshot) -> int:
     if args.json:
+        from reconciler.core.json_text import indented
         from reconciler.model.status import to_json
 
-        print(json.dumps(to_json(doc), indent=2))
+        print(indented(to_json(doc)))
     else:
+        from reconciler.core.render import format_status
+
         print(format_status(doc, time.time()), end="")
     return EX_OK
 
