@@ -62,7 +62,7 @@ from reconciler.model.load import parse_desired
 EDITS: Final = {**_CORE_EDITS, **edits_workload.EDITS, **edits_control.EDITS}
 MAX_ATTEMPTS: Final = 20
 SETTLE_TIMEOUT: Final = 2.0  # seconds an editor's save may take before the edit gives up
-Source = Literal["mcp", "cli"]
+Source = Literal["mcp", "cli", "tui"]
 Status = Literal["changed", "unchanged", "exists"]
 
 

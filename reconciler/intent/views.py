@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
+from reconciler.adapters.openssh import ssh_argv
 from reconciler.adapters.status_file import read_status
 from reconciler.errors import (
     InvalidDesiredState,
@@ -203,7 +204,8 @@ def ssh_command(
     desired: Desired | None = None,
     snapshot: StatusSnapshot | None = None,
 ) -> dict[str, Any]:
-    """An OpenSSH command line for one worker, pinned to the node instance's host key."""
+    """An OpenSSH command line for one worker, pinned to the node instance's host key: the
+    same argv as the slot's tmux window (``adapters.openssh.ssh_argv``, agent forwarding on)."""
     names.check_name(name)
     if desired is None:
         desired, _ = _desired(store)
@@ -224,19 +226,17 @@ def ssh_command(
     except ValueError:
         raise ViewError(f"snapshot address {ips[worker]!r} is not an IP address") from None
     alias = names.host_key_alias(instance, worker)
-    user = _ssh_user(store, desired)
-    argv = [
-        "ssh",
-        "-i",
-        str(_ssh_key(store, desired)),
-        "-o",
-        f"HostKeyAlias={alias}",
-        "-o",
-        f"UserKnownHostsFile={store.state.known_hosts}",
-        "-o",
-        "StrictHostKeyChecking=accept-new",
-        f"{user}@{ip}" if user else ip,
-    ]
+    argv = list(
+        ssh_argv(
+            user=_ssh_user(store, desired),
+            ip=ip,
+            instance=instance,
+            key=_ssh_key(store, desired),
+            known_hosts=store.state.known_hosts.absolute(),
+            port=desired.settings.ssh_port if desired else 22,
+            worker=worker,
+        )
+    )
     return _doc(
         available=True,
         command=shlex.join(argv),
