@@ -64,6 +64,8 @@ GLOSSARY: Final[dict[str, str]] = {
     "ZoneCode": "1-16 lowercase letters or digits",
     "Seconds": "a duration: seconds (`30`) or a number with a unit (`30s`, `2m`, `6h`, `1d`); "
     "more than 0, at most 366 days",
+    "Moment": "a time in ISO 8601 with a UTC offset or `Z` (`2026-12-24T20:00:00+01:00`, "
+    "`2026-12-24T19:00:00Z`); a time without one is refused",
     "Path": "a single-line string (paths are relative to desired.yaml)",
     "SocketName": "a tmux socket name: letters, digits, `_`, `.`, `-`",
     "Command": "a string (run by `bash -lc` on each worker) or a non-empty list of arguments",

@@ -14,7 +14,8 @@ from typing import Final, Literal
 
 from reconciler.errors import UnsafeName
 from reconciler.model import names
-from reconciler.model.requests import CreateRequest
+from reconciler.model.requests import CreateRequest, window
+from reconciler.model.times import utc_text
 
 QR: Final = ("compute", "tpus", "queued-resources")
 VM: Final = ("compute", "tpus", "tpu-vm")
@@ -42,6 +43,21 @@ def list_args(kind: Literal["queued-resources", "tpu-vm"], zone: str) -> list[st
     return [*(QR if kind == "queued-resources" else VM), "list", f"--zone={zone}"]
 
 
+def window_args(request: CreateRequest) -> list[str]:
+    """The queueing window as gcloud's flags. gcloud itself folds a start and an end into the
+    API's ``validInterval`` (relative ones against its own clock), so the flags need no clock:
+    a start time with an end is two times, a start duration with an end two durations (the
+    end, as in the REST body, ``valid_until`` after the start)."""
+    after, at, until = window(request)
+    if at is not None:
+        start = [f"--valid-after-time={utc_text(at)}"]
+        return start + ([f"--valid-until-time={utc_text(at + until)}"] if until else [])
+    if after is not None:
+        start = [f"--valid-after-duration={after}s"]
+        return start + ([f"--valid-until-duration={after + until}s"] if until else [])
+    return [f"--valid-until-duration={until}s"] if until else []
+
+
 def create_args(request: CreateRequest) -> list[str]:
     """One QR with one node of the same name, issued ``--async`` (no waiting on operations)."""
     name = names.check_name(request.name)
@@ -63,11 +79,7 @@ def create_args(request: CreateRequest) -> list[str]:
         args.append(f"--subnetwork={names.check_network(request.subnetwork)}")
     if request.internal_ips:
         args.append("--internal-ips")
-    if request.valid_until_seconds is not None:
-        seconds = request.valid_until_seconds
-        if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
-            raise UnsafeName(f"invalid valid_until_seconds {seconds!r}: a positive integer")
-        args.append(f"--valid-until-duration={seconds}s")
+    args.extend(window_args(request))
     if request.labels:
         args.append(f"--labels={labels_arg(request.labels)}")
     args.append("--async")

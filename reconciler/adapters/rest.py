@@ -63,7 +63,7 @@ from reconciler.model.observed import (
     node_from_api,
     queued_resource_from_api,
 )
-from reconciler.model.requests import CreateRequest
+from reconciler.model.requests import CreateRequest, queueing_policy
 
 #: Items asked for per list page: a poll stays one request per collection up to this many QRs
 #: (the server may return fewer; pagination still follows nextPageToken).
@@ -380,7 +380,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def create_body(project: str, request: CreateRequest) -> dict[str, Any]:
+def create_body(project: str, request: CreateRequest, now: float | None = None) -> dict[str, Any]:
     """The QueuedResource JSON gcloud (GA, API v2) sends for the same create, names checked.
     Labels are the request's own (the planner adds ``managed-by``), as with the gcloud backend;
     the empty ``metadata`` and ``serviceAccount`` are gcloud's too (measured against the emulator).
@@ -388,6 +388,8 @@ def create_body(project: str, request: CreateRequest) -> dict[str, Any]:
     ``reserved`` is ``reservationName: projects/P/locations/Z/reservations/-``: that is what
     ``gcloud compute tpus queued-resources create --reserved`` sends on v2, whose
     ``Guaranteed`` message has no ``reserved`` field (only v2alpha1 has one).
+    The queueing window is ``model.requests.queueing_policy``; ``now`` (default: the clock)
+    only anchors a relative start that comes with an end.
     """
     check_project(project)
     check_name(request.name)
@@ -402,11 +404,9 @@ def create_body(project: str, request: CreateRequest) -> dict[str, Any]:
         network["subnetwork"] = check_network(request.subnetwork)
     parent = f"projects/{project}/locations/{zone}"
     body: dict[str, Any] = {}
-    if request.valid_until_seconds is not None:
-        seconds = request.valid_until_seconds
-        if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
-            raise UnsafeName(f"invalid valid_until_seconds {seconds!r}")
-        body["queueingPolicy"] = {"validUntilDuration": f"{seconds}s"}
+    policy = queueing_policy(request, time.time() if now is None else now)
+    if policy is not None:
+        body["queueingPolicy"] = policy
     if request.mode == "spot":
         body["spot"] = {}
     elif request.mode == "reserved":

@@ -24,19 +24,20 @@ command is built with ``shlex.join``, so nothing in it is interpreted by that sh
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import re
 import shlex
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
 from typing import Final, TypeVar
 
 import libtmux
 from libtmux import exc as tmux_exc
 
+from reconciler.adapters.openssh import UNSAFE_CHARS as _UNSAFE_CHARS
+from reconciler.adapters.openssh import check_text as _check_text
+from reconciler.adapters.openssh import ssh_argv as ssh_argv  # re-exported
 from reconciler.errors import SetupFailed, UnsafeName
 from reconciler.model import names
 
@@ -45,9 +46,6 @@ SESSION_RE: Final = re.compile(r"^tpu-[a-z0-9]{1,16}$")
 #: tmux ``-L`` socket names: no path separators, never read as an option.
 SOCKET_RE: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 _ENV_KEY_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-_UNSAFE_CHARS: Final = re.compile(r"[\x00-\x1f\x7f]")
-#: Characters an ssh ``-o Option=value`` would split on or expand (``%h``, ``~``, quotes).
-_SSH_OPTION_UNSAFE: Final = re.compile(r"[\s\"'%\\]")
 _RETRY_DELAY: Final = 60.0
 
 T = TypeVar("T")
@@ -56,74 +54,6 @@ T = TypeVar("T")
 def session_name(zone_code: str) -> str:
     """The per-zone session: ``usc2b`` -> ``tpu-usc2b``."""
     return SESSION_PREFIX + names.check_zone_code(zone_code)
-
-
-def _check_text(kind: str, value: object) -> str:
-    if not isinstance(value, str) or not value or _UNSAFE_CHARS.search(value):
-        raise UnsafeName(f"invalid {kind} {value!r}: expected non-empty text without controls")
-    return value
-
-
-def _check_path(kind: str, value: str | Path) -> str:
-    text = _check_text(kind, str(value))
-    if not text.startswith("/") or _SSH_OPTION_UNSAFE.search(text):
-        raise UnsafeName(
-            f"invalid {kind} {text!r}: expected an absolute path without spaces, quotes, "
-            "backslashes or '%' (ssh would split or expand them)"
-        )
-    return text
-
-
-def _check_ip(value: object) -> str:
-    try:
-        return str(ipaddress.ip_address(value))  # type: ignore[arg-type]
-    except ValueError:
-        raise UnsafeName(f"invalid IP address {value!r}") from None
-
-
-def ssh_argv(
-    *,
-    user: str,
-    ip: str,
-    instance: str,
-    key: str | Path,
-    known_hosts: str | Path,
-    port: int = 22,
-    worker: int = 0,
-    ssh: str = "ssh",
-) -> tuple[str, ...]:
-    """The OpenSSH command for a worker, pinned to the node *instance*'s known_hosts entry.
-
-    ``instance`` is ``Node.instance``; ``known_hosts`` is ``StateDir.known_hosts`` (shared with
-    the asyncssh bootstrap, which pins keys under the same ``names.host_key_alias``). ``port``
-    is the SSH port (22 on TPU VMs; ``NetworkEndpoint.port`` is the TPU runtime's, not ssh's).
-    Raises UnsafeName for anything that does not validate.
-    """
-    alias = names.host_key_alias(instance, worker)
-    if not re.fullmatch(r"tpu\.[a-z0-9-]+\.[a-z0-9]+\.w[0-9]+", alias):
-        raise UnsafeName(f"invalid host key alias {alias!r}")
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise UnsafeName(f"invalid SSH port {port!r}")
-    program = _check_text("ssh program", ssh)
-    if program.startswith("-"):
-        raise UnsafeName(f"invalid ssh program {program!r}")
-    return (
-        program,
-        "-A",
-        "-i",
-        _check_path("SSH key path", key),
-        "-o",
-        f"HostKeyAlias={alias}",
-        "-o",
-        f"UserKnownHostsFile={_check_path('known_hosts path', known_hosts)}",
-        "-o",
-        "StrictHostKeyChecking=accept-new",
-        "-o",
-        "IdentitiesOnly=yes",
-        "-p",
-        str(port),
-        f"{names.check_user(user)}@{_check_ip(ip)}",
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,10 @@ The world is read fresh every pass; memory holds only what the world cannot tell
   (SUSPENDED / FAILED) in a row it has replaced, which delays the next create;
 - per slot, which setup steps finished for which node instance and generation;
 - which notices were sent (once per node instance and event);
+- per slot, the node instance last seen ACTIVE and since when, and the ``hold_for`` it has
+  served (so a slot released by ``hold_for`` stays released after its QR is gone); the digest
+  of the intent in force and since when (``core.control`` tells an edit's deletes from
+  deletes that came due under an intent already in force);
 - per slot, its workload's run, attempt, failures and phase (``core.workload_memory``);
 - per cloud action key, the long-running operation of the last create or delete, until its
   outcome shows in the world (``core.lro``) or it is read back (``runtime.lro``).
@@ -20,16 +24,17 @@ and says so); nothing here touches files or the clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from reconciler.core import workload_memory as wlm
 from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired
-from reconciler.model.observed import WON_STATES, Observation
+from reconciler.model.observed import WON_STATES, Observation, QRState
 
+T = TypeVar("T")
 MEMORY_SCHEMA: Final = "tpu-reconciler.memory.v1"
 BACKOFF_BASE: Final = 10.0
 BACKOFF_CAP: Final = 600.0
@@ -64,6 +69,9 @@ class SlotMemory:
     create_not_before: float = 0.0
     setup: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # setup kind ("bootstrap", "tailscale", "tmux") -> "<instance>#<generation>" done
+    active_instance: str | None = None  # node instance last seen with its QR ACTIVE
+    active_since: float | None = None  # ... first seen so (hold_for counts from here)
+    served_for: float | None = None  # the hold_for (seconds) that instance served
 
 
 _EMPTY_SLOT: Final = SlotMemory()
@@ -85,6 +93,8 @@ class Memory:
     slots: Mapping[str, SlotMemory] = field(default_factory=lambda: MappingProxyType({}))
     errors: Mapping[str, ActionError] = field(default_factory=lambda: MappingProxyType({}))
     notified: frozenset[str] = frozenset()
+    intent_digest: str | None = None
+    intent_since: float | None = None
     workloads: Mapping[str, WorkloadMemory] = field(default_factory=lambda: MappingProxyType({}))
     operations: Mapping[str, PendingOperation] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -139,9 +149,26 @@ def observe(
             new = replace(new, state=state, state_since=now)
         if qr is not None and qr.state in WON_STATES and old.dead_in_a_row:
             new = replace(new, dead_in_a_row=0, create_not_before=0.0)
+        node = observation.node(spec.zone, qr.node_id or spec.name) if qr else None
+        if qr is not None and qr.state == QRState.ACTIVE and node is not None:
+            new = _fold_active(new, node.instance, spec.hold.hold_for_seconds, now)
         if new is not old:
             slots[spec.name] = new
-    return replace(memory, slots=MappingProxyType(slots))
+    since = memory.intent_since if memory.intent_digest == desired.digest else now
+    return replace(
+        memory, slots=MappingProxyType(slots), intent_digest=desired.digest, intent_since=since
+    )
+
+
+def _fold_active(slot: SlotMemory, instance: str, hold_for: float | None, now: float) -> SlotMemory:
+    """A new ACTIVE instance starts its own hold_for clock; one that has been ACTIVE for its
+    whole hold_for is recorded as having served it."""
+    if slot.active_instance != instance:
+        slot = replace(slot, active_instance=instance, active_since=now, served_for=None)
+    since = slot.active_since if slot.active_since is not None else now
+    if hold_for is not None and now - since >= hold_for and slot.served_for != hold_for:
+        slot = replace(slot, served_for=hold_for)
+    return slot
 
 
 def record_success(memory: Memory, key: str) -> Memory:
@@ -218,7 +245,7 @@ def record_notice(memory: Memory, key: str) -> Memory:
 
 
 def to_dict(memory: Memory) -> dict[str, Any]:
-    doc = {
+    doc: dict[str, Any] = {
         "schema_version": MEMORY_SCHEMA,
         "slots": {
             name: {
@@ -227,6 +254,9 @@ def to_dict(memory: Memory) -> dict[str, Any]:
                 "dead_in_a_row": s.dead_in_a_row,
                 "create_not_before": s.create_not_before,
                 "setup": dict(s.setup),
+                "active_instance": s.active_instance,
+                "active_since": s.active_since,
+                "served_for": s.served_for,
             }
             for name, s in sorted(memory.slots.items())
         },
@@ -241,6 +271,8 @@ def to_dict(memory: Memory) -> dict[str, Any]:
             for key, e in sorted(memory.errors.items())
         },
         "notified": sorted(memory.notified),
+        "intent_digest": memory.intent_digest,
+        "intent_since": memory.intent_since,
     }
     if memory.workloads:  # written only when there are any, like operations
         doc["workloads"] = {name: wlm.to_dict(w) for name, w in sorted(memory.workloads.items())}
@@ -264,6 +296,9 @@ def from_dict(data: Any) -> Memory:
                 dead_in_a_row=int(s.get("dead_in_a_row", 0)),
                 create_not_before=float(s.get("create_not_before", 0.0)),
                 setup=MappingProxyType({str(k): str(v) for k, v in s.get("setup", {}).items()}),
+                active_instance=_opt(s.get("active_instance"), str),
+                active_since=_opt(s.get("active_since"), float),
+                served_for=_opt(s.get("served_for"), float),
             )
             for name, s in data.get("slots", {}).items()
         }
@@ -278,6 +313,8 @@ def from_dict(data: Any) -> Memory:
             for key, e in data.get("errors", {}).items()
         }
         notified = frozenset(str(n) for n in data.get("notified", []))
+        intent_digest = _opt(data.get("intent_digest"), str)
+        intent_since = _opt(data.get("intent_since"), float)
         workloads = {str(k): wlm.from_dict(w) for k, w in data.get("workloads", {}).items()}
         operations = {
             str(key): PendingOperation(
@@ -294,6 +331,8 @@ def from_dict(data: Any) -> Memory:
     numbers = [e.not_before for e in errors.values()]
     numbers += [s.create_not_before for s in slots.values()]
     numbers += [s.state_since for s in slots.values() if s.state_since is not None]
+    numbers += [t for s in slots.values() for t in (s.active_since, s.served_for) if t is not None]
+    numbers += [intent_since] if intent_since is not None else []
     numbers += [o.since for o in operations.values()]
     if not all(math.isfinite(n) for n in numbers):
         raise ValueError("corrupt memory document: a time is not a finite number")
@@ -301,6 +340,12 @@ def from_dict(data: Any) -> Memory:
         slots=MappingProxyType(slots),
         errors=MappingProxyType(errors),
         notified=notified,
+        intent_digest=intent_digest,
+        intent_since=intent_since,
         workloads=MappingProxyType(workloads),
         operations=MappingProxyType(operations),
     )
+
+
+def _opt(value: Any, kind: Callable[[Any], T]) -> T | None:
+    return None if value is None else kind(value)

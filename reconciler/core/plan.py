@@ -20,9 +20,16 @@ Rules (each action carries a human reason; reasons are shown, never used to deci
 - Workloads (``core.workload``): ``~ launch`` once the node is READY and set up for this
   instance and generation, ``~ stop`` when the attempt failed, the workload was removed or
   changed, or the slot was released; a workload that succeeded with ``when_done: release``
-  releases its slot (a race group's: every candidate) through the normal delete path.
+  releases its slot (a race group's: every candidate) through the normal delete path: it is
+  one of ``core.control``'s release rules.
 - An action whose key is backing off is *deferred*; one whose last permanent error happened
   under the same fingerprint (same intent, same world) is *blocked*. Both are reported.
+- Control (``core.control``): a slot a release rule answers for (``hold_until`` reached,
+  ``hold_for`` served, ``when_done: release`` met) is released; a create carries the slot's
+  start (``start_at`` / ``start_after``). Then, in order, actions wait in ``held`` (reported
+  like deferred ones):
+  those of a ``paused`` slot; deletes of ACTIVE TPUs past ``settings.delete_guard`` not
+  confirmed (``Plan.guard`` names the set); and every action while ``settings.suspend``.
 
 No I/O, no clock (``now`` is an argument), no await.
 """
@@ -30,14 +37,15 @@ No I/O, no clock (``now`` is an argument), no await.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Final
 
+from reconciler.core import control
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
-from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
+from reconciler.model.desired import NO_HOLD, Desired, RaceGroupSpec, SlotSpec
 from reconciler.model.observed import (
     DEAD_STATES,
     MANAGED_LABEL,
@@ -116,6 +124,7 @@ class Held:
     action: Action
     why: str
     until: float | None = None  # backoff: when it may run
+    rule: str | None = None  # held by control: "paused" | "guard" | "suspended"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +158,11 @@ class Plan:
     notices: tuple[Notice, ...] = ()
     warnings: tuple[str, ...] = ()
     decided_want: dict[str, str] = field(default_factory=dict)  # slot -> held/released
+    held: tuple[Held, ...] = ()  # waiting on the user: paused, guarded, suspended
+    suspended: bool = False
+    guard: control.Guard | None = None
+    releases: Mapping[str, control.Release] = field(default_factory=dict)  # released now
+    releases_at: Mapping[str, float] = field(default_factory=dict)  # held slots: when
 
     @property
     def empty(self) -> bool:
@@ -167,7 +181,12 @@ class Plan:
 
 
 _RANK: Final = {QRState.ACTIVE: 0, QRState.PROVISIONING: 1}
-_EVENT_WORDS: Final = {"active": "is ACTIVE", "preempted": "was preempted", "failed": "failed"}
+_EVENT_WORDS: Final = {
+    "active": "is ACTIVE",
+    "preempted": "was preempted",
+    "failed": "failed",
+    "released": "was released",
+}
 
 
 def _time_key(stamp: str | None) -> tuple[str, str]:
@@ -179,8 +198,9 @@ def _time_key(stamp: str | None) -> tuple[str, str]:
     return (head, rest.ljust(9, "0"))
 
 
-def _create_request(desired: Desired, spec: SlotSpec) -> CreateRequest:
+def _create_request(desired: Desired, spec: SlotSpec, now: float) -> CreateRequest:
     s = desired.settings
+    after, at = control.start_window(spec, now)
     return CreateRequest(
         name=spec.name,
         zone=spec.zone,
@@ -192,6 +212,8 @@ def _create_request(desired: Desired, spec: SlotSpec) -> CreateRequest:
         valid_until_seconds=spec.valid_until_seconds,
         internal_ips=s.internal_ips,
         labels={MANAGED_LABEL: MANAGED_VALUE},
+        valid_after_seconds=after,
+        valid_after_time=at,
     )
 
 
@@ -239,7 +261,6 @@ class _Planner:
     ):
         self.desired, self.observed, self.memory, self.now = desired, observed, memory, now
         self.probes = probes
-        self.done = wl.when_done_releases(desired, observed, memory, now)
         self.windows = frozenset(windows) if windows is not None else None
         self.actions: list[Action] = []
         self.deferred: list[Held] = []
@@ -247,6 +268,7 @@ class _Planner:
         self.warnings: list[str] = []
         self.notices: list[Notice] = []
         self.decided: dict[str, str] = {}
+        self.releases = control.release_reasons(desired, observed, memory, now)
 
     # -- gatekeeping ----------------------------------------------------------------------
     def propose(self, action: Action) -> None:
@@ -282,7 +304,7 @@ class _Planner:
                 spec.name,
                 spec.zone,
                 reason,
-                create=_create_request(self.desired, spec),
+                create=_create_request(self.desired, spec, self.now),
                 state="NOT_QUEUED",
             )
             not_before = self.memory.slot(spec.name).create_not_before
@@ -306,6 +328,16 @@ class _Planner:
         qr = self.observed.qr(spec.zone, spec.name)
         if qr is not None and qr.state != QRState.DELETING:
             self.propose(_delete(self.observed, qr, reason, Kind.DELETE))
+
+    def released(self, spec: SlotSpec) -> None:
+        """A release rule answered for ``spec``: the ordinary delete, and a notice once."""
+        rel = self.releases[spec.name]
+        self.decided[spec.name] = "released"
+        self.release(spec, rel.reason)
+        qr = self.observed.qr(spec.zone, spec.name)
+        if qr is not None and qr.state != QRState.DELETING:
+            instance = self.memory.slot(spec.name).active_instance or f"{spec.name}@{rel.due:.0f}"
+            self.notice(spec, instance, "released", lambda: f"{rel.reason}; deleting it")
 
     def setup(self, spec: SlotSpec) -> None:
         qr = self.observed.qr(spec.zone, spec.name)
@@ -382,11 +414,6 @@ class _Planner:
         if d.warning:
             self.warnings.append(d.warning)
 
-    def workload_done(self, spec: SlotSpec) -> str | None:
-        """The reason to release a slot whose workload succeeded with when_done: release."""
-        done = self.done.get(spec.name)
-        return done[0] if done is not None else None
-
     def window_missing(self, spec: SlotSpec, instance: str) -> bool:
         """Once per node instance (so a re-created node gets its dead window respawned), and
         level-triggered when the tmux inventory is known: a window closed by hand comes back,
@@ -421,24 +448,23 @@ class _Planner:
     # -- races ------------------------------------------------------------------------------
     def race(self, group: RaceGroupSpec) -> RaceStatus:
         specs = [s for n in group.slots if (s := self.desired.slot(n)) is not None]
-        done = [(s.name, r) for s in specs if self.done and (r := self.workload_done(s))]
-        if done:
-            for spec in specs:
-                self.decided[spec.name] = "released"
-                self.release(spec, f"race {group.name}: {done[0][0]}'s {done[0][1]}")
-            return RaceStatus(group.name, group.count, tuple(n for n, _ in done), group.slots)
         won: list[tuple[tuple[int, tuple[str, str], int], SlotSpec]] = []
         for spec in specs:
             qr = self.observed.qr(spec.zone, spec.name)
             if qr is not None and qr.state in WON_STATES:
                 won.append(((_RANK[qr.state], _time_key(qr.create_time), spec.order), spec))
         won.sort(key=lambda item: item[0])
-        keep = [spec for _, spec in won[: group.count]]
+        done = [s for s in specs if s.name in self.releases]  # a hold that ran out
+        won = [item for item in won if item[1].name not in self.releases]
+        count = max(0, group.count - len(done))
+        keep = [spec for _, spec in won[:count]]
         kept = {s.name for s in keep}
         unseen = [s.name for s in specs if not self.observed.knows(s.zone)]
-        closed = len(keep) >= group.count
+        closed = len(keep) >= count
         for spec in specs:
-            if spec.name in kept:
+            if spec.name in self.releases:
+                self.released(spec)
+            elif spec.name in kept:
                 self.decided[spec.name] = "held"
                 self.hold(spec, f"race {group.name}: winner")
             elif closed:
@@ -447,6 +473,8 @@ class _Planner:
                     f"race {group.name} won by {', '.join(sorted(kept))}"
                     if kept
                     else f"race {group.name} has count 0"
+                    if not done
+                    else f"race {group.name}: its hold ran out ({done[0].name})"
                 )
                 self.release(spec, why)
             else:
@@ -457,7 +485,8 @@ class _Planner:
                 f"race {group.name}: zones of {', '.join(unseen)} unreachable; a winner there "
                 "would be invisible"
             )
-        return RaceStatus(group.name, group.count, tuple(s.name for s in keep), tuple(group.slots))
+        # A hold that ran out lowers the count: the group does not race again to replace it.
+        return RaceStatus(group.name, count, tuple(s.name for s in keep), tuple(group.slots))
 
 
 def plan(
@@ -466,11 +495,13 @@ def plan(
     memory: Memory | None = None,
     now: float = 0.0,
     tmux_windows: Collection[str] | None = None,
+    confirmed: Collection[str] = (),
     *,
     probes: wl.Probes | None = None,
 ) -> Plan:
     """Decide what to do. ``desired`` None (no valid intent yet) plans nothing at all.
     ``tmux_windows``: the ``session:window`` targets that exist, None when unknown.
+    ``confirmed``: the deletes the user confirmed past the guard (``control.delete_id``s).
     ``probes``: this pass's workload probes per slot (None: not probed)."""
     memory = memory or Memory()
     if desired is None:
@@ -482,10 +513,11 @@ def plan(
     races = tuple(p.race(g) for g in desired.race_groups)
     for spec in desired.slots:
         if spec.race_group is None:
-            done = p.workload_done(spec) if p.done and spec.want != "released" else None
-            p.decided[spec.name] = "released" if done else spec.want or "held"
-            if spec.want == "released" or done:
-                p.release(spec, done or "want: released")
+            p.decided[spec.name] = spec.want or "held"
+            if spec.want == "released":
+                p.release(spec, "want: released")
+            elif spec.name in p.releases:  # a release rule: hold_for, hold_until, when_done
+                p.released(spec)
             else:
                 p.hold(spec, "want: held, not queued")
         if p.decided.get(spec.name) == "held":
@@ -505,15 +537,68 @@ def plan(
                         Kind.DELETE,
                     )
                 )
-    return Plan(
-        actions=tuple(p.actions),
-        deferred=tuple(p.deferred),
-        blocked=tuple(p.blocked),
-        unmanaged=unmanaged,
-        races=races,
-        notices=tuple(p.notices),
-        warnings=tuple(p.warnings),
-        decided_want=p.decided,
+    return _controls(
+        Plan(
+            actions=tuple(p.actions),
+            deferred=tuple(p.deferred),
+            blocked=tuple(p.blocked),
+            unmanaged=unmanaged,
+            races=races,
+            notices=tuple(p.notices),
+            warnings=tuple(p.warnings),
+            decided_want=p.decided,
+            releases=p.releases,
+        ),
+        desired,
+        observed,
+        memory,
+        confirmed,
+    )
+
+
+def _controls(
+    plan: Plan, desired: Desired, observed: Observation, memory: Memory, confirmed: Collection[str]
+) -> Plan:
+    """Hold back what the user asked to wait (see ``core.control``): paused slots, guarded
+    deletes, everything while suspended; and say when held slots will be released."""
+    paused = {s.name for s in desired.slots if s.hold is not NO_HOLD and s.hold.paused}
+    held: list[Held] = []
+    actions: list[Action] = []
+    for a in plan.actions:
+        if a.slot in paused:
+            held.append(Held(a, control.PAUSED_WHY, rule="paused"))
+        else:
+            actions.append(a)
+    ids: dict[str, str] = {}
+    for a in actions:
+        if a.kind != Kind.DELETE or not a.destructive:
+            continue
+        if control.counts_for_guard(plan.releases.get(a.slot), memory):
+            node = observed.node(a.zone, a.slot)
+            ids[control.delete_id(a.zone, a.slot, node.instance if node else None)] = a.key
+    guard = control.guard(ids, desired.settings.delete_guard, confirmed)
+    if guard is not None:
+        keys = {ids[i] for i in guard.deletes}
+        held += [Held(a, guard.why, rule="guard") for a in actions if a.key in keys]
+        actions = [a for a in actions if a.key not in keys]
+    suspended = desired.settings.suspend
+    if suspended:
+        held += [Held(a, control.SUSPENDED_WHY, rule="suspended") for a in actions]
+        actions = []
+    timed = (s for s in desired.slots if s.hold is not NO_HOLD)
+    at = {
+        s.name: t
+        for s in timed
+        if plan.decided_want.get(s.name) == "held"
+        and (t := control.releases_at(s, observed, memory)) is not None
+    }
+    return replace(
+        plan,
+        actions=tuple(actions),
+        held=tuple(held),
+        suspended=suspended,
+        guard=guard,
+        releases_at=at,
     )
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 from reconciler.model.durations import format_duration
+from reconciler.model.times import local_text
 
 if TYPE_CHECKING:  # `status` only formats a snapshot: it must not pay for the plan model
     from reconciler.core.plan import Plan
@@ -38,15 +39,44 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
         lines.append(f"  deferred {h.action.kind.value} {h.action.slot}: {h.why}{when}")
     for h in plan.blocked:
         lines.append(f"  blocked  {h.action.kind.value} {h.action.slot}: {h.why}")
+    lines += _control_lines(plan, now)
     for w in plan.warnings:
         lines.append(f"  warning: {w}")
     if plan.unmanaged:
         names = ", ".join(f"{q.name} ({q.zone}, {q.state.value})" for q in plan.unmanaged)
         lines.append(f"  unmanaged (not in the file; left alone): {names}")
-    if plan.deferred or plan.blocked or plan.warnings or plan.unmanaged:
+    notes = (plan.deferred, plan.blocked, plan.warnings, plan.unmanaged, plan.held)
+    if any(notes) or plan.releases_at:
         lines.append("")
     lines.append(plan_summary(plan))
+    if plan.suspended:
+        lines.insert(0, SUSPENDED_BANNER)
     return "\n".join(lines) + "\n"
+
+
+SUSPENDED_BANNER: Final = (
+    "SUSPENDED: the controller observes and plans, and takes no action (`tpu-reconciler resume`)."
+)
+
+
+def _control_lines(plan: Plan, now: float | None) -> list[str]:
+    """Held actions (paused, guarded, suspended) and upcoming releases."""
+    lines = []
+    for h in plan.held:
+        if h.rule == "paused":
+            lines.append(f"  paused   {h.action.kind.value} {h.action.slot}")
+        elif h.rule == "suspended":
+            lines.append(f"  held     {h.action.kind.value} {h.action.slot} (suspended)")
+    guarded = [h.action.slot for h in plan.held if h.rule == "guard"]
+    if guarded and plan.guard is not None:
+        lines.append(f"  guarded  delete {', '.join(guarded)}: {plan.guard.why}")
+    for slot, at in sorted(plan.releases_at.items()):
+        lines.append(f"  {slot} releases {_when(at, now)} (at {local_text(at)})")
+    return lines
+
+
+def _when(at: float, now: float | None) -> str:
+    return f"in {format_duration(at - now)}" if now is not None and at > now else "now"
 
 
 def age(stamp: str | None, now: float) -> str:
@@ -66,9 +96,12 @@ _COLUMNS = ("SLOT", "ZONE", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RAC
 _QUIET: Final = frozenset(("off", "done", "waiting"))  # setup states the NOTE column leaves out
 
 
-def _note(row: SlotStatus) -> str:
+def _note(row: SlotStatus, now: float) -> str:
     if not row.managed:
         return "unmanaged (not in file)"
+    control = _control_note(row, now)
+    if control:
+        return control
     if row.last_error:
         return str(row.last_error)[:60]
     setup = row.setup
@@ -82,6 +115,19 @@ def _note(row: SlotStatus) -> str:
     wait = row.expected_wait
     if wait is not None and wait.p50_seconds is not None:
         parts.append(f"p50 {format_duration(wait.p50_seconds)} here, {wait.samples} samples")
+    return ", ".join(parts)
+
+
+def _control_note(row: SlotStatus, now: float) -> str:
+    """``paused``, ``releases in 3h12m (20:00)``: what the user asked of this slot's time."""
+    parts = ["paused"] if row.paused else []
+    if row.releases_at:
+        try:
+            ts = datetime.fromisoformat(row.releases_at.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            ts = None
+        if ts is not None:
+            parts.append(f"releases {_when(ts, now)} ({local_text(ts)[11:16]})")
     return ", ".join(parts)
 
 
@@ -136,7 +182,7 @@ def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:
                 ip_text,
                 str(s.race_group or ""),
                 *((_workload(s.workload, now),) if workloads else ()),
-                _note(s),
+                _note(s, now),
             )
         )
     return rows
@@ -166,6 +212,8 @@ def format_status(snapshot: StatusSnapshot, now: float) -> str:
         f"{age(snapshot.observed_at, now) + ' ago' if snapshot.observed_at else 'never'}"
         f" via {snapshot.backend}",
     ]
+    if snapshot.suspended:
+        head.insert(0, SUSPENDED_BANNER)
     for err in desired.errors:
         head.append(f"  {err}")
     if snapshot.note:
@@ -185,6 +233,12 @@ def format_status(snapshot: StatusSnapshot, now: float) -> str:
     orphans = snapshot.tmux.orphans
     if orphans:
         tail.append(f"tmux orphans (slot not ACTIVE; left open): {', '.join(orphans)}")
+    guard = snapshot.plan.guard if snapshot.plan is not None else None
+    if guard is not None:
+        tail.append(
+            f"delete guard: {len(guard.deletes)} deletes of ACTIVE TPUs wait "
+            f"({', '.join(guard.slots)}); confirm exactly these: {guard.command}"
+        )
     if snapshot.plan is not None and snapshot.plan.summary:
         tail.append(f"next: {snapshot.plan.summary}")
     return "\n".join([*head, "", body, *(["", *tail] if tail else [])]) + "\n"

@@ -27,6 +27,8 @@ from reconciler.model.status import (
     DeferredActionStatus,
     DesiredInfo,
     ExpectedWaitStatus,
+    GuardStatus,
+    HeldActionStatus,
     PlanStatus,
     RaceGroupStatus,
     SetupStatus,
@@ -60,8 +62,10 @@ def _action_fields(action: Action) -> dict[str, Any]:
 
 
 def plan_summary(plan: Plan) -> str:
+    if plan.suspended:
+        return f"SUSPENDED: {len(plan.held)} action(s) held; nothing is done until resume."
     if plan.empty:
-        return "No changes."
+        return "No changes." + (" (some deletes wait for confirmation)" if plan.guard else "")
     add, change, destroy = plan.counts()
     return f"Plan: {add} to add, {change} to change, {destroy} to destroy."
 
@@ -78,7 +82,28 @@ def plan_status(plan: Plan) -> PlanStatus:
             BlockedActionStatus(**_action_fields(h.action), why=h.why) for h in plan.blocked
         ),
         warnings=tuple(plan.warnings),
+        **_control_fields(plan),
     )
+
+
+def _control_fields(plan: Plan) -> dict[str, Any]:
+    """What control holds back (``core/control``): held actions, the guard, suspended."""
+    guard = plan.guard
+    return {
+        "held": tuple(
+            HeldActionStatus(**_action_fields(h.action), why=h.why, rule=h.rule) for h in plan.held
+        ),
+        "guard": None
+        if guard is None
+        else GuardStatus(
+            limit=guard.limit,
+            deletes=guard.deletes,
+            slots=tuple(h.action.slot for h in plan.held if h.rule == "guard"),
+            fingerprint=guard.fingerprint,
+            command=guard.command,
+        ),
+        "suspended": plan.suspended,
+    }
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:
@@ -166,6 +191,7 @@ def _managed_row(
     want: str | None,
     windows: Collection[str],
     now: float,
+    releases_at: float | None = None,
 ) -> SlotStatus:
     qr = observed.qr(spec.zone, spec.name)
     if qr is not None:
@@ -190,6 +216,8 @@ def _managed_row(
         setup=_setup_status(memory, spec, instance),
         tmux=TmuxStatus(target=target if spec.setup.tmux else None, open=target in windows),
         instance=instance,
+        paused=spec.hold.paused,
+        releases_at=iso(releases_at),
         workload=wl.status(memory.workload(spec.name), spec.workload, now),
     )
 
@@ -215,10 +243,18 @@ def _slots(
 ) -> tuple[SlotStatus, ...]:
     """Managed slots in file order, then the unmanaged QRs the plan found."""
     decided = plan.decided_want if plan else {}
+    at = plan.releases_at if plan else {}
     rows = (
         [
             _managed_row(
-                spec, desired, observed, memory, decided.get(spec.name, spec.want), windows, now
+                spec,
+                desired,
+                observed,
+                memory,
+                decided.get(spec.name, spec.want),
+                windows,
+                now,
+                at.get(spec.name),
             )
             for spec in desired.slots
         ]
@@ -247,7 +283,8 @@ def _with_waits(
     )
 
 
-def _race_groups(plan: Plan | None) -> tuple[RaceGroupStatus, ...]:
+def _race_groups(desired: Desired | None, plan: Plan | None) -> tuple[RaceGroupStatus, ...]:
+    paused = {g.name for g in desired.race_groups if g.paused} if desired else set()
     return tuple(
         RaceGroupStatus(
             name=r.name,
@@ -255,6 +292,7 @@ def _race_groups(plan: Plan | None) -> tuple[RaceGroupStatus, ...]:
             winners=tuple(r.winners),
             candidates=tuple(r.candidates),
             open=r.open,
+            paused=r.name in paused,
         )
         for r in (plan.races if plan else ())
     )
@@ -297,9 +335,10 @@ def build_status(
         observe_error=observe_error,
         unreachable_zones=tuple(sorted(observed.unreachable)),
         slots=slots,
-        race_groups=_race_groups(plan),
+        race_groups=_race_groups(desired, plan),
         plan=plan_status(plan) if plan else _no_plan(desired),
         tmux=TmuxInventoryStatus(
             windows=tuple(sorted(windows)), orphans=tuple(sorted(tmux_orphans))
         ),
+        suspended=plan.suspended if plan else bool(desired and desired.settings.suspend),
     )

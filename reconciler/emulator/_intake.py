@@ -70,7 +70,8 @@ def from_scenario(spec: ScenarioQueuedResource, *, seq: int, now: float) -> QRRe
 
 
 def apply_policy(q: QRRecord, clock: Clock) -> None:
-    """Set the record's deadline (validUntil*) and earliest start (validAfter*)."""
+    """Set the record's deadline (validUntil*, validInterval.endTime) and earliest start
+    (validAfter*, validInterval.startTime)."""
     policy = q.queueing_policy or {}
     try:
         if m := _DURATION.match(str(policy.get("validUntilDuration", ""))):
@@ -81,5 +82,11 @@ def apply_policy(q: QRRecord, clock: Clock) -> None:
             q.valid_after = q.created + float(m.group(1))
         if policy.get("validAfterTime"):
             q.valid_after = clock.parse(str(policy["validAfterTime"]))
+        interval = policy.get("validInterval")
+        if isinstance(interval, dict):  # [startTime, endTime): not granted outside it
+            if interval.get("startTime"):
+                q.valid_after = clock.parse(str(interval["startTime"]))
+            if interval.get("endTime"):
+                q.deadline = clock.parse(str(interval["endTime"]))
     except ValueError as exc:
         raise ApiError("INVALID_ARGUMENT", f"bad queueingPolicy: {exc}") from None

@@ -50,7 +50,7 @@ from reconciler.errors import (
     InvalidDesiredState,
     InvalidEdit,
 )
-from reconciler.intent import edits_workload
+from reconciler.intent import edits_control, edits_workload
 from reconciler.intent.edits import EDITS as _CORE_EDITS
 from reconciler.intent.edits import EditContext
 from reconciler.intent.operations import OperationLog, check_operation_id
@@ -59,10 +59,10 @@ from reconciler.model.desired import Desired
 from reconciler.model.load import parse_desired
 
 #: Every edit kind: the core ones and each capability's own module.
-EDITS: Final = {**_CORE_EDITS, **edits_workload.EDITS}
+EDITS: Final = {**_CORE_EDITS, **edits_workload.EDITS, **edits_control.EDITS}
 MAX_ATTEMPTS: Final = 20
 SETTLE_TIMEOUT: Final = 2.0  # seconds an editor's save may take before the edit gives up
-Source = Literal["mcp", "cli"]
+Source = Literal["mcp", "cli", "tui"]
 Status = Literal["changed", "unchanged", "exists"]
 
 

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
+from reconciler.adapters.openssh import ssh_argv
 from reconciler.adapters.status_file import read_status
 from reconciler.errors import (
     InvalidDesiredState,
@@ -203,7 +204,8 @@ def ssh_command(
     desired: Desired | None = None,
     snapshot: StatusSnapshot | None = None,
 ) -> dict[str, Any]:
-    """An OpenSSH command line for one worker, pinned to the node instance's host key."""
+    """An OpenSSH command line for one worker, pinned to the node instance's host key: the
+    same argv as the slot's tmux window (``adapters.openssh.ssh_argv``, agent forwarding on)."""
     names.check_name(name)
     if desired is None:
         desired, _ = _desired(store)
@@ -224,19 +226,17 @@ def ssh_command(
     except ValueError:
         raise ViewError(f"snapshot address {ips[worker]!r} is not an IP address") from None
     alias = names.host_key_alias(instance, worker)
-    user = _ssh_user(store, desired)
-    argv = [
-        "ssh",
-        "-i",
-        str(_ssh_key(store, desired)),
-        "-o",
-        f"HostKeyAlias={alias}",
-        "-o",
-        f"UserKnownHostsFile={store.state.known_hosts}",
-        "-o",
-        "StrictHostKeyChecking=accept-new",
-        f"{user}@{ip}" if user else ip,
-    ]
+    argv = list(
+        ssh_argv(
+            user=_ssh_user(store, desired),
+            ip=ip,
+            instance=instance,
+            key=_ssh_key(store, desired),
+            known_hosts=store.state.known_hosts.absolute(),
+            port=desired.settings.ssh_port if desired else 22,
+            worker=worker,
+        )
+    )
     return _doc(
         available=True,
         command=shlex.join(argv),
@@ -347,15 +347,15 @@ def target_reached(
     hold / add_slot(held): each slot ACTIVE (the TPU is usable). release /
     add_slot(released): NOT_QUEUED. remove_slot: shown as unmanaged (or gone). race: the group
     has ``count`` winners. setup: the flags turned on are ``done`` for the new generation (tmux:
-    its window is open). tmux_all: every ACTIVE slot that wants tmux has its window. set_poll:
-    the controller has loaded the edited file.
+    its window is open). tmux_all: every ACTIVE slot that wants tmux has its window. set_poll,
+    suspend, resume: the controller has loaded the edited file.
     """
     rows = _rows(snap)
     if result.kind == "race":
         group = next((g for g in snap.race_groups if g.name == result.args["group"]), None)
         done = group is not None and len(group.winners) >= result.args["count"]
         return done, [rows[n] for n in result.slots if n in rows]
-    if result.kind == "set_poll":
+    if result.kind in ("set_poll", "suspend", "resume"):
         return snap.desired.digest == result.digest, []
     if result.kind == "tmux_all":
         active = [r for r in rows.values() if r.state == "ACTIVE" and r.tmux]

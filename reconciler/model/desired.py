@@ -31,6 +31,7 @@ from pydantic_core import PydanticCustomError
 from reconciler.errors import UnsafeName
 from reconciler.model import names
 from reconciler.model.durations import parse_duration
+from reconciler.model.times import parse_instant
 from reconciler.model.workload import Restart, WhenDone, check_env_name, check_secret_name
 
 Mode = Literal["spot", "on-demand", "reserved"]
@@ -64,6 +65,13 @@ def _duration(value: Any) -> float:
         return parse_duration(value)
     except ValueError as e:
         raise PydanticCustomError("duration", str(e)) from None
+
+
+def _instant(value: Any) -> float:
+    try:
+        return parse_instant(value)
+    except ValueError as e:
+        raise PydanticCustomError("instant", str(e)) from None
 
 
 def _family(value: Any) -> str:
@@ -123,6 +131,7 @@ UserName = Annotated[str, _named(names.check_user)]
 ZoneCode = Annotated[str, _named(names.check_zone_code)]
 Family = Annotated[str, AfterValidator(_family)]
 Seconds = Annotated[float, BeforeValidator(_duration)]
+Moment = Annotated[float, BeforeValidator(_instant)]
 Path = Annotated[str, AfterValidator(_safe_text)]
 SocketName = Annotated[str, AfterValidator(_socket_name)]
 EnvName = Annotated[str, _named(check_env_name)]
@@ -133,6 +142,16 @@ Command = Annotated[str | list[str], BeforeValidator(_command)]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+#: Descriptions of the time and pause keys, shared by slots, generators and race groups.
+_HOLD_DOC: Final = {
+    "start_at": "Queue now, provision no earlier than this time (ISO 8601 with offset).",
+    "start_after": "Queue now, provision no earlier than this long after each create.",
+    "hold_for": "Release once the node has been ACTIVE this long (per node instance).",
+    "hold_until": "Release at this time (ISO 8601 with offset).",
+    "paused": "Nothing is created, deleted or set up for it; what it holds stays held.",
+}
 
 
 class Setup(_Model):
@@ -229,6 +248,13 @@ class Settings(_Model):
     tmux_socket: SocketName | None = Field(None, description="tmux server socket name (-L).")
     ntfy_topic: str = Field("", description="ntfy topic for notices; empty disables them.")
     ntfy_server: Path = Field("https://ntfy.sh", description="ntfy server URL.")
+    suspend: bool = Field(False, description="Observe, plan and report, but take no action at all.")
+    delete_guard: int = Field(
+        2,
+        ge=0,
+        le=100_000,
+        description="Most ACTIVE TPUs one change may delete before `tpu-reconciler confirm`.",
+    )
     history_retention: Seconds = Field(
         365 * 86400.0, description="How long the capacity history keeps records, e.g. 90d."
     )
@@ -260,6 +286,11 @@ class SlotModel(_Model):
     setup: Setup | None = Field(
         None, description="Setup flags for this slot, each overriding defaults.setup."
     )
+    start_at: Moment | None = Field(None, description=_HOLD_DOC["start_at"])
+    start_after: Seconds | None = Field(None, description=_HOLD_DOC["start_after"])
+    hold_for: Seconds | None = Field(None, description=_HOLD_DOC["hold_for"])
+    hold_until: Moment | None = Field(None, description=_HOLD_DOC["hold_until"])
+    paused: bool = Field(False, description=_HOLD_DOC["paused"])
     workload: WorkloadModel | None = Field(
         None, description="The program to run on every worker; see workload."
     )
@@ -271,6 +302,11 @@ class RaceGroupModel(_Model):
     slots: list[SlotName] = Field(
         min_length=1, description="Candidate slot names (defined in slots or generated)."
     )
+    start_at: Moment | None = Field(None, description=_HOLD_DOC["start_at"])
+    start_after: Seconds | None = Field(None, description=_HOLD_DOC["start_after"])
+    hold_for: Seconds | None = Field(None, description=_HOLD_DOC["hold_for"])
+    hold_until: Moment | None = Field(None, description=_HOLD_DOC["hold_until"])
+    paused: bool = Field(False, description=_HOLD_DOC["paused"])
     workload: WorkloadModel | None = Field(
         None, description="Run on whichever candidate wins; see workload."
     )
@@ -288,6 +324,11 @@ class GeneratorModel(_Model):
     runtime_version: RuntimeVersion | None = Field(None, description="As on slots.")
     valid_until: Seconds | None = Field(None, description="As on slots.")
     setup: Setup | None = Field(None, description="As on slots.")
+    start_at: Moment | None = Field(None, description=_HOLD_DOC["start_at"])
+    start_after: Seconds | None = Field(None, description=_HOLD_DOC["start_after"])
+    hold_for: Seconds | None = Field(None, description=_HOLD_DOC["hold_for"])
+    hold_until: Moment | None = Field(None, description=_HOLD_DOC["hold_until"])
+    paused: bool = Field(False, description=_HOLD_DOC["paused"])
     workload: WorkloadModel | None = Field(None, description="As on slots.")
 
 
@@ -322,6 +363,20 @@ class SetupSpec:
     tmux: bool = True
     generation: int = 0
     scripts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HoldSpec:
+    """A slot's holds in time and pause (its own keys, else its race group's); epoch seconds."""
+
+    start_at: float | None = None
+    start_after_seconds: int | None = None
+    hold_for_seconds: float | None = None
+    hold_until: float | None = None
+    paused: bool = False
+
+
+NO_HOLD: Final = HoldSpec()
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,6 +419,7 @@ class SlotSpec:
     setup: SetupSpec = field(default_factory=SetupSpec)
     order: int = 0  # position in the file after generation; ties in races break on it
     generated: bool = False
+    hold: HoldSpec = NO_HOLD
     workload: WorkloadSpec | None = None
 
 
@@ -372,6 +428,7 @@ class RaceGroupSpec:
     name: str
     count: int
     slots: tuple[str, ...]
+    paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)

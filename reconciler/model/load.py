@@ -26,6 +26,7 @@ from reconciler.model.desired import (
     DEFAULT_RUNTIME_VERSIONS,
     Desired,
     DesiredFile,
+    HoldSpec,
     RaceGroupSpec,
     Settings,
     Setup,
@@ -34,6 +35,8 @@ from reconciler.model.desired import (
     WorkloadModel,
     WorkloadSpec,
 )
+from reconciler.model.holds import HoldKeys, resolve_hold
+from reconciler.model.holds import problems as hold_problems
 
 ENV_PREFIX: Final = "TPU_RECONCILER_"
 #: Settings that can be overridden from the environment (scalars only).
@@ -321,6 +324,7 @@ class _Resolution:
     membership: dict[str, str] = field(default_factory=dict)  # slot -> its race group
     slots: list[SlotSpec] = field(default_factory=list)
     where: dict[str, Loc] = field(default_factory=dict)  # slot -> where it was defined
+    groups: dict[str, HoldKeys] = field(default_factory=dict)  # race group -> its model
     group_layer: dict[str, Layer] = field(default_factory=dict)  # race group -> its workload
 
     def workload(self, outer: Layer, slot: str, own: Layer) -> WorkloadSpec | None:
@@ -365,6 +369,7 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
     runtimes = {**DEFAULT_RUNTIME_VERSIONS, **settings.runtime_versions}
     r = _Resolution(model, pos, source, runtimes)
     _race_membership(r)
+    _check_holds(r)
     _written_slots(r)
     _check_generator_sizes(r)
     r.raise_if_invalid()
@@ -373,7 +378,8 @@ def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> De
     r.raise_if_invalid()
     slots = r.slots
     groups = tuple(
-        RaceGroupSpec(name=g.name, count=g.count, slots=tuple(g.slots)) for g in model.race_groups
+        RaceGroupSpec(name=g.name, count=g.count, slots=tuple(g.slots), paused=g.paused)
+        for g in model.race_groups
     )
     return Desired(
         project=model.project,
@@ -409,6 +415,22 @@ def _race_membership(r: _Resolution) -> None:
             seen_here.add(name)
 
 
+def _check_holds(r: _Resolution) -> None:
+    """The time and pause keys of every slot, generator and race group (``model/holds``)."""
+    blocks: list[tuple[Loc, HoldKeys]] = [(("slots", i), m) for i, m in enumerate(r.model.slots)]
+    blocks += [(("generate", i), m) for i, m in enumerate(r.model.generate)]
+    blocks += [(("race_groups", i), m) for i, m in enumerate(r.model.race_groups)]
+    r.groups.update((g.name, g) for g in r.model.race_groups)
+    for where, keys in blocks:
+        for key, message in hold_problems(keys):
+            r.err((*where, key), message, key=True)
+
+
+def _hold(r: _Resolution, keys: HoldKeys, group: str | None) -> HoldSpec:
+    """A slot's holds: its own keys, else its race group's."""
+    return resolve_hold(keys, r.groups.get(group) if group else None)
+
+
 def _written_slots(r: _Resolution) -> None:
     """The slots written out under ``slots:``, with defaults applied."""
     model, err, add, runtime_for = r.model, r.err, r.add, r.runtime_for
@@ -441,6 +463,7 @@ def _written_slots(r: _Resolution) -> None:
                 valid_until_seconds=int(slot.valid_until) if slot.valid_until else None,
                 setup=_setup(defaults.setup, slot.setup, settings.setup_scripts),
                 order=len(slots),
+                hold=_hold(r, slot, group),
                 workload=r.workload((None, ()), slot.name, (slot.workload, loc)),
             ),
             (*loc, "name"),
@@ -499,6 +522,7 @@ def _generated_slots(r: _Resolution) -> None:
                             setup=_setup(defaults.setup, gen.setup, settings.setup_scripts),
                             order=len(slots),
                             generated=True,
+                            hold=_hold(r, gen, group),
                             workload=r.workload((gen.workload, loc), name, (None, ())),
                         ),
                         loc,

@@ -175,6 +175,8 @@ class SlotStatus(_Value):
     setup: SetupStatus | None = None
     tmux: TmuxStatus | None = None
     instance: str | None = None
+    paused: bool = added(False)  # paused: true on the slot or its race group
+    releases_at: str | None = added()  # when hold_for / hold_until releases it (UTC)
     workload: WorkloadStatus | None = added()  # noqa: RUF009  (a frozen value)
     # waiting for capacity, with 3+ samples of history (``added`` is a field(), not a value)
     expected_wait: ExpectedWaitStatus | None = added()  # noqa: RUF009
@@ -190,6 +192,7 @@ class RaceGroupStatus(_Value):
     winners: tuple[str, ...] = ()
     candidates: tuple[str, ...] = ()
     open: bool = False
+    paused: bool = added(False)
     extra: Mapping[str, Any] = _extra()
 
 
@@ -222,6 +225,27 @@ class BlockedActionStatus(ActionStatus):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class HeldActionStatus(ActionStatus):
+    """An action held back at the user's word: ``rule`` is ``paused``, ``guard`` or
+    ``suspended`` (see ``core/control``)."""
+
+    why: str = ""
+    rule: str | None = None
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class GuardStatus(_Value):
+    """Deletes of ACTIVE TPUs the delete guard holds; ``command`` confirms exactly these."""
+
+    limit: int = 0
+    deletes: tuple[str, ...] = ()  # "zone/slot@uid"
+    slots: tuple[str, ...] = ()
+    fingerprint: str = ""
+    command: str = ""
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class PlanStatus(_Value):
     """The pending plan: its summary line, the actions, and what is deferred or blocked."""
 
@@ -230,6 +254,9 @@ class PlanStatus(_Value):
     deferred: tuple[DeferredActionStatus, ...] = ()
     blocked: tuple[BlockedActionStatus, ...] = ()
     warnings: tuple[str, ...] = ()
+    held: tuple[HeldActionStatus, ...] = added(())  # paused, guarded, suspended
+    guard: GuardStatus | None = added()  # noqa: RUF009 (a field(), as for every added key)
+    suspended: bool = added(False)
     extra: Mapping[str, Any] = _extra()
 
 
@@ -260,6 +287,7 @@ class StatusSnapshot(_Value):
     tmux: TmuxInventoryStatus = TmuxInventoryStatus()
     in_flight: tuple[str, ...] | None = added()
     note: str | None = added()
+    suspended: bool = added(False)  # settings.suspend: observing and planning, not acting
     history_error: str | None = added()  # the capacity history store's last failure
     extra: Mapping[str, Any] = _extra()
 

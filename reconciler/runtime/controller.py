@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from reconciler.adapters.cloud import Cloud
+from reconciler.adapters.confirm_file import read_confirmed
 from reconciler.adapters.files import read_json, write_json
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
@@ -148,6 +149,8 @@ class Controller:
         self._last: PassResult | None = None
         self._observed_at: float | None = None
         self._backend = "?"
+        self._suspended = False
+        self._guarded: str | None = None
 
     # -- memory ------------------------------------------------------------------------------
     def _load_memory(self) -> mem.Memory:
@@ -246,7 +249,9 @@ class Controller:
             wl.observe(self.memory, desired, observation, probes, now),
         )
         self._workloads_moved(desired, before)
-        decided = plan(desired, observation, self.memory, now, windows, probes=probes)
+        confirmed = read_confirmed(self.state)
+        decided = plan(desired, observation, self.memory, now, windows, confirmed, probes=probes)
+        self._note_control(decided)
         if self.history is not None:
             self.history.observe(desired, observation, self.memory, now)
         result = PassResult(desired, observation, decided)
@@ -258,6 +263,18 @@ class Controller:
         self._write_snapshot(result, errors, list(windows or ()), orphans)
         self._save_memory()
         return result
+
+    def _note_control(self, decided: Plan) -> None:
+        if decided.suspended != self._suspended:
+            self._suspended = decided.suspended
+            self.events.emit("controller.suspended" if decided.suspended else "controller.resumed")
+        if decided.guard is not None and decided.guard.fingerprint != self._guarded:
+            self.events.emit(
+                "guard.held",
+                deletes=list(decided.guard.deletes),
+                fingerprint=decided.guard.fingerprint,
+            )
+        self._guarded = decided.guard.fingerprint if decided.guard else None
 
     def _workloads_moved(self, desired: Desired, before: mem.Memory) -> None:
         """Events for workload transitions; each ended attempt into the capacity history."""
@@ -323,6 +340,10 @@ class Controller:
             task = asyncio.create_task(self._run(desired, action, node), name=action.key)
             self.in_flight[action.key] = task
             started.append(action)
+            if action.kind == Kind.DELETE and (rel := decided.releases.get(action.slot)):
+                self.events.emit(
+                    "slot.released", slot=action.slot, rule=rel.rule, reason=rel.reason
+                )
         return started
 
     def _cancel_setup(self, action: Action) -> None:
@@ -474,8 +495,8 @@ class Controller:
         return submitted.outcome.value
 
     def _send_notices(self, desired: Desired, decided: Plan) -> None:
-        if not desired.settings.ntfy_topic or self.setup is None:
-            return
+        if not desired.settings.ntfy_topic or self.setup is None or decided.suspended:
+            return  # suspended: the notices wait (they announce what is being done)
         for notice in decided.notices:
             self.memory = mem.record_notice(self.memory, notice.key)
             task = asyncio.create_task(self._notify(desired.settings, notice))
@@ -555,7 +576,7 @@ class Controller:
             and result.plan
             and in_motion(result.desired, result.observation, result.plan.races)
         ) or (self.workloads is not None and wl.watching(self.memory))
-        return next_interval(
+        delay = next_interval(
             slow=settings.poll_interval,
             fast=settings.fast_poll_interval,
             moving=moving,
@@ -566,6 +587,11 @@ class Controller:
             rand=random.random(),
             retry=self._observe_retry if self._observe_failures else None,
         )
+        # A hold that runs out wakes the loop then, not at the next steady poll.
+        release = min(result.plan.releases_at.values(), default=None) if result.plan else None
+        if release is not None and not self._observe_failures:
+            delay = min(delay, max(1.0, release - self.clock() + 0.5))
+        return delay
 
     async def run(self, stop: asyncio.Event, *, watch: bool = True) -> None:
         from reconciler.runtime.watch import watch_file
@@ -652,7 +678,8 @@ class Controller:
         self.memory = mem.observe(self.memory, desired, observation, now)
         probes = await self._probe(desired, observation)
         self.memory = wl.observe(self.memory, desired, observation, probes, now)
-        decided = plan(desired, observation, self.memory, now, probes=probes)
+        confirmed = read_confirmed(self.state)
+        decided = plan(desired, observation, self.memory, now, confirmed=confirmed, probes=probes)
         return PassResult(desired, observation, decided)
 
     async def apply(self, result: PassResult) -> list[Action]:

@@ -127,7 +127,8 @@ class LiveSetup:
         return self._mirrors[socket]
 
     async def tmux(self, desired: Desired, action: Action, node: Node) -> None:
-        from reconciler.adapters.tmux import WantedWindow, session_name, ssh_argv
+        from reconciler.adapters.openssh import ssh_argv
+        from reconciler.adapters.tmux import WantedWindow, session_name
 
         spec = self._spec(desired, action)
         settings = desired.settings

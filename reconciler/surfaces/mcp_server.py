@@ -45,8 +45,9 @@ INSTRUCTIONS: Final = (
     "Cloud TPU slots held declaratively. Read with list_slots, slot_info, plan, events. "
     "Edits change desired.yaml only (the controller acts), each with a fresh operation_id "
     "(reuse it only to retry the same call). cancel_slot, remove_slot, set_race_group "
-    "(when it drops candidates or lowers a count), tmux_close, and restart_workload / "
-    "stop_workload of a running workload need confirm=true: ask the user first."
+    "(when it drops candidates or lowers a count), tmux_close, confirm_deletes, and "
+    "restart_workload / stop_workload of a running workload need confirm=true: ask the user "
+    "first. suspend / resume stop and restart the controller's actions."
 )
 
 READ: Final = ToolAnnotations(
@@ -146,6 +147,7 @@ def build_server(store: IntentEditor) -> MCPServer:
     _register_setup_tools(server, store)
     _register_tmux_tools(server, store)
     _register_workload_tools(server, store)
+    _register_control_tools(server, store)
     return server
 
 
@@ -390,6 +392,37 @@ def _register_tmux_tools(server: MCPServer, store: IntentEditor) -> None:
                 "again with confirm=true"
             )
         return {"schema_version": views.SCHEMA, **await _close_window(store, name)}
+
+
+def _register_control_tools(server: MCPServer, store: IntentEditor) -> None:
+    """suspend / resume (edits of settings.suspend) and confirm_deletes (the delete guard)."""
+    edit = _edit_runner(store)
+
+    @server.tool(annotations=EDIT)
+    def suspend(operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+        """Suspend the controller (settings.suspend: true): it keeps observing, planning and
+        reporting, and takes no action at all (no create, delete, setup or tmux) until resume."""
+        return edit("suspend", operation_id, wait_seconds)
+
+    @server.tool(annotations=EDIT)
+    def resume(operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+        """Resume a suspended controller (settings.suspend: false): it acts on its plan again.
+        Check `plan` first: what it shows is what happens."""
+        return edit("resume", operation_id, wait_seconds)
+
+    @server.tool(annotations=DESTRUCTIVE)
+    def confirm_deletes(confirm: bool = False, fingerprint: str | None = None) -> dict[str, Any]:
+        """Let through the deletes the delete guard holds (more ACTIVE TPUs than
+        settings.delete_guard at once): exactly the set `plan` shows under guard. Needs
+        confirm=true (ask the user). Pass the fingerprint shown to refuse if it changed."""
+        if not confirm:
+            raise ToolError(
+                "confirm_deletes lets the controller delete running TPUs: show the user the "
+                "guarded deletes (plan), then call again with confirm=true"
+            )
+        from reconciler.intent.confirm import confirm_deletes as confirm_now
+
+        return {"schema_version": views.SCHEMA, **_guard(lambda: confirm_now(store, fingerprint))}
 
 
 #: The most lines ``workload_logs`` returns per call.

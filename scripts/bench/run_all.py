@@ -49,6 +49,7 @@ BENCHES = (
     Bench("steady_state", ("--window", "150"), ("--window", "60"), 300, True),
     Bench("plan_bench", (), (), 180, False),
     Bench("mcp_latency", (), ("--calls", "30"), 180, False),
+    Bench("tui_speed", (), ("--runs", "8", "--starts", "3", "--idle", "15"), 240, False),
     Bench(
         "bootstrap_fanout", ("--repeat", "1"), ("--repeat", "1", "--sizes", "1", "16"), 300, False
     ),

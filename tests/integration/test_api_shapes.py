@@ -47,6 +47,27 @@ CREATE_CASES: dict[str, dict[str, Any]] = {
         "internal_ips": True,
     },
     "reserved": {"mode": "reserved", "network": "projects/test-project/global/networks/v"},
+    # queueing windows (start_at / start_after, alone and with valid_until: validInterval)
+    "start-after": {"mode": "spot", "valid_after_seconds": 7200},
+    "start-at": {"mode": "spot", "valid_after_time": 1_900_000_000.0},
+    "start-at-until": {
+        "mode": "on-demand",
+        "valid_after_time": 1_900_000_000.0,
+        "valid_until_seconds": 6 * 3600,
+    },
+    "start-after-until": {
+        "mode": "spot",
+        "valid_after_seconds": 600,
+        "valid_until_seconds": 3600,
+    },
+}
+#: the QueueingPolicy fields each window case must set (the API's oneof: one of them)
+WINDOW_FIELDS: dict[str, str] = {
+    "spot-labels-valid-until": "validUntilDuration",
+    "start-after": "validAfterDuration",
+    "start-at": "validAfterTime",
+    "start-at-until": "validInterval",
+    "start-after-until": "validInterval",
 }
 
 
@@ -134,6 +155,7 @@ async def test_rest_request_bodies_are_v2_messages(
             assert node.networkConfig.enableExternalIps is False
         if CREATE_CASES[case]["mode"] == "spot":
             assert qr.spot is not None
+        assert _window_fields(qr) == ([WINDOW_FIELDS[case]] if case in WINDOW_FIELDS else [])
     (guest,) = [r for r in emulator.requests() if r.key == "POST nodes.getGuestAttributes"]
     decode(messages, "GetGuestAttributesRequest", guest.body)
 
@@ -153,8 +175,16 @@ async def test_gcloud_request_bodies_are_v2_messages(
         await cloud.aclose()
     bodies = create_bodies(emulator)
     assert len(bodies) == len(CREATE_CASES)
-    for body in bodies.values():
-        decode(messages, "QueuedResource", body)
+    for case in CREATE_CASES:
+        qr = decode(messages, "QueuedResource", bodies[_request(case).name])
+        assert _window_fields(qr) == ([WINDOW_FIELDS[case]] if case in WINDOW_FIELDS else [])
+
+
+def _window_fields(qr: Any) -> list[str]:
+    policy = qr.queueingPolicy
+    if policy is None:
+        return []
+    return [f.name for f in policy.all_fields() if policy.get_assigned_value(f.name) is not None]
 
 
 # --- responses ---------------------------------------------------------------------------------

@@ -25,9 +25,9 @@ REPO = Path(__file__).resolve().parents[2]
 READ_ONLY = {"list_slots", "slot_info", "ssh_command", "tmux_status", "plan", "events",
              "workload_status", "workload_logs", "capacity_history", "recommend_zones"}  # fmt: skip
 EDITS = {"queue_slot", "queue_slots", "setup_vm", "tailscale_setup", "tmux_sync", "tmux_open",
-         "add_slot", "set_poll", "set_workload"}  # fmt: skip
+         "add_slot", "set_poll", "set_workload", "suspend", "resume"}  # fmt: skip
 DESTRUCTIVE = {"cancel_slot", "set_race_group", "remove_slot", "tmux_close",
-               "restart_workload", "stop_workload"}  # fmt: skip
+               "restart_workload", "stop_workload", "confirm_deletes"}  # fmt: skip
 
 
 @asynccontextmanager
@@ -78,7 +78,7 @@ async def test_tools_and_their_annotations(tmp: Path) -> None:
         assert a.read_only_hint is (name in READ_ONLY), name
         assert a.destructive_hint is (name in DESTRUCTIVE), name
         assert a.idempotent_hint is True, name
-        if name in EDITS | DESTRUCTIVE - {"tmux_close"}:
+        if name in EDITS | DESTRUCTIVE - {"tmux_close", "confirm_deletes"}:
             assert "operation_id" in tool.input_schema["required"], name
     assert (tmp / "desired.yaml").read_text() == SAMPLE
 
@@ -195,6 +195,34 @@ async def test_tpu_reconciler_mcp_is_the_same_server(tmp: Path) -> None:
         doc = await call(s, "queue_slot", name="small", operation_id="c1")
     assert names == READ_ONLY | EDITS | DESTRUCTIVE and doc["status"] == "changed"
     assert (tmp / "st" / "audit.jsonl").exists()
+
+
+async def test_suspend_resume_and_confirm_deletes(tmp: Path) -> None:
+    file = tmp / "desired.yaml"
+    guard = {"limit": 2, "deletes": ["z/a@1", "z/b@2", "z/c@3"], "fingerprint": "", "slots": []}
+    from reconciler.core.control import fingerprint
+
+    guard["fingerprint"] = fingerprint(guard["deletes"])
+    async with session(tmp) as s:
+        doc = await call(s, "suspend", operation_id="s1")
+        assert doc["status"] == "changed" and parse_desired(file.read_text()).settings.suspend
+        doc = await call(s, "resume", operation_id="s2")
+        assert not parse_desired(file.read_text()).settings.suspend
+        assert "confirm=true" in await refused(s, "confirm_deletes")
+        assert (await call(s, "confirm_deletes", confirm=True))["status"] == "nothing"
+        write_json(tmp / "state" / "status.json", {
+            "schema_version": "tpu-reconciler.status.v1", "plan": {"guard": guard}
+        })  # fmt: skip
+        assert "changed" in await refused(
+            s, "confirm_deletes", confirm=True, fingerprint="0123456789abcdef"
+        )
+        doc = await call(s, "confirm_deletes", confirm=True, fingerprint=guard["fingerprint"])
+    assert doc["status"] == "confirmed" and doc["deletes"] == guard["deletes"]
+    from reconciler.adapters.confirm_file import read_confirmed
+    from reconciler.adapters.statedir import StateDir
+
+    assert read_confirmed(StateDir(tmp / "state")) == frozenset(guard["deletes"])
+    assert comments(file.read_text()) == comments(SAMPLE)
 
 
 async def test_capacity_history_and_recommend_zones_read_the_store(tmp: Path) -> None:

@@ -1,0 +1,56 @@
+"""Confirming the deletes the delete guard holds: ``tpu-reconciler confirm``, MCP
+``confirm_deletes``.
+
+May: read the controller's status snapshot, write ``<state dir>/confirm.json``. May not: act on
+the cloud (the controller deletes, at its next pass, exactly the deletes confirmed).
+
+What is confirmed is the guarded set the snapshot shows (``plan.guard``, a
+``model.status.GuardStatus``), named by its fingerprint: a caller that passes the fingerprint it
+was shown is refused when the set has changed since, so nobody confirms deletes they did not
+see. A later change that holds other deletes needs its own confirmation.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.adapters.confirm_file import write_confirmation
+from reconciler.errors import EditRejected
+from reconciler.intent.engine import IntentEditor
+from reconciler.intent.views import read_snapshot
+from reconciler.model.status import GuardStatus
+
+
+def guarded(store: IntentEditor) -> GuardStatus | None:
+    """The snapshot's guard (the deletes it holds), None when nothing waits."""
+    snap = read_snapshot(store)
+    guard = snap.plan.guard if snap is not None and snap.plan is not None else None
+    return guard if guard is not None and guard.deletes else None
+
+
+def confirm_deletes(store: IntentEditor, fingerprint: str | None = None) -> dict[str, Any]:
+    """Confirm the guarded deletes shown now; ``{"status": "confirmed" | "nothing", ...}``."""
+    guard = guarded(store)
+    if guard is None:
+        if fingerprint:
+            raise EditRejected(
+                f"no deletes wait for confirmation now (fingerprint {fingerprint} is not "
+                "current): see `tpu-reconciler status`"
+            )
+        return {"status": "nothing", "note": "no deletes wait for confirmation"}
+    if fingerprint and fingerprint != guard.fingerprint:
+        raise EditRejected(
+            f"the deletes waiting changed: they are now {guard.fingerprint}, not {fingerprint}; "
+            "look again (`tpu-reconciler status`) and confirm what is shown"
+        )
+    deletes = list(guard.deletes)
+    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    token = write_confirmation(store.state, deletes, now=now)
+    return {
+        "status": "confirmed",
+        "fingerprint": token,
+        "deletes": deletes,
+        "slots": list(guard.slots),
+        "note": "the controller deletes exactly these at its next pass",
+    }

@@ -1,0 +1,61 @@
+"""Moments in time as users write them in desired.yaml, and as the API and state store them.
+
+In the file a moment is ISO 8601 *with* an offset or ``Z`` (``2026-12-24T20:00:00+01:00``,
+``2026-12-24T19:00:00Z``): a time without one would mean different instants on the laptop and
+on the VM running the controller, so it is refused with a message saying how to fix it.
+Internally a moment is epoch seconds (UTC); the API and state files get RFC 3339 in UTC
+(``...Z``); ``status`` shows local time. Pure: no clock (``now`` is always an argument).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Final
+
+_EXAMPLE: Final = "2026-12-24T20:00:00+01:00 or 2026-12-24T19:00:00Z"
+
+
+def parse_instant(value: object) -> float:
+    """Epoch seconds of an ISO 8601 moment with an offset; ValueError (user-facing) otherwise.
+
+    Accepts the text, or the ``datetime`` YAML makes of an unquoted timestamp."""
+    if isinstance(value, int | float):  # bool is an int too
+        raise ValueError(f"expected a time like {_EXAMPLE}, got {value!r}")
+    if isinstance(value, _dt.datetime):
+        moment = value
+    elif isinstance(value, _dt.date):
+        raise ValueError(f"{value.isoformat()} is a date without a time: write e.g. {_EXAMPLE}")
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            moment = _dt.datetime.fromisoformat(text.replace("z", "Z"))
+        except ValueError:
+            raise ValueError(f"expected an ISO 8601 time like {_EXAMPLE}, got {value!r}") from None
+        if "T" not in text.upper() and " " not in text:
+            raise ValueError(f"{text} is a date without a time: write e.g. {_EXAMPLE}")
+    else:
+        raise ValueError(f"expected a time like {_EXAMPLE}, got {value!r}")
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        shown = moment.isoformat() if isinstance(value, _dt.datetime) else str(value).strip()
+        raise ValueError(
+            f"{shown} has no UTC offset, so it would mean a different moment on every "
+            f"machine: add one, e.g. {shown}+01:00 or {shown}Z"
+        )
+    return moment.timestamp()
+
+
+def utc_text(ts: float) -> str:
+    """RFC 3339 in UTC, as the API and the state files write it: ``2026-12-24T19:00:00Z``."""
+    moment = _dt.datetime.fromtimestamp(ts, _dt.UTC)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def api_time(ts: float) -> str:
+    """RFC 3339 in UTC with milliseconds, as gcloud sends times to the API."""
+    moment = _dt.datetime.fromtimestamp(ts, _dt.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def local_text(ts: float) -> str:
+    """The moment in this machine's local time with its offset, for people: ``status``."""
+    return _dt.datetime.fromtimestamp(ts).astimezone().isoformat(timespec="minutes")

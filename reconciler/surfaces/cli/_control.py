@@ -1,0 +1,78 @@
+"""Control verbs: ``suspend`` and ``resume`` (edits of ``settings.suspend`` in desired.yaml)
+and ``confirm`` (let through the deletes the delete guard holds, exactly those shown).
+
+Thin: the edits go through ``reconciler.intent.engine`` like every intent verb; ``confirm``
+writes the controller's confirmation input (``reconciler.intent.confirm``). Neither acts on the
+cloud: the controller does, at its next pass. Exit codes: 0 done, 1 refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Final
+
+from reconciler.exitcodes import EX_REFUSED
+
+_HERE: Final = "reconciler.surfaces.cli._control"
+
+
+def register(subparsers: Any) -> None:
+    from reconciler.surfaces.cli._intent import _edit_parser
+
+    _edit_parser(
+        subparsers,
+        "suspend",
+        "stop the controller acting (it keeps observing, planning and reporting)",
+        "suspend_command",
+    ).set_defaults(handler=f"{_HERE}:suspend_command")
+    _edit_parser(
+        subparsers, "resume", "let a suspended controller act again", "resume_command"
+    ).set_defaults(handler=f"{_HERE}:resume_command")
+    p = subparsers.add_parser(
+        "confirm",
+        help="confirm the deletes the delete guard holds (exactly those status shows)",
+        description="Confirm the deletes held by settings.delete_guard: exactly the set "
+        "`status` and `plan` show. With FINGERPRINT, refuse if the set has changed since.",
+    )
+    p.add_argument("fingerprint", metavar="FINGERPRINT", nargs="?", default=None)
+    p.add_argument("--json", action="store_true", help="print the result document (JSON)")
+    p.set_defaults(handler=f"{_HERE}:confirm_command")
+
+
+def suspend_command(args: argparse.Namespace) -> int:
+    from reconciler.surfaces.cli._intent import _run
+
+    return _run(args, "suspend")
+
+
+def resume_command(args: argparse.Namespace) -> int:
+    from reconciler.surfaces.cli._intent import _run
+
+    return _run(args, "resume")
+
+
+def confirm_command(args: argparse.Namespace) -> int:
+    from reconciler.errors import ReconcilerError
+    from reconciler.intent.confirm import confirm_deletes
+    from reconciler.surfaces.cli._intent import _store
+
+    try:
+        result = confirm_deletes(_store(args), args.fingerprint)
+    except ReconcilerError as e:
+        print(f"tpu-reconciler: {e}", file=sys.stderr)
+        return EX_REFUSED
+    if args.json:
+        print(json.dumps({"schema_version": "tpu-reconciler.intent.v1", **result}, indent=2))
+    elif not args.quiet:
+        if result["status"] == "nothing":
+            print("nothing to confirm: no deletes wait for confirmation")
+        else:
+            for d in result["deletes"]:
+                print(f"  - delete {d}")
+            print(
+                f"confirmed {len(result['deletes'])} delete(s) ({result['fingerprint']}): "
+                "the controller deletes exactly these at its next pass"
+            )
+    return 0

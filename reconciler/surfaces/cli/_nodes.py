@@ -1,0 +1,199 @@
+"""Node verbs: ``ssh SLOT [--worker N] [-- COMMAND...]``, ``info SLOT [--json]`` and ``tui``.
+
+``ssh`` execs OpenSSH with exactly the argv of the slot's tmux window
+(``adapters.openssh.ssh_argv``): the node instance's pinned known_hosts entry, the resolved
+user (``settings.ssh_user``, else the cached OS Login user, else one gcloud lookup that is
+cached), the key, agent forwarding. The address and instance come from the controller's
+snapshot; nothing calls the cloud API. ``info`` prints one slot's facts (IPs per worker, create
+time, last error, setup, the SSH command); ``--json`` prints the ``slot_info`` view
+(``tpu-reconciler.mcp.v1``, docs/json.md). ``tui`` starts the terminal UI (Textual is imported
+only then).
+
+May: read the state directory and desired.yaml, exec ssh, print. May not: edit anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any, Final
+
+from reconciler.exitcodes import EX_REFUSED, EX_USAGE
+
+_HERE: Final = "reconciler.surfaces.cli._nodes"
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "ssh",
+        help="open an SSH session to a slot's worker (pinned host key, agent forwarding)",
+        description="Exec OpenSSH to a worker of SLOT, as its tmux window does. Anything "
+        "after -- is the remote command.",
+    )
+    p.add_argument("slot", metavar="SLOT")
+    p.add_argument("--worker", type=int, default=0, help="worker index (default 0)")
+    p.add_argument("remote", metavar="COMMAND", nargs=argparse.REMAINDER, help="after --")
+    p.add_argument("--print", action="store_true", help="print the command instead of running")
+    p.set_defaults(handler=f"{_HERE}:ssh_command")
+
+    p = subparsers.add_parser("info", help="one slot: IPs per worker, create time, errors, SSH")
+    p.add_argument("slot", metavar="SLOT")
+    p.add_argument("--json", action="store_true", help="print the slot_info document (JSON)")
+    p.set_defaults(handler=f"{_HERE}:info_command")
+
+    p = subparsers.add_parser(
+        "tui",
+        help="the terminal UI: a live view, one key per edit",
+        description="A live view of the controller's snapshot; every key that changes "
+        "something edits desired.yaml through the intent engine. ? lists the keys.",
+    )
+    theme = os.environ.get("TPU_RECONCILER_TUI_THEME", "dark")
+    p.add_argument(
+        "--theme",
+        choices=("dark", "light"),
+        default=theme if theme in ("dark", "light") else "dark",
+        help="colours (default: $TPU_RECONCILER_TUI_THEME or dark)",
+    )
+    p.set_defaults(handler=f"{_HERE}:tui_command")
+
+
+def _editor(args: argparse.Namespace) -> Any:
+    from reconciler.intent.engine import IntentEditor
+    from reconciler.surfaces.cli._reconcile import state_dir
+
+    return IntentEditor(args.file, state_dir(args))
+
+
+def _err(message: str) -> None:
+    print(f"tpu-reconciler: {message}", file=sys.stderr)
+
+
+def format_info(doc: Mapping[str, Any]) -> str:
+    """``slot_info``'s document for a person (``info`` and the TUI's info pane)."""
+    obs = doc.get("observed") or {}
+    lines = [
+        f"{doc.get('name')}  {doc.get('zone')}  {doc.get('accelerator')}  {doc.get('mode')}  "
+        f"want {doc.get('want') or '-'}" + ("" if doc.get("managed", True) else "  (unmanaged)"),
+        f"state {obs.get('state') or '?'}"
+        + (f" since {obs['state_since']}" if obs.get("state_since") else "")
+        + (f", node {obs['node_state']}" if obs.get("node_state") else "")
+        + (f" ({obs['health']})" if obs.get("health") else ""),
+    ]
+    ips = obs.get("ips") or []
+    lines.append(
+        "workers: " + ("  ".join(f"w{i} {ip}" for i, ip in enumerate(ips)) if ips else "none yet")
+    )
+    ssh = doc.get("ssh") or {}
+    lines.append(f"ssh: {ssh['command']}" if ssh.get("available") else f"ssh: {ssh.get('why')}")
+    lines.append(f"last error: {obs.get('last_error') or '-'}")
+    lines.append(f"created {obs.get('create_time') or '-'}   instance {obs.get('instance') or '-'}")
+    setup = obs.get("setup") or {}
+    if setup:
+        lines.append(
+            f"setup: bootstrap {setup.get('bootstrap')}, tailscale {setup.get('tailscale')}, "
+            f"generation {setup.get('generation')}"
+        )
+        if setup.get("detail"):
+            lines.append(f"  {setup['detail']}")
+    tmux = obs.get("tmux") or {}
+    if tmux.get("target"):
+        lines.append(f"tmux: {tmux['target']} ({'open' if tmux.get('open') else 'not open'})")
+    return "\n".join(lines)
+
+
+def info_command(args: argparse.Namespace) -> int:
+    from reconciler.errors import ReconcilerError
+    from reconciler.intent import views
+
+    try:
+        doc = views.slot_info(_editor(args), args.slot)
+    except ReconcilerError as e:
+        _err(str(e))
+        return EX_REFUSED
+    print(json.dumps(doc, indent=2) if args.json else format_info(doc))
+    return 0
+
+
+def _resolve_user(editor: Any) -> str | None:
+    """The OS Login user when neither settings nor the cache name one: one gcloud lookup (the
+    controller's own, cached for the next time). None when it cannot be found."""
+    import asyncio
+
+    from reconciler.adapters.oslogin import resolve_user
+    from reconciler.errors import ReconcilerError
+
+    try:
+        return asyncio.run(resolve_user(editor.state.oslogin_user))
+    except (ReconcilerError, OSError):
+        return None
+
+
+def _split_remote(args: argparse.Namespace) -> list[str]:
+    """The remote command. argparse hands every word after SLOT to the remainder (dropping a
+    first ``--``), so ``--worker N`` / ``--print`` given after SLOT are taken from its front
+    here, up to a ``--`` or the first other word."""
+    rest = list(args.remote)
+    while rest:
+        word = rest[0]
+        if word == "--":
+            return rest[1:]
+        if word == "--print":
+            args.print = True
+        elif word == "--worker" and len(rest) > 1:
+            args.worker = _worker(rest.pop(1))
+        elif word.startswith("--worker="):
+            args.worker = _worker(word.partition("=")[2])
+        else:
+            return rest
+        rest.pop(0)
+    return rest
+
+
+def _worker(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--worker: {text!r} is not a number") from None
+
+
+def ssh_command(args: argparse.Namespace) -> int:
+    import shlex
+
+    from reconciler.errors import ReconcilerError
+    from reconciler.intent import views
+
+    try:
+        remote = _split_remote(args)
+    except ValueError as e:
+        _err(str(e))
+        return EX_USAGE
+    if args.worker < 0:
+        _err("--worker must be 0 or more")
+        return EX_USAGE
+    editor = _editor(args)
+    try:
+        doc = views.ssh_command(editor, args.slot, args.worker)
+        if "@" not in doc["argv"][-1] and _resolve_user(editor) is not None:
+            doc = views.ssh_command(editor, args.slot, args.worker)  # now with the cached user
+    except ReconcilerError as e:
+        _err(str(e))
+        return EX_REFUSED
+    argv = [*doc["argv"], *remote]
+    if args.print:
+        print(shlex.join(argv))
+        return 0
+    sys.stdout.flush()
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        _err(f"cannot run {argv[0]}: {e.strerror}")
+        return EX_REFUSED
+
+
+def tui_command(args: argparse.Namespace) -> int:
+    from reconciler.surfaces.tui import main
+
+    return main(args.file, args.state_dir, theme=args.theme)

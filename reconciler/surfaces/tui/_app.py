@@ -1,0 +1,650 @@
+"""The TUI application: a live view of the controller's snapshot, one key per intent edit.
+
+Layout, top to bottom: the header line (file valid, controller running, backend, observation
+age), a banner when no controller runs or the file is invalid (with the command to start it,
+or the ``file:line:col`` errors), the slot table, the race-group strip, one bottom pane (plan,
+events, logs or info), the result line of the last key, Textual's key footer.
+
+Data: ``_frame.load_frame`` reads the snapshot, the file and the lock; a worker watches
+``status.json``, ``events.jsonl`` and desired.yaml (one inotify watcher on their directories; no
+polling) and reloads on a change. A 1 s timer redraws the ages and re-probes the controller
+lock (a local flock, not the cloud). Keys map to edits in ``_keys``; edits run on a thread
+worker through ``IntentEditor.apply`` (source ``tui``), so the UI never waits on the file lock.
+
+May: read the state directory and desired.yaml, apply intent edits, store the Tailscale key
+in the secret store, close a slot's tmux window (``intent.tmux``), copy to the clipboard, read
+workload logs through its injected log source (``_logs``: SSH, read only).
+May not: construct a cloud client or call the cloud API, run anything on a TPU, print.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import ContentSwitcher, Footer, Input, RichLog, Static
+
+from reconciler.adapters.statedir import StateDir
+from reconciler.errors import EditConflict, NeedsConfirmation, ReconcilerError
+from reconciler.runtime.lock import read_holder
+from reconciler.surfaces.tui import _keys
+from reconciler.surfaces.tui._frame import (
+    Frame,
+    Holder,
+    Parsed,
+    SlotRow,
+    event_lines,
+    load_frame,
+    parse_file,
+)
+from reconciler.surfaces.tui._logs import UNAVAILABLE, LogSource, format_line
+from reconciler.surfaces.tui._widgets import ConfirmScreen, HelpScreen, SecretScreen, SlotTable
+
+if TYPE_CHECKING:
+    from reconciler.intent.engine import IntentEditor
+
+PANES: Final = ("plan", "events", "logs", "info")
+TABLE_EVERY: Final = 30  # seconds between redraws of all the ages in the table
+KEYS: Final = (
+    ("c", "hold the slot (want: held)"),
+    ("a", "hold every slot not queued (race candidates are left to their group)"),
+    ("b", "put the slot in the bucket, or take it out"),
+    ("B", f"race the bucket: race group {_keys.BUCKET_GROUP}, 1 winner"),
+    ("d", "release the slot (twice; a running TPU also asks y/n)"),
+    ("x", "close the slot's tmux window (twice)"),
+    ("o", "open a tmux window for the slot (setup tmux: true)"),
+    ("s", "copy the SSH command (OSC 52, then wl-copy / xclip)"),
+    ("S", "run setup again (setup generation + 1)"),
+    ("t", "save the Tailscale auth key (masked; into the secret store)"),
+    ("T", "turn Tailscale on for the slot"),
+    ("w", "restart the slot's workload (twice)"),
+    ("i", "info pane: IPs per worker, create time, last error, SSH"),
+    ("l", "logs pane: every worker of the slot's workload, following"),
+    ("p", "plan pane: the controller's next actions"),
+    ("e", "events pane: the event log's tail"),
+    ("/", "filter the slots (escape clears)"),
+    ("r", "reload now"),
+    ("?", "this help"),
+    ("q", "quit"),
+)
+
+CSS: Final = """
+Screen { layout: vertical; }
+#header { height: 1; background: $primary; color: $text; padding: 0 1; }
+#banner { height: auto; max-height: 8; background: $warning 30%; padding: 0 1; display: none; }
+#banner.shown { display: block; }
+#slots { height: 1fr; min-height: 4; }
+#races { height: auto; max-height: 3; padding: 0 1; color: $text-muted; }
+#pane { height: 35%; min-height: 4; border-top: solid $primary; }
+#pane > * { height: 1fr; padding: 0 1; }
+#filter { display: none; height: 1; border: none; padding: 0 1; }
+#filter.shown { display: block; }
+#result { height: 1; padding: 0 1; background: $boost; }
+#result.error { color: $error; }
+ModalScreen { align: center middle; }
+#dialog { width: 72; max-width: 95%; height: auto; max-height: 90%; border: round $primary;
+          background: $surface; padding: 0 1; }
+.title { text-style: bold; }
+.hint { color: $text-muted; }
+"""
+
+
+class TpuApp(App[int]):
+    """``tpu-reconciler tui``. ``clock`` and ``holder`` (the controller probe) are arguments
+    so a screen can be reproduced; ``watch=False`` leaves out the file watcher and the timer
+    (snapshot tests drive ``reload`` themselves)."""
+
+    CSS = CSS
+    TITLE = "tpu-reconciler"
+    ENABLE_COMMAND_PALETTE = False  # every action has its key (?); saves start-up work
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("c", "hold", "hold"),
+        Binding("a", "hold_all", "hold all", show=False),
+        Binding("b", "bucket", "bucket"),
+        Binding("B", "race_bucket", "race", key_display="B"),
+        Binding("d", "release", "release"),
+        Binding("x", "close_tmux", "close tmux", show=False),
+        Binding("o", "open_tmux", "tmux", show=False),
+        Binding("s", "copy_ssh", "ssh"),
+        Binding("S", "rerun_setup", "setup", show=False, key_display="S"),
+        Binding("t", "tailscale_key", "ts key", show=False),
+        Binding("T", "tailscale_on", "tailscale", show=False, key_display="T"),
+        Binding("w", "restart_workload", "restart", show=False),
+        Binding("i", "pane('info')", "info"),
+        Binding("l", "pane('logs')", "logs"),
+        Binding("p", "pane('plan')", "plan"),
+        Binding("e", "pane('events')", "events"),
+        Binding("slash", "filter", "filter", key_display="/"),
+        Binding("r", "reload", "reload", show=False),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit_app", "quit"),
+        Binding("escape", "clear_filter", show=False),
+    ]
+
+    def __init__(
+        self,
+        file: Path,
+        state: StateDir,
+        *,
+        editor: IntentEditor | None = None,
+        start_command: str = "tpu-reconciler run",
+        clock: Callable[[], float] = time.time,
+        holder: Holder = read_holder,
+        log_source: LogSource | None = None,
+        watch: bool = True,
+        theme: str = "textual-dark",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.file = file
+        self.path = file.expanduser().resolve()
+        self.state = state
+        self._editor = editor
+        self.start_command = start_command
+        self.clock = clock
+        self.holder = holder
+        self.log_source = log_source
+        self.watching = watch
+        self.env = env
+        self.theme = theme
+        self.frame: Frame | None = None
+        self.bucket: tuple[str, ...] = ()
+        self.filter_text = ""
+        self.pane = "plan"
+        self._armed: tuple[str, str | None, float, Any] | None = None
+        self._stop = asyncio.Event()
+        self._logs_for: str | None = None
+        self._info_for: tuple[str | None, float] | None = None
+        self._shown_header = ""
+        self._parsed: Parsed | None = None
+        self._events: tuple[str, ...] | None = None
+        self._shown_races = ""
+        self.edits_done = 0  # applied edits (tests and benchmarks wait on it)
+
+    @property
+    def editor(self) -> IntentEditor:
+        """The intent engine, loaded on first use (off the first frame's path)."""
+        if self._editor is None:
+            from reconciler.intent.engine import IntentEditor
+
+            self._editor = IntentEditor(self.file, self.state)
+        return self._editor
+
+    def full_frame(self, changed: Collection[str] | None = None) -> Frame:
+        """A frame with the file parsed and the events' tail (runs on a thread). ``changed``:
+        the names of the files that changed (None: all); the others' last reading is kept."""
+        editor = self.editor
+        if changed is None or self.path.name in changed or self._parsed is None:
+            self._parsed = parse_file(editor)
+        if changed is None or self.state.events.name in changed or self._events is None:
+            self._events = event_lines(editor)
+        return load_frame(
+            self.file,
+            self.state,
+            now=self.clock(),
+            holder=self.holder,
+            parsed=self._parsed,
+            events=self._events,
+        )
+
+    # -- layout ----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="header")
+        yield Static(id="banner")
+        yield SlotTable(id="slots")
+        yield Static(id="races")
+        with ContentSwitcher(initial="plan", id="pane"):
+            yield Static(id="plan")
+            yield RichLog(id="events", max_lines=500, wrap=False, auto_scroll=True)
+            yield RichLog(id="logs", max_lines=5000, wrap=False, auto_scroll=True)
+            yield Static(id="info")
+        yield Input(placeholder="filter: part of a slot, zone, accelerator or state", id="filter")
+        yield Static("? for help", id="result")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(SlotTable)
+        table.set_colours(self._colour)
+        table.focus()
+        # The first frame from the snapshot alone; once it is on screen the file is parsed,
+        # off the UI thread.
+        self.show(load_frame(self.file, self.state, now=self.clock(), holder=self.holder))
+        self.call_after_refresh(self._load_in_thread)
+        if self.watching:
+            self.set_interval(1.0, self._tick)
+            self._watch()
+
+    def on_resize(self) -> None:
+        self.query_one(SlotTable).relayout()
+
+    def _colour(self, name: str) -> str:
+        if not name:
+            return ""
+        value = getattr(self.current_theme, name, None)
+        return str(value) if value else ""
+
+    # -- data ------------------------------------------------------------------------------
+    def reload(self) -> None:
+        """Read everything again and redraw (on the UI thread; ``r`` and the first frame)."""
+        self.show(self.full_frame())
+
+    def show(self, frame: Frame) -> None:
+        old, self.frame = self.frame, frame
+        self._header(frame)
+        banner = self.query_one("#banner", Static)
+        text = frame.banner(self.start_command)
+        if old is None or text != old.banner(self.start_command):
+            banner.update(tilde(text or ""))
+            banner.set_class(text is not None, "shown")
+        self._table(frame)
+        races = self._races(frame)
+        if races != self._shown_races:
+            self._shown_races = races
+            self.query_one("#races", Static).update(races)
+        if old is None or frame.plan != old.plan:
+            self.query_one("#plan", Static).update("\n".join(frame.plan))
+        if old is None or frame.events != old.events:
+            events = self.query_one("#events", RichLog)
+            events.clear()
+            events.write("\n".join(frame.events) if frame.events else "no events yet")
+        self._pane_follow()
+
+    def _header(self, frame: Frame) -> None:
+        text = frame.header()
+        if text != self._shown_header:
+            self._shown_header = text
+            self.query_one("#header", Static).update(text)
+
+    def _table(self, frame: Frame) -> None:
+        needle = self.filter_text.lower()
+        rows = [s for s in frame.slots if not needle or needle in _haystack(s)]
+        self.query_one(SlotTable).show(rows, frame.now, self.bucket)
+
+    def _races(self, frame: Frame) -> str:
+        parts = [g.text() for g in frame.races]
+        if self.bucket:
+            parts.append(f"bucket: {', '.join(self.bucket)} (B races them)")
+        return "  |  ".join(parts) if parts else "no race groups"
+
+    @work(exclusive=True, group="load", thread=True)
+    def _load_in_thread(self) -> None:
+        self.call_from_thread(self.show, self.full_frame())
+
+    @work(exclusive=True, group="watch")
+    async def _watch(self) -> None:
+        """Reload when status.json, events.jsonl or desired.yaml change: one inotify watcher
+        on their two directories (editors and the controller save by rename, so files are
+        not watched themselves), woken only by those names; a vanished directory is waited
+        for. No timer: an idle TUI does not wake for this."""
+        from watchfiles import awatch
+
+        state = self.state
+        wanted = {state.status.name, state.events.name, self.path.name}
+        dirs = {state.root, self.path.parent}
+
+        def relevant(change: object, path: str) -> bool:
+            return Path(path).name in wanted
+
+        while not self._stop.is_set():
+            try:
+                async for changes in awatch(
+                    *sorted(dirs),
+                    watch_filter=relevant,
+                    debounce=1000,
+                    step=20,  # ms; also how often the watcher thread checks for stop
+                    stop_event=self._stop,
+                    rust_timeout=60_000,
+                    recursive=False,
+                    ignore_permission_denied=True,
+                ):
+                    names = {Path(path).name for _, path in changes}
+                    self.show(await asyncio.to_thread(self.full_frame, names))
+            except (OSError, RuntimeError):  # a directory missing or replaced: look again
+                pass
+            if not self._stop.is_set():
+                await asyncio.sleep(1.0)
+                with contextlib.suppress(Exception):
+                    self.show(await asyncio.to_thread(self.full_frame))
+
+    def _tick(self) -> None:
+        """Ages move and a controller may have stopped: the header every second, and the
+        table's "for" cells: young ones (shown to the second) every second, all of them
+        every ``TABLE_EVERY`` seconds (older ages are shown to the minute or hour)."""
+        from dataclasses import replace
+
+        frame = self.frame
+        if frame is None:
+            return
+        pid = self.holder(self.state)
+        now = self.clock()
+        if pid != frame.controller_pid:
+            self.show(replace(frame, now=now, controller_pid=pid))
+            return
+        self.frame = replace(frame, now=now)
+        self._header(self.frame)
+        if int(now) // TABLE_EVERY != int(frame.now) // TABLE_EVERY:
+            rows = frame.slots
+        else:  # ages under 10 minutes are shown to the second
+            rows = tuple(s for s in frame.slots if s.since is not None and now - s.since < 610)
+        if rows:
+            self.query_one(SlotTable).ages(rows, now)
+
+    # -- the selection ---------------------------------------------------------------------
+    @property
+    def selected(self) -> SlotRow | None:
+        if self.frame is None:
+            return None
+        return self.frame.slot(self.query_one(SlotTable).selected)
+
+    def on_slot_table_highlighted(self, event: SlotTable.Highlighted) -> None:
+        self._pane_follow()
+
+    # -- the result line -------------------------------------------------------------------
+    def say(self, text: str, *, error: bool = False) -> None:
+        result = self.query_one("#result", Static)
+        result.update(text.replace("\n", " "))
+        result.set_class(error, "error")
+
+    # -- keys that edit --------------------------------------------------------------------
+    def _propose(self, key: str, make: Callable[[], _keys.Proposal]) -> None:
+        try:
+            proposal = make()
+        except _keys.Refusal as e:
+            self.say(str(e), error=True)
+            return
+        slot = self.query_one(SlotTable).selected
+        if proposal.twice and not self._second_press(key, slot):
+            self._arm(key, slot, proposal)
+            self.say(proposal.twice)
+            return
+        self._armed = None
+        if proposal.ask:
+
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self._apply(key, proposal)
+                else:
+                    self.say("nothing changed")
+
+            self.push_screen(ConfirmScreen(proposal.ask), answered)
+            return
+        self._apply(key, proposal)
+
+    def _arm(self, key: str, slot: str | None, what: Any) -> None:
+        self._armed = (key, slot, time.monotonic() + _keys.TWICE_WINDOW, what)
+
+    def _second_press(self, key: str, slot: str | None) -> bool:
+        armed = self._armed
+        return (
+            armed is not None
+            and armed[0] == key
+            and armed[1] == slot
+            and time.monotonic() <= armed[2]
+        )
+
+    def _apply(self, key: str, proposal: _keys.Proposal) -> None:
+        self._apply_in_thread(key, proposal, self.query_one(SlotTable).selected)
+
+    @work(thread=True, group="edits")
+    def _apply_in_thread(self, key: str, proposal: _keys.Proposal, slot: str | None) -> None:
+        from dataclasses import replace
+
+        try:
+            result = self.editor.apply(proposal.edit, source="tui", confirmed=proposal.confirmed)
+        except NeedsConfirmation as e:
+            again = replace(proposal, twice=None, confirmed=True)
+            self.call_from_thread(self._arm, key, slot, again)
+            self.call_from_thread(self.say, f"{e.message.split(';')[0]}: press {key} again")
+            return
+        except EditConflict as e:
+            self.call_from_thread(self.say, f"try again: {e}", error=True)
+            return
+        except ReconcilerError as e:
+            self.call_from_thread(self.say, f"refused: {e}", error=True)
+            return
+        self.edits_done += 1
+        line = _keys.result_line(result.status, result.notes, result.slots)
+        self.call_from_thread(self.say, line)
+
+    def _rearmed(self, key: str) -> _keys.Proposal | None:
+        """A proposal armed by a refusal that needed confirmation, pressed again."""
+        armed = self._armed
+        slot = self.query_one(SlotTable).selected
+        if (
+            armed is not None
+            and isinstance(armed[3], _keys.Proposal)
+            and armed[3].twice is None
+            and self._second_press(key, slot)
+        ):
+            self._armed = None
+            return armed[3]
+        return None
+
+    def _edit_key(self, key: str, make: Callable[[], _keys.Proposal]) -> None:
+        again = self._rearmed(key)
+        if again is not None:
+            self._apply(key, again)
+            return
+        self._propose(key, make)
+
+    def action_hold(self) -> None:
+        self._edit_key("c", lambda: _keys.hold(self.selected))
+
+    def action_hold_all(self) -> None:
+        frame = self.frame
+        if frame is not None:
+            self._edit_key("a", lambda: _keys.hold_all(frame))
+
+    def action_bucket(self) -> None:
+        try:
+            self.bucket = _keys.toggle_bucket(self.bucket, self.selected)
+        except _keys.Refusal as e:
+            self.say(str(e), error=True)
+            return
+        self.say(f"bucket: {', '.join(self.bucket) or 'empty'}")
+        if self.frame is not None:
+            self.show(self.frame)
+
+    def action_race_bucket(self) -> None:
+        frame = self.frame
+        if frame is not None:
+            self._edit_key("B", lambda: _keys.race_bucket(frame, self.bucket))
+
+    def action_release(self) -> None:
+        self._edit_key("d", lambda: _keys.release(self.selected))
+
+    def action_open_tmux(self) -> None:
+        self._edit_key("o", lambda: _keys.tmux_open(self.selected))
+
+    def action_rerun_setup(self) -> None:
+        self._edit_key("S", lambda: _keys.rerun_setup(self.selected))
+
+    def action_tailscale_on(self) -> None:
+        self._edit_key("T", lambda: _keys.tailscale_on(self.selected))
+
+    def action_restart_workload(self) -> None:
+        self._edit_key("w", lambda: _keys.restart_workload(self.selected))
+
+    # -- keys that act locally -------------------------------------------------------------
+    def action_close_tmux(self) -> None:
+        try:
+            prompt = _keys.close_tmux(self.selected)
+        except _keys.Refusal as e:
+            self.say(str(e), error=True)
+            return
+        slot = self.query_one(SlotTable).selected
+        if not self._second_press("x", slot):
+            self._arm("x", slot, None)
+            self.say(prompt)
+            return
+        self._armed = None
+        if slot is not None:
+            self._close_tmux(slot)
+
+    @work(exclusive=True, group="tmux")
+    async def _close_tmux(self, slot: str) -> None:
+        from reconciler.intent.tmux import REOPEN_NOTE, close_window
+
+        try:
+            closed = await close_window(self.editor, slot)
+        except ReconcilerError as e:
+            self.say(f"tmux: {e}", error=True)
+            return
+        self.say(f"closed {', '.join(closed)}; {REOPEN_NOTE}" if closed else "no window was open")
+
+    def action_copy_ssh(self) -> None:
+        slot = self.query_one(SlotTable).selected
+        if slot is None:
+            self.say("no slot selected", error=True)
+            return
+        self._copy_ssh(slot)
+
+    @work(exclusive=True, group="clipboard", thread=True)
+    def _copy_ssh(self, slot: str) -> None:
+        from reconciler.intent import views
+        from reconciler.surfaces.tui._clipboard import copy_local
+
+        try:
+            command = str(views.ssh_command(self.editor, slot)["command"])
+        except ReconcilerError as e:
+            self.call_from_thread(self.say, str(e), error=True)
+            return
+        self.call_from_thread(self.copy_to_clipboard, command)  # OSC 52
+        tool = copy_local(command, self.env)
+        via = "OSC 52" + (f" and {tool}" if tool else "")
+        self.call_from_thread(self.say, f"copied ({via}): {command}")
+
+    def action_tailscale_key(self) -> None:
+        def save(value: str | None) -> None:
+            if value:
+                self._save_key(value)
+            else:
+                self.say("nothing saved")
+
+        self.push_screen(SecretScreen("Tailscale auth key (input hidden):"), save)
+
+    @work(exclusive=True, group="secret", thread=True)
+    def _save_key(self, value: str) -> None:
+        from reconciler.adapters.secrets import TAILSCALE, SecretStore, clean_value
+
+        store = SecretStore.in_state_dir(self.state.root)
+        try:
+            store.set(TAILSCALE, clean_value(value))
+        except (ValueError, OSError, ReconcilerError) as e:  # messages never carry the value
+            text = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            self.call_from_thread(self.say, f"not saved: {text}", error=True)
+            return
+        self.call_from_thread(
+            self.say, f"saved the Tailscale key in {store.path(TAILSCALE)} (0600); T turns it on"
+        )
+
+    # -- panes -----------------------------------------------------------------------------
+    def action_pane(self, name: str) -> None:
+        self.pane = name
+        self.query_one(ContentSwitcher).current = name
+        self._pane_follow()
+
+    def _pane_follow(self) -> None:
+        """Point the info and logs panes at the selected slot."""
+        slot = self.query_one(SlotTable).selected
+        if self.pane == "info":
+            stamp = self.frame.now if self.frame else 0.0
+            if self._info_for != (slot, stamp):
+                self._info_for = (slot, stamp)
+                self._load_info(slot)
+        elif self.pane == "logs" and slot != self._logs_for:
+            self._logs_for = slot
+            self._follow_logs(self.selected)
+
+    @work(exclusive=True, group="info", thread=True)
+    def _load_info(self, slot: str | None) -> None:
+        from reconciler.intent import views
+        from reconciler.surfaces.cli._nodes import format_info
+
+        if slot is None:
+            text = "no slot selected"
+        else:
+            try:
+                text = tilde(format_info(views.slot_info(self.editor, slot)))
+            except ReconcilerError as e:
+                text = str(e)
+        self.call_from_thread(self.query_one("#info", Static).update, text)
+
+    @work(exclusive=True, group="logs")
+    async def _follow_logs(self, row: SlotRow | None) -> None:
+        log = self.query_one("#logs", RichLog)
+        log.clear()
+        if self.log_source is None:
+            log.write(UNAVAILABLE)
+            return
+        if row is None:
+            log.write("no slot selected")
+            return
+        log.write(f"logs of {row.name}, every worker, following:")
+        try:
+            async for line in self.log_source(row):
+                log.write(format_line(line))
+        except ReconcilerError as e:
+            log.write(f"logs stopped: {e}")
+
+    # -- filter, reload, help, quit --------------------------------------------------------
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("shown")
+        box.value = self.filter_text
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.filter_text = event.value
+            if self.frame is not None:
+                self.show(self.frame)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            self.query_one(SlotTable).focus()
+            if not event.value:
+                event.input.remove_class("shown")
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.remove_class("shown")
+        self.filter_text = ""
+        self.query_one(SlotTable).focus()
+        if self.frame is not None:
+            self.show(self.frame)
+
+    def action_reload(self) -> None:
+        self.reload()
+        self.say("reloaded")
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(KEYS))
+
+    def action_quit_app(self) -> None:
+        self._stop.set()
+        self.exit(0)
+
+    async def on_unmount(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.sleep(0)
+
+
+def tilde(text: str) -> str:
+    """Paths under the home directory shown as ``~/...`` (shorter; the same on every machine).
+    Display only: what ``s`` copies keeps the absolute paths."""
+    home = str(Path.home())
+    return text.replace(home + "/", "~/") if home not in ("", "/") else text
+
+
+def _haystack(row: SlotRow) -> str:
+    return f"{row.name} {row.zone} {row.accelerator} {row.state} {row.want}".lower()

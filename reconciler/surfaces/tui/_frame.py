@@ -1,0 +1,387 @@
+"""What one screen of the TUI shows, as values: read from the controller's snapshot and the file.
+
+``load_frame`` joins the controller's status snapshot (``status.json``), the desired file's
+validity (the controller's own ``parse_desired``, through the ``IntentEditor``), whether a
+controller holds the lock, and the event log's tail into one ``Frame``. The widgets render a
+``Frame`` and nothing else; the clock and the controller probe are arguments, so a screen is
+reproducible (snapshot tests, benchmarks).
+
+Light on purpose: the first frame needs only the snapshot (``adapters.status_file``, the typed
+``model.status``), so the intent engine and the desired-state model (a second of imports and
+parsing at 1,000 slots) load on a thread after it.
+
+May: read status.json, desired.yaml, events.jsonl and probe the controller lock.
+May not: import textual, write anything, construct a cloud client, SSH or run tmux.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from reconciler.adapters.statedir import StateDir
+from reconciler.adapters.status_file import read_status
+from reconciler.errors import StatusUnreadable
+from reconciler.model.durations import format_duration
+from reconciler.model.status import (
+    ActionStatus,
+    PlanStatus,
+    SetupStatus,
+    SlotStatus,
+    StatusSnapshot,
+    TmuxStatus,
+)
+
+if TYPE_CHECKING:
+    from reconciler.intent.engine import IntentEditor
+    from reconciler.model.desired import Desired
+
+#: Slot states with a TPU that is, or is about to be, running (releasing one deletes it).
+RUNNING: Final = frozenset({"ACTIVE", "PROVISIONING", "SUSPENDING", "SUSPENDED"})
+EVENTS_SHOWN: Final = 200
+
+Holder = Callable[[StateDir], int | None]
+
+
+def _ts(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _text(value: Any, default: str = "") -> str:
+    """Snapshot text made safe for a terminal: control characters escaped."""
+    if value is None:
+        return default
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRow:
+    """One slot as the table and the info pane show it."""
+
+    name: str
+    zone: str = ""
+    accelerator: str = ""
+    mode: str = ""
+    want: str = ""
+    state: str = "UNKNOWN"
+    since: float | None = None
+    node: str = ""
+    ips: tuple[str, ...] = ()
+    instance: str | None = None
+    setup: Mapping[str, str] = field(default_factory=dict)
+    setup_detail: str | None = None
+    workload: str = ""
+    tmux_target: str | None = None
+    tmux_open: bool = False
+    race_group: str | None = None
+    managed: bool = True
+    generated: bool = False
+    create_time: str | None = None
+    last_error: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.state in RUNNING
+
+    def setup_cell(self) -> str:
+        """The worst state among the enabled setup steps; ``-`` when none is on."""
+        on = [v for k, v in self.setup.items() if k in ("bootstrap", "tailscale") and v != "off"]
+        for state in ("failed", "pending", "waiting", "done"):
+            if state in on:
+                return state
+        return "-"
+
+    def tmux_cell(self) -> str:
+        if self.tmux_open:
+            return "open"
+        return "closed" if self.tmux_target else "-"
+
+    def cells(self, now: float) -> tuple[str, ...]:
+        """The table's cells, in ``COLUMNS`` order."""
+        return (
+            self.name,
+            self.zone,
+            self.accelerator,
+            {"on-demand": "od", "reserved": "res"}.get(self.mode, self.mode),
+            self.want or ("-" if self.managed else "unmanaged"),
+            self.state,
+            format_duration(now - self.since) if self.since is not None else "",
+            self.node or "-",
+            str(len(self.ips)) if self.ips else "-",
+            self.setup_cell(),
+            self.workload or "-",
+            self.tmux_cell(),
+        )
+
+
+COLUMNS: Final = (
+    ("slot", "slot"),
+    ("zone", "zone"),
+    ("accel", "accelerator"),
+    ("mode", "mode"),
+    ("want", "want"),
+    ("state", "state"),
+    ("for", "for"),
+    ("node", "node"),
+    ("wk", "workers"),
+    ("setup", "setup"),
+    ("workload", "workload"),
+    ("tmux", "tmux"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RaceRow:
+    name: str
+    count: int
+    winners: tuple[str, ...]
+    candidates: tuple[str, ...]
+
+    def text(self) -> str:
+        won = ", ".join(self.winners) if self.winners else "none yet"
+        return f"{self.name} {len(self.winners)}/{self.count} won: {won}"
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """Everything on screen, at one instant ``now``."""
+
+    file: str
+    now: float
+    valid: bool
+    errors: tuple[str, ...] = ()
+    checked: bool = True  # False: the file was not parsed yet (the first frame of a big one)
+    controller_pid: int | None = None
+    snapshot_present: bool = False
+    snapshot_error: str | None = None
+    backend: str | None = None
+    observed_at: float | None = None
+    observe_error: str | None = None
+    slots: tuple[SlotRow, ...] = ()
+    races: tuple[RaceRow, ...] = ()
+    plan: tuple[str, ...] = ()
+    events: tuple[str, ...] = ()
+    desired: Desired | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.controller_pid is not None
+
+    def slot(self, name: str | None) -> SlotRow | None:
+        return next((s for s in self.slots if s.name == name), None)
+
+    def header(self) -> str:
+        valid = "file valid" if self.valid else "FILE INVALID"
+        if not self.checked:
+            valid = "file: checking"
+        ctl = f"controller pid {self.controller_pid}" if self.running else "NO CONTROLLER"
+        if self.observed_at is None:
+            seen = "never observed"
+        else:
+            seen = f"observed {format_duration(self.now - self.observed_at)} ago"
+        backend = self.backend or "-"
+        return f"{valid} · {ctl} · {backend} · {seen} · {len(self.slots)} slots"
+
+    def banner(self, command: str) -> str | None:
+        """Why the screen cannot be trusted, and what to do; None when all is well."""
+        lines: list[str] = []
+        if not self.valid:
+            lines.append(f"{self.file} is invalid; nothing changes until it is fixed:")
+            lines.extend(f"  {e}" for e in self.errors[:6])
+            if len(self.errors) > 6:
+                lines.append(f"  ... and {len(self.errors) - 6} more")
+        if not self.running:
+            lines.append(f"No controller is running. Start it with:  {command}")
+        if self.snapshot_error:
+            lines.append(self.snapshot_error)
+        return "\n".join(lines) if lines else None
+
+
+def _workload_cell(workload: Any) -> str:
+    """``running``, or ``running a2`` from the second attempt on; empty without a workload."""
+    state = _text(getattr(workload, "state", None))
+    attempt = getattr(workload, "attempt", 0)
+    return f"{state} a{attempt}" if state and isinstance(attempt, int) and attempt > 1 else state
+
+
+def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
+    setup = slot.setup or SetupStatus()
+    tmux = slot.tmux or TmuxStatus()
+    spec = desired.slot(slot.name) if desired is not None else None
+    workload = getattr(slot, "workload", None)  # added by the workload feature, when present
+    health = slot.health
+    sick = f"/{_text(health)}" if health and health != "HEALTHY" else ""
+    return SlotRow(
+        name=_text(slot.name),
+        zone=_text(slot.zone),
+        accelerator=_text(slot.accelerator),
+        mode=_text(slot.mode),
+        want=_text(slot.want),
+        state=_text(slot.state, "UNKNOWN"),
+        since=_ts(slot.state_since),
+        node=_text(slot.node_state) + sick,
+        ips=tuple(_text(ip) for ip in slot.ips),
+        instance=_text(slot.instance) or None,
+        setup={k: _text(getattr(setup, k), "off") for k in ("bootstrap", "tailscale")},
+        setup_detail=_text(setup.detail) or None,
+        workload=_workload_cell(workload),
+        tmux_target=_text(tmux.target) or None,
+        tmux_open=tmux.open,
+        race_group=_text(slot.race_group) or None,
+        managed=slot.managed is not False,
+        generated=bool(spec.generated) if spec is not None else False,
+        create_time=_text(slot.create_time) or None,
+        last_error=_text(slot.last_error) or None,
+    )
+
+
+def _desired_only(desired: Desired) -> list[SlotRow]:
+    return [
+        SlotRow(
+            name=s.name,
+            zone=s.zone,
+            accelerator=s.accelerator,
+            mode=s.mode,
+            want=s.want or "",
+            race_group=s.race_group,
+            generated=s.generated,
+        )
+        for s in desired.slots
+    ]
+
+
+def _action(a: ActionStatus) -> str:
+    return f"{_text(a.symbol)} {_text(a.kind)} {_text(a.slot)}"
+
+
+def plan_lines(plan: PlanStatus | None) -> tuple[str, ...]:
+    """The snapshot's plan as Terraform-style lines (``+`` create, ``-`` delete, ``~`` set up)."""
+    if plan is None:
+        return ("No plan yet.",)
+    lines = [
+        f"{_action(a)} ({_text(a.zone)}): {_text(a.reason)}"
+        + ("  [destructive]" if a.destructive else "")
+        for a in plan.actions
+    ]
+    lines += [f"  deferred: {_action(d)}: {_text(d.why)}" for d in plan.deferred]
+    lines += [f"  blocked: {_action(b)}: {_text(b.why)}" for b in plan.blocked]
+    lines += [f"  warning: {_text(w)}" for w in plan.warnings]
+    lines.append(_text(plan.summary, "No changes.") or "No changes.")
+    return tuple(lines)
+
+
+Parsed = tuple["Desired | None", tuple[str, ...]]
+
+
+def parse_file(editor: IntentEditor) -> Parsed:
+    """desired.yaml through the controller's own parser: the value, or its diagnostics."""
+    from reconciler.errors import InvalidDesiredState, ReconcilerError
+
+    try:
+        return editor.parse(editor.read().decode("utf-8", "replace")), ()
+    except InvalidDesiredState as e:
+        return None, tuple(str(d) for d in e.diagnostics) or (str(e),)
+    except ReconcilerError as e:
+        return None, (str(e),)
+
+
+def event_lines(editor: IntentEditor, limit: int = EVENTS_SHOWN) -> tuple[str, ...]:
+    """The event log's tail, one line each as ``tpu-reconciler events`` prints them."""
+    from reconciler.intent.views import events
+    from reconciler.surfaces.cli._ops_events import format_event
+
+    records: Sequence[Mapping[str, Any]] = events(editor, limit).get("events") or []
+    width = max((len(str(r.get("slot") or "-")) for r in records), default=0)
+    return tuple(format_event(r, width) for r in records)
+
+
+def _verdict(path: Path, snap: StatusSnapshot | None) -> tuple[bool, tuple[str, ...]]:
+    """The controller's verdict on the file, when its snapshot is of these very bytes."""
+    if snap is None:
+        return False, ()
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return False, ()
+    if snap.desired.digest == digest:
+        return snap.desired.valid, tuple(_text(e) for e in snap.desired.errors)
+    return False, ()
+
+
+def load_frame(
+    file: Path,
+    state: StateDir,
+    *,
+    now: float,
+    holder: Holder,
+    parsed: Parsed | None = None,
+    events: tuple[str, ...] = (),
+) -> Frame:
+    """One frame: the snapshot, the controller, and (when given) the parsed file and the
+    events' tail. Never raises for a missing or unreadable snapshot: the frame says so.
+    Without ``parsed`` (the first frame: a 1,000-slot file takes the YAML parser a second)
+    the file's validity is the controller's verdict when its snapshot is of the same bytes,
+    else not known yet."""
+    snapshot_error = None
+    try:
+        snap = read_status(state.status)
+    except StatusUnreadable as e:
+        snap, snapshot_error = None, str(e)
+    path = file.expanduser().resolve()
+    if parsed is not None:
+        desired, errors = parsed
+        valid, checked = desired is not None, True
+    else:
+        desired = None
+        valid, errors = _verdict(path, snap)
+        checked = valid or bool(errors)
+        valid = valid or not checked
+    if snap is not None:
+        rows = [_slot_row(r, desired) for r in snap.slots]
+        races = tuple(
+            RaceRow(
+                name=_text(g.name),
+                count=g.count,
+                winners=tuple(_text(w) for w in g.winners),
+                candidates=tuple(_text(c) for c in g.candidates),
+            )
+            for g in snap.race_groups
+        )
+        plan = plan_lines(snap.plan)
+    else:
+        rows = _desired_only(desired) if desired is not None else []
+        races = tuple(
+            RaceRow(g.name, g.count, (), tuple(g.slots))
+            for g in (desired.race_groups if desired else ())
+        )
+        plan = ("No status snapshot yet: the controller has not run a pass.",)
+    return Frame(
+        file=str(file),
+        now=now,
+        valid=valid,
+        errors=errors,
+        checked=checked,
+        controller_pid=holder(state),
+        snapshot_present=snap is not None,
+        snapshot_error=snapshot_error,
+        backend=_text(snap.backend) if snap else None,
+        observed_at=_ts(snap.observed_at) if snap else None,
+        observe_error=(_text(snap.observe_error) or None) if snap else None,
+        slots=tuple(rows),
+        races=races,
+        plan=plan,
+        events=events,
+        desired=desired,
+    )

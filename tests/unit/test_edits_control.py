@@ -1,0 +1,72 @@
+"""suspend / resume as intent edits, and the confirmation file the guard reads: comments kept,
+one line changed, a tampered or stale confirmation confirms nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reconciler.adapters.confirm_file import confirm_path, read_confirmed, write_confirmation
+from reconciler.adapters.files import write_json
+from reconciler.adapters.statedir import StateDir
+from reconciler.errors import EditRejected
+from reconciler.intent.confirm import confirm_deletes
+from reconciler.intent.engine import IntentEditor
+from reconciler.model.load import parse_desired
+from tests.unit.test_intent import SAMPLE, apply, comments, text
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> IntentEditor:
+    file = tmp_path / "desired.yaml"
+    file.write_text(SAMPLE)
+    return IntentEditor(file, StateDir(tmp_path / "state"), env={})
+
+
+def changed_lines(diff: str) -> list[str]:
+    return [ln for ln in diff.splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---")]
+
+
+def test_suspend_then_resume_changes_one_key_and_keeps_comments(store: IntentEditor) -> None:
+    result = apply(store, "suspend")
+    assert result.status == "changed"
+    assert changed_lines(result.diff) == ["+  suspend: true"]
+    assert parse_desired(text(store)).settings.suspend
+    assert apply(store, "suspend").status == "unchanged"
+    result = apply(store, "resume")
+    assert changed_lines(result.diff) == ["-  suspend: true", "+  suspend: false"]
+    assert not parse_desired(text(store)).settings.suspend
+    assert comments(text(store)) == comments(SAMPLE)
+
+
+def test_confirmation_file_is_private_and_checked(tmp_path: Path) -> None:
+    state = StateDir(tmp_path / "state")
+    ids = ["z/a@1", "z/b@2", "z/c@3"]
+    write_confirmation(state, ids, now="2026-12-01T00:00:00Z")
+    assert confirm_path(state).stat().st_mode & 0o777 == 0o600
+    assert read_confirmed(state) == frozenset(ids)
+    write_json(confirm_path(state), {"fingerprint": "0" * 16, "deletes": ids})  # tampered
+    assert read_confirmed(state) == frozenset()
+    confirm_path(state).write_text("{not json")
+    assert read_confirmed(state) == frozenset()
+
+
+def test_confirm_takes_exactly_the_snapshots_guarded_set(store: IntentEditor) -> None:
+    assert confirm_deletes(store)["status"] == "nothing"
+    with pytest.raises(EditRejected, match="no deletes wait"):
+        confirm_deletes(store, "0123456789abcdef")
+    from reconciler.core.control import fingerprint
+
+    ids = ["z/a@1", "z/b@2", "z/c@3"]
+    guard = {"limit": 2, "deletes": ids, "slots": ["a", "b", "c"],
+             "fingerprint": fingerprint(ids), "command": "tpu-reconciler confirm x"}  # fmt: skip
+    store.state.ensure()
+    write_json(store.state.status, {
+        "schema_version": "tpu-reconciler.status.v1", "plan": {"guard": guard}
+    })  # fmt: skip
+    with pytest.raises(EditRejected, match="changed"):
+        confirm_deletes(store, "0123456789abcdef")
+    result = confirm_deletes(store, fingerprint(ids))
+    assert result["status"] == "confirmed" and result["deletes"] == ids
+    assert read_confirmed(store.state) == frozenset(ids)
