@@ -9,7 +9,8 @@ Two pure steps, both called with the world as arguments:
   re-created, released) makes it *interrupted* without counting anything. An *unknown* probe
   (SSH down, timeout) changes nothing. The attempt number moves only here, on evidence.
 - ``decide(...)``, called by ``core.plan`` for each slot, turns that memory into plan actions
-  (``~ launch``, ``~ stop``), a release when ``when_done: release`` is met, and notices.
+  (``~ launch``, ``~ stop``) and notices; ``when_done_releases`` is the release rule for
+  ``when_done: release`` (``core.control`` applies it).
 
 The decision table (restart: never | on-preemption | on-failure | always):
 
@@ -84,7 +85,6 @@ class WorkloadNotice:
 @dataclass(frozen=True, slots=True)
 class Decision:
     acts: tuple[tuple[WorkloadAct, str], ...] = ()  # (act, reason)
-    release: str | None = None  # when_done: release is met: the reason to release the slot
     notices: tuple[WorkloadNotice, ...] = ()
     warning: str | None = None
 
@@ -503,11 +503,8 @@ def decide(
         return Decision(acts=((act, stop[1]),), notices=notices)
     if w is None or not same_run:
         return Decision()
-    release = None
-    if wm.phase == "succeeded" and w.when_done == "release":
-        release = f"workload succeeded (run {wm.run_id}); when_done: release"
     if not held or at.ready is None or not set_up:
-        return Decision(release=release, notices=notices)
+        return Decision(notices=notices)
     if seen is not None and any(p.state == "unknown" for p in seen):
         down = ", ".join(str(p.index) for p in seen if p.state == "unknown")
         return Decision(
@@ -522,7 +519,7 @@ def decide(
     elif wm.phase == "interrupted" and w.restart != "never":
         launch = (wm.attempt + 1, "preempted")
     if launch is None:
-        return Decision(release=release, notices=notices)
+        return Decision(notices=notices)
     attempt, why = launch
     act = WorkloadAct("launch", wm.run_id, attempt, w.stop_grace, why)
     if why == "preempted":
