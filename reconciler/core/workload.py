@@ -238,7 +238,7 @@ def fold(
     if prev is None:
         return new_run(w, now) if w is not None else None
     here = prev.instance is not None and prev.instance == at.ready
-    seen = probes if probes is not None and here else None
+    seen = probes if probes and here else None  # no probe, or none answered: no evidence
     if seen is not None:
         prev = _summarise(prev, seen)
     if prev.phase == "stopping":
@@ -478,7 +478,7 @@ def decide(
             return Decision()
         wm = new_run(w, now)  # the fold makes it; a plan shown without one shows the same
     here = wm.instance is not None and wm.instance == at.ready
-    seen = probes if probes is not None and here else None
+    seen = probes if probes and here else None  # no probe, or none answered: no evidence
     if seen is not None:
         alive = any(p.state == "alive" for p in seen)
     else:

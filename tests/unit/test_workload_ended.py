@@ -45,3 +45,16 @@ def test_a_new_run_supersedes_the_old_attempt_and_an_ended_one_keeps_its_exit() 
     )  # fmt: skip
     (ended,) = ended_attempts(_mem(RUNNING), _mem(failed))
     assert (ended.cause, ended.exit_code) == ("failed: exit 3 on worker 1", 3)
+
+
+def test_an_empty_probe_is_no_evidence_that_workers_stopped_or_run() -> None:
+    from reconciler.model.desired import WorkloadSpec
+
+    spec = WorkloadSpec(command="python3 train.py")
+    at = wl.Where(ready="n@1", workers=2, lost=False)
+    for phase in ("stopping", "starting", "failed"):
+        prev = WorkloadMemory(
+            run_id="g0-x", generation=spec.generation, identity=spec.identity, policy=spec.policy,
+            phase=phase, instance="n@1", relaunch=phase == "failed", since=1.0,
+        )  # fmt: skip
+        assert wl.fold(prev, spec, at, (), 2.0) == prev
