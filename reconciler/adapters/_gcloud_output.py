@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
-from reconciler.adapters.cloud import Outcome
+from reconciler.adapters.cloud import Outcome, readable_operation
 from reconciler.adapters.cloud_errors import (
     CloudFailure,
     Operation,
@@ -120,9 +120,10 @@ def parse_one(item: Any, parse: Callable[[Any], T], what: str) -> T:
 
 
 def operation_name(data: Any) -> str | None:
-    """The ``name`` of the operation an ``--async`` create/delete printed, if it has one."""
-    name = data.get("name") if isinstance(data, dict) else None
-    return name if isinstance(name, str) and name else None
+    """The ``name`` of the operation an ``--async`` create/delete printed, if it has one that
+    can be read back (anything else would block the next create or delete on an unreadable
+    operation)."""
+    return readable_operation(data.get("name") if isinstance(data, dict) else None)
 
 
 def operation_outcome(operation: Operation, data: Any, what: str) -> Outcome:

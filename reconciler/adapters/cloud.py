@@ -19,10 +19,11 @@ calls per zone in use (or for all zones), never one call per slot.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from reconciler.model.observed import Observation, QueuedResource
 from reconciler.model.requests import CreateRequest
@@ -42,6 +43,20 @@ class Submitted:
 
     outcome: Outcome
     operation: str | None = None
+
+
+#: A long-running operation's full name, the only shape that is read back later (it lands in
+#: a URL path).
+OPERATION_NAME_RE: Final = re.compile(
+    r"projects/(?!\.)[A-Za-z0-9.:_-]{1,100}/locations/[a-z0-9-]{1,40}"
+    r"/operations/(?!\.)[A-Za-z0-9._-]{1,200}"
+)
+
+
+def readable_operation(name: object) -> str | None:
+    """``name`` when it is an operation name that can be read back later, else None (an
+    answer naming anything else is accepted, and its operation not remembered)."""
+    return name if isinstance(name, str) and OPERATION_NAME_RE.fullmatch(name) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from typing import Any, Final
 from reconciler.adapters.cloud import Outcome
 from reconciler.core.capacity import CLOSED_QUEUE_FRAGMENTS
 from reconciler.errors import PermanentCloudError, TransientCloudError
+from reconciler.model.rpc_codes import RPC_NAMES
 
 CloudFailure = TransientCloudError | PermanentCloudError
 
@@ -63,24 +64,7 @@ HTTP_STATUS: Final[dict[int, str]] = {
     504: "DEADLINE_EXCEEDED",
 }
 
-GRPC_STATUS: Final[dict[int, str]] = {
-    1: "CANCELLED",
-    2: "UNKNOWN",
-    3: "INVALID_ARGUMENT",
-    4: "DEADLINE_EXCEEDED",
-    5: "NOT_FOUND",
-    6: "ALREADY_EXISTS",
-    7: "PERMISSION_DENIED",
-    8: "RESOURCE_EXHAUSTED",
-    9: "FAILED_PRECONDITION",
-    10: "ABORTED",
-    11: "OUT_OF_RANGE",
-    12: "UNIMPLEMENTED",
-    13: "INTERNAL",
-    14: "UNAVAILABLE",
-    15: "DATA_LOSS",
-    16: "UNAUTHENTICATED",
-}
+GRPC_STATUS: Final = RPC_NAMES
 
 _PERMANENT: Final = frozenset(
     {"PERMISSION_DENIED", "INVALID_ARGUMENT", "OUT_OF_RANGE", "UNIMPLEMENTED"}

@@ -28,7 +28,6 @@ import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -46,7 +45,6 @@ from reconciler.core.history import (
 from reconciler.errors import HistoryUnreadable
 
 SCHEMA_VERSION: Final = 1
-FILENAME: Final = "history.sqlite"
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -102,19 +100,6 @@ def _ms(seconds: float | None) -> int | None:
 
 def _s(ms: float | None) -> float | None:
     return None if ms is None else ms / 1000.0
-
-
-@dataclass(frozen=True, slots=True)
-class TransitionRow:
-    at: float
-    slot: str
-    zone: str
-    accelerator: str
-    mode: str
-    before: str | None
-    after: str | None
-    code: int | None
-    message: str
 
 
 class HistoryDB:
@@ -565,7 +550,7 @@ class HistoryDB:
             out.append(got[0] + (hi - got[0]) * (pos - low))
         return tuple(out)
 
-    def transitions(self, **filters: Any) -> Iterator[TransitionRow]:
+    def transitions(self, **filters: Any) -> Iterator[Transition]:
         """See ``_transitions``; SQLite's failures raise ``HistoryUnreadable``."""
         with _reading(self.path):
             yield from self._transitions(**filters)
@@ -577,7 +562,7 @@ class HistoryDB:
         zone: str | None = None,
         accelerator: str | None = None,
         mode: str | None = None,
-    ) -> Iterator[TransitionRow]:
+    ) -> Iterator[Transition]:
         """Every transition matching the filters, oldest first (for ``--export csv``)."""
         where = self._filters(since, zone, accelerator, mode)
         if where is None:
@@ -593,16 +578,16 @@ class HistoryDB:
             f"{clause} ORDER BY rowid",
             args,
         ):
-            yield TransitionRow(
-                at / 1000.0,
-                name(slot) or "?",
-                name(z) or "?",
-                name(a) or "?",
-                name(m) or "?",
-                name(before),
-                name(after),
-                code,
-                name(msg) or "",
+            yield Transition(
+                slot=name(slot) or "?",
+                zone=name(z) or "?",
+                accelerator=name(a) or "?",
+                mode=name(m) or "?",
+                before=name(before),
+                after=name(after),
+                at=at / 1000.0,
+                code=code,
+                message=name(msg) or "",
             )
 
     def count(self, table: str) -> int:

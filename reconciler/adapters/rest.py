@@ -30,7 +30,6 @@ import ipaddress
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Awaitable, Collection, Mapping
 from typing import Any, Final, TypeVar
@@ -44,7 +43,7 @@ from reconciler.adapters.auth import (
     choose_quota_project,
     token_provider_from_env,
 )
-from reconciler.adapters.cloud import OperationStatus, Outcome, Submitted
+from reconciler.adapters.cloud import OperationStatus, Outcome, Submitted, readable_operation
 from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation, check, classify_body
 from reconciler.errors import PermanentCloudError, TransientCloudError, UnsafeName
 from reconciler.model.names import (
@@ -479,8 +478,7 @@ def _submitted(operation: Operation, answer: dict[str, Any] | Outcome) -> Submit
     status = operation_status(answer)
     if status.failed:
         return Submitted(check(operation, code=status.error_code, message=status.error_message))
-    # A name that is not an operation's cannot be read back later: accepted, not remembered.
-    return Submitted(Outcome.DONE, status.name if _OPERATION_RE.fullmatch(status.name) else None)
+    return Submitted(Outcome.DONE, readable_operation(status.name))
 
 
 def operation_status(answer: Mapping[str, Any]) -> OperationStatus:
@@ -499,15 +497,9 @@ def operation_status(answer: Mapping[str, Any]) -> OperationStatus:
     )
 
 
-_OPERATION_RE: Final = re.compile(
-    r"projects/(?!\.)[A-Za-z0-9.:_-]{1,100}/locations/[a-z0-9-]{1,40}"
-    r"/operations/(?!\.)[A-Za-z0-9._-]{1,200}"
-)
-
-
 def check_operation_name(name: str) -> str:
     """``projects/P/locations/Z/operations/ID``, nothing else (it lands in a URL path)."""
-    if not isinstance(name, str) or not _OPERATION_RE.fullmatch(name):
+    if readable_operation(name) is None:
         raise UnsafeName(f"invalid operation name {str(name)[:120]!r}")
     return name
 

@@ -553,8 +553,10 @@ class WorkloadRunner:
         endpoints gives an empty tuple."""
         try:
             workers = self.workers(node)
-        except UnsafeName:  # an address that is not an IP: nothing to probe
-            return ()
+        except UnsafeName as exc:  # an address that is not an IP: unknown, never "gone"
+            return tuple(
+                WorkerProbe(i, "unknown", error=str(exc)) for i in range(len(node.endpoints))
+            )
         try:
             check_name(slot)
             check_run_id(run_id)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from reconciler.model.observed import QUEUED_STATES, Observation
+from reconciler.model.rpc_codes import RPC_CODES
 
 if TYPE_CHECKING:
     from reconciler.model.desired import Desired
@@ -32,25 +33,6 @@ MIN_SAMPLES: Final = 3
 #: Message fragments of a create refused because the queue is closed to the project.
 CLOSED_QUEUE_FRAGMENTS: Final = ("no permission to submit into this queue",)
 
-#: google.rpc.Code by canonical status name (the numbers Google's error bodies carry).
-RPC_CODES: Final[Mapping[str, int]] = {
-    "CANCELLED": 1,
-    "UNKNOWN": 2,
-    "INVALID_ARGUMENT": 3,
-    "DEADLINE_EXCEEDED": 4,
-    "NOT_FOUND": 5,
-    "ALREADY_EXISTS": 6,
-    "PERMISSION_DENIED": 7,
-    "RESOURCE_EXHAUSTED": 8,
-    "FAILED_PRECONDITION": 9,
-    "ABORTED": 10,
-    "OUT_OF_RANGE": 11,
-    "UNIMPLEMENTED": 12,
-    "INTERNAL": 13,
-    "UNAVAILABLE": 14,
-    "DATA_LOSS": 15,
-    "UNAUTHENTICATED": 16,
-}
 
 Place = tuple[str, str, str]  # (zone, accelerator, mode)
 

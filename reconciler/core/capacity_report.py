@@ -20,6 +20,7 @@ from reconciler.core.capacity import (
     race_group_yaml,
     rank,
 )
+from reconciler.core.history import Transition
 from reconciler.model.durations import format_duration
 
 HISTORY_SCHEMA: Final = "tpu-reconciler.history.v1"
@@ -128,8 +129,8 @@ def format_history(stats: Sequence[PlaceStats]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def csv_row(row: Any) -> list[str]:
-    """One ``history --export csv`` line from an ``adapters.history_db.TransitionRow``."""
+def csv_row(row: Transition) -> list[str]:
+    """One ``history --export csv`` line from a stored transition."""
     return [
         _iso(row.at) or "",
         row.slot,

@@ -9,7 +9,8 @@ Two pure steps, both called with the world as arguments:
   re-created, released) makes it *interrupted* without counting anything. An *unknown* probe
   (SSH down, timeout) changes nothing. The attempt number moves only here, on evidence.
 - ``decide(...)``, called by ``core.plan`` for each slot, turns that memory into plan actions
-  (``~ launch``, ``~ stop``), a release when ``when_done: release`` is met, and notices.
+  (``~ launch``, ``~ stop``) and notices; ``when_done_releases`` is the release rule for
+  ``when_done: release`` (``core.control`` applies it).
 
 The decision table (restart: never | on-preemption | on-failure | always):
 
@@ -57,6 +58,8 @@ _AFTER_FAILURE: Final = frozenset({"failed", "gave-up"})
 _GONE_NODE: Final = frozenset({NodeState.PREEMPTED, NodeState.TERMINATED, NodeState.DELETING})
 #: The grace a stop uses when the workload block is gone from the file.
 DEFAULT_GRACE: Final = 60.0
+#: The detail of an attempt that follows a successful one (``restart: always``).
+SUCCEEDED_BEFORE: Final = "previous attempt succeeded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +85,6 @@ class WorkloadNotice:
 @dataclass(frozen=True, slots=True)
 class Decision:
     acts: tuple[tuple[WorkloadAct, str], ...] = ()  # (act, reason)
-    release: str | None = None  # when_done: release is met: the reason to release the slot
     notices: tuple[WorkloadNotice, ...] = ()
     warning: str | None = None
 
@@ -236,7 +238,7 @@ def fold(
     if prev is None:
         return new_run(w, now) if w is not None else None
     here = prev.instance is not None and prev.instance == at.ready
-    seen = probes if probes is not None and here else None
+    seen = probes if probes and here else None  # no probe, or none answered: no evidence
     if seen is not None:
         prev = _summarise(prev, seen)
     if prev.phase == "stopping":
@@ -278,7 +280,7 @@ def fold(
         known = not any(p.state == "unknown" for p in seen)
         if known and seen and all(p.state == "exited" for p in seen):
             if w.restart == "always":
-                return _next_attempt(prev, w, now, detail="previous attempt succeeded")
+                return _next_attempt(prev, w, now, detail=SUCCEEDED_BEFORE)
             return replace(prev, phase="succeeded", since=now, detail="every worker exited 0")
         last = max(t for t in (prev.last_output_at, prev.since) if t is not None)
         alive = any(p.state == "alive" for p in seen)
@@ -476,7 +478,7 @@ def decide(
             return Decision()
         wm = new_run(w, now)  # the fold makes it; a plan shown without one shows the same
     here = wm.instance is not None and wm.instance == at.ready
-    seen = probes if probes is not None and here else None
+    seen = probes if probes and here else None  # no probe, or none answered: no evidence
     if seen is not None:
         alive = any(p.state == "alive" for p in seen)
     else:
@@ -501,11 +503,8 @@ def decide(
         return Decision(acts=((act, stop[1]),), notices=notices)
     if w is None or not same_run:
         return Decision()
-    release = None
-    if wm.phase == "succeeded" and w.when_done == "release":
-        release = f"workload succeeded (run {wm.run_id}); when_done: release"
     if not held or at.ready is None or not set_up:
-        return Decision(release=release, notices=notices)
+        return Decision(notices=notices)
     if seen is not None and any(p.state == "unknown" for p in seen):
         down = ", ".join(str(p.index) for p in seen if p.state == "unknown")
         return Decision(
@@ -520,7 +519,7 @@ def decide(
     elif wm.phase == "interrupted" and w.restart != "never":
         launch = (wm.attempt + 1, "preempted")
     if launch is None:
-        return Decision(release=release, notices=notices)
+        return Decision(notices=notices)
     attempt, why = launch
     act = WorkloadAct("launch", wm.run_id, attempt, w.stop_grace, why)
     if why == "preempted":

@@ -11,6 +11,7 @@ Latencies are *real* seconds (they exist to exercise client timeouts).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from reconciler.model.durations import parse_duration
 from reconciler.model.names import ACCELERATOR_RE, NAME_RE, ZONE_RE
+from reconciler.model.rpc_codes import RPC_CODES
 
 #: Google canonical status names and the HTTP status each is served with.
 STATUS_HTTP: dict[str, int] = {
@@ -55,24 +57,7 @@ HTTP_STATUS: dict[int, str] = {
     504: "DEADLINE_EXCEEDED",
 }
 #: google.rpc.Code numbers (used in ``failedData.error`` and operation errors).
-RPC_CODE: dict[str, int] = {
-    "CANCELLED": 1,
-    "UNKNOWN": 2,
-    "INVALID_ARGUMENT": 3,
-    "DEADLINE_EXCEEDED": 4,
-    "NOT_FOUND": 5,
-    "ALREADY_EXISTS": 6,
-    "PERMISSION_DENIED": 7,
-    "RESOURCE_EXHAUSTED": 8,
-    "FAILED_PRECONDITION": 9,
-    "ABORTED": 10,
-    "OUT_OF_RANGE": 11,
-    "UNIMPLEMENTED": 12,
-    "INTERNAL": 13,
-    "UNAVAILABLE": 14,
-    "DATA_LOSS": 15,
-    "UNAUTHENTICATED": 16,
-}
+RPC_CODE: Mapping[str, int] = RPC_CODES
 
 
 class ScenarioError(ValueError):

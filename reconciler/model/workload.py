@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, get_args
+from typing import Final, Literal
 
 from reconciler.errors import UnsafeName
 
@@ -31,7 +31,6 @@ WorkloadState = Literal[
     "gave-up",
     "unknown",
 ]
-WORKLOAD_STATES: Final[tuple[WorkloadState, ...]] = get_args(WorkloadState)
 
 Restart = Literal["never", "on-preemption", "on-failure", "always"]
 WhenDone = Literal["keep", "release"]

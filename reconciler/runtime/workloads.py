@@ -184,6 +184,13 @@ def ended_attempts(before: Memory, after: Memory) -> Iterator[EndedAttempt]:
         )
         phase = ended.phase if ended else ("forgotten" if new is None else "superseded")
         detail = ended.detail if ended else ""
+        if new is not None and not same and new.run_id == old.run_id:
+            # The fold went straight on to the next attempt of the same run (every worker had
+            # exited): its failure count and detail still say how this one ended.
+            if new.failures > old.failures:
+                phase, detail = "failed", new.detail
+            elif new.detail == wl.SUCCEEDED_BEFORE:
+                phase, detail, exit_code = "succeeded", "", 0
         yield EndedAttempt(
             slot, old.run_id, old.attempt, old.since, exit_code,
             f"{phase}: {detail}" if detail else phase,

@@ -107,7 +107,7 @@ def test_log_frames_cut_lines_and_keep_partials_until_their_end() -> None:
 
 
 def test_logs_finds_the_node_and_run_in_the_snapshot() -> None:
-    from reconciler.model.status import SlotStatus, StatusSnapshot
+    from reconciler.model.status import SlotStatus, StatusSnapshot, WorkloadStatus
     from reconciler.surfaces.cli._logs import target_of
 
     row = SlotStatus(
@@ -116,7 +116,7 @@ def test_logs_finds_the_node_and_run_in_the_snapshot() -> None:
         state="ACTIVE",
         ips=("10.0.0.2", "10.0.0.3"),
         instance="train-a@4242",
-        extra={"workload": {"run_id": "r7", "attempt": 2}},
+        workload=WorkloadStatus(run_id="r7", attempt=2),
     )
     target = target_of(StatusSnapshot(slots=(row,)), "train-a")
     assert target.node is not None and target.node.instance == "train-a@4242"

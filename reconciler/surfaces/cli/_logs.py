@@ -72,15 +72,6 @@ class Target:
     reason: str = ""  # why there is no node
 
 
-def _run_id(workload: Any) -> str | None:
-    """``slots[].workload.run_id``: a typed field once the controller records it, or a dict in
-    the row's ``extra`` from a snapshot written by a newer controller."""
-    run_id = (
-        workload.get("run_id") if isinstance(workload, dict) else getattr(workload, "run_id", None)
-    )
-    return run_id if isinstance(run_id, str) and run_id else None
-
-
 def target_of(snapshot: StatusSnapshot | None, slot: str) -> Target:
     """The slot's node (rebuilt from ``instance`` and ``ips``) and workload run id."""
     from reconciler.model.observed import NetworkEndpoint, Node, NodeState
@@ -90,8 +81,7 @@ def target_of(snapshot: StatusSnapshot | None, slot: str) -> Target:
     row = next((s for s in snapshot.slots if s.name == slot), None)
     if row is None:
         return Target(None, None, f"no slot {slot!r} in the status snapshot")
-    workload = getattr(row, "workload", None) or row.extra.get("workload")
-    run_id = _run_id(workload)
+    run_id = (row.workload.run_id if row.workload is not None else None) or None
     if not row.instance or "@" not in row.instance or not row.ips:
         state = row.node_state or row.state or "unknown"
         return Target(None, run_id, f"{slot} has no reachable node now (state {state})")
