@@ -54,6 +54,11 @@ GCLOUD_TOKEN_TTL: Final = 50 * 60.0
 MAX_KEEP: Final = 12 * 3600.0
 #: Refresh a token whose expiry is known this long before it expires.
 EXPIRY_MARGIN: Final = 5 * 60.0
+#: A token with less than EXPIRY_MARGIN left (a metadata server hands out its cached token until
+#: shortly before expiry) is still kept this long, never past ``expiry - LAST_SECONDS``, so
+#: it is not fetched again for every request.
+MIN_KEEP: Final = 30.0
+LAST_SECONDS: Final = 10.0
 #: ``--min-expiry`` for config-helper: more than the margin, so gcloud refreshes by itself
 #: whenever we come back for a token inside the margin.
 GCLOUD_MIN_EXPIRY: Final = EXPIRY_MARGIN + 60.0
@@ -221,11 +226,13 @@ class _Cached:
 
 def keep_until(expiry: float | None, now: float) -> float:
     """When to stop using a token that expires at ``expiry`` (epoch seconds, None: unknown):
-    ``EXPIRY_MARGIN`` before it (at most ``MAX_KEEP`` from now); an unknown expiry is kept
+    ``EXPIRY_MARGIN`` before it (at most ``MAX_KEEP`` from now); one already inside the margin
+    ``MIN_KEEP`` (but never into its last ``LAST_SECONDS``); an unknown expiry is kept
     ``GCLOUD_TOKEN_TTL``."""
     if expiry is None:
         return now + GCLOUD_TOKEN_TTL
-    return min(now + MAX_KEEP, expiry - EXPIRY_MARGIN)
+    kept = min(now + MAX_KEEP, expiry - EXPIRY_MARGIN)
+    return max(kept, min(now + MIN_KEEP, expiry - LAST_SECONDS))
 
 
 def parse_expiry(value: object) -> float | None:
@@ -388,6 +395,12 @@ class ApplicationDefaultCredentials(_Cached):
                 self._credentials.refresh(transport.Request())
         except Exception as exc:  # google-auth's own hierarchy: its type and first line
             first = (str(exc).strip().splitlines() or [""])[0][:200]
+            missing: Any = importlib.import_module("google.auth.exceptions")
+            if isinstance(exc, missing.DefaultCredentialsError):  # no ADC configured at all:
+                raise PermanentCloudError(  # retrying every 30 s will not make one appear
+                    f"Application Default Credentials not found: {first}",
+                    status="UNAUTHENTICATED",
+                ) from None
             raise TransientCloudError(
                 f"Application Default Credentials failed: {type(exc).__name__}: {first}",
                 delay=_AUTH_DELAY,

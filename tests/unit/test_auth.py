@@ -18,6 +18,7 @@ from reconciler.adapters.auth import (
     GcloudAccessToken,
     QuotaHint,
     choose_quota_project,
+    keep_until,
     token_provider_from_env,
 )
 from reconciler.errors import PermanentCloudError, TransientCloudError
@@ -272,3 +273,45 @@ def test_adc_without_google_auth_says_so(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(auth, "google_auth_available", lambda: False)
     with pytest.raises(PermanentCloudError, match="google-auth"):
         ApplicationDefaultCredentials()
+
+
+def test_a_token_inside_the_margin_is_kept_briefly_not_fetched_per_request() -> None:
+    now = 1_000_000.0
+    assert keep_until(now + 3600, now) == now + 3600 - auth.EXPIRY_MARGIN
+    assert keep_until(now + 120, now) == now + auth.MIN_KEEP  # inside the margin: 30 s
+    assert keep_until(now + 20, now) == now + 20 - auth.LAST_SECONDS  # never its last 10 s
+    assert keep_until(now - 1, now) < now  # expired: fetched at once
+
+
+def test_no_application_default_credentials_at_all_is_permanent(tmp_path: Path) -> None:
+    """google-auth's own search (no GOOGLE_APPLICATION_CREDENTIALS, no gcloud ADC file, a
+    metadata server that refuses on loopback) ends in DefaultCredentialsError: that is no
+    transient failure to retry every 30 s but a configuration to fix, said once."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import asyncio\n"
+        "from reconciler.adapters.auth import ApplicationDefaultCredentials\n"
+        "from reconciler.errors import PermanentCloudError\n"
+        "try:\n"
+        "    asyncio.run(ApplicationDefaultCredentials().token())\n"
+        "except PermanentCloudError as e:\n"
+        "    print('permanent:', e)\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GOOGLE_", "GCE_", "CLOUDSDK_")) and k != "NO_GCE_CHECK"
+    }
+    env.update(
+        CLOUDSDK_CONFIG=str(tmp_path), HOME=str(tmp_path), GCE_METADATA_HOST="127.0.0.1:9",
+        GCE_METADATA_IP="127.0.0.1:9", PYTHONPATH=os.getcwd(),
+    )  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.startswith("permanent: Application Default Credentials not found"), (
+        done.stdout + done.stderr
+    )
