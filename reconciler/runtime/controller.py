@@ -467,7 +467,10 @@ class Controller:
         kind = lro.KINDS[action.kind.value]
         pending = self.memory.operation(action.key)
         if pending is not None and pending.kind == kind:
-            failure = await lro.previous_outcome(cloud, pending)  # raises while it runs
+            try:
+                failure = await lro.previous_outcome(cloud, pending)  # raises while it runs
+            except PermanentError:  # the operation cannot be read (403, gone, garbage): it
+                failure = None  # says nothing, so it must not block the action; resend
             self.memory = mem.forget_operation(self.memory, action.key)
             if failure is not None:
                 self.events.emit(

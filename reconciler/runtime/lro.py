@@ -10,8 +10,9 @@ first, so the request is not resent blindly in a tight loop:
   transient -> backoff; ALREADY_EXISTS / NOT_FOUND mean done, as always;
 - done without error, or no longer known to the cloud: nothing to say — send again.
 
-A failure to *read* the operation (the API answering 503) raises as it is, and the operation
-stays remembered for the next try. May: call ``Cloud.get_operation``. May not: touch memory
+A failure to *read* the operation raises as it is: a transient one (the API answering 503)
+keeps the operation remembered for the next try; on a permanent one (403, garbage) the
+controller forgets it and resends, since it says nothing about the request itself. May: call ``Cloud.get_operation``. May not: touch memory
 (the controller owns it) or decide anything beyond the operation's own verdict.
 """
 

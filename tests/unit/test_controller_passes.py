@@ -161,3 +161,33 @@ async def test_the_loop_survives_a_pass_that_raises(tmp_path: Path) -> None:
     kinds = [e["kind"] for e in read_events(c.state.events)]
     assert "controller.error" in kinds and kinds[-1] == "controller.stopped"
     assert cloud.calls == [("create", "alpha")]
+
+
+async def test_an_operation_that_cannot_be_read_does_not_block_the_resend(tmp_path: Path) -> None:
+    """The create's operation is remembered; its QR never shows up; reading the operation back
+    is refused for good (a 403 on operations.get). That says nothing about the create, so the
+    create is sent again (idempotent: ALREADY_EXISTS is done) instead of blocking the slot."""
+    from reconciler.adapters.cloud import CreateRequest, OperationStatus, Outcome, Submitted
+
+    class LostOperations(FakeCloud):
+        async def create_queued_resource(self, request: CreateRequest) -> Submitted:
+            self.calls.append(("create", request.name))  # accepted, then never shows up
+            return Submitted(Outcome.DONE, "projects/p/locations/us-central2-b/operations/op-1")
+
+        async def get_operation(self, name: str) -> OperationStatus | None:
+            self.calls.append(("get_operation", name))
+            raise PermanentCloudError("PERMISSION_DENIED: tpu.operations.get denied", code=7)
+
+    cloud = LostOperations()
+    now = [1000.0]
+    c = make(tmp_path, cloud)
+    c.clock = lambda: now[0]
+    await c.reconcile()
+    await settle(c)
+    assert c.memory.operation("us-central2-b/alpha:cloud") is not None
+    now[0] += 60
+    again = await c.reconcile()
+    await settle(c)
+    assert [a.slot for a in again.dispatched] == ["alpha"]
+    assert [k for k, _ in cloud.calls] == ["create", "get_operation", "create"]
+    assert c.memory.error("us-central2-b/alpha:cloud") is None
