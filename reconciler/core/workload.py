@@ -42,7 +42,7 @@ from types import MappingProxyType
 from typing import Final, Literal
 
 from reconciler.core.memory import Memory
-from reconciler.core.workload_memory import WorkerSeen, WorkloadMemory
+from reconciler.core.workload_memory import PriorAttempt, WorkerSeen, WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.durations import format_duration
 from reconciler.model.observed import NodeState, Observation, QRState
@@ -172,6 +172,8 @@ def _summarise(prev: WorkloadMemory, seen: Sequence[WorkerProbe]) -> WorkloadMem
 def _next_attempt(
     prev: WorkloadMemory, w: WorkloadSpec, now: float, **kw: object
 ) -> WorkloadMemory:
+    """The next attempt, pending; ``prior`` keeps where, when and how the one before ran (its
+    detail and ``last_lines`` stay too, until this one ends)."""
     fields: dict[str, object] = {
         "attempt": prev.attempt + 1,
         "phase": "pending",
@@ -184,6 +186,8 @@ def _next_attempt(
         "last_output_at": None,
         "after_preemption": False,
         "policy": w.policy,
+        "started_at": None,
+        "prior": PriorAttempt(prev.attempt, prev.instance, prev.started_at, prev.workers),
     }
     fields.update(kw)
     return replace(prev, **fields)  # type: ignore[arg-type]
@@ -358,26 +362,51 @@ TAIL_WIDTH: Final = 300
 _ENDED: Final = frozenset({"failed", "gave-up", "succeeded"})
 
 
-def tails_wanted(before: Memory, after: Memory) -> list[tuple[str, WorkloadMemory, int]]:
+@dataclass(frozen=True, slots=True)
+class TailWanted:
+    slot: str
+    run_id: str
+    attempt: int
+    instance: str  # the node instance the attempt ran on
+    worker: int  # whose output tells why it ended
+
+
+def _telling(workers: Sequence[WorkerSeen]) -> int:
+    """The first worker that exited non-zero, else worker 0."""
+    bad = [s.index for s in workers if s.state == "exited" and s.exit_code != 0]
+    return min(bad) if bad else 0
+
+
+def tails_wanted(before: Memory, after: Memory) -> list[TailWanted]:
     """Attempts that just ended (failed, gave up, succeeded) and the worker whose output tells
-    why: the first that exited non-zero, else worker 0."""
+    why — also one the fold moved on from at once to the next attempt (its ``prior``)."""
     out = []
     for slot, w in after.workloads.items():
         old = before.workload(slot)
         ended_now = w.phase in _ENDED and (old is None or old.phase not in _ENDED)
-        if not ended_now or w.instance is None:
-            continue
-        bad = [s.index for s in w.workers if s.state == "exited" and s.exit_code != 0]
-        out.append((slot, w, min(bad) if bad else 0))
+        p = w.prior
+        if ended_now and w.instance is not None:
+            out.append(TailWanted(slot, w.run_id, w.attempt, w.instance, _telling(w.workers)))
+        elif (
+            p is not None
+            and p.instance is not None
+            and old is not None
+            and old.phase in ("starting", "running")
+            and (old.run_id, old.attempt) == (w.run_id, p.attempt)
+        ):
+            out.append(TailWanted(slot, w.run_id, p.attempt, p.instance, _telling(p.workers)))
     return out
 
 
 def record_tail(
     memory: Memory, slot: str, run_id: str, attempt: int, lines: Sequence[str]
 ) -> Memory:
-    """Keep the end of the telling worker's output with the attempt it came from."""
+    """Keep the end of the telling worker's output with the attempt it came from (or with the
+    next one, when the fold moved on from it at once: the tail stays until that one ends)."""
     w = memory.workload(slot)
-    if w is None or (w.run_id, w.attempt) != (run_id, attempt):
+    if w is None or w.run_id != run_id:
+        return memory
+    if attempt != w.attempt and (w.prior is None or w.prior.attempt != attempt):
         return memory
     kept = tuple(line[:TAIL_WIDTH] for line in list(lines)[-TAIL_LINES:])
     new = replace(w, last_lines=kept)
@@ -392,12 +421,14 @@ def record_sent(memory: Memory, slot: str, act: WorkloadAct, instance: str, now:
     if prev is None:
         return memory
     if act.verb == "launch":
+        resend = prev.phase == "starting" and prev.attempt == act.attempt
         new = replace(
             prev,
             attempt=act.attempt,
             phase="starting",
             instance=instance,
             since=now if prev.phase != "starting" else prev.since,
+            started_at=prev.started_at if resend and prev.started_at is not None else now,
             relaunch=False,
             unknown=False,
             after_preemption=act.why == "preempted" or prev.after_preemption,

@@ -38,6 +38,19 @@ class WorkerSeen:
 
 
 @dataclass(frozen=True, slots=True)
+class PriorAttempt:
+    """The attempt of this run that came before the one in play, kept when the fold moved on
+    from it (every worker had exited in one pass, so it was never *failed* or *succeeded* in
+    memory on its own): where and when it was sent and its workers' exit codes, for its log
+    tail and its capacity-history row."""
+
+    attempt: int
+    instance: str | None
+    started_at: float | None
+    workers: tuple[WorkerSeen, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadMemory:
     run_id: str
     generation: int
@@ -56,6 +69,8 @@ class WorkloadMemory:
     workers: tuple[WorkerSeen, ...] = ()
     after_preemption: bool = False  # the attempt in play follows an interruption
     last_lines: tuple[str, ...] = ()  # the telling worker's last output when it ended
+    started_at: float | None = None  # when the attempt in play was first sent; None = not sent
+    prior: PriorAttempt | None = None  # the attempt before it, when the fold moved on at once
 
 
 def to_dict(w: WorkloadMemory) -> dict[str, Any]:
@@ -74,10 +89,47 @@ def to_dict(w: WorkloadMemory) -> dict[str, Any]:
         "relaunch": w.relaunch,
         "stop_for": w.stop_for,
         "unknown": w.unknown,
-        "workers": [[s.index, s.state, s.exit_code] for s in w.workers],
+        "workers": _workers_to_list(w.workers),
         "after_preemption": w.after_preemption,
         "last_lines": list(w.last_lines),
+        "started_at": w.started_at,
+        "prior": None if w.prior is None else _prior_to_dict(w.prior),
     }
+
+
+def _workers_to_list(workers: tuple[WorkerSeen, ...]) -> list[list[Any]]:
+    return [[s.index, s.state, s.exit_code] for s in workers]
+
+
+def _workers_from_list(d: Any) -> tuple[WorkerSeen, ...]:
+    return tuple(WorkerSeen(int(i), str(s), None if c is None else int(c)) for i, s, c in d)
+
+
+def _prior_to_dict(p: PriorAttempt) -> dict[str, Any]:
+    return {
+        "attempt": p.attempt,
+        "instance": p.instance,
+        "started_at": p.started_at,
+        "workers": _workers_to_list(p.workers),
+    }
+
+
+def _optional_float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _prior_from_dict(d: Any) -> PriorAttempt | None:
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise ValueError("workload memory's prior attempt must be an object")
+    instance = d.get("instance")
+    return PriorAttempt(
+        attempt=int(d["attempt"]),
+        instance=None if instance is None else str(instance),
+        started_at=_optional_float(d.get("started_at")),
+        workers=_workers_from_list(d.get("workers", [])),
+    )
 
 
 def from_dict(d: Any) -> WorkloadMemory:
@@ -87,7 +139,6 @@ def from_dict(d: Any) -> WorkloadMemory:
     phase = str(d.get("phase", "pending"))
     if phase not in PHASES:
         raise ValueError(f"unknown workload phase {phase!r}")
-    last = d.get("last_output_at")
     instance = d.get("instance")
     w = WorkloadMemory(
         run_id=str(d["run_id"]),
@@ -99,19 +150,19 @@ def from_dict(d: Any) -> WorkloadMemory:
         phase=phase,
         since=float(d.get("since", 0.0)),
         instance=None if instance is None else str(instance),
-        last_output_at=None if last is None else float(last),
+        last_output_at=_optional_float(d.get("last_output_at")),
         detail=str(d.get("detail", "")),
         relaunch=bool(d.get("relaunch", False)),
         stop_for=str(d.get("stop_for", "")),
         unknown=bool(d.get("unknown", False)),
-        workers=tuple(
-            WorkerSeen(int(i), str(s), None if c is None else int(c))
-            for i, s, c in d.get("workers", [])
-        ),
+        workers=_workers_from_list(d.get("workers", [])),
         after_preemption=bool(d.get("after_preemption", False)),
         last_lines=tuple(str(line) for line in d.get("last_lines", [])),
+        started_at=_optional_float(d.get("started_at")),  # absent in files before it existed
+        prior=_prior_from_dict(d.get("prior")),
     )
-    times = [w.since] + ([w.last_output_at] if w.last_output_at is not None else [])
+    optional = (w.last_output_at, w.started_at, w.prior.started_at if w.prior else None)
+    times = [w.since] + [t for t in optional if t is not None]
     if not all(math.isfinite(t) for t in times) or w.attempt < 1 or w.failures < 0:
         raise ValueError("workload memory holds an impossible time or count")
     return w

@@ -21,7 +21,6 @@ from typing import Final, Protocol, runtime_checkable
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action
-from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
 from reconciler.model.workload import WorkerProbe
@@ -111,23 +110,23 @@ async def tails(
     if not wanted:
         return memory
 
-    async def one(slot: str, w: WorkloadMemory, worker: int) -> tuple[str, ...]:
-        spec = desired.slot(slot)
-        qr = observation.qr(spec.zone, slot) if spec else None
-        node = observation.node(spec.zone, (qr.node_id if qr else None) or slot) if spec else None
-        if node is None or node.instance != w.instance:
+    async def one(t: wl.TailWanted) -> tuple[str, ...]:
+        spec = desired.slot(t.slot)
+        qr = observation.qr(spec.zone, t.slot) if spec else None
+        node = observation.node(spec.zone, (qr.node_id if qr else None) or t.slot) if spec else None
+        if node is None or node.instance != t.instance:
             return ()
         try:
             return await asyncio.wait_for(
-                port.workload_tail(desired.settings, node, slot, w.run_id, w.attempt, worker),
+                port.workload_tail(desired.settings, node, t.slot, t.run_id, t.attempt, t.worker),
                 timeout,
             )
         except Exception:  # only for show: an unreadable log shows nothing
             return ()
 
-    results = await asyncio.gather(*(one(*t) for t in wanted))
-    for (slot, w, _), lines in zip(wanted, results, strict=True):
-        memory = wl.record_tail(memory, slot, w.run_id, w.attempt, lines)
+    results = await asyncio.gather(*(one(t) for t in wanted))
+    for t, lines in zip(wanted, results, strict=True):
+        memory = wl.record_tail(memory, t.slot, t.run_id, t.attempt, lines)
     return memory
 
 
@@ -177,7 +176,11 @@ def ended_attempts(before: Memory, after: Memory) -> Iterator[EndedAttempt]:
         if same and new is not None and new.phase in _UNDER_WAY:
             continue
         ended = new if same else None
-        codes = [s.exit_code for s in ended.workers if s.exit_code is not None] if ended else []
+        # The fold went straight on from it to the next attempt: ``prior`` is how it ended.
+        prior = new.prior if new is not None and not same and new.run_id == old.run_id else None
+        moved_from = prior if prior is not None and prior.attempt == old.attempt else None
+        workers = ended.workers if ended else moved_from.workers if moved_from else ()
+        codes = [s.exit_code for s in workers if s.exit_code is not None]
         failed = next((c for c in codes if c != 0), None)
         exit_code = (
             failed if failed is not None else (0 if ended and ended.phase == "succeeded" else None)
@@ -191,7 +194,8 @@ def ended_attempts(before: Memory, after: Memory) -> Iterator[EndedAttempt]:
                 phase, detail = "failed", new.detail
             elif new.detail == wl.SUCCEEDED_BEFORE:
                 phase, detail, exit_code = "succeeded", "", 0
+        started_at = old.started_at if old.started_at is not None else old.since  # old memory
         yield EndedAttempt(
-            slot, old.run_id, old.attempt, old.since, exit_code,
+            slot, old.run_id, old.attempt, started_at, exit_code,
             f"{phase}: {detail}" if detail else phase,
         )  # fmt: skip

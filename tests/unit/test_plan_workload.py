@@ -206,6 +206,38 @@ def test_a_failure_with_every_worker_already_gone_relaunches_in_the_same_pass() 
     assert acts(p) == [("launch", run.w.run_id, 2)]
 
 
+def test_a_failure_moved_on_from_at_once_keeps_its_tail_exit_codes_and_detail() -> None:
+    run = Run(held())
+    run.running()
+    before = run.memory
+    p = run.step(probes("exited", "exited", "exited", "exited", codes=[0, 1, 0, 0]))
+    assert acts(p) == [("launch", run.w.run_id, 2)]
+    # Its telling worker's log is read from the node it ran on, though attempt 2 is in play.
+    assert wl.tails_wanted(before, run.memory) == [wl.TailWanted("a", run.w.run_id, 1, "a@1001", 1)]
+    run.memory = wl.record_tail(run.memory, "a", run.w.run_id, 1, ["Traceback", "ValueError"])
+    assert run.step(ALIVE).empty and run.w.phase == "running"
+    shown = wl.status(run.w, JOB, run.now)
+    assert shown is not None and shown.attempt == 2
+    assert (shown.detail, shown.last_lines) == ("exit 1 on worker 1", ("Traceback", "ValueError"))
+    assert run.w.prior is not None and [(s.index, s.exit_code) for s in run.w.prior.workers] == [
+        (0, 0), (1, 1), (2, 0), (3, 0)
+    ]  # fmt: skip
+
+
+def test_a_launch_records_when_it_was_sent_and_a_resend_keeps_it() -> None:
+    run = Run(held())
+    run.step()
+    sent = run.now
+    assert run.w.started_at == sent
+    run.step(probes("alive", "missing", "alive", "alive"))  # sent again: same attempt
+    assert run.w.started_at == sent
+    run.step(ALIVE)
+    assert run.w.phase == "running" and run.w.since > sent and run.w.started_at == sent
+    run.step(probes("exited", "exited", "exited", "exited", codes=[1, 1, 1, 1]))
+    assert run.w.attempt == 2 and run.w.started_at == run.now  # attempt 2 sent this pass
+    assert run.w.prior is not None and run.w.prior.started_at == sent
+
+
 def test_past_max_failures_gives_up_notifies_and_stays_down_until_bumped() -> None:
     run = Run(held())
     run.running()
