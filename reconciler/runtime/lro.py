@@ -12,8 +12,10 @@ first, so the request is not resent blindly in a tight loop:
 
 A failure to *read* the operation raises as it is: a transient one (the API answering 503)
 keeps the operation remembered for the next try; on a permanent one (403, garbage) the
-controller forgets it and resends, since it says nothing about the request itself. May: call ``Cloud.get_operation``. May not: touch memory
-(the controller owns it) or decide anything beyond the operation's own verdict.
+controller forgets it and resends, since it says nothing about the request itself.
+
+May: call ``Cloud.get_operation``. May not: touch memory (the controller owns it) or decide
+anything beyond the operation's own verdict.
 """
 
 from __future__ import annotations
