@@ -66,6 +66,7 @@ from reconciler.core.history import (
     Tracker,
     WorkloadAttempt,
     from_event,
+    open_samples,
 )
 from reconciler.errors import HistoryUnreadable
 from reconciler.model import names
@@ -362,7 +363,8 @@ class HistoryRecorder:
                 self._pruned_at = now
             if self.written != self._hinted_written and now - self._hinted_at >= HINTS_EVERY:
                 self._hinted_at, self._hinted_written = now, self.written
-                self.hints = wait_hints(self._db.stats())
+                open_ = open_samples(self._tracker.tracks, now)
+                self.hints = wait_hints(self._db.stats(open_=open_))
             if self.last_error is not None:
                 self._emit("history.recovered")
             self.last_error = None
@@ -428,14 +430,20 @@ def _tracker_from_json(text: str) -> Tracker:
     return Tracker(tracks=tracks, failures_seen=failures)
 
 
-def summary_stats(path: Path, **filters: Any) -> list[PlaceStats]:
-    """Place statistics from the store at ``path`` (empty when there is none); an unreadable
-    store raises ``HistoryUnreadable``."""
+def summary_stats(path: Path, *, now: float | None = None, **filters: Any) -> list[PlaceStats]:
+    """Place statistics from the store at ``path`` (empty when there is none), counting what
+    the recorder's saved tracker still has in progress at ``now`` (default: the clock): the
+    requests still queued and the nodes still held. An unreadable store raises
+    ``HistoryUnreadable``."""
     db = open_readonly(path)
     if db is None:
         return []
     try:
-        return db.stats(**filters)
+        saved = db.read_meta("tracker")
+        tracks = _tracker_from_json(saved).tracks if saved else {}
+        moment = time.time() if now is None else now
+        open_ = open_samples(tracks, moment, since=filters.get("since"))
+        return db.stats(open_=open_, **filters)
     finally:
         db.close()
 
@@ -450,7 +458,8 @@ def history_document(
 ) -> dict[str, Any]:
     """``tpu-reconciler.history.v1`` for the store at ``path`` (CLI ``history``, MCP)."""
     filters = {"zone": zone, "accelerator": accelerator, "mode": mode}
-    return history_doc(summary_stats(path, since=since, **filters), since=since, **filters)
+    stats = summary_stats(path, since=since, zone=zone, accelerator=accelerator, mode=mode)
+    return history_doc(stats, since=since, **filters)
 
 
 def recommend_document(
