@@ -306,6 +306,38 @@ def test_workload_attempts_are_recorded_for_issue_12(tmp_path: Path) -> None:
     assert rows == [(2, T0 * 1000, (T0 + 60) * 1000, 1, "failed")]
 
 
+def test_a_full_queue_drops_only_superseded_looks_never_records(tmp_path: Path) -> None:
+    """The writer is not running (as when it cannot keep up): the queue fills with looks,
+    and workload attempts handed over before, between and after them are all written."""
+    state, events = _recorder_state(tmp_path)
+    recorder = HistoryRecorder(state, events, batch_seconds=0.05, max_queue=3)
+    want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
+
+    def attempt(n: int) -> None:
+        recorder.record_workload_attempt(slot="a", zone=Z1, accelerator="v6e-8", run_id="r-1",
+                                         attempt=n, started_at=T0 + n, ended_at=T0 + n + 1,
+                                         exit_code=0, cause="succeeded")  # fmt: skip
+
+    attempt(1)  # the oldest item of all: the old queue dropped exactly this one
+    for i in range(6):
+        look = Observation(
+            queued_resources=(qr("a", zone=Z1, accelerator="v6e-8"),), zones=frozenset({Z1})
+        )
+        recorder.observe(want, look, Memory(), T0 + 10 + i)
+        if i == 2:
+            attempt(2)
+    attempt(3)
+    assert recorder.dropped == 3  # six looks into room for three
+    recorder.start()
+    assert recorder.flush()
+    recorder.close()
+    with sqlite3.connect(state.history) as conn:
+        rows = conn.execute("SELECT attempt FROM workload_attempts ORDER BY attempt").fetchall()
+        assert conn.execute("SELECT count(*) FROM transitions").fetchone() == (1,)
+    assert rows == [(1,), (2,), (3,)]
+    assert recorder.health()["dropped"] == 3
+
+
 def test_a_store_that_cannot_be_written_is_reported_and_recovers(tmp_path: Path) -> None:
     state, events = _recorder_state(tmp_path)
     state.history.mkdir()  # not a file: SQLite cannot open it (not corrupt: nothing moved)
