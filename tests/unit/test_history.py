@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 import time
@@ -413,6 +414,13 @@ def test_the_store_counts_what_is_still_queued_and_still_held(tmp_path: Path) ->
     doc = recommend_document(state.history, "v6e-8", mode="spot")
     assert [z["zone"] for z in doc["zones"]] == [Z2, Z1]
     assert doc["zones"][1]["waiting"] == 5
+    from tests.support.cli import clean_env, run_cli
+
+    shown = run_cli("--state-dir", str(state.root), "history", "--json", "--zone", Z1,
+                    env=clean_env(), cwd=tmp_path)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    (place,) = json.loads(shown.stdout)["places"]
+    assert (place["waiting"], place["expected_wait_seconds"]) == (5, None)
 
 
 def test_the_writer_applies_settings_history_retention(tmp_path: Path) -> None:
