@@ -27,11 +27,21 @@ import os
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from reconciler.core.capacity import Place, PlaceStats, Samples, km_quantile_sorted, percentile
+from reconciler.core.capacity import (
+    Open,
+    Place,
+    PlaceStats,
+    Samples,
+    km_quantile_sorted,
+    per_day,
+    percentile,
+    summarize,
+    with_open,
+)
 from reconciler.core.history import (
     Lifetime,
     LoserDeleted,
@@ -128,6 +138,11 @@ class HistoryDB:
     def meta(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return None if row is None else str(row[0])
+
+    def read_meta(self, key: str) -> str | None:
+        """``meta`` for readers: SQLite's failures raise ``HistoryUnreadable``."""
+        with _reading(self.path):
+            return self.meta(key)
 
     def set_meta(self, key: str, value: str) -> None:
         self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
@@ -319,10 +334,16 @@ class HistoryDB:
             args.append(ident)
         return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
 
-    def samples(self, **filters: Any) -> dict[Place, Samples]:
-        """See ``_samples``; SQLite's failures raise ``HistoryUnreadable``."""
+    def samples(
+        self, *, open_: Mapping[Place, Open] | None = None, **filters: Any
+    ) -> dict[Place, Samples]:
+        """See ``_samples``, plus what is still in progress (``open_``, e.g. from
+        ``core.history.open_samples``); SQLite's failures raise ``HistoryUnreadable``."""
         with _reading(self.path):
-            return self._samples(**filters)
+            got = self._samples(**filters)
+            if where_open := _matching(open_, filters):
+                got = with_open(got, where_open)
+            return got
 
     def _samples(
         self,
@@ -409,10 +430,13 @@ class HistoryDB:
             )
         return out
 
-    def stats(self, **filters: Any) -> list[PlaceStats]:
-        """See ``_stats``; SQLite's failures raise ``HistoryUnreadable``."""
+    def stats(
+        self, *, open_: Mapping[Place, Open] | None = None, **filters: Any
+    ) -> list[PlaceStats]:
+        """See ``_stats``; ``open_`` as for ``samples``. SQLite's failures raise
+        ``HistoryUnreadable``."""
         with _reading(self.path):
-            return self._stats(**filters)
+            return self._stats(open_=_matching(open_, filters), **filters)
 
     def _stats(
         self,
@@ -421,6 +445,7 @@ class HistoryDB:
         zone: str | None = None,
         accelerator: str | None = None,
         mode: str | None = None,
+        open_: Mapping[Place, Open] | None = None,
     ) -> list[PlaceStats]:
         """The figures of ``core.capacity.summarize(self.samples(...))``, read the fast way:
         waits come out of their clustered key already sorted per place (one ``group_concat``
@@ -429,7 +454,7 @@ class HistoryDB:
         from a partial index. Checked against ``samples()`` by the tests."""
         where = self._filters(since, zone, accelerator, mode)
         if where is None:
-            return []
+            return summarize(with_open({}, open_ or {}))  # known only by what is open
         clause, args = where
         and_ = " AND " if clause else " WHERE "
         per: dict[tuple[int, int, int], dict[str, Any]] = defaultdict(dict)
@@ -489,32 +514,43 @@ class HistoryDB:
                 failures[label] = failures.get(label, 0) + int(n)
                 entry["closed"] = bool(entry.get("closed") or shut)
         names = self.names(i for key in per for i in key)
+        by_place: dict[Place, dict[str, Any]] = {
+            (names.get(k[0], "?"), names.get(k[1], "?"), names.get(k[2], "?")): e
+            for k, e in per.items()
+        }
+        for place, o in (open_ or {}).items():
+            entry = by_place.setdefault(place, {})
+            entry["waiting"] = [*entry.get("waiting", ()), *(round(w * 1000) for w in o.waiting)]
+            entry["held_open"] = entry.get("held_open", 0.0) + o.held
         out = []
-        for key, e in per.items():
+        for place, e in by_place.items():
             served, unserved = e.get("served", []), e.get("unserved", [])
-            held, n = e.get("held", 0.0), e.get("preemptions", 0)
+            waiting = sorted(e.get("waiting", ()))
+            censored = sorted(unserved + waiting) if waiting else unserved
+            held, n = e.get("held", 0.0) + e.get("held_open", 0.0), e.get("preemptions", 0)
             failures = e.get("failures", {})
             prov = e.get("prov", (None, None))
             out.append(
                 PlaceStats(
-                    zone=names.get(key[0], "?"),
-                    accelerator=names.get(key[1], "?"),
-                    mode=names.get(key[2], "?"),
+                    zone=place[0],
+                    accelerator=place[1],
+                    mode=place[2],
                     samples=len(served),
                     unserved=len(unserved),
                     p50_provisioning=prov[0],
                     p90_provisioning=prov[1],
                     p50_active=_s(percentile(served, 50)),
                     p90_active=_s(percentile(served, 90)),
-                    expected_wait=_s(km_quantile_sorted(served, unserved)),
+                    expected_wait=_s(km_quantile_sorted(served, censored)),
                     median_lifetime=e.get("lifetime"),
                     preemptions=n,
-                    preemptions_per_day=n / (held / 86400.0) if held > 0 else None,
+                    preemptions_per_day=per_day(n, held),
                     failures={
                         str(k): v for k, v in sorted(failures.items(), key=lambda kv: str(kv[0]))
                     },
                     queue_closed=bool(e.get("closed")),
                     last_seen=e["last"] / 1000.0 if "last" in e else None,
+                    waiting=len(waiting),
                 )
             )
         return sorted(out, key=lambda s: s.place)
@@ -594,6 +630,17 @@ class HistoryDB:
         if table not in _TABLES:
             raise ValueError(f"unknown table {table!r}")
         return int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def _matching(open_: Mapping[Place, Open] | None, filters: Mapping[str, Any]) -> dict[Place, Open]:
+    """The open places that pass the zone / accelerator / mode filters (``since`` is for the
+    caller, who knows when each open wait began)."""
+    wanted = (filters.get("zone"), filters.get("accelerator"), filters.get("mode"))
+    return {
+        place: o
+        for place, o in (open_ or {}).items()
+        if all(w is None or w == v for w, v in zip(wanted, place, strict=True))
+    }
 
 
 def corrupt(error: sqlite3.Error) -> bool:

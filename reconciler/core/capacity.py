@@ -7,7 +7,9 @@ day held, "queue closed") and ranks zones for an accelerator by expected time to
 
 Expected time to capacity counts the requests that never got capacity too: a request deleted
 or failed while still queued is a *censored* wait ("waited at least this long"), so the median
-is the Kaplan-Meier estimate, not the median of the lucky ones. A zone whose requests mostly
+is the Kaplan-Meier estimate, not the median of the lucky ones. A request still queued is
+censored the same way at "now" (``Open``: the caller says what now is), and so is the held
+time of a node still alive when preemptions per day are counted. A zone whose requests mostly
 never got through has no finite median and ranks after every zone that has one.
 
 May: compute. May not: do I/O, read a clock, or know where the samples came from.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from reconciler.model.observed import QUEUED_STATES, Observation
@@ -120,6 +122,35 @@ class Samples:
     refusals: int = 0
     closed: bool = False  # a create here was refused as "queue closed"
     last_seen: float | None = None  # newest sample time (epoch seconds)
+    waiting: tuple[float, ...] = ()  # still queued: waited at least this long (up to now)
+    held_open: float = 0.0  # READY time so far (up to now) of node instances still alive
+
+
+@dataclass(frozen=True, slots=True)
+class Open:
+    """What is still in progress at one place at a moment: requests still queued (how long
+    each has waited so far) and the READY time so far of node instances still alive."""
+
+    waiting: tuple[float, ...] = ()
+    held: float = 0.0
+
+
+def with_open(
+    per_place: Mapping[Place, Samples], open_: Mapping[Place, Open]
+) -> dict[Place, Samples]:
+    """``per_place`` with the open waits and holdings added (a place known only by them too)."""
+    out = dict(per_place)
+    for place, o in open_.items():
+        base = out.get(place, Samples())
+        out[place] = replace(
+            base, waiting=base.waiting + o.waiting, held_open=base.held_open + o.held
+        )
+    return out
+
+
+def per_day(preemptions: int, held_seconds: float) -> float | None:
+    """Preemptions per day of capacity held (ended and still-alive instances alike)."""
+    return preemptions / (held_seconds / 86400.0) if held_seconds > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +171,7 @@ class PlaceStats:
     failures: Mapping[str, int]
     queue_closed: bool
     last_seen: float | None
+    waiting: int = 0  # requests still queued (censored waits "at least this long")
 
     @property
     def place(self) -> Place:
@@ -148,7 +180,6 @@ class PlaceStats:
 
 def stats_for(place: Place, samples: Samples) -> PlaceStats:
     preemptions = len(samples.lifetimes_preempted)
-    per_day = preemptions / (samples.held_seconds / 86400.0) if samples.held_seconds > 0 else None
     return PlaceStats(
         zone=place[0],
         accelerator=place[1],
@@ -159,15 +190,16 @@ def stats_for(place: Place, samples: Samples) -> PlaceStats:
         p90_provisioning=percentile(samples.to_provisioning, 90),
         p50_active=percentile(samples.to_active, 50),
         p90_active=percentile(samples.to_active, 90),
-        expected_wait=km_quantile(samples.to_active, samples.unserved),
+        expected_wait=km_quantile(samples.to_active, samples.unserved + samples.waiting),
         median_lifetime=median(samples.lifetimes_preempted),
         preemptions=preemptions,
-        preemptions_per_day=per_day,
+        preemptions_per_day=per_day(preemptions, samples.held_seconds + samples.held_open),
         failures={
             str(k): v for k, v in sorted(samples.failures.items(), key=lambda kv: str(kv[0]))
         },
         queue_closed=samples.closed,
         last_seen=samples.last_seen,
+        waiting=len(samples.waiting),
     )
 
 
@@ -184,13 +216,15 @@ class Recommendation:
     unserved: int
     median_lifetime: float | None
     preemptions_per_day: float | None
+    waiting: int = 0  # requests still queued there
 
 
 def rank(
     stats: Iterable[PlaceStats], accelerator: str, mode: str, *, count: int | None = None
 ) -> list[Recommendation]:
     """Zones for ``accelerator`` in ``mode``, soonest expected capacity first; closed queues
-    left out. Zones without a finite estimate follow, those with fewer failed waits first.
+    left out. Zones without a finite estimate follow, those with fewer failed or still-open
+    waits first.
     Ties break on more samples, then longer median lifetime, then the zone name."""
     chosen = [s for s in stats if s.accelerator == accelerator and s.mode == mode]
     picks = [
@@ -201,6 +235,7 @@ def rank(
             unserved=s.unserved,
             median_lifetime=s.median_lifetime,
             preemptions_per_day=s.preemptions_per_day,
+            waiting=s.waiting,
         )
         for s in chosen
         if not s.queue_closed
@@ -210,7 +245,7 @@ def rank(
         known = r.expected_wait is not None
         return (
             0 if known else 1,
-            r.expected_wait if r.expected_wait is not None else float(r.unserved),
+            r.expected_wait if r.expected_wait is not None else float(r.unserved + r.waiting),
             -r.samples,
             -(r.median_lifetime or 0.0),
             r.zone,

@@ -56,6 +56,7 @@ def place_dict(s: PlaceStats) -> dict[str, Any]:
         "mode": s.mode,
         "samples": s.samples,
         "unserved": s.unserved,
+        "waiting": s.waiting,
         "to_provisioning": {
             "p50_seconds": _r(s.p50_provisioning),
             "p90_seconds": _r(s.p90_provisioning),
@@ -116,7 +117,9 @@ def format_history(stats: Sequence[PlaceStats]) -> str:
                 s.zone,
                 s.accelerator,
                 s.mode,
-                f"{s.samples}" + (f" (+{s.unserved} unserved)" if s.unserved else ""),
+                f"{s.samples}"
+                + (f" (+{s.unserved} unserved)" if s.unserved else "")
+                + (f" (+{s.waiting} waiting)" if s.waiting else ""),
                 f"{_d(s.p50_provisioning)}/{_d(s.p90_provisioning)}",
                 f"{_d(s.p50_active)}/{_d(s.p90_active)}",
                 _d(s.median_lifetime),
@@ -189,6 +192,7 @@ def _pick(p: Recommendation) -> dict[str, Any]:
         "expected_wait_seconds": _r(p.expected_wait),
         "samples": p.samples,
         "unserved": p.unserved,
+        "waiting": p.waiting,
         "median_lifetime_seconds": _r(p.median_lifetime),
         "preemptions_per_day": None
         if p.preemptions_per_day is None

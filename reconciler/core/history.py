@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.core.capacity import code_of, queue_closed
+from reconciler.core.capacity import Open, Place, code_of, queue_closed
 
 QUEUED = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES"})
 WON = frozenset({"PROVISIONING", "ACTIVE"})
@@ -303,6 +303,26 @@ class Tracker:
         for key in [k for k in self.failures_seen if k not in errors]:
             del self.failures_seen[key]
         return out
+
+
+def open_samples(
+    tracks: Mapping[tuple[str, str], QRTrack], now: float, *, since: float | None = None
+) -> dict[Place, Open]:
+    """What the tracked QRs still have in progress at ``now``, per place: every request still
+    queued as a censored wait of ``now - queued_at`` (queued at or after ``since``, as stored
+    waits are filtered), and the READY time so far of every node still alive."""
+    waiting: dict[Place, list[float]] = {}
+    held: dict[Place, float] = {}
+    for (zone, _slot), t in tracks.items():
+        place = (zone, t.accelerator, t.mode)
+        if t.queued_at is not None and (since is None or t.queued_at >= since):
+            waiting.setdefault(place, []).append(max(0.0, now - t.queued_at))
+        if t.active_at is not None:
+            held[place] = held.get(place, 0.0) + max(0.0, now - t.active_at)
+    return {
+        place: Open(waiting=tuple(sorted(waiting.get(place, ()))), held=held.get(place, 0.0))
+        for place in sorted(waiting.keys() | held.keys())
+    }
 
 
 def from_event(

@@ -14,7 +14,8 @@ transaction (``adapters.history_db``), at most once per ``batch_seconds``.
   per distinct error) and retried with the next batch; the loop of the controller never sees
   it. A file SQLite calls corrupt is moved aside (``history.sqlite.corrupt-<time>``) and rebuilt
   from the event log (event ``history.rebuilt``). The queue is bounded: when the writer cannot
-  keep up, the oldest looks are dropped and counted, never blocking the caller.
+  keep up, the oldest looks are dropped and counted, never blocking the caller; records handed
+  over directly (workload attempts) and flush / stop requests are never dropped.
 - **Expected waits**: after a batch, at most once a minute, the thread recomputes the small
   place -> (p50, samples) summary (``hints``) that the controller puts into its snapshot, so
   ``status`` shows "p50 2h10m here, 14 samples" without anyone reading SQLite on a pass.
@@ -35,6 +36,7 @@ import queue
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -66,6 +68,7 @@ from reconciler.core.history import (
     Tracker,
     WorkloadAttempt,
     from_event,
+    open_samples,
 )
 from reconciler.errors import HistoryUnreadable
 from reconciler.model import names
@@ -89,6 +92,50 @@ class _Look:
 
 
 _STOP: Final = object()
+
+
+class _Inbox:
+    """The recorder's queue. Looks are bounded: when ``max_looks`` wait already, the oldest
+    *look* is dropped (a newer look supersedes it). Everything else (workload attempts, flush
+    and stop requests) is never dropped and never blocks: such items are rare, so they are
+    kept however many there are."""
+
+    def __init__(self, max_looks: int) -> None:
+        self.max_looks = max(1, max_looks)
+        self._items: deque[Any] = deque()
+        self._looks = 0
+        self._ready = threading.Condition()
+
+    def put(self, item: Any) -> bool:
+        """Add ``item``; True when an older look was dropped to make room."""
+        with self._ready:
+            dropped = False
+            if isinstance(item, _Look):
+                if self._looks >= self.max_looks:
+                    for i, queued in enumerate(self._items):
+                        if isinstance(queued, _Look):
+                            del self._items[i]
+                            self._looks -= 1
+                            dropped = True
+                            break
+                self._looks += 1
+            self._items.append(item)
+            self._ready.notify()
+            return dropped
+
+    def get(self, timeout: float) -> Any:
+        """The oldest item, waiting up to ``timeout`` seconds; ``queue.Empty`` when none came."""
+        with self._ready:
+            if not self._ready.wait_for(lambda: bool(self._items), timeout):
+                raise queue.Empty
+            item = self._items.popleft()
+            if isinstance(item, _Look):
+                self._looks -= 1
+            return item
+
+    def empty(self) -> bool:
+        with self._ready:
+            return not self._items
 
 
 def looks_of(observation: Observation, tracker: Tracker) -> tuple[list[Seen], set[tuple[str, str]]]:
@@ -136,7 +183,7 @@ class HistoryRecorder:
         self.events = events
         self.batch_seconds = batch_seconds
         self.clock = clock
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
+        self._queue = _Inbox(max_queue)
         self._thread: threading.Thread | None = None
         self._tracker = Tracker()
         self._db: HistoryDB | None = None
@@ -190,16 +237,8 @@ class HistoryRecorder:
 
     def _put(self, item: Any) -> None:
         self._idle.clear()
-        while True:
-            try:
-                self._queue.put_nowait(item)
-                return
-            except queue.Full:
-                try:
-                    self._queue.get_nowait()  # drop the oldest: newer looks supersede it
-                    self.dropped += 1
-                except queue.Empty:
-                    pass
+        if self._queue.put(item):  # only a superseded look is ever dropped, never a record
+            self.dropped += 1
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until everything handed over so far is written (tests, ``close``)."""
@@ -362,7 +401,8 @@ class HistoryRecorder:
                 self._pruned_at = now
             if self.written != self._hinted_written and now - self._hinted_at >= HINTS_EVERY:
                 self._hinted_at, self._hinted_written = now, self.written
-                self.hints = wait_hints(self._db.stats())
+                open_ = open_samples(self._tracker.tracks, now)
+                self.hints = wait_hints(self._db.stats(open_=open_))
             if self.last_error is not None:
                 self._emit("history.recovered")
             self.last_error = None
@@ -428,14 +468,20 @@ def _tracker_from_json(text: str) -> Tracker:
     return Tracker(tracks=tracks, failures_seen=failures)
 
 
-def summary_stats(path: Path, **filters: Any) -> list[PlaceStats]:
-    """Place statistics from the store at ``path`` (empty when there is none); an unreadable
-    store raises ``HistoryUnreadable``."""
+def summary_stats(path: Path, *, now: float | None = None, **filters: Any) -> list[PlaceStats]:
+    """Place statistics from the store at ``path`` (empty when there is none), counting what
+    the recorder's saved tracker still has in progress at ``now`` (default: the clock): the
+    requests still queued and the nodes still held. An unreadable store raises
+    ``HistoryUnreadable``."""
     db = open_readonly(path)
     if db is None:
         return []
     try:
-        return db.stats(**filters)
+        saved = db.read_meta("tracker")
+        tracks = _tracker_from_json(saved).tracks if saved else {}
+        moment = time.time() if now is None else now
+        open_ = open_samples(tracks, moment, since=filters.get("since"))
+        return db.stats(open_=open_, **filters)
     finally:
         db.close()
 
@@ -450,7 +496,8 @@ def history_document(
 ) -> dict[str, Any]:
     """``tpu-reconciler.history.v1`` for the store at ``path`` (CLI ``history``, MCP)."""
     filters = {"zone": zone, "accelerator": accelerator, "mode": mode}
-    return history_doc(summary_stats(path, since=since, **filters), since=since, **filters)
+    stats = summary_stats(path, since=since, zone=zone, accelerator=accelerator, mode=mode)
+    return history_doc(stats, since=since, **filters)
 
 
 def recommend_document(

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.core.capacity import (
+    Open,
     PlaceStats,
     Samples,
     code_of,
@@ -18,6 +19,7 @@ from reconciler.core.capacity import (
     rank,
     stats_for,
     wait_hints,
+    with_open,
 )
 
 
@@ -274,3 +276,106 @@ def test_status_shows_expected_wait_on_waiting_slots_only() -> None:
     plain = snapshot(None)
     assert all("expected_wait" not in r for r in plain["slots"])  # type: ignore[attr-defined]
     assert "history_error" not in plain
+
+
+DAY = 86400.0
+
+
+@pytest.mark.parametrize(
+    ("served", "unserved", "waiting", "expected", "count"),
+    [
+        # two served in 10 min, five queued for days: most requests here never got capacity
+        ((600.0, 600.0), (), (3 * DAY,) * 5, None, 5),
+        # the same served ones, nothing still queued: the median of the served
+        ((600.0, 600.0), (), (), 600.0, 0),
+        # one still queued for half a minute only: the served ones still decide
+        ((60.0, 120.0, 900.0), (), (30.0,), 120.0, 1),
+        # still waiting counts like an ended censored wait: 120 without either, 900 with both
+        ((60.0, 120.0, 900.0), (3600.0,), (3600.0,), 900.0, 1),
+    ],
+)
+def test_requests_still_queued_are_censored_waits(
+    served: tuple[float, ...],
+    unserved: tuple[float, ...],
+    waiting: tuple[float, ...],
+    expected: float | None,
+    count: int,
+) -> None:
+    s = stats_for(
+        ("us-east5-b", "v6e-8", "spot"),
+        Samples(to_active=served, to_provisioning=served, unserved=unserved, waiting=waiting),
+    )
+    assert s.expected_wait == expected and s.waiting == count
+    assert s.samples == len(served) and s.unserved == len(unserved)  # unserved: ended only
+
+
+def test_a_zone_queued_for_days_ranks_after_one_that_serves() -> None:
+    place = ("us-east5-b", "v6e-8", "spot")
+    other = ("europe-west4-a", "v6e-8", "spot")
+    per_place = {
+        place: Samples(to_active=(600.0, 600.0), to_provisioning=(500.0, 500.0)),
+        other: Samples(to_active=(5400.0,), to_provisioning=(5000.0,)),
+    }
+    plain = [stats_for(k, v) for k, v in per_place.items()]
+    before = [r.zone for r in rank(plain, "v6e-8", "spot")]
+    assert before == ["us-east5-b", "europe-west4-a"]
+    opened = with_open(per_place, {place: Open(waiting=(3 * DAY,) * 5)})
+    ranked = rank([stats_for(k, v) for k, v in opened.items()], "v6e-8", "spot")
+    assert [r.zone for r in ranked] == ["europe-west4-a", "us-east5-b"]
+    assert (ranked[1].expected_wait, ranked[1].waiting, ranked[1].samples) == (None, 5, 2)
+
+
+def test_a_place_known_only_by_open_waits_is_shown() -> None:
+    place = ("asia-northeast1-b", "v6e-8", "spot")
+    (s,) = [stats_for(k, v) for k, v in with_open({}, {place: Open(waiting=(DAY,))}).items()]
+    assert (s.place, s.samples, s.waiting, s.expected_wait) == (place, 0, 1, None)
+
+
+_waits = st.lists(st.floats(0, 1e6, allow_nan=False), max_size=20)
+
+
+@given(_waits, _waits, _waits)
+def test_still_waiting_never_shortens_the_expected_wait(
+    served: list[float], unserved: list[float], waiting: list[float]
+) -> None:
+    """An open request adds evidence of waiting, never of capacity: the estimate with it is
+    never sooner than without it (None = never served, the latest of all)."""
+    place = ("z-a1-a", "v6e-8", "spot")
+    base = Samples(to_active=tuple(served), unserved=tuple(unserved))
+    without = stats_for(place, base).expected_wait
+    with_ = stats_for(place, with_open({place: base}, {place: Open(tuple(waiting))})[place])
+    if with_.expected_wait is not None:
+        assert without is not None and with_.expected_wait >= without
+    assert with_.waiting == len(waiting)
+
+
+@pytest.mark.parametrize(
+    ("held", "held_open", "expected"),
+    [
+        (43200.0, 0.0, 4.0),  # two preemptions in half a day of ended holdings
+        (43200.0, 43200.0, 2.0),  # plus half a day of a node still alive: half the rate
+        (0.0, 86400.0, 2.0),  # only a node still alive (the preempted ones' time is held)
+        (0.0, 0.0, None),  # nothing held at all: no rate
+    ],
+)
+def test_preemptions_per_day_count_nodes_still_alive(
+    held: float, held_open: float, expected: float | None
+) -> None:
+    s = stats_for(
+        ("europe-west4-a", "v6e-8", "spot"),
+        Samples(lifetimes_preempted=(3600.0, 7200.0), held_seconds=held, held_open=held_open),
+    )
+    assert s.preemptions_per_day == (None if expected is None else pytest.approx(expected))
+
+
+@given(st.floats(1.0, 1e7), st.floats(0.0, 1e7), st.integers(0, 50))
+def test_a_node_still_alive_never_raises_the_preemption_rate(
+    held: float, alive: float, preemptions: int
+) -> None:
+    place = ("z-a1-a", "v6e-8", "spot")
+    base = Samples(lifetimes_preempted=(60.0,) * preemptions, held_seconds=held)
+    without = stats_for(place, base).preemptions_per_day
+    with_ = stats_for(place, with_open({place: base}, {place: Open(held=alive)})[place])
+    assert without is not None and with_.preemptions_per_day is not None
+    assert with_.preemptions_per_day <= without + 1e-9
+    assert with_.preemptions_per_day == pytest.approx(preemptions * 86400.0 / (held + alive))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 import time
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from reconciler.adapters.history_db import HistoryDB, open_store
 from reconciler.adapters.statedir import StateDir
-from reconciler.core.capacity import summarize
+from reconciler.core.capacity import Open, summarize
 from reconciler.core.history import (
     Lifetime,
     LoserDeleted,
@@ -25,6 +26,7 @@ from reconciler.core.history import (
     Transition,
     Wait,
     from_event,
+    open_samples,
 )
 from reconciler.core.memory import Memory
 from reconciler.model.observed import Observation, QRState
@@ -143,6 +145,39 @@ def test_event_log_replay() -> None:
     assert from_event({"kind": "desired.loaded"}, 5, slots) is None
 
 
+def test_open_samples_are_what_is_still_in_progress_now() -> None:
+    tracker = Tracker()
+    walk(
+        tracker,
+        [
+            (0, [seen("q", "ACCEPTED"), seen("r", "ACTIVE", zone=Z2)]),
+            (
+                100,
+                [
+                    seen("q", "WAITING_FOR_RESOURCES"),
+                    seen("r", "ACTIVE", zone=Z2),
+                    seen("p", "ACCEPTED"),
+                ],
+            ),
+            (
+                200,
+                [
+                    seen("q", "WAITING_FOR_RESOURCES"),
+                    seen("r", "ACTIVE", zone=Z2),
+                    seen("p", "ACTIVE"),
+                    seen("o", "PROVISIONING"),
+                ],
+            ),
+        ],
+    )
+    got = open_samples(tracker.tracks, 1000.0)
+    # q: queued since 0; o: seen first PROVISIONING (no queue time known); p served at 200
+    assert got[(Z1, "v6e-8", "spot")] == Open(waiting=(1000.0,), held=800.0)
+    assert got[(Z2, "v6e-8", "spot")] == Open(waiting=(), held=1000.0)
+    assert open_samples(tracker.tracks, 1000.0, since=50)[(Z1, "v6e-8", "spot")].waiting == ()
+    assert open_samples(Tracker().tracks, 1000.0) == {}
+
+
 def test_store_round_trip_and_summary(tmp_path: Path) -> None:
     records = walk(
         Tracker(),
@@ -211,12 +246,19 @@ def test_sqlite_figures_equal_the_pure_ones(tmp_path: Path, seed: int) -> None:
                                       float(i), rng.choice((8, 9)), "no capacity"))  # fmt: skip
         if rng.random() < 0.1:
             records.append(Refusal(f"s{i}", zone, "v6e-8", mode, float(i), 7, "closed", True))
+    open_ = {  # still queued / still held now, also in a zone with no stored row
+        (z, "v6e-8", m): Open(waiting=tuple(sorted(float(rng.choice((10, 600, 90000)))
+                                                   for _ in range(rng.randint(0, 4)))),
+                              held=float(rng.choice((0, 3600, 86400))))
+        for z in (*zones, "asia-east1-c") for m in ("spot", "on-demand") if rng.random() < 0.5
+    }  # fmt: skip
     db = HistoryDB(tmp_path / "h.sqlite")
     db.write(records)
-    for filters in ({}, {"zone": Z1}, {"mode": "spot"}, {"since": 30.0}):
-        pure = summarize(db.samples(**filters))
-        fast = db.stats(**filters)
-        assert pure or filters
+    for filters, extra in [(f, o) for f in ({}, {"zone": Z1}, {"mode": "spot"}, {"since": 30.0},
+                           {"zone": "nowhere-x1-a"}) for o in ({}, open_)]:  # fmt: skip
+        pure = summarize(db.samples(open_=extra, **filters))
+        fast = db.stats(open_=extra, **filters)
+        assert pure or filters or not records
         assert [s.place for s in fast] == [s.place for s in pure]
         for a, b in zip(fast, pure, strict=True):
             for name in ("p50_provisioning", "p90_provisioning", "p50_active", "p90_active",
@@ -225,6 +267,7 @@ def test_sqlite_figures_equal_the_pure_ones(tmp_path: Path, seed: int) -> None:
                 assert (x is None) == (y is None) and (x is None or x == pytest.approx(y)), name
             assert (a.samples, a.unserved, a.preemptions, a.failures, a.queue_closed) == (
                 b.samples, b.unserved, b.preemptions, b.failures, b.queue_closed)  # fmt: skip
+            assert a.waiting == b.waiting
             assert a.last_seen == pytest.approx(b.last_seen)
     db.close()
 
@@ -264,6 +307,38 @@ def test_workload_attempts_are_recorded_for_issue_12(tmp_path: Path) -> None:
     assert rows == [(2, T0 * 1000, (T0 + 60) * 1000, 1, "failed")]
 
 
+def test_a_full_queue_drops_only_superseded_looks_never_records(tmp_path: Path) -> None:
+    """The writer is not running (as when it cannot keep up): the queue fills with looks,
+    and workload attempts handed over before, between and after them are all written."""
+    state, events = _recorder_state(tmp_path)
+    recorder = HistoryRecorder(state, events, batch_seconds=0.05, max_queue=3)
+    want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
+
+    def attempt(n: int) -> None:
+        recorder.record_workload_attempt(slot="a", zone=Z1, accelerator="v6e-8", run_id="r-1",
+                                         attempt=n, started_at=T0 + n, ended_at=T0 + n + 1,
+                                         exit_code=0, cause="succeeded")  # fmt: skip
+
+    attempt(1)  # the oldest item of all: the old queue dropped exactly this one
+    for i in range(6):
+        look = Observation(
+            queued_resources=(qr("a", zone=Z1, accelerator="v6e-8"),), zones=frozenset({Z1})
+        )
+        recorder.observe(want, look, Memory(), T0 + 10 + i)
+        if i == 2:
+            attempt(2)
+    attempt(3)
+    assert recorder.dropped == 3  # six looks into room for three
+    recorder.start()
+    assert recorder.flush()
+    recorder.close()
+    with sqlite3.connect(state.history) as conn:
+        rows = conn.execute("SELECT attempt FROM workload_attempts ORDER BY attempt").fetchall()
+        assert conn.execute("SELECT count(*) FROM transitions").fetchone() == (1,)
+    assert rows == [(1,), (2,), (3,)]
+    assert recorder.health()["dropped"] == 3
+
+
 def test_a_store_that_cannot_be_written_is_reported_and_recovers(tmp_path: Path) -> None:
     state, events = _recorder_state(tmp_path)
     state.history.mkdir()  # not a file: SQLite cannot open it (not corrupt: nothing moved)
@@ -300,6 +375,52 @@ def test_the_recorder_keeps_the_expected_waits_the_snapshot_shows(tmp_path: Path
     recorder.close()
     hint = recorder.hints[(Z1, "v6e-8", "spot")]
     assert (hint.p50_seconds, hint.samples) == (180.0, 3)
+
+
+def test_the_store_counts_what_is_still_queued_and_still_held(tmp_path: Path) -> None:
+    """``history`` / ``recommend`` read the recorder's saved tracker: a zone whose requests
+    have queued for days no longer ranks by its few served ones, and a node still alive
+    counts as capacity held."""
+    from reconciler.runtime.history import recommend_document, summary_stats
+
+    state, events = _recorder_state(tmp_path)
+    db = HistoryDB(state.history)
+    db.write(
+        [Wait("s1", Z1, "v6e-8", "spot", T0, 500.0, 600.0, 600.0),
+         Wait("s2", Z1, "v6e-8", "spot", T0, 500.0, 600.0, 600.0),
+         Wait("t1", Z2, "v6e-8", "spot", T0, 5000.0, 5400.0, 5400.0),
+         Lifetime("s1", Z1, "v6e-8", "spot", T0, T0 + 43200, "preempted")]
+    )  # fmt: skip
+    db.close()
+    recorder = HistoryRecorder(state, events, batch_seconds=0.05)
+    recorder.start()
+    names = [f"q{i}" for i in range(5)]
+    want = desired(*(slot(n, zone=Z1, accelerator="v6e-8") for n in [*names, "live"]))
+    look = Observation(
+        queued_resources=(
+            *(qr(n, zone=Z1, accelerator="v6e-8") for n in names),
+            qr("live", zone=Z1, state=QRState.ACTIVE, accelerator="v6e-8"),
+        ),
+        zones=frozenset({Z1}),
+    )
+    recorder.observe(want, look, Memory(), T0)
+    assert recorder.flush()
+    recorder.close()
+    later = T0 + 3 * 86400
+    (z1,) = summary_stats(state.history, now=later, zone=Z1)
+    assert (z1.samples, z1.unserved, z1.waiting, z1.expected_wait) == (2, 0, 5, None)
+    assert z1.preemptions_per_day == pytest.approx(1 / 3.5)  # half a day ended + 3 days alive
+    assert summary_stats(state.history, now=later, zone=Z1, since=T0 + 1)[0].waiting == 0
+    doc = recommend_document(state.history, "v6e-8", mode="spot")
+    assert [z["zone"] for z in doc["zones"]] == [Z2, Z1]
+    assert doc["zones"][1]["waiting"] == 5
+    from tests.support.cli import clean_env, run_cli
+
+    shown = run_cli("--state-dir", str(state.root), "history", "--json", "--zone", Z1,
+                    env=clean_env(), cwd=tmp_path)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    (place,) = json.loads(shown.stdout)["places"]
+    assert (place["waiting"], place["expected_wait_seconds"]) == (5, None)
 
 
 def test_the_writer_applies_settings_history_retention(tmp_path: Path) -> None:

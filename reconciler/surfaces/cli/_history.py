@@ -63,6 +63,7 @@ def history_command(args: argparse.Namespace) -> int:
     from reconciler.adapters.history_db import open_readonly
     from reconciler.core.capacity_report import CSV_COLUMNS, csv_row, format_history, history_doc
     from reconciler.errors import ReconcilerError
+    from reconciler.runtime.history import summary_stats
 
     try:
         since = _since(args.since)
@@ -80,7 +81,17 @@ def history_command(args: argparse.Namespace) -> int:
                     for row in db.transitions(since=since, **filters):
                         out.writerow(csv_row(row))
                 return EX_OK
-            stats = db.stats(since=since, **filters) if db is not None else []
+            stats = (  # with the requests still queued and nodes still held, as of now
+                summary_stats(
+                    _store_path(args),
+                    since=since,
+                    zone=args.zone,
+                    accelerator=args.accelerator,
+                    mode=args.mode,
+                )
+                if db is not None
+                else []
+            )
         finally:
             if db is not None:
                 db.close()
