@@ -48,10 +48,10 @@ cloud said" in one clause and still read its retry intent.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import ClassVar
 
 from reconciler.exitcodes import EX_CONFIRM, EX_REFUSED, EX_TEMPFAIL
+from reconciler.records import record
 
 
 class ReconcilerError(Exception):
@@ -213,7 +213,7 @@ class DemoFailed(ReconcilerError):
     """The demo's story did not happen as told (a step timed out or the controller misbehaved)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)  # a dataclass to mypy; `status` imports this module (reconciler/records)
 class Diagnostic:
     """One problem in desired.yaml, at a 1-based line and column."""
 

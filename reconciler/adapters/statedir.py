@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+from reconciler.records import record
 
 
 def default_state_dir(desired_file: Path, env: Mapping[str, str] | None = None) -> Path:
@@ -38,7 +39,7 @@ def default_state_dir(desired_file: Path, env: Mapping[str, str] | None = None) 
     return base / "tpu-reconciler" / f"{absolute.stem}-{tag}"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)  # a dataclass to mypy; `status` imports this module (reconciler/records)
 class StateDir:
     root: Path
 

@@ -9,7 +9,6 @@ fresh observation. The values are ``model/status``'s dataclasses; the schema is 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -38,6 +37,7 @@ from reconciler.model.status import (
     TmuxStatus,
     encode,
 )
+from reconciler.records import replace
 
 __all__ = ["STATUS_SCHEMA", "build_status", "iso", "plan_dict", "plan_status", "plan_summary"]
 
@@ -270,7 +270,7 @@ def _with_waits(
 ) -> tuple[SlotStatus, ...]:
     by_slot = {w.slot: w.hint for w in waits}
     return tuple(
-        dataclasses.replace(
+        replace(
             row,
             expected_wait=ExpectedWaitStatus(
                 p50_seconds=round(by_slot[row.name].p50_seconds, 1),

@@ -6,8 +6,10 @@ all use these classes: ``core/status.build_status`` makes a ``StatusSnapshot``,
 ``adapters/status_file`` reads and writes the file, and nothing else parses the JSON.
 
 May: define frozen values and convert them to and from JSON-ready dicts (pure).
-May not: do I/O, import anything beyond the standard library (``status`` imports this on its
-fast path).
+May not: do I/O, import anything beyond the standard library and ``reconciler.records``
+(``status`` imports this on its fast path). The classes are records (``reconciler/records``):
+dataclasses to the type checker, but made without the ``dataclasses`` module, which costs more
+to import than ``status`` spends reading 1,000 slots; ``records.replace`` copies one.
 
 JSON rules (``to_json`` / ``from_json`` are driven by the dataclass fields, in field order):
 
@@ -26,12 +28,12 @@ JSON rules (``to_json`` / ``from_json`` are driven by the dataclass fields, in f
   ``from_json`` raises ``ValueError`` otherwise.
 """
 
-import dataclasses
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
+
+from reconciler.records import MISSING, field, fields, is_record, record
 
 STATUS_SCHEMA: Final = "tpu-reconciler.status.v1"
 
@@ -75,7 +77,7 @@ class _Value:
         return f"{type(self).__name__}({shown})"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class ControllerInfo(_Value):
     """Whether a controller holds the lock, and its pid (0: running, pid not yet known)."""
 
@@ -84,7 +86,7 @@ class ControllerInfo(_Value):
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class DesiredInfo(_Value):
     """The desired file the snapshot was made from: valid or not (its errors), its digest."""
 
@@ -95,7 +97,7 @@ class DesiredInfo(_Value):
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class SetupStatus(_Value):
     """Per slot: ``off | waiting | pending | done | failed`` for each setup step."""
 
@@ -106,7 +108,7 @@ class SetupStatus(_Value):
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class TmuxStatus(_Value):
     """Per slot: the window the mirror keeps (None when the slot does not want one)."""
 
@@ -115,7 +117,7 @@ class TmuxStatus(_Value):
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class ExpectedWaitStatus(_Value):
     """Per waiting slot, from the capacity history: the median time from queued to ACTIVE in
     its zone, accelerator and mode, and how many requests that figure stands on."""
@@ -125,7 +127,7 @@ class ExpectedWaitStatus(_Value):
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class WorkerStatus(_Value):
     """One worker of a workload's attempt, as the last probe saw it."""
 
@@ -135,7 +137,7 @@ class WorkerStatus(_Value):
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class WorkloadStatus(_Value):
     """Per slot: its workload's run and attempt. ``state`` is one of pending, starting,
     running, succeeded, failed, stopping, interrupted, gave-up, unknown."""
@@ -153,7 +155,7 @@ class WorkloadStatus(_Value):
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class SlotStatus(_Value):
     """One row: a managed slot (``setup``/``tmux`` set) or an unmanaged QR (they are None)."""
 
@@ -177,13 +179,13 @@ class SlotStatus(_Value):
     instance: str | None = None
     paused: bool = added(False)  # paused: true on the slot or its race group
     releases_at: str | None = added()  # when hold_for / hold_until releases it (UTC)
-    workload: WorkloadStatus | None = added()  # noqa: RUF009  (a frozen value)
-    # waiting for capacity, with 3+ samples of history (``added`` is a field(), not a value)
-    expected_wait: ExpectedWaitStatus | None = added()  # noqa: RUF009
+    workload: WorkloadStatus | None = added()
+    # waiting for capacity, with 3+ samples of history
+    expected_wait: ExpectedWaitStatus | None = added()
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class RaceGroupStatus(_Value):
     """A race: ``count`` winners wanted among ``candidates``; ``open`` while short."""
 
@@ -196,7 +198,7 @@ class RaceGroupStatus(_Value):
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class ActionStatus(_Value):
     """One planned action, as ``plan`` shows it (``symbol`` is ``+``, ``-``, ``-/+``, ``~``)."""
 
@@ -209,7 +211,7 @@ class ActionStatus(_Value):
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class DeferredActionStatus(ActionStatus):
     """An action the planner holds back until ``until`` (ISO time, None = no set time)."""
 
@@ -217,14 +219,14 @@ class DeferredActionStatus(ActionStatus):
     until: str | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class BlockedActionStatus(ActionStatus):
     """An action the planner refuses to take (needs an explicit intent)."""
 
     why: str = ""
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class HeldActionStatus(ActionStatus):
     """An action held back at the user's word: ``rule`` is ``paused``, ``guard`` or
     ``suspended`` (see ``core/control``)."""
@@ -233,7 +235,7 @@ class HeldActionStatus(ActionStatus):
     rule: str | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class GuardStatus(_Value):
     """Deletes of ACTIVE TPUs the delete guard holds; ``command`` confirms exactly these."""
 
@@ -245,7 +247,7 @@ class GuardStatus(_Value):
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class PlanStatus(_Value):
     """The pending plan: its summary line, the actions, and what is deferred or blocked."""
 
@@ -255,12 +257,12 @@ class PlanStatus(_Value):
     blocked: tuple[BlockedActionStatus, ...] = ()
     warnings: tuple[str, ...] = ()
     held: tuple[HeldActionStatus, ...] = added(())  # paused, guarded, suspended
-    guard: GuardStatus | None = added()  # noqa: RUF009 (a field(), as for every added key)
+    guard: GuardStatus | None = added()
     suspended: bool = added(False)
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class TmuxInventoryStatus(_Value):
     """The snapshot's top-level ``tmux``: every ``tpu-*`` window, and the orphaned ones."""
 
@@ -269,7 +271,7 @@ class TmuxInventoryStatus(_Value):
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(frozen=True, eq=False, repr=False)
 class StatusSnapshot(_Value):
     """The whole document. ``controller`` is filled from the lock by readers; ``in_flight`` is
     only in the controller's own snapshot, ``note`` only in one made without a controller."""
@@ -310,40 +312,31 @@ class StatusSnapshot(_Value):
 # Plain fields (str, int, bool, None) are copied as they are, with no Python code per field.
 
 _Convert = Callable[[Any], Any]
-_Put = Callable[[Any, Any], None]
 _set_attr: Final = object.__setattr__
 
 
 class _Spec:
     """How one class is read and written (a plain class: cheaper to define than a dataclass)."""
 
-    __slots__ = ("cls", "convert", "encode", "known", "names", "puts", "required", "template")
+    __slots__ = ("cls", "convert", "encode", "known", "names", "required", "template")
 
     def __init__(self, cls: type) -> None:
         self.cls = cls
-        fields = [f for f in dataclasses.fields(cls) if f.name != "extra"]
-        self.names = tuple(f.name for f in fields)
+        own = [f for f in fields(cls) if f.name != "extra"]
+        self.names = tuple(f.name for f in own)
         self.known = frozenset(self.names)  # the JSON keys the fields read
         # every field in order with its default (_NOTHING: required): what a row starts from
-        self.template = {
-            f.name: _NOTHING if f.default is dataclasses.MISSING else f.default for f in fields
-        }
+        self.template = {f.name: _NOTHING if f.default is MISSING else f.default for f in own}
         self.required = tuple(n for n, d in self.template.items() if d is _NOTHING)
         # (name, decoder, None allowed) of the fields holding tuples or nested dataclasses
         self.convert: list[tuple[str, _Convert, bool]] = []
         # (name, encoder or None, added-field default or _NOTHING) per field
         self.encode: list[tuple[str, _Convert | None, Any]] = []
-        for f in fields:
+        for f in own:
             optional, into, out = _converters(f.type)  # a type, not a string (no __future__)
             if into is not None:
                 self.convert.append((f.name, into, optional))
             self.encode.append((f.name, out, f.default if f.metadata.get(_ADDED) else _NOTHING))
-        # a class with slots=True (e.g. one written before this codec) is filled slot by slot
-        self.puts = (
-            None
-            if "__dict__" in dir(cls)
-            else tuple((n, _slot_setter(cls, n)) for n in (*self.names, "extra"))
-        )
 
     def decode(self, data: Any) -> Any:
         """``data`` (a JSON object) as an instance; see ``decode_as``."""
@@ -367,11 +360,7 @@ class _Spec:
                     values[name] = convert(value)
         values["extra"] = extra
         obj: Any = object.__new__(self.cls)
-        if self.puts is None:
-            _set_attr(obj, "__dict__", values)
-        else:
-            for name, put in self.puts:
-                put(obj, values[name])
+        _set_attr(obj, "__dict__", values)
         return obj
 
 
@@ -390,7 +379,7 @@ def _tuple_of(item: _Convert | None) -> _Convert:
 def _encode_list(value: Any) -> Any:
     if value is None:
         return None
-    return [encode(v) if hasattr(v, "__dataclass_fields__") else v for v in value]
+    return [encode(v) if hasattr(v, "__record_fields__") else v for v in value]
 
 
 def _encode_object(value: Any) -> Any:
@@ -406,11 +395,11 @@ def _converters(hint: Any) -> tuple[bool, _Convert | None, _Convert | None]:
         optional = len(rest) < len(args)
         hint = rest[0] if len(rest) == 1 else Any
         args = typing.get_args(hint)
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and is_record(hint):
         return optional, _spec(hint).decode, _encode_object
     if typing.get_origin(hint) is tuple:
         of = args[0] if args else Any
-        nested = isinstance(of, type) and dataclasses.is_dataclass(of)
+        nested = isinstance(of, type) and is_record(of)
         return optional, _tuple_of(_spec(of).decode if nested else None), _encode_list
     return optional, None, None
 
@@ -420,16 +409,6 @@ def _spec(cls: type) -> _Spec:
     if spec is None:
         spec = _SPECS[cls] = _Spec(cls)
     return spec
-
-
-def _slot_setter(cls: type, name: str) -> _Put:
-    """The slot descriptor's setter, found along the MRO (a subclass's fields sit in its own
-    slots, inherited ones in the base's)."""
-    for klass in cls.__mro__:
-        if name in vars(klass):
-            put: _Put = vars(klass)[name].__set__
-            return put
-    raise TypeError(f"{cls.__name__}.{name} has no slot")
 
 
 def decode_as(cls: type[T], data: Any) -> T:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import random
@@ -64,6 +63,7 @@ from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
 from reconciler.model.status import ControllerInfo
 from reconciler.model.workload import WorkerProbe
+from reconciler.records import replace as replace_record
 from reconciler.runtime import lro
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
@@ -563,7 +563,7 @@ class Controller:
             observe_error=result.observe_error,
             wait_hints=self.history.hints if self.history else None,
         )
-        snapshot = dataclasses.replace(
+        snapshot = replace_record(
             snapshot,
             controller=ControllerInfo(running=running, pid=os.getpid() if running else None),
             in_flight=tuple(sorted(k for k in self.in_flight if not k.startswith("notify:"))),

@@ -5,7 +5,6 @@ back must be byte-identical to what the controller wrote, whatever it holds."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from reconciler.model.status import (
     from_json,
     to_json,
 )
+from reconciler.records import FrozenInstanceError, field, record
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "status.json"
 
@@ -52,7 +52,7 @@ def test_values_are_typed_and_frozen() -> None:
     assert snapshot.race_groups[0].candidates == ("spot-v6e8-ew4a-1", "spot-v6e8-use1d-1")
     assert snapshot.in_flight == () and snapshot.note is None
     assert snapshot.active() == {"od-v48-usc2b-1", "od-v432-usc2b-1"}
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenInstanceError):
         first.state = "FAILED"  # type: ignore[misc]
     assert hash(first.setup) == hash(SetupStatus(bootstrap="done", tailscale="off"))
 
@@ -100,12 +100,12 @@ def test_another_schema_or_an_unusable_shape_is_refused(doc: Any) -> None:
 
 
 def test_an_added_field_is_written_only_when_set() -> None:
-    @dataclasses.dataclass(frozen=True, slots=True, eq=False, repr=False)
+    @record(frozen=True, eq=False, repr=False)
     class Row(model._Value):
         name: str
         old: str | None = None
         new: str | None = added()
-        extra: Any = dataclasses.field(default_factory=dict, repr=False)
+        extra: Any = field(default_factory=dict, repr=False)
 
     assert encode(Row(name="a")) == {"name": "a", "old": None}
     assert encode(Row(name="a", new="x")) == {"name": "a", "old": None, "new": "x"}

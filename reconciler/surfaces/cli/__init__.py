@@ -5,25 +5,29 @@ light at module level: heavy libraries (mcp, asyncssh, libtmux, rich) are import
 handler, so ``status`` does not pay for the MCP SDK. A handler takes the parsed namespace and
 returns the exit code; it is named ``"module:function"`` so only the chosen one is imported.
 
-A run builds only its own command's sub-parsers: ``_COMMANDS`` says which module registers
-each top-level command, and ``build_parser(argv)`` imports and registers just that module when
-``argv`` names one (building every module's sub-parsers was a quarter of ``status``). Without a
-known command (``--help``, no command, a typo, an unusual option spelling) the whole tree is
-built, as ``build_parser()`` always does, so help, errors and completion see every command.
+``status`` and ``status --json`` in their plain spellings skip argparse altogether
+(``_quick``: the command people run in loops). Any other run builds only its own command's
+sub-parsers: ``_COMMANDS`` says which module registers each top-level command, and
+``build_parser(argv)`` imports and registers just that module when ``argv`` names one
+(building every module's sub-parsers was a quarter of ``status``). Without a known command
+(``--help``, no command, a typo, an unusual option spelling) the whole tree is built, as
+``build_parser()`` always does, so help, errors and completion see every command.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from reconciler import __version__
 from reconciler.exitcodes import EX_INTERRUPTED, EX_OK, EX_USAGE
+
+if TYPE_CHECKING:
+    import argparse
 
 #: Command modules, in help order. Each is reconciler.surfaces.cli.<name>.
 _MODULES = (
@@ -85,6 +89,7 @@ def _translate_once() -> None:
     """argparse passes each of its ~100 strings through ``gettext.gettext``, which searches the
     disk for message catalogues on every call (a miss is not cached): about half the time it
     takes to build this parser. Look the catalogue up once; the translations are the same."""
+    import argparse
     import gettext
 
     catalogue = gettext.translation(gettext.textdomain(), fallback=True)
@@ -113,6 +118,8 @@ def chosen_command(argv: Sequence[str]) -> str | None:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; for an ``argv`` naming a known command, with only that command's module
     registered (it parses that ``argv`` exactly as the whole tree does)."""
+    import argparse
+
     _translate_once()
     parser = argparse.ArgumentParser(
         prog="tpu-reconciler",
@@ -128,13 +135,17 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from reconciler.surfaces.cli._quick import parse
+
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help(sys.stderr)
-        return EX_USAGE
+    args = parse(argv)  # `status [--json]` without argparse; None for anything else
+    if args is None:
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        if getattr(args, "handler", None) is None:
+            parser.print_help(sys.stderr)
+            return EX_USAGE
+    handler = args.handler
     module_name, _, func_name = handler.partition(":")
     func = getattr(importlib.import_module(module_name), func_name)
     try:

@@ -6,7 +6,6 @@ choose the exit code. Heavy imports happen inside handlers so ``status`` stays f
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -18,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from reconciler.exitcodes import EX_CHANGES, EX_CONFIG, EX_OK, EX_REFUSED
 
 if TYPE_CHECKING:
+    import argparse
+
     from reconciler.adapters.statedir import StateDir
     from reconciler.model.status import StatusSnapshot
     from reconciler.runtime.controller import Controller
@@ -386,10 +387,9 @@ def _print_status(args: argparse.Namespace, doc: StatusSnapshot) -> int:
 
 
 def _live_status(args: argparse.Namespace) -> StatusSnapshot | None:
-    import dataclasses
-
     from reconciler.core.status import build_status
     from reconciler.model.status import ControllerInfo
+    from reconciler.records import replace
     from reconciler.runtime.history import store_hints
     from reconciler.runtime.lock import read_holder
 
@@ -410,4 +410,4 @@ def _live_status(args: argparse.Namespace) -> StatusSnapshot | None:
         wait_hints=store_hints(controller.state.history),
     )
     pid = read_holder(controller.state)
-    return dataclasses.replace(snapshot, controller=ControllerInfo(pid is not None, pid))
+    return replace(snapshot, controller=ControllerInfo(pid is not None, pid))

@@ -7,15 +7,18 @@ Heavy imports (the desired-file loader) happen only when there is no usable snap
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reconciler.adapters.status_file import read_status
 from reconciler.errors import StatusUnreadable
 from reconciler.model.status import ControllerInfo, StatusSnapshot
+from reconciler.records import replace
+
+if TYPE_CHECKING:
+    import argparse
 
 NO_SNAPSHOT = "no snapshot yet: start the controller (`tpu-reconciler run`) or use --live"
 
@@ -35,7 +38,7 @@ def current_status(args: argparse.Namespace) -> StatusSnapshot:
     if snapshot is None:
         snapshot = desired_only_status(args, note)
     pid = read_holder(state) if state.root.exists() else None
-    return dataclasses.replace(snapshot, controller=ControllerInfo(pid is not None, pid))
+    return replace(snapshot, controller=ControllerInfo(pid is not None, pid))
 
 
 def desired_only_status(args: argparse.Namespace, note: str) -> StatusSnapshot:
@@ -55,4 +58,4 @@ def desired_only_status(args: argparse.Namespace, note: str) -> StatusSnapshot:
         now=time.time(),
         backend=loaded.desired.settings.backend if loaded.desired else "?",
     )
-    return dataclasses.replace(snapshot, note=note)
+    return replace(snapshot, note=note)
