@@ -318,7 +318,7 @@ _set_attr: Final = object.__setattr__
 class _Spec:
     """How one class is read and written (a plain class: cheaper to define than a dataclass)."""
 
-    __slots__ = ("cls", "convert", "encode", "known", "names", "required", "template")
+    __slots__ = ("added", "cls", "convert", "encoders", "known", "names", "required", "template")
 
     def __init__(self, cls: type) -> None:
         self.cls = cls
@@ -330,13 +330,16 @@ class _Spec:
         self.required = tuple(n for n, d in self.template.items() if d is _NOTHING)
         # (name, decoder, None allowed) of the fields holding tuples or nested dataclasses
         self.convert: list[tuple[str, _Convert, bool]] = []
-        # (name, encoder or None, added-field default or _NOTHING) per field
-        self.encode: list[tuple[str, _Convert | None, Any]] = []
+        # (name, encoder) of the fields holding tuples or nested dataclasses
+        self.encoders: list[tuple[str, _Convert]] = []
+        # (name, default) of the fields added after v1: left out while they hold the default
+        self.added = tuple((f.name, f.default) for f in own if f.metadata.get(_ADDED))
         for f in own:
             optional, into, out = _converters(f.type)  # a type, not a string (no __future__)
             if into is not None:
                 self.convert.append((f.name, into, optional))
-            self.encode.append((f.name, out, f.default if f.metadata.get(_ADDED) else _NOTHING))
+            if out is not None:
+                self.encoders.append((f.name, out))
 
     def decode(self, data: Any) -> Any:
         """``data`` (a JSON object) as an instance; see ``decode_as``."""
@@ -376,10 +379,12 @@ def _tuple_of(item: _Convert | None) -> _Convert:
     return decode
 
 
-def _encode_list(value: Any) -> Any:
-    if value is None:
-        return None
-    return [encode(v) if hasattr(v, "__record_fields__") else v for v in value]
+def _encode_records(value: Any) -> Any:
+    return None if value is None else [encode(v) for v in value]
+
+
+def _encode_plain(value: Any) -> Any:
+    return None if value is None else list(value)
 
 
 def _encode_object(value: Any) -> Any:
@@ -400,7 +405,9 @@ def _converters(hint: Any) -> tuple[bool, _Convert | None, _Convert | None]:
     if typing.get_origin(hint) is tuple:
         of = args[0] if args else Any
         nested = isinstance(of, type) and is_record(of)
-        return optional, _tuple_of(_spec(of).decode if nested else None), _encode_list
+        if nested:
+            return optional, _tuple_of(_spec(of).decode), _encode_records
+        return optional, _tuple_of(None), _encode_plain
     return optional, None, None
 
 
@@ -424,14 +431,21 @@ def decode_as(cls: type[T], data: Any) -> T:
 
 
 def encode(obj: Any) -> dict[str, Any]:
-    """A status dataclass as a JSON-ready dict (keys in field order, then ``extra``)."""
-    out: dict[str, Any] = {}
-    for name, convert, default in _spec(type(obj)).encode:
-        value = getattr(obj, name)
-        if default is not _NOTHING and value == default:
-            continue
-        out[name] = value if convert is None else convert(value)
-    extra: Mapping[str, Any] = obj.extra
+    """A status record as a JSON-ready dict (keys in field order, then ``extra``).
+
+    A record's ``__dict__`` holds exactly its fields in field order (``records`` and
+    ``decode_as`` both fill it so), so it is copied whole and only the few fields that need it
+    are touched: added fields at their default are dropped, tuples and nested records
+    converted. That is C-level work for the plain fields, as in ``decode_as``."""
+    spec = _spec(type(obj))
+    out: dict[str, Any] = obj.__dict__.copy()
+    extra: Mapping[str, Any] = out.pop("extra")
+    for name, default in spec.added:
+        if out[name] == default:
+            del out[name]
+    for name, convert in spec.encoders:
+        if name in out:
+            out[name] = convert(out[name])
     if extra:
         out.update(extra)
     return out

@@ -125,3 +125,22 @@ def test_the_file_reader_reports_a_broken_snapshot(tmp_path: Path) -> None:
     path.write_text(json.dumps({"schema_version": "other"}), encoding="utf-8")
     with pytest.raises(StatusUnreadable, match="unknown schema"):
         read_status(path)
+
+
+def test_keys_come_in_field_order_however_the_value_was_made() -> None:
+    """``encode`` copies a record's ``__dict__``: built by ``__init__``, by ``replace`` or by
+    decoding, and for a subclass whose fields follow the base's ``extra``, the keys are in
+    field order (the on-disk order)."""
+    from reconciler.model.status import DeferredActionStatus
+    from reconciler.records import replace
+
+    order = ["symbol", "kind", "slot", "zone", "reason", "destructive", "why", "until"]
+    built = DeferredActionStatus(until="2026-12-01T00:00:00Z", symbol="+", why="later")
+    assert list(encode(built)) == order
+    assert list(encode(replace(built, kind="create"))) == order
+    assert (
+        list(encode(decode_as(DeferredActionStatus, dict(reversed(encode(built).items())))))
+        == order
+    )
+    row = replace(SlotStatus(name="a", zone="z"), paused=True)
+    assert list(encode(row))[-2:] == ["instance", "paused"]  # an added field, once it is set
