@@ -83,6 +83,15 @@ def measure(args: argparse.Namespace, report: _rig.Report) -> None:
     desired, state, env = make_snapshot(args.slots, root)
     size = (state / "status.json").stat().st_size
     report.note(f"snapshot of {args.slots} slots: {size / 1e6:.2f} MB status.json")
+    # An install compiles .pyc files; a work tree under PYTHONDONTWRITEBYTECODE=1 (set on
+    # these machines) never gets them, and every run would compile the package again.
+    where = "import os, reconciler; print(os.path.dirname(reconciler.__file__))"
+    package = subprocess.run(
+        [sys.executable, "-c", where], env=env, check=True, capture_output=True, text=True,
+        cwd=_rig.REPO,
+    ).stdout.strip()  # fmt: skip
+    subprocess.run([sys.executable, "-m", "compileall", "-q", package], check=True, env=env)
+    report.note(f"package: {package} (.pyc compiled first, as an install does)")
     hyperfine = shutil.which("hyperfine")
     report.note(f"timer: {'hyperfine' if hyperfine else 'subprocess + perf_counter'}")
     common = ["-f", str(desired), "--state-dir", str(state)]
