@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 from reconciler.model.durations import format_duration
-from reconciler.model.times import local_text
+from reconciler.model.stamps import epoch
 
 if TYPE_CHECKING:  # `status` only formats a snapshot: it must not pay for the plan model
     from reconciler.core.plan import Plan
@@ -70,6 +69,8 @@ def _control_lines(plan: Plan, now: float | None) -> list[str]:
     guarded = [h.action.slot for h in plan.held if h.rule == "guard"]
     if guarded and plan.guard is not None:
         lines.append(f"  guarded  delete {', '.join(guarded)}: {plan.guard.why}")
+    from reconciler.model.times import local_text  # datetime: not on `status`'s path
+
     for slot, at in sorted(plan.releases_at.items()):
         lines.append(f"  {slot} releases {_when(at, now)} (at {local_text(at)})")
     return lines
@@ -84,7 +85,7 @@ def age(stamp: str | None, now: float) -> str:
     if not stamp:
         return ""
     try:
-        ts = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        ts = epoch(stamp)
     except ValueError:
         return ""
     return format_duration(now - ts)
@@ -99,19 +100,19 @@ _QUIET: Final = frozenset(("off", "done", "waiting"))  # setup states the NOTE c
 def _note(row: SlotStatus, now: float) -> str:
     if not row.managed:
         return "unmanaged (not in file)"
-    control = _control_note(row, now)
-    if control:
-        return control
+    if row.paused or row.releases_at:
+        control = _control_note(row, now)
+        if control:
+            return control
     if row.last_error:
         return str(row.last_error)[:60]
+    parts = []
     setup = row.setup
-    parts = [
-        f"{k} {v}"
-        for k, v in (
-            (("bootstrap", setup.bootstrap), ("tailscale", setup.tailscale)) if setup else ()
-        )
-        if v not in _QUIET
-    ]
+    if setup is not None:
+        if setup.bootstrap not in _QUIET:
+            parts.append(f"bootstrap {setup.bootstrap}")
+        if setup.tailscale not in _QUIET:
+            parts.append(f"tailscale {setup.tailscale}")
     wait = row.expected_wait
     if wait is not None and wait.p50_seconds is not None:
         parts.append(f"p50 {format_duration(wait.p50_seconds)} here, {wait.samples} samples")
@@ -122,8 +123,10 @@ def _control_note(row: SlotStatus, now: float) -> str:
     """``paused``, ``releases in 3h12m (20:00)``: what the user asked of this slot's time."""
     parts = ["paused"] if row.paused else []
     if row.releases_at:
+        from reconciler.model.times import local_text  # datetime, for the rows that need it
+
         try:
-            ts = datetime.fromisoformat(row.releases_at.replace("Z", "+00:00")).timestamp()
+            ts: float | None = epoch(row.releases_at)
         except ValueError:
             ts = None
         if ts is not None:
@@ -156,7 +159,7 @@ def _workload(w: WorkloadStatus | None, now: float) -> str:
     running_for = None
     if w.state == "running" and w.since:
         with contextlib.suppress(ValueError):
-            running_for = now - datetime.fromisoformat(w.since.replace("Z", "+00:00")).timestamp()
+            running_for = now - epoch(w.since)
     return format_workload(w.state, running_for, w.attempt, w.failures, w.max_failures, w.detail)
 
 
@@ -170,21 +173,19 @@ def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:
         since = ages.get(s.state_since)
         if since is None:
             since = ages[s.state_since] = age(s.state_since, now)
-        rows.append(
-            (
-                s.name,
-                str(s.zone or ""),
-                str(s.accelerator or ""),
-                str(s.want or "-"),
-                str(s.state or ""),
-                since,
-                str(s.node_state or ""),
-                ip_text,
-                str(s.race_group or ""),
-                *((_workload(s.workload, now),) if workloads else ()),
-                _note(s, now),
-            )
+        row = (
+            s.name,
+            str(s.zone or ""),
+            str(s.accelerator or ""),
+            str(s.want or "-"),
+            str(s.state or ""),
+            since,
+            str(s.node_state or ""),
+            ip_text,
+            str(s.race_group or ""),
         )
+        note = _note(s, now)
+        rows.append((*row, _workload(s.workload, now), note) if workloads else (*row, note))
     return rows
 
 

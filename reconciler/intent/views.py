@@ -19,7 +19,6 @@ import os
 import shlex
 import time
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,6 +34,7 @@ from reconciler.errors import (
 from reconciler.intent.engine import EditResult, IntentEditor
 from reconciler.model import names
 from reconciler.model.desired import Desired
+from reconciler.model.stamps import epoch_or_none
 from reconciler.model.status import SlotStatus, StatusSnapshot, encode
 
 SCHEMA: Final = "tpu-reconciler.mcp.v1"
@@ -45,13 +45,7 @@ def _doc(**fields: Any) -> dict[str, Any]:
     return {"schema_version": SCHEMA, **fields}
 
 
-def _parse_time(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+_parse_time = epoch_or_none
 
 
 def read_snapshot(store: IntentEditor) -> StatusSnapshot | None:

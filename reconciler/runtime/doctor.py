@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Final, Literal
 
 from reconciler.adapters.notify import guessable_topic
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.durations import format_duration
+from reconciler.model.stamps import epoch_or_none
 from reconciler.model.status import StatusSnapshot
 
 SCHEMA: Final = "tpu-reconciler.doctor.v1"
@@ -279,12 +279,8 @@ def check_controller(pid: int | None) -> Check:
 
 
 def _age(stamp: Any, now: float) -> float | None:
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return now - datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    moment = epoch_or_none(stamp)
+    return None if moment is None else now - moment
 
 
 def check_snapshot(

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -27,6 +26,7 @@ from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import read_status
 from reconciler.errors import StatusUnreadable
 from reconciler.model.durations import format_duration
+from reconciler.model.stamps import epoch_or_none
 from reconciler.model.status import (
     ActionStatus,
     PlanStatus,
@@ -47,13 +47,7 @@ EVENTS_SHOWN: Final = 200
 Holder = Callable[[StateDir], int | None]
 
 
-def _ts(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+_ts = epoch_or_none
 
 
 def _text(value: Any, default: str = "") -> str:
