@@ -60,29 +60,35 @@ def _file_mode(path: Path, mode: int | None) -> int:
 
 
 @contextlib.contextmanager
-def temp_beside(path: Path, data: bytes, *, mode: int) -> Iterator[str]:
-    """A fsynced temp file in ``path``'s directory holding ``data``, for the caller to rename
-    over ``path`` (or swap with it); removed afterwards if it is still there."""
+def temp_beside(path: Path, data: bytes, *, mode: int, durable: bool = True) -> Iterator[str]:
+    """A temp file in ``path``'s directory holding ``data`` (fsynced when ``durable``), for the
+    caller to rename over ``path`` (or swap with it); removed afterwards if it is still there."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         yield tmp
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
 
 
-def atomic_write(path: Path, data: bytes | str, *, mode: int | None = PRIVATE_FILE) -> None:
+def atomic_write(
+    path: Path, data: bytes | str, *, mode: int | None = PRIVATE_FILE, durable: bool = True
+) -> None:
     """Replace ``path`` with ``data`` atomically. ``mode=None`` keeps the existing file's mode
-    (0644 for a new one), which is what a user's own desired.yaml wants."""
+    (0644 for a new one), which is what a user's own desired.yaml wants. ``durable=False``
+    skips the fsyncs, for a cache whose loss in a crash costs nothing but a recomputation:
+    readers still see the old file or the new one, never a part."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    with temp_beside(path, raw, mode=_file_mode(path, mode)) as tmp:
+    with temp_beside(path, raw, mode=_file_mode(path, mode), durable=durable) as tmp:
         os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def write_json(path: Path, document: Any, *, compact: bool = False) -> None:

@@ -5,6 +5,8 @@ One state directory per desired file (``--state-dir``, ``$TPU_RECONCILER_STATE_D
 
     controller.lock      flock held by the running controller; contains its pid
     status.json          snapshot written after every pass (schema tpu-reconciler.status.v1)
+    status.json.marshal  the same snapshot, faster to load; used only while it matches
+                         status.json byte for byte (adapters/status_file)
     events.jsonl         append-only event log (transitions, actions, results, errors)
     memory.json          controller memory: backoff, setup records, notices sent
     audit.jsonl          append-only record of every intent edit (source, operation id, diff)

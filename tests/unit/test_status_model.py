@@ -144,3 +144,65 @@ def test_keys_come_in_field_order_however_the_value_was_made() -> None:
     )
     row = replace(SlotStatus(name="a", zone="z"), paused=True)
     assert list(encode(row))[-2:] == ["instance", "paused"]  # an added field, once it is set
+
+
+def test_the_cache_is_used_only_for_the_exact_bytes_it_was_made_from(tmp_path: Path) -> None:
+    """``status.json.marshal`` may speed a read up, never change its answer: it is taken only
+    while ``status.json`` holds the very bytes it was made with; otherwise the JSON decides."""
+    import marshal
+
+    from reconciler.adapters.status_file import _cached, cache_path
+
+    path = tmp_path / "status.json"
+    snapshot = from_json(json.loads(golden_text()))
+    write_status(path, snapshot)
+    cache = cache_path(path)
+    assert cache.name == "status.json.marshal" and cache.stat().st_mode & 0o777 == 0o600
+    assert _cached(path, path.read_bytes()) == json.loads(path.read_bytes())  # it is used
+
+    # someone else writes status.json (same length even): the JSON is read, not the cache
+    other = from_json(json.loads(golden_text().replace("od-v48-usc2b-1", "od-v48-usc2b-9")))
+    path.write_text(json.dumps(to_json(other), separators=(",", ":")) + "\n", encoding="utf-8")
+    assert _cached(path, path.read_bytes()) is None
+    assert read_status(path) == other
+
+    # a damaged cache, a cache from another Python or format, or none at all: the JSON again
+    write_status(path, snapshot)
+    stamp, document = marshal.loads(cache.read_bytes())
+    for blob in (
+        cache.read_bytes()[:100],
+        b"not marshal",
+        marshal.dumps(([*stamp[:1], (2, 7), *stamp[2:]], document)),
+        marshal.dumps(("another-format", document)),
+    ):
+        cache.write_bytes(blob)
+        assert _cached(path, path.read_bytes()) is None
+        assert read_status(path) == snapshot
+    cache.unlink()
+    assert read_status(path) == snapshot
+
+    # a broken status.json is reported even while a cache of its old bytes lies beside it
+    write_status(path, snapshot)
+    path.write_text('{"schema_version": "tpu-reconciler.status.v1", "slots": [', encoding="utf-8")
+    with pytest.raises(StatusUnreadable):
+        read_status(path)
+
+
+def test_status_reads_a_cached_snapshot_without_parsing_json(tmp_path: Path) -> None:
+    """With the controller's cache in place, ``status`` never imports the JSON parser."""
+    import subprocess
+    import sys
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    write_status(state / "status.json", from_json(json.loads(golden_text())))
+    code = (
+        "import sys\n"
+        "from reconciler.surfaces.cli import main\n"
+        f"code = main(['-f', {str(tmp_path / 'd.yaml')!r}, '--state-dir', {str(state)!r},"
+        " 'status'])\n"
+        "print(code, 'json' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr.strip() == "0 False"
+    assert "od-v48-usc2b-1" in done.stdout

@@ -7,7 +7,6 @@ choose the exit code. Heavy imports happen inside handlers so ``status`` stays f
 from __future__ import annotations
 
 import gc
-import json
 import os
 import sys
 import time
@@ -194,6 +193,8 @@ def plan_cmd(args: argparse.Namespace) -> int:
         ]
         if waits:
             doc["expected_waits"] = waits_list(waits)
+        import json  # here: `status` reads a cached snapshot without the JSON parser
+
         print(json.dumps(doc, indent=2))
     else:
         print(format_plan(result.plan, now=time.time()), end="")
