@@ -135,12 +135,10 @@ class TmuxInventory:
     known: bool = True
     note: str | None = None
 
-    def as_snapshot(self) -> dict[str, list[str]]:
-        """The ``tmux`` section of status.json (tpu-reconciler.status.v1)."""
-        return {
-            "windows": [w.target for w in self.windows],
-            "orphans": [w.target for w in self.orphans],
-        }
+    def targets(self) -> tuple[list[str], list[str]]:
+        """The ``session:window`` targets of every window and of the orphans (what the status
+        snapshot's ``tmux`` section lists, through ``core/status``)."""
+        return [w.target for w in self.windows], [w.target for w in self.orphans]
 
 
 class TmuxMirror:

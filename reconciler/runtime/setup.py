@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.adapters.statedir import StateDir
 from reconciler.core import workload as wl
@@ -26,6 +26,9 @@ from reconciler.errors import PermanentError, SetupFailed
 from reconciler.model.desired import Desired, Settings, SlotSpec
 from reconciler.model.observed import Node
 from reconciler.model.workload import WorkerProbe
+
+if TYPE_CHECKING:
+    from reconciler.adapters.tmux import TmuxInventory
 
 
 class LiveSetup:
@@ -153,9 +156,8 @@ class LiveSetup:
     async def tmux_inventory(
         self, settings: Settings, active: set[str]
     ) -> tuple[list[str], list[str]]:
-        inventory = await self._mirror(settings.tmux_socket).inventory(active)
-        snap = inventory.as_snapshot()
-        return snap["windows"], snap["orphans"]
+        inventory: TmuxInventory = await self._mirror(settings.tmux_socket).inventory(active)
+        return inventory.targets()
 
     async def notify(self, settings: Settings, notice: Notice) -> None:
         import httpx
