@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,38 @@ def test_the_text_is_json_dumps_indent_2(value: Any) -> None:
 def test_the_golden_status_document_reads_the_same() -> None:
     doc = json.loads(GOLDEN.read_text(encoding="utf-8"))
     assert indented(doc) + "\n" == GOLDEN.read_text(encoding="utf-8")
+
+
+class Mapping(dict[str, Any]):
+    pass
+
+
+class Items(list[Any]):
+    pass
+
+
+class Level(IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": Mapping(b=1)},  # a dict subclass is indented as a dict
+        {"a": Mapping(b=1, c=[2])},
+        [Items([1])],
+        [Items([1, 2]), (3,)],
+        {"a": OrderedDict(b=OrderedDict(c=1))},
+        {"a": 1.5, "b": float("nan"), "c": float("-inf"), "d": -0.0, "e": 10**30, "f": True},
+        {"a": "\x00", "b": ["\x00", "\x00x"], "\x00": {"\x00": None}},
+        [[], {}, [[]], [{}], ()],
+        {"k": Level.HIGH, "l": [Level.LOW]},
+    ],
+    ids=repr,
+)
+def test_subclasses_and_odd_scalars_read_the_same(value: Any) -> None:
+    assert indented(value) == json.dumps(value, indent=2)
 
 
 @pytest.mark.parametrize("value", [{"a": [object()]}, {"a": {(1, 2): 1}}, [{1, 2}]])
