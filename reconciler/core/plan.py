@@ -23,7 +23,9 @@ Rules (each action carries a human reason; reasons are shown, never used to deci
   releases its slot (a race group's: every candidate) through the normal delete path: it is
   one of ``core.control``'s release rules.
 - An action whose key is backing off is *deferred*; one whose last permanent error happened
-  under the same fingerprint (same intent, same world) is *blocked*. Both are reported.
+  under the same fingerprint (same intent, same world) is *blocked*. Both are reported. Once
+  the fingerprint changed, the action is a new decision and goes ahead at once (a fixed typo
+  does not wait out the backoff of the refusal).
 - Control (``core.control``): a slot a release rule answers for (``hold_until`` reached,
   ``hold_for`` served, ``when_done: release`` met) is released; a create carries the slot's
   start (``start_at`` / ``start_after``). Then, in order, actions wait in ``held`` (reported
@@ -285,6 +287,11 @@ class _Planner:
         error = self.memory.error(action.key)
         if error is not None and error.permanent_fingerprint == action.fingerprint:
             self.blocked.append(Held(action, f"permanent error: {error.message}"))
+        elif error is not None and error.permanent_fingerprint is not None:
+            # A permanent error answered one fingerprint; the intent or the world behind this
+            # action has changed since (a fixed typo, a moved QR), so this is a new decision,
+            # not a retry of the refused one: it waits for no backoff.
+            self.actions.append(action)
         elif error is not None and error.not_before > self.now:
             self.deferred.append(
                 Held(action, f"retrying after error: {error.message}", error.not_before)

@@ -436,7 +436,8 @@ class Controller:
 
     async def _execute(self, desired: Desired, action: Action, node: Node | None) -> str:
         if action.kind in CLOUD_KINDS:
-            return await self._submit(await self._cloud_for(desired), action)
+            cloud = await self._cloud_for(desired)
+            return await self._submit(cloud, action, desired.settings.fast_poll_interval)
         if node is None:
             raise TemporaryError(f"{action.slot}: node not observed yet", delay=5.0)
         if action.kind in WORKLOAD_KINDS:
@@ -462,13 +463,14 @@ class Controller:
             return {}
         return await self.prober.probe_all(self.workloads, desired, observation, self.memory)
 
-    async def _submit(self, cloud: Cloud, action: Action) -> str:
-        """A create or delete, unless the operation of the last one says not to resend."""
+    async def _submit(self, cloud: Cloud, action: Action, recheck: float) -> str:
+        """A create or delete, unless the operation of the last one says not to resend (one
+        still running is looked at again after ``recheck`` s: the fast poll, at most 5 s)."""
         kind = lro.KINDS[action.kind.value]
         pending = self.memory.operation(action.key)
         if pending is not None and pending.kind == kind:
             try:
-                failure = await lro.previous_outcome(cloud, pending)  # raises while it runs
+                failure = await lro.previous_outcome(cloud, pending, recheck)  # raises: running
             except PermanentError:  # the operation cannot be read (403, gone, garbage): it
                 failure = None  # says nothing, so it must not block the action; resend
             self.memory = mem.forget_operation(self.memory, action.key)

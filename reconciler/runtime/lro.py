@@ -4,7 +4,8 @@ Purpose: when the planner asks again for a create (no QR seen) or a delete (the 
 there) whose previous request started an operation, ``previous_outcome`` reads that operation
 first, so the request is not resent blindly in a tight loop:
 
-- still running: ``OperationPending`` (a temporary error: the action backs off, nothing sent);
+- still running: ``OperationPending`` (a temporary error: the action looks again after
+  ``recheck`` seconds — the fast poll interval, at most ``RUNNING_DELAY`` — nothing sent);
 - done with an error: that error classified like any other (``cloud_errors``): permanent ->
   the action is blocked with the cloud's message until the intent or the world changes;
   transient -> backoff; ALREADY_EXISTS / NOT_FOUND mean done, as always;
@@ -32,9 +33,12 @@ KINDS: Final = {"create": "create", "delete": "delete", "replace": "delete"}
 RUNNING_DELAY: Final = 5.0
 
 
-async def previous_outcome(cloud: Cloud, pending: PendingOperation) -> CloudFailure | None:
+async def previous_outcome(
+    cloud: Cloud, pending: PendingOperation, recheck: float = RUNNING_DELAY
+) -> CloudFailure | None:
     """The classified failure of ``pending``'s operation, or None when resending is right.
-    Raises ``OperationPending`` while it runs, and whatever reading it raised."""
+    Raises ``OperationPending`` (to look again in ``recheck`` seconds, never more than
+    ``RUNNING_DELAY``) while it runs, and whatever reading it raised."""
     status = await cloud.get_operation(pending.name)
     if status is None or not status.done:
         if status is None:
@@ -42,7 +46,7 @@ async def previous_outcome(cloud: Cloud, pending: PendingOperation) -> CloudFail
         raise OperationPending(
             f"the {pending.kind} operation {pending.name.rsplit('/', 1)[-1]} has not finished",
             operation=pending.name,
-            delay=RUNNING_DELAY,
+            delay=min(recheck, RUNNING_DELAY),
         )
     if not status.failed:
         return None

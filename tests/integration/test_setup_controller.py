@@ -32,7 +32,7 @@ echo ok >> {marks}/done-$w
 """
 
 
-def v4_32(world: SetupWorld, generation: int = 0) -> str:
+def v4_32(world: SetupWorld, generation: int = 0, poll_interval: str = "1s") -> str:
     world.harness.path.with_name("setup.sh").write_text(SCRIPT.format(marks=world.marks))
     return world.desired(
         "slots:\n"
@@ -43,6 +43,7 @@ def v4_32(world: SetupWorld, generation: int = 0) -> str:
         f"    setup: {{generation: {generation}}}\n",
         settings="setup_scripts: [setup.sh]",
         defaults="{bootstrap: true, tmux: false}",
+        poll_interval=poll_interval,
     )
 
 
@@ -54,19 +55,33 @@ def bootstrapped(world: SetupWorld, generation: int = 0) -> Callable[[], bool]:
     return check
 
 
+def passes(world: SetupWorld) -> int:
+    """Observations so far: one QR list per pass (REST lists all zones at once)."""
+    return world.harness.emulator.request_counts()["GET queuedResources.list"]
+
+
+async def steady_passes(world: SetupWorld, n: int) -> None:
+    """Wait until ``n`` more passes have looked at the world (and could have acted)."""
+    seen = passes(world)
+    await world.until(f"{n} more passes", lambda: passes(world) >= seen + n, timeout=20)
+
+
 def started(world: SetupWorld) -> int:
     return len(world.events("action.started", slot="alpha", action="bootstrap"))
 
 
 async def bootstrapped_v4_32(
-    setup_world: Callable[[int], SetupWorld], *, fail_worker_2: bool = False
+    setup_world: Callable[[int], SetupWorld],
+    *,
+    fail_worker_2: bool = False,
+    poll_interval: str = "1s",
 ) -> SetupWorld:
     """A v4-32 on four sshd, held by a running controller until its first bootstrap ended
     (done; or failed, with the script failing on worker 2)."""
     world = setup_world(4)
     if fail_worker_2:
         (world.marks / "fail-2").touch()
-    world.write(v4_32(world))
+    world.write(v4_32(world, poll_interval=poll_interval))
     await world.start()
     end = "failed" if fail_worker_2 else "done"
     await world.until(
@@ -78,14 +93,16 @@ async def bootstrapped_v4_32(
 async def test_bootstrap_runs_once_per_generation_and_not_after_a_restart(
     setup_world: Callable[[int], SetupWorld],
 ) -> None:
-    world = await bootstrapped_v4_32(setup_world)
+    # Steady passes are what may not decide anything new here: poll them every 0.2 s (the
+    # fast interval) and count them, instead of sleeping through a few 1 s polls.
+    world = await bootstrapped_v4_32(setup_world, poll_interval="0.2s")
     slot = world.slot("alpha")
     instance = slot["instance"]
     assert slot["ips"] == IPS
     assert world.markers("done") == [1, 1, 1, 1]
     assert world.memory()["slots"]["alpha"]["setup"]["bootstrap"] == f"{instance}#0"
 
-    await asyncio.sleep(2.5)  # steady passes (poll 1 s) decide nothing new
+    await steady_passes(world, 3)  # steady passes decide nothing new (was 2.5 s of 1 s polls)
     assert world.markers("ran") == [1, 1, 1, 1]
     assert started(world) == 1
 
@@ -93,17 +110,17 @@ async def test_bootstrap_runs_once_per_generation_and_not_after_a_restart(
     first = world.snapshot()
     assert first["in_flight"] == []
     assert [a for a in first["plan"]["actions"] if a["kind"] == "bootstrap"] == []
-    await asyncio.sleep(2.0)
+    await steady_passes(world, 3)  # was 2.0 s of 1 s polls
     assert world.markers("ran") == [1, 1, 1, 1]
     assert started(world) == 1
     assert world.slot("alpha")["setup"]["bootstrap"] == "done"
 
-    world.write(v4_32(world, generation=1))
+    world.write(v4_32(world, generation=1, poll_interval="0.2s"))
     await world.until("generation 1 bootstrapped", bootstrapped(world, 1), timeout=30)
     assert world.markers("done") == [2, 2, 2, 2]
     assert world.slot("alpha")["instance"] == instance  # same node, re-run on request
     assert world.memory()["slots"]["alpha"]["setup"]["bootstrap"] == f"{instance}#1"
-    await asyncio.sleep(1.5)
+    await steady_passes(world, 3)  # was 1.5 s of 1 s polls
     assert world.markers("ran") == [2, 2, 2, 2]
 
 

@@ -88,6 +88,17 @@ async def test_a_running_operation_is_pending_not_resent() -> None:
         await _outcome(OperationStatus(OP, done=False))
 
 
+@pytest.mark.parametrize(("recheck", "delay"), [(None, 5.0), (1.0, 1.0), (30.0, 5.0)])
+async def test_a_running_operation_is_looked_at_again_on_the_fast_poll_at_most_5_s(
+    recheck: float | None, delay: float
+) -> None:
+    cloud = OneOperation(OperationStatus(OP, done=False))
+    args = () if recheck is None else (recheck,)
+    with pytest.raises(OperationPending) as raised:
+        await lro.previous_outcome(cloud, pending("create"), *args)  # type: ignore[arg-type]
+    assert raised.value.delay == delay == min(recheck or lro.RUNNING_DELAY, lro.RUNNING_DELAY)
+
+
 @pytest.mark.parametrize(
     ("status", "kind", "expected"),
     [

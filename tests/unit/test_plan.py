@@ -401,6 +401,32 @@ def test_a_permanent_error_blocks_until_the_world_changes() -> None:
     assert brief(plan(RELEASED, moved, memory, now=10_000.0)) == [("-", "delete", "a")]
 
 
+def test_a_changed_intent_after_a_permanent_error_waits_for_no_backoff() -> None:
+    """The fix of a refused request is a new decision: it goes at once, not after the
+    backoff of the refusal; the refused request itself stays blocked meanwhile."""
+    memory = failed(_create(), now=100.0, permanent=True, message="INVALID_ARGUMENT")
+    assert (e := memory.error(_create().key)) is not None and e.not_before > 101.0
+    assert plan(HELD, world(), memory, now=101.0).blocked
+    changed = desired(slot("a", runtime_version="tpu-ubuntu2204-base-v2"))
+    assert brief(plan(changed, world(), memory, now=101.0)) == [("+", "create", "a")]
+
+
+def test_a_changed_world_after_a_permanent_error_waits_for_no_backoff() -> None:
+    seen = world(qr("a", state=QRState.WAITING_FOR_RESOURCES))
+    (a,) = plan(RELEASED, seen).actions
+    memory = failed(a, now=100.0, permanent=True)
+    assert plan(RELEASED, seen, memory, now=101.0).blocked
+    moved = world(qr("a", state=QRState.PROVISIONING))
+    assert brief(plan(RELEASED, moved, memory, now=101.0)) == [("-", "delete", "a")]
+
+
+def test_a_transient_error_still_backs_off_whatever_the_fingerprint() -> None:
+    memory = failed(_create(), now=100.0, message="UNAVAILABLE")
+    changed = desired(slot("a", runtime_version="tpu-ubuntu2204-base-v2"))
+    p = plan(changed, world(), memory, now=101.0)
+    assert p.empty and p.deferred
+
+
 def test_errors_are_per_slot() -> None:
     memory = failed(_create(), permanent=True)
     want = desired(slot("a"), slot("b"))
