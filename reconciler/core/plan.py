@@ -25,7 +25,8 @@ Rules (each action carries a human reason; reasons are shown, never used to deci
 - An action whose key is backing off is *deferred*; one whose last permanent error happened
   under the same fingerprint (same intent, same world) is *blocked*. Both are reported. Once
   the fingerprint changed, the action is a new decision and goes ahead at once (a fixed typo
-  does not wait out the backoff of the refusal).
+  does not wait out the backoff of the refusal), for ``UNBACKED_NEW_DECISIONS`` refusals in
+  a row; after that the backoff paces it again.
 - Control (``core.control``): a slot a release rule answers for (``hold_until`` reached,
   ``hold_for`` served, ``when_done: release`` met) is released; a create carries the slot's
   start (``start_at`` / ``start_after``). Then, in order, actions wait in ``held`` (reported
@@ -117,6 +118,11 @@ class Action:
         """Changes when the intent or the world behind this action changes."""
         parts = (self.kind, self.slot, self.zone, self.state, self.instance, self.generation)
         return hashlib.sha256(repr((parts, self.create, self.workload)).encode()).hexdigest()[:16]
+
+
+#: Permanent failures of one action key in a row after which a changed fingerprint no longer
+#: skips the backoff (see ``_Planner`` on permanent errors).
+UNBACKED_NEW_DECISIONS: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,10 +293,16 @@ class _Planner:
         error = self.memory.error(action.key)
         if error is not None and error.permanent_fingerprint == action.fingerprint:
             self.blocked.append(Held(action, f"permanent error: {error.message}"))
-        elif error is not None and error.permanent_fingerprint is not None:
+        elif (
+            error is not None
+            and error.permanent_fingerprint is not None
+            and error.failures < UNBACKED_NEW_DECISIONS
+        ):
             # A permanent error answered one fingerprint; the intent or the world behind this
             # action has changed since (a fixed typo, a moved QR), so this is a new decision,
-            # not a retry of the refused one: it waits for no backoff.
+            # not a retry of the refused one: it waits for no backoff. Only a few times in a
+            # row, though: a world that keeps flipping between states the cloud refuses would
+            # otherwise get a request per flip; after that the backoff paces it again.
             self.actions.append(action)
         elif error is not None and error.not_before > self.now:
             self.deferred.append(

@@ -13,7 +13,7 @@ from reconciler.core.memory import (
     record_dead_replaced,
     record_success,
 )
-from reconciler.core.plan import Action, Kind, Plan, in_motion, plan
+from reconciler.core.plan import UNBACKED_NEW_DECISIONS, Action, Kind, Plan, in_motion, plan
 from reconciler.errors import InvalidDesiredState
 from reconciler.model.desired import Desired
 from reconciler.model.load import parse_desired
@@ -418,6 +418,22 @@ def test_a_changed_world_after_a_permanent_error_waits_for_no_backoff() -> None:
     assert plan(RELEASED, seen, memory, now=101.0).blocked
     moved = world(qr("a", state=QRState.PROVISIONING))
     assert brief(plan(RELEASED, moved, memory, now=101.0)) == [("-", "delete", "a")]
+
+
+def test_a_world_flipping_between_refused_states_is_paced_by_the_backoff() -> None:
+    """A new fingerprint skips the backoff only a few times in a row: a cloud that keeps
+    flipping a QR between two states it refuses to delete in does not get a request per flip."""
+    states = [QRState.WAITING_FOR_RESOURCES, QRState.PROVISIONING]
+    memory, now, sent = None, 100.0, 0
+    for flip in range(10):
+        seen = world(qr("a", state=states[flip % 2]))
+        p = plan(RELEASED, seen, memory or Memory(), now=now)
+        if p.actions:
+            sent += 1
+            memory = failed(p.actions[0], memory=memory, now=now, permanent=True)
+        now += 1.0
+    assert sent == UNBACKED_NEW_DECISIONS
+    assert p.deferred and not p.actions  # and then it waits out the backoff
 
 
 def test_a_transient_error_still_backs_off_whatever_the_fingerprint() -> None:
