@@ -187,10 +187,13 @@ def record_failure(
     delay_hint: float = 0.0,
     detail: str = "",
     delay: float | None = None,
+    counts: bool = True,
 ) -> Memory:
-    """``delay`` (e.g. from ``core.retry``) replaces the exponential backoff when given."""
+    """``delay`` (e.g. from ``core.retry``) replaces the exponential backoff when given.
+    ``counts=False`` is a look that found the action's operation still running: it waits
+    ``delay`` and is no failure, so a real failure after it backs off from where it was."""
     old = memory.error(key)
-    failures = (old.failures if old else 0) + 1
+    failures = (old.failures if old else 0) + (1 if counts else 0)
     wait = backoff_delay(failures, delay_hint) if delay is None else max(0.0, delay)
     return _with_error(
         memory,

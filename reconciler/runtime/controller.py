@@ -384,6 +384,7 @@ class Controller:
                 delay_hint=delay,
                 detail=e.log_tail if isinstance(e, SetupFailed) else "",
                 delay=exact,
+                counts=not isinstance(e, OperationPending),  # still running: no failure
             )
             self.events.emit(
                 "action.failed",

@@ -220,3 +220,22 @@ def test_an_infinite_number_in_the_file_is_refused_with_value_error() -> None:
     assert math.isinf(doc["slots"]["a"]["dead_in_a_row"])
     with pytest.raises(ValueError):
         from_dict(doc)
+
+
+def test_looks_at_a_running_operation_are_no_failures() -> None:
+    """Finding an operation still running waits its own short delay and escalates nothing: the
+    real failure after a dozen such looks backs off as a first failure."""
+    memory = Memory()
+    for i in range(12):
+        memory = record_failure(
+            memory, "z/a:cloud", message="still running", now=float(i), permanent=False,
+            fingerprint="f", delay=5.0, counts=False,
+        )  # fmt: skip
+        error = memory.error("z/a:cloud")
+        assert error is not None and error.failures == 0 and error.not_before == i + 5.0
+    memory = record_failure(
+        memory, "z/a:cloud", message="UNAVAILABLE", now=100.0, permanent=False, fingerprint="f"
+    )
+    error = memory.error("z/a:cloud")
+    assert error is not None and error.failures == 1
+    assert error.not_before == 100.0 + backoff_delay(1)
