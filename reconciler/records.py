@@ -120,7 +120,9 @@ def _field(
 class _Spec:
     """What the shared methods need to know of one record class, worked out once."""
 
-    __slots__ = ("compared", "factories", "fields", "known", "names", "required", "shown")
+    __slots__ = (
+        "compared", "factories", "fields", "known", "names", "required", "shown", "template"
+    )  # fmt: skip
 
     def __init__(self, fields: tuple[_Field, ...]) -> None:
         self.fields = fields
@@ -134,17 +136,15 @@ class _Spec:
         )
         self.compared = tuple(f.name for f in fields if f.compare)
         self.shown = tuple(f.name for f in fields if f.repr)
-
-    def template(self) -> dict[str, Any]:
-        """Every field in order with its plain default (``_NO_VALUE``: none)."""
-        return {f.name: _NO_VALUE if f.default is _MISSING else f.default for f in self.fields}
+        # every field in order with its plain default (_NO_VALUE: none): what __init__ copies
+        self.template = {f.name: _NO_VALUE if f.default is _MISSING else f.default for f in fields}
 
 
 def _init(self: Any, *args: Any, **kwargs: Any) -> None:
     cls = type(self)
     spec: _Spec = cls.__record_spec__
     names = spec.names
-    values: dict[str, Any] = cls.__record_template__.copy()
+    values: dict[str, Any] = spec.template.copy()
     if args:
         if len(args) > len(names):
             low, high = len(spec.required) + 1, len(names) + 1
@@ -258,7 +258,9 @@ def _record(
             )
         inherited: dict[str, _Field] = {}
         for base in reversed(cls.__mro__[1:]):
-            inherited.update({f.name: f for f in base.__dict__.get("__record_fields__", ())})
+            base_spec = base.__dict__.get("__record_spec__")
+            if base_spec is not None:
+                inherited.update({f.name: f for f in base_spec.fields})
         for f in _own_fields(cls):
             inherited[f.name] = f  # a redefined field keeps its place, as in dataclasses
         fields = tuple(inherited.values())
@@ -269,9 +271,7 @@ def _record(
                 raise TypeError(f"non-default argument {f.name!r} follows default argument")
             seen_default = seen_default or has_default
         spec = _Spec(fields)
-        cls.__record_fields__ = fields  # type: ignore[attr-defined]
         cls.__record_spec__ = spec  # type: ignore[attr-defined]
-        cls.__record_template__ = spec.template()  # type: ignore[attr-defined]
         cls.__match_args__ = spec.names  # type: ignore[attr-defined, misc]
         cls.__init__ = _init  # type: ignore[misc]
         cls.__setattr__ = _frozen_setattr  # type: ignore[method-assign, assignment]
@@ -288,7 +288,7 @@ def _record(
 
 def _fields(class_or_instance: Any) -> tuple[_Field, ...]:
     try:
-        found: tuple[_Field, ...] = class_or_instance.__record_fields__
+        found: tuple[_Field, ...] = class_or_instance.__record_spec__.fields
     except AttributeError:
         raise TypeError("must be called with a record class or instance") from None
     return found
@@ -302,7 +302,7 @@ def _replace(obj: _T, /, **changes: Any) -> _T:
 
 def is_record(obj: Any) -> bool:
     """Whether ``obj`` is a record class or instance (``dataclasses.is_dataclass`` says no)."""
-    return hasattr(obj if isinstance(obj, type) else type(obj), "__record_fields__")
+    return hasattr(obj if isinstance(obj, type) else type(obj), "__record_spec__")
 
 
 if TYPE_CHECKING:
