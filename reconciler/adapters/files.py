@@ -91,15 +91,16 @@ def atomic_write(
         fsync_dir(path.parent)
 
 
+def json_text(document: Any, *, compact: bool = False) -> str:
+    """What ``write_json`` writes: ``compact`` for large machine-read documents (the status
+    snapshot at 1,000 slots is 4x cheaper to write without indentation)."""
+    if compact:
+        return json.dumps(document, separators=(",", ":")) + "\n"
+    return json.dumps(document, indent=2, sort_keys=False) + "\n"
+
+
 def write_json(path: Path, document: Any, *, compact: bool = False) -> None:
-    """``compact`` for large machine-read documents (the status snapshot at 1,000 slots is
-    4x cheaper to write without indentation)."""
-    text = (
-        json.dumps(document, separators=(",", ":"))
-        if compact
-        else json.dumps(document, indent=2, sort_keys=False)
-    )
-    atomic_write(path, text + "\n")
+    atomic_write(path, json_text(document, compact=compact))
 
 
 def read_json(path: Path) -> Any:

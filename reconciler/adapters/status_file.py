@@ -83,12 +83,11 @@ def read_status(path: Path) -> StatusSnapshot | None:
 def write_status(path: Path, snapshot: StatusSnapshot) -> None:
     """Replace ``path`` atomically with ``snapshot`` (compact: it is large and machine-read),
     then its cache."""
-    import json
     import marshal
 
-    from reconciler.adapters.files import atomic_write
+    from reconciler.adapters.files import atomic_write, json_text
 
     document = to_json(snapshot)
-    raw = (json.dumps(document, separators=(",", ":")) + "\n").encode()
+    raw = json_text(document, compact=True).encode()
     atomic_write(path, raw)
     atomic_write(cache_path(path), marshal.dumps((_stamp(raw), document)), durable=False)
