@@ -11,11 +11,12 @@ confirmation (or usage), 75 desired.yaml kept changing (try again).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any, Final
 
 from reconciler.exitcodes import EX_CONFIRM, EX_OK, EX_REFUSED
+from reconciler.surfaces.cli._say import confirm
+from reconciler.surfaces.cli._say import err as _err
 
 _HERE: Final = "reconciler.surfaces.cli._intent"
 
@@ -91,17 +92,6 @@ def _store(args: argparse.Namespace) -> Any:
     return IntentEditor(file, StateDir(root))
 
 
-def _err(message: str) -> None:
-    print(f"tpu-reconciler: {message}", file=sys.stderr)
-
-
-def _ask(question: str) -> bool:
-    try:
-        return input(f"{question} [y/N] ").strip().lower() in {"y", "yes"}
-    except EOFError:
-        return False
-
-
 def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
     from reconciler.errors import NeedsConfirmation, ReconcilerError
     from reconciler.intent.engine import Edit
@@ -115,11 +105,10 @@ def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
                 edit, source="cli", operation_id=args.operation_id, confirmed=confirmed
             )
         except NeedsConfirmation as e:
-            if not sys.stdin.isatty():
-                _err(f"{e} (stdin is not a terminal, so nobody can confirm)")
-                return EX_CONFIRM
-            if not _ask(f"{e.message.split(';')[0]}. Go ahead?"):
-                _err("nothing changed")
+            question = f"{e.message.split(';')[0]}. Go ahead?"
+            if not confirm(
+                question, not_a_terminal=f"{e} (stdin is not a terminal, so nobody can confirm)"
+            ):
                 return EX_CONFIRM
             result = store.apply(edit, source="cli", operation_id=args.operation_id, confirmed=True)
     except ReconcilerError as e:  # EditConflict: 75, try again; any other refusal: 1

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.exitcodes import EX_CONFIG, EX_OK, EX_TEMPFAIL, EX_USAGE
+from reconciler.surfaces.cli._say import err as _err
 
 if TYPE_CHECKING:
     from reconciler.adapters.workload import WorkloadRunner
@@ -57,10 +58,6 @@ def register(subparsers: Any) -> None:
         "--follow", "-F", action="store_true", help="keep printing new output, across relaunches"
     )
     p.set_defaults(handler=f"{_HERE}:logs_command")
-
-
-def _err(message: str) -> None:
-    print(f"tpu-reconciler: {message}", file=sys.stderr)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from reconciler.exitcodes import EX_REFUSED, EX_USAGE
+from reconciler.surfaces.cli._say import err as _err
 
 _HERE: Final = "reconciler.surfaces.cli._nodes"
 
@@ -65,10 +66,6 @@ def _editor(args: argparse.Namespace) -> Any:
     from reconciler.surfaces.cli._reconcile import state_dir
 
     return IntentEditor(args.file, state_dir(args))
-
-
-def _err(message: str) -> None:
-    print(f"tpu-reconciler: {message}", file=sys.stderr)
 
 
 def format_info(doc: Mapping[str, Any]) -> str:

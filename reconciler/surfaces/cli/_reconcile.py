@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reconciler.exitcodes import EX_CHANGES, EX_CONFIG, EX_OK, EX_REFUSED
+from reconciler.surfaces.cli._say import err as _err
 
 if TYPE_CHECKING:
     import argparse
@@ -86,10 +87,6 @@ def setup_logging(args: argparse.Namespace) -> None:
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-
-
-def _err(message: str) -> None:
-    print(f"tpu-reconciler: {message}", file=sys.stderr)
 
 
 def _load_or_report(path: Path, store: Any = None) -> Any:

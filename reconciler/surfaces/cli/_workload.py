@@ -11,7 +11,6 @@ other intent verbs (``_intent``); the output of a workload is ``tpu-reconciler l
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any, Final
 
 from reconciler.exitcodes import EX_CONFIRM, EX_USAGE
@@ -74,7 +73,8 @@ def _guarded(args: argparse.Namespace, kind: str, ends_it: bool, **edit_args: An
     """Ask before an edit that ends a program the snapshot shows live, then run it."""
     from reconciler.errors import ReconcilerError
     from reconciler.intent.workload_views import live
-    from reconciler.surfaces.cli._intent import _ask, _err, _run, _store
+    from reconciler.surfaces.cli._intent import _run, _store
+    from reconciler.surfaces.cli._say import confirm
 
     if ends_it and not args.yes:
         try:
@@ -83,11 +83,8 @@ def _guarded(args: argparse.Namespace, kind: str, ends_it: bool, **edit_args: An
             running = False  # no readable snapshot: nothing is known to run
         if running:
             what = f"this ends {args.name}'s running workload"
-            if not sys.stdin.isatty():
-                _err(f"{what}; confirm with --yes (stdin is not a terminal)")
-                return EX_CONFIRM
-            if not _ask(f"{what}. Go ahead?"):
-                _err("nothing changed")
+            refusal = f"{what}; confirm with --yes (stdin is not a terminal)"
+            if not confirm(f"{what}. Go ahead?", not_a_terminal=refusal):
                 return EX_CONFIRM
             args.yes = True
     return _run(args, kind, **edit_args)
@@ -95,7 +92,7 @@ def _guarded(args: argparse.Namespace, kind: str, ends_it: bool, **edit_args: An
 
 def set_command(args: argparse.Namespace) -> int:
     from reconciler.intent.edits_workload import changes_what_runs
-    from reconciler.surfaces.cli._intent import _err
+    from reconciler.surfaces.cli._say import err as _err
 
     try:
         env = _pairs(args.env, "--env")
