@@ -13,6 +13,7 @@ Pure: no clock, no I/O.
 
 from __future__ import annotations
 
+_DAYS_IN_MONTH = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _DAYS_BEFORE_MONTH = (0, 0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334)
 
 
@@ -47,9 +48,7 @@ def _plain_utc(stamp: str) -> float | None:
     hour, minute, second = int(stamp[11:13]), int(stamp[14:16]), int(stamp[17:19])
     if not (year >= 1 and 1 <= month <= 12 and hour < 24 and minute < 60 and second < 60):
         return None
-    month_days = _DAYS_BEFORE_MONTH[month + 1] if month < 12 else 365
-    month_days -= _DAYS_BEFORE_MONTH[month]
-    if not 1 <= day <= month_days + (1 if month == 2 and _is_leap(year) else 0):
+    if not 1 <= day <= _DAYS_IN_MONTH[month] + (month == 2 and _is_leap(year)):
         return None
     days = _days_since_epoch(year, month, day)
     return float(days * 86400 + hour * 3600 + minute * 60 + second)
