@@ -21,6 +21,7 @@ Errors also carry the *exit code* a command returns for them (``exit_code``, nam
     ├── PermanentError                   retrying will not help
     │   ├── PermanentCloudError          PERMISSION_DENIED, INVALID_ARGUMENT, closed queue
     │   ├── HostKeyMismatch              a worker's SSH host key changed for the same node
+    │   ├── NoMachine                    an emulated node: no machine answers there   exit 69
     │   ├── UnsafeName                   a name that must never reach a subprocess
     │   ├── ControllerAlreadyRunning     a second controller for the same desired file  exit 75
     │   ├── EditRejected                 an intent edit refused (unknown slot, op-id reuse)
@@ -50,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from reconciler.exitcodes import EX_CONFIRM, EX_REFUSED, EX_TEMPFAIL
+from reconciler.exitcodes import EX_CONFIRM, EX_REFUSED, EX_TEMPFAIL, EX_UNAVAILABLE
 from reconciler.records import record
 
 
@@ -159,6 +160,14 @@ class RemoteCommandFailed(SetupFailed):
 
 class HostKeyMismatch(PermanentError):
     """A worker presented a different host key than the one pinned for this node instance."""
+
+
+class NoMachine(PermanentError):
+    """The node's address is from a documentation range (RFC 5737), as the emulator hands out:
+    no machine stands behind it, so SSH, logs, tmux and setup say so at once instead of dialling
+    and waiting for a timeout."""
+
+    exit_code: ClassVar[int] = EX_UNAVAILABLE
 
 
 class UnsafeName(PermanentError):

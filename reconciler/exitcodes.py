@@ -6,7 +6,8 @@ Shared by the CLI that returns them and the systemd unit that reacts to them.
         that nobody gave                     a concurrent edit kept conflicting)
     3   `service status`: not running    78  configuration that retrying cannot fix (an
                                              unusable state directory)
-    130 interrupted (Ctrl-C)
+    69  unavailable: no machine answers   130 interrupted (Ctrl-C)
+        (an emulated node, an unreachable worker, a failing gcloud look-up)
 
 ``plan --detailed-exitcode`` uses 2 for "there are changes", as Terraform does; ``service
 status`` uses 3 for "installed but not active", as LSB init scripts and ``systemctl`` do. The
@@ -22,6 +23,7 @@ EX_USAGE: Final = 2
 EX_CONFIRM: Final = 2
 EX_CHANGES: Final = 2  # plan --detailed-exitcode: the plan is not empty
 EX_NOT_RUNNING: Final = 3  # service status: not installed, or not active
+EX_UNAVAILABLE: Final = 69  # no machine answers: an emulated node, an unreachable worker
 EX_TEMPFAIL: Final = 75
 EX_CONFIG: Final = 78
 EX_INTERRUPTED: Final = 130  # 128 + SIGINT, as a shell reports it
