@@ -104,7 +104,7 @@ class Refusal:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadAttempt:
-    """One attempt of a slot's workload (issue 12 records these through the recorder)."""
+    """One attempt of a slot's workload (recorded through the recorder)."""
 
     slot: str
     zone: str

@@ -22,7 +22,7 @@ transaction (``adapters.history_db``), at most once per ``batch_seconds``.
 - **Retention**: records older than ``settings.history_retention`` (default 365 days) are
   deleted at start and then hourly.
 
-Workloads (issue 12) record attempts with ``record_workload_attempt(...)``.
+Workloads record attempts with ``record_workload_attempt(...)``.
 
 May: own the recorder thread and its store connection. May not: decide anything for the
 controller, or block a caller.

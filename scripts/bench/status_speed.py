@@ -12,7 +12,7 @@ when it is installed and plain subprocess timing otherwise:
 - for comparison (not gated; ``--no-compare`` skips it), ``gcloud compute tpus
   queued-resources list`` of the busiest zone against the same emulator.
 
-Target (issue 11): ``status`` <= 100 ms median. Exit status 1 when it is missed.
+Target: ``status`` <= 100 ms median. Exit status 1 when it is missed.
 
     python scripts/bench/status_speed.py [--slots 1000] [--runs 10] [--no-compare] [--json F]
 """

@@ -141,7 +141,7 @@ async def test_a_hung_probe_holds_a_pass_no_longer_than_its_timeout_and_is_unkno
 
 
 async def test_each_ended_attempt_lands_in_the_capacity_history(tmp_path: Path) -> None:
-    """Issue 14's workload attempts: the failed attempt 1 (exit 1 on a worker) and, once the
+    """Workload attempts in the history: the failed attempt 1 (exit 1 on a worker) and, once the
     relaunch succeeds, attempt 2 with exit 0 — each once, with its run id and cause."""
     import sqlite3
 
