@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The full reliability run as one command : every test under tests/reliability,
+"""The full reliability run as one command: every test under tests/reliability,
 the slow ones included, with ``RELIABILITY_PROFILE=full`` (50 kill cycles, 5,000 fuzzed files,
 ...), then a table of what was done and what broke.
 
