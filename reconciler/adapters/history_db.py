@@ -30,6 +30,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import quote
 
 from reconciler.core.capacity import (
     Open,
@@ -112,13 +113,20 @@ def _s(ms: float | None) -> float | None:
     return None if ms is None else ms / 1000.0
 
 
+def _readonly_uri(path: Path) -> str:
+    """A read-only ``file:`` URI for ``path``: ``#``, ``?`` and ``%`` in a directory name (a
+    desired file named ``team#2.yaml`` gives one) would otherwise end the path early and open,
+    or create, some other file."""
+    return f"file:{quote(str(path.absolute()), safe='/')}?mode=ro"
+
+
 class HistoryDB:
     """One connection to the history file. Not thread-safe: one thread per instance."""
 
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = path
         if readonly:
-            self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+            self.conn = sqlite3.connect(_readonly_uri(path), uri=True, isolation_level=None)
         else:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
             os.close(fd)
