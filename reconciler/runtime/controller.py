@@ -28,7 +28,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.adapters.cloud import Cloud
 from reconciler.adapters.confirm_file import read_confirmed
@@ -352,19 +352,30 @@ class Controller:
             if key.startswith(prefix) and not key.endswith(":cloud"):
                 task.cancel()
 
-    async def _run(self, desired: Desired, action: Action, node: Node | None) -> None:
-        self.events.emit(
-            "action.started",
-            slot=action.slot,
-            action=action.kind.value,
-            zone=action.zone,
-            reason=action.reason,
-            destructive=action.destructive,
-        )
+    def _note(self, kind: str, *, slot: str, **fields: Any) -> None:
+        """An event from an action's task. A write that fails (a full or read-only state disk)
+        is logged, never raised: the event log records what was done, and a record that cannot
+        be written must not leave the action in ``in_flight`` or its outcome out of memory."""
         try:
+            self.events.emit(kind, slot=slot, **fields)
+        except OSError as e:
+            log.warning("event %s for %s not written: %s", kind, slot, e)
+
+    async def _run(self, desired: Desired, action: Action, node: Node | None) -> None:
+        # Everything from the first event to the last is inside one try: its finally always
+        # clears in_flight, whatever fails on the way.
+        try:
+            self._note(
+                "action.started",
+                slot=action.slot,
+                action=action.kind.value,
+                zone=action.zone,
+                reason=action.reason,
+                destructive=action.destructive,
+            )
             detail = await self._execute(desired, action, node)
         except asyncio.CancelledError:
-            self.events.emit("action.cancelled", slot=action.slot, action=action.kind.value)
+            self._note("action.cancelled", slot=action.slot, action=action.kind.value)
             raise
         except (TemporaryError, PermanentError) as e:
             permanent = isinstance(e, PermanentError)
@@ -386,7 +397,7 @@ class Controller:
                 delay=exact,
                 counts=not isinstance(e, OperationPending),  # still running: no failure
             )
-            self.events.emit(
+            self._note(
                 "action.failed",
                 slot=action.slot,
                 action=action.kind.value,
@@ -407,7 +418,7 @@ class Controller:
                 fingerprint=action.fingerprint,
                 delay_hint=30.0,
             )
-            self.events.emit(
+            self._note(
                 "action.failed",
                 slot=action.slot,
                 action=action.kind.value,
@@ -424,7 +435,7 @@ class Controller:
                 self.memory = mem.record_setup(
                     self.memory, action.slot, action.kind.value, action.instance, gen
                 )
-            self.events.emit(
+            self._note(
                 "action.succeeded", slot=action.slot, action=action.kind.value, outcome=detail
             )
         finally:
@@ -512,13 +523,13 @@ class Controller:
         assert self.setup is not None
         try:
             await self.setup.notify(settings, notice)
-            self.events.emit("notify.sent", slot=notice.slot, event=notice.event)
+            self._note("notify.sent", slot=notice.slot, event=notice.event)
         except asyncio.CancelledError:
             # Stopped before it went out: the next controller sends it (at least once).
             self.memory = mem.forget_notice(self.memory, notice.key)
             raise
         except Exception as e:  # notices never stop the loop
-            self.events.emit("notify.failed", slot=notice.slot, event=notice.event, error=str(e))
+            self._note("notify.failed", slot=notice.slot, event=notice.event, error=str(e))
         finally:
             self.in_flight.pop(f"notify:{notice.key}", None)
 

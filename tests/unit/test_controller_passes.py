@@ -191,3 +191,27 @@ async def test_an_operation_that_cannot_be_read_does_not_block_the_resend(tmp_pa
     assert [a.slot for a in again.dispatched] == ["alpha"]
     assert [k for k, _ in cloud.calls] == ["create", "get_operation", "create"]
     assert c.memory.error("us-central2-b/alpha:cloud") is None
+
+
+async def test_an_unwritable_event_log_never_leaves_an_action_in_flight(tmp_path: Path) -> None:
+    """A full or read-only state disk when a retried create comes due: its events cannot be
+    written, but the create still runs, its outcome reaches memory and in_flight is cleared."""
+    cloud = FakeCloud()
+    now = [1000.0]
+    c = make(tmp_path, cloud)
+    c.clock = lambda: now[0]
+    cloud.fail_create = TransientCloudError("429 rate limited", delay=5.0)
+    await c.reconcile()
+    await settle(c)
+    assert c.memory.error("us-central2-b/alpha:cloud") is not None
+    c.state.events.unlink()
+    c.state.events.mkdir()  # every append now fails with an OSError (IsADirectoryError)
+    cloud.fail_create = None
+    now[0] += 3600.0
+    result = await c.reconcile()
+    assert [a.slot for a in result.dispatched] == ["alpha"]
+    async with asyncio.timeout(10):  # a wedged action never leaves in_flight
+        await settle(c)
+    assert c.in_flight == {}
+    assert c.memory.error("us-central2-b/alpha:cloud") is None  # the success was recorded
+    assert cloud.calls.count(("create", "alpha")) == 2
