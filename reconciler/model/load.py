@@ -83,7 +83,9 @@ class _Positions:
         for i, step in enumerate(loc):
             last = i == len(loc) - 1
             if isinstance(node, CommentedMap) and step in node:
-                pos = node.lc.key(step) if (key and last) else node.lc.value(step)
+                # an empty value has no place of its own: point at its key
+                at_key = key or node[step] is None
+                pos = node.lc.key(step) if (at_key and last) else node.lc.value(step)
                 if pos is not None and pos[0] is not None:
                     line, col = pos[0], pos[1]
                 node = node[step]
@@ -206,7 +208,7 @@ def parse_yaml(text: str, source: str) -> Any:
         char = chr(e.character) if isinstance(e.character, int) else str(e.character)[:1]
         what = f"character U+{ord(char):04X}" if char else "a character"
         raise InvalidDesiredState(
-            [Diagnostic(source, line, col, f"YAML: {what} is not allowed in YAML text")]
+            [Diagnostic(source, line, col, f"{what} is not allowed in a YAML file")]
         ) from None
     except MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark

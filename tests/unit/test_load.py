@@ -102,7 +102,12 @@ ERRORS = [
         "6:11",
         ["want must be held or released; got 'keep'"],
     ),
-    ("backend-unknown", HEAD + "settings: {backend: grpc}\n", "2:21", ["backend must be gcloud or rest; got 'grpc'"]),
+    (
+        "backend-unknown",
+        HEAD + "settings: {backend: grpc}\n",
+        "2:21",
+        ["backend must be gcloud or rest; got 'grpc'"],
+    ),
     (
         "duration-garbage",
         HEAD + "slots:\n  - name: a\n" + V4 + "    want: held\n    valid_until: soon\n",
@@ -357,8 +362,8 @@ def test_env_overrides_the_project() -> None:
 
 def test_a_bad_env_value_is_reported_against_the_variable() -> None:
     assert problems(HEAD, {"TPU_RECONCILER_POLL_INTERVAL": "soon"}) == [
-        "$TPU_RECONCILER_POLL_INTERVAL:1:1: poll_interval: expected a duration like 30, '30s', '2m' or '6h', "
-        "got 'soon'"
+        "$TPU_RECONCILER_POLL_INTERVAL:1:1: poll_interval: expected a duration like 30, "
+        "'30s', '2m' or '6h', got 'soon'"
     ]
 
 
