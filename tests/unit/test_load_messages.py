@@ -176,6 +176,11 @@ CASES: list[tuple[str, str, list[str]]] = [
         "project: 123456789\n",
         ["1:10: project must be a string; got 123456789 (put it in quotes)"],
     ),
+    (
+        "url",
+        H + "settings:\n  ntfy_server: ntfy.sh\n",
+        ["3:16: ntfy_server: expected an http:// or https:// URL"],
+    ),
     ("empty-value", H + "slots:\n", ["2:1: slots must be a list; got nothing (an empty value)"]),
     (
         "range",
