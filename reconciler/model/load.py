@@ -4,6 +4,14 @@ Pure: takes the text, a display name and the environment mapping as arguments; r
 The rules it enforces beyond the schema (duplicate names after generation, race membership,
 ``want`` only outside race groups, a known runtime version) are reported at the line the user
 has to change. An empty, truncated or otherwise invalid text never yields a ``Desired``.
+
+Every problem comes in one pass, in line order: when the schema refuses part of the file,
+that part is left out (``_Salvage``) and the rules across the file are checked on the rest,
+skipping what would only guess about the part left out. A problem that follows from another
+is not reported beside it: a race group's mistyped member is reported (with its "did you
+mean") instead of the "needs a want" of the slot it meant, and a block with a mistyped or
+refused key is not checked further until that key is fixed. The words are the project's own
+(``model/messages.py``), never the YAML library's or pydantic's.
 """
 
 from __future__ import annotations
