@@ -15,6 +15,7 @@ fresh generation.
 from __future__ import annotations
 
 import argparse
+import inspect
 import re
 import sys
 import typing
@@ -28,6 +29,7 @@ from pydantic import BaseModel  # noqa: E402
 from pydantic_core import PydanticUndefined  # noqa: E402
 
 from reconciler.model import desired as d  # noqa: E402
+from reconciler.model.durations import duration_text  # noqa: E402
 from reconciler.model.load import env_overrides  # noqa: E402
 
 OUT: Final = ROOT / "docs" / "desired-reference.md"
@@ -68,6 +70,7 @@ GLOSSARY: Final[dict[str, str]] = {
     "`2026-12-24T19:00:00Z`); a time without one is refused",
     "Path": "a single-line string (paths are relative to desired.yaml)",
     "SocketName": "a tmux socket name: letters, digits, `_`, `.`, `-`",
+    "Url": "an `http://` or `https://` URL",
     "Command": "a string (run by `bash -lc` on each worker) or a non-empty list of arguments",
     "EnvName": "an environment variable name: letters, digits and `_`, not starting with a digit "
     "and not `TPU_RECONCILER_*` (those are set for the program)",
@@ -110,7 +113,7 @@ def _yaml(value: Any, seconds: bool) -> str:
         inner = ", ".join(f"{k}: {_yaml(v, False).strip('`')}" for k, v in shown.items())
         return f"`{{{inner}}}`"
     if isinstance(value, float) and seconds:
-        return f"`{value:g}s`"
+        return f"`{duration_text(value)}`"
     if isinstance(value, str):
         return f'`"{value}"`' if value == "" else f"`{value}`"
     if value == [] or value == {}:
@@ -135,7 +138,7 @@ def _cell(text: str) -> str:
 
 def section(model: type[BaseModel], heading: str, missing: list[str]) -> list[str]:
     lines = [f"## `{heading}`" if heading != "top level" else "## Top level", ""]
-    doc = (model.__doc__ or "").strip().replace("``", "`")
+    doc = inspect.cleandoc(model.__doc__ or "").replace("``", "`").replace("\n", " ")
     if doc and not doc.startswith(model.__name__ + "("):
         lines += [doc, ""]
     lines += ["| key | type | default | description |", "| --- | --- | --- | --- |"]

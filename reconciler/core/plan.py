@@ -13,7 +13,9 @@ Rules (each action carries a human reason; reasons are shown, never used to deci
   the race.
 - A QR whose name is not in the file is *unmanaged*: reported, never touched, unless
   ``settings.prune`` is on and it carries our label.
-- Nothing is created or deleted in a zone the observation could not see.
+- Nothing is created or deleted in a zone the observation could not see. A create in a zone
+  ``model.tpu_zones`` does not know to offer the accelerator goes ahead (that table may be
+  behind Google's) and carries ``unlisted_zone``, which ``plan`` shows next to it.
 - On an ACTIVE QR whose node is READY: setup steps (``~ bootstrap``, ``~ tailscale``) once
   per node instance and setup generation; ``~ tmux`` whenever the slot's window is missing
   from the tmux inventory; and notices.
@@ -61,6 +63,7 @@ from reconciler.model.observed import (
     QueuedResource,
 )
 from reconciler.model.requests import CreateRequest
+from reconciler.model.tpu_zones import known_to_offer
 
 
 class Kind(StrEnum):
@@ -102,6 +105,9 @@ class Action:
     generation: int = 0
     state: str | None = None  # the QR state this decision was made on ("NOT_QUEUED" if none)
     workload: wl.WorkloadAct | None = None  # launch / stop: run id, attempt, grace
+    #: create: the zone is not known to offer the accelerator (``model.tpu_zones``, which may
+    #: be behind Google's list): it goes ahead, and ``plan`` says so next to it
+    unlisted_zone: bool = False
 
     @property
     def symbol(self) -> str:
@@ -325,6 +331,7 @@ class _Planner:
                 reason,
                 create=_create_request(self.desired, spec, self.now),
                 state="NOT_QUEUED",
+                unlisted_zone=known_to_offer(spec.zone, spec.accelerator) is False,
             )
             not_before = self.memory.slot(spec.name).create_not_before
             if not_before > self.now:

@@ -24,6 +24,8 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
     name_w = max((len(a.slot) for a in plan.actions), default=0)
     for a in plan.actions:
         flag = "  [destructive]" if a.destructive else ""
+        if a.unlisted_zone and a.create is not None:
+            flag += f"  [zone not known to offer {a.create.accelerator_type}]"
         lines.append(
             f"  {a.symbol:>{width}} {a.kind.value:<9} {a.slot:<{name_w}}  {a.zone:<16} "
             f"{a.reason}{flag}"

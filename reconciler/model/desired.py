@@ -88,6 +88,12 @@ def _safe_text(value: Any) -> str:
     return value
 
 
+def _url(value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", value):
+        raise PydanticCustomError("url", "expected an http:// or https:// URL")
+    return value
+
+
 def _socket_name(value: Any) -> str:
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", value):
         raise PydanticCustomError(
@@ -134,6 +140,7 @@ Seconds = Annotated[float, BeforeValidator(_duration)]
 Moment = Annotated[float, BeforeValidator(_instant)]
 Path = Annotated[str, AfterValidator(_safe_text)]
 SocketName = Annotated[str, AfterValidator(_socket_name)]
+Url = Annotated[str, AfterValidator(_url)]
 EnvName = Annotated[str, _named(check_env_name)]
 SecretName = Annotated[str, _named(check_secret_name)]
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
@@ -247,7 +254,7 @@ class Settings(_Model):
     ssh_concurrency: int = Field(32, ge=1, le=512, description="Most SSH sessions at once.")
     tmux_socket: SocketName | None = Field(None, description="tmux server socket name (-L).")
     ntfy_topic: str = Field("", description="ntfy topic for notices; empty disables them.")
-    ntfy_server: Path = Field("https://ntfy.sh", description="ntfy server URL.")
+    ntfy_server: Url = Field("https://ntfy.sh", description="ntfy server URL.")
     suspend: bool = Field(False, description="Observe, plan and report, but take no action at all.")
     delete_guard: int = Field(
         2,

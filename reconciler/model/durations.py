@@ -35,3 +35,12 @@ def format_duration(seconds: float) -> str:
     if s < 86400:
         return f"{s // 3600}h" + (f"{s % 3600 // 60}m" if s % 3600 // 60 else "")
     return f"{s // 86400}d" + (f"{s % 86400 // 3600}h" if s % 86400 // 3600 else "")
+
+
+def duration_text(seconds: float) -> str:
+    """Exactly ``seconds``, as a user would write it in desired.yaml: the largest unit that
+    divides it (``365d``, ``90m``, ``30s``); ``parse_duration`` reads it back unchanged."""
+    for unit, size in sorted(_UNITS.items(), key=lambda u: -u[1]):
+        if seconds >= size and float(seconds) % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:.6f}".rstrip("0").rstrip(".") + "s"

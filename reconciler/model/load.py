@@ -4,6 +4,14 @@ Pure: takes the text, a display name and the environment mapping as arguments; r
 The rules it enforces beyond the schema (duplicate names after generation, race membership,
 ``want`` only outside race groups, a known runtime version) are reported at the line the user
 has to change. An empty, truncated or otherwise invalid text never yields a ``Desired``.
+
+Every problem comes in one pass, in line order: when the schema refuses part of the file,
+that part is left out (``_Salvage``) and the rules across the file are checked on the rest,
+skipping what would only guess about the part left out. A problem that follows from another
+is not reported beside it: a race group's mistyped member is reported (with its "did you
+mean") instead of the "needs a want" of the slot it meant, and a block with a mistyped or
+refused key is not checked further until that key is fixed. The words are the project's own
+(``model/messages.py``), never the YAML library's or pydantic's.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from reconciler.model.desired import (
 )
 from reconciler.model.holds import HoldKeys, resolve_hold
 from reconciler.model.holds import problems as hold_problems
+from reconciler.model.messages import did_you_mean, schema_problem, yaml_problem
 
 ENV_PREFIX: Final = "TPU_RECONCILER_"
 #: Settings that can be overridden from the environment (scalars only).
@@ -82,7 +91,9 @@ class _Positions:
         for i, step in enumerate(loc):
             last = i == len(loc) - 1
             if isinstance(node, CommentedMap) and step in node:
-                pos = node.lc.key(step) if (key and last) else node.lc.value(step)
+                # an empty value has no place of its own: point at its key
+                at_key = key or node[step] is None
+                pos = node.lc.key(step) if (at_key and last) else node.lc.value(step)
                 if pos is not None and pos[0] is not None:
                     line, col = pos[0], pos[1]
                 node = node[step]
@@ -94,29 +105,49 @@ class _Positions:
         return line + 1, col + 1
 
 
-def _message(err: Mapping[str, Any]) -> str:
-    kind, loc = err["type"], err["loc"]
-    field = loc[-1] if loc else ""
-    if kind == "extra_forbidden":
-        return f"unknown key {field!r}"
-    if kind == "missing":
-        return f"missing required key {field!r}"
-    msg = str(err["msg"])
-    for prefix in ("Value error, ", "Assertion failed, "):
-        msg = msg.removeprefix(prefix)
-    where = ".".join(str(p) for p in loc if isinstance(p, str))
-    return f"{where}: {msg}" if where and kind not in {"invalid_name", "duration"} else msg
+def _label(loc: Loc) -> str:
+    """The key a schema error is about, as the user wrote it: ``mode``, ``accelerators.v4-8``,
+    ``scripts[2]``: the innermost schema key, then any list index or mapping key below it."""
+    last = 0
+    for i, step in enumerate(loc):
+        if isinstance(step, str):
+            model = _model_at(loc[:i])
+            if model is not None and step in model.model_fields:
+                last = i
+    out = str(loc[last]) if loc else "file"
+    for step in loc[last + 1 :]:
+        if isinstance(step, int):
+            out += f"[{step}]"
+        elif step != "[key]":
+            out += f".{step}"
+    return out
 
 
-def _suggest(err: Mapping[str, Any]) -> str:
-    if err["type"] != "extra_forbidden":
-        return ""
-    # A parent model's field names are the vocabulary the user probably meant.
-    model = _model_at(err["loc"][:-1])
-    if model is None:
-        return ""
-    close = difflib.get_close_matches(str(err["loc"][-1]), list(model.model_fields), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+def _schema_messages(errors: Sequence[Mapping[str, Any]]) -> list[tuple[Loc, str, bool]]:
+    """(where, message, at the key) for each schema error. A mistyped required key is one
+    problem, not two: its "unknown key" names the key it meant and absorbs the "missing"."""
+    missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}
+    folded: set[Loc] = set()
+    out: list[tuple[Loc, str, bool]] = []
+    for e in errors:
+        loc: Loc = tuple(e["loc"])
+        if e["type"] != "extra_forbidden":
+            continue
+        model = _model_at(loc[:-1])
+        near = did_you_mean(str(loc[-1]), list(model.model_fields)) if model else None
+        if near is not None and (*loc[:-1], near) in missing:
+            folded.add((*loc[:-1], near))
+            hint = f" (did you mean {near!r}, which is required?)"
+        else:
+            hint = f" (did you mean {near!r}?)" if near is not None else ""
+        out.append((loc, f"unknown key {str(loc[-1])!r}{hint}", True))
+    for e in errors:
+        loc = tuple(e["loc"])
+        if e["type"] == "extra_forbidden" or loc in folded:
+            continue
+        is_key = loc[-1:] == ("[key]",)  # a bad mapping key: point at the key itself
+        out.append((loc[:-1] if is_key else loc, schema_problem(e, _label(loc)), is_key))
+    return out
 
 
 def _model_at(loc: Loc) -> Any:
@@ -185,13 +216,16 @@ def parse_yaml(text: str, source: str) -> Any:
         char = chr(e.character) if isinstance(e.character, int) else str(e.character)[:1]
         what = f"character U+{ord(char):04X}" if char else "a character"
         raise InvalidDesiredState(
-            [Diagnostic(source, line, col, f"YAML: {what} is not allowed in YAML text")]
+            [Diagnostic(source, line, col, f"{what} is not allowed in a YAML file")]
         ) from None
     except MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        problem = e.problem or e.context or "invalid YAML"
-        raise InvalidDesiredState([Diagnostic(source, line, col, f"YAML: {problem}")]) from None
+        context_line = e.context_mark.line + 1 if e.context_mark else None
+        if "quoted scalar" in (e.context or "") and e.context_mark:
+            line, col = e.context_mark.line + 1, e.context_mark.column + 1
+        message = yaml_problem(e.problem or "", e.context or "", text, line, col, context_line)
+        raise InvalidDesiredState([Diagnostic(source, line, col, message)]) from None
     except RecursionError:
         raise InvalidDesiredState([Diagnostic(source, 1, 1, "YAML nests too deeply")]) from None
     except Exception as e:  # ruamel raises a zoo of types on hostile input
@@ -218,23 +252,180 @@ def parse_desired(
         data["settings"] = {**(settings if isinstance(settings, dict) else {}), **overrides}
     if (env or {}).get(ENV_PREFIX + "PROJECT"):
         data["project"] = (env or {})[ENV_PREFIX + "PROJECT"]
+    prior: list[Diagnostic] = []
+    salvage: _Salvage | None = None
     try:
         model = DesiredFile.model_validate(data)
     except ValidationError as e:
-        diags = []
-        for err in e.errors():
-            loc = tuple(err["loc"])
+        errors = e.errors()
+        for loc, message, is_key in _schema_messages(errors):
             if loc[:1] == ("settings",) and len(loc) > 1 and loc[1] in overrides:
                 var = ENV_PREFIX + str(loc[1]).upper()
-                diags.append(Diagnostic(f"${var}", 1, 1, _message(err)))
+                prior.append(Diagnostic(f"${var}", 1, 1, message))
                 continue
-            is_key = loc[-1:] == ("[key]",)  # a bad mapping key: point at the key itself
-            at = loc[:-1] if is_key else loc
-            line, col = pos.at(at, key=is_key or err["type"] == "extra_forbidden")
-            diags.append(Diagnostic(source, line, col, _message(err) + _suggest(err)))
-        raise InvalidDesiredState(_dedupe(diags)) from None
+            line, col = pos.at(loc, key=is_key)
+            prior.append(Diagnostic(source, line, col, message))
+        salvage = _salvaged(data, errors)
+        if salvage is None:
+            raise InvalidDesiredState(_dedupe(prior)) from None
+        model = salvage.model
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    return resolve(model, pos, source, digest)
+    return resolve(model, pos, source, digest, prior=prior, salvage=salvage)
+
+
+# --- the rest of a file the schema refused in part -------------------------------------------
+
+_DELETE: Final = object()
+#: Top-level lists whose items can be left out one by one.
+_LISTS: Final = ("slots", "race_groups", "generate")
+
+
+@dataclass
+class _Salvage:
+    """The file without what the schema refused, so the rules across the file are checked in
+    the same pass. The checks that could only guess about what was left out are skipped."""
+
+    model: DesiredFile
+    kept: dict[str, list[int]]  # top-level list -> the original index of each kept item
+    slots_left_out: set[str]  # names of the slots left out
+    members_left_out: set[str]  # members of the race groups left out
+    names_uncertain: bool  # a generator, zone code or default mode was left out
+    members_uncertain: bool  # a race group whose members cannot be read was left out
+    runtimes_uncertain: bool  # settings.runtime_versions was left out
+    #: Blocks with a key left out (an unknown key, a refused value): a problem found in one
+    #: may only follow from that key (``wnat: held`` makes "needs a want"), so none is
+    #: reported there until the key is fixed. An unknown top-level key: () — every block.
+    unchecked: set[Loc] = field(default_factory=set)
+
+    def suspect(self, loc: Loc) -> bool:
+        """True for a problem at ``loc`` (original coordinates) in an unchecked block."""
+        return any(loc[: len(block)] == block for block in self.unchecked)
+
+    def original(self, loc: Loc) -> Loc:
+        if len(loc) > 1 and loc[0] in self.kept and isinstance(loc[1], int):
+            return (loc[0], self.kept[str(loc[0])][loc[1]], *loc[2:])
+        return loc
+
+
+def _prune_point(loc: Loc, kind: str) -> Loc | None:
+    """What to leave out for one schema error: the unknown key itself; else the innermost
+    optional key around the error (its default applies); else the slot, race group or
+    generator it is in. None: nothing sensible (the project, which gets a stand-in)."""
+    if kind == "extra_forbidden":
+        return loc
+    for i in reversed(range(len(loc))):
+        step = loc[i]
+        if isinstance(step, str):
+            model = _model_at(loc[:i])
+            fld = model.model_fields.get(step) if model is not None else None
+            if fld is not None and not fld.is_required():
+                return loc[: i + 1]
+        elif i == 1 and loc[0] in _LISTS:
+            return loc[:2]
+    return None
+
+
+def _rebuild(value: Any, trie: Any) -> Any:
+    """``value`` with the trie's marked keys and items left out, copying only what changes
+    (containers reached through YAML aliases are shared and must stay untouched)."""
+    if not isinstance(trie, dict):
+        return value
+    if isinstance(value, dict):
+        out = dict(value)
+        for k, sub in trie.items():
+            if k in out:
+                if sub is _DELETE:
+                    del out[k]
+                else:
+                    out[k] = _rebuild(out[k], sub)
+        return out
+    if isinstance(value, list):
+        return [
+            _rebuild(item, trie.get(i))
+            for i, item in enumerate(value)
+            if trie.get(i) is not _DELETE
+        ]
+    return value
+
+
+def _salvaged(data: dict[str, Any], errors: Sequence[Mapping[str, Any]]) -> _Salvage | None:
+    points: set[Loc] = set()
+    unchecked: set[Loc] = set()
+    for e in errors:
+        loc: Loc = tuple(e["loc"])
+        point = _prune_point(loc, e["type"])
+        if point is None and loc[:1] != ("project",):
+            return None
+        if point is not None:
+            points.add(point)
+            # a key in a block; a whole top-level value is covered by the flags below
+            if len(point) > 1 or e["type"] == "extra_forbidden":
+                unchecked.add(point[:-1])
+    trie: dict[Any, Any] = {}
+    for point in sorted(points, key=len):
+        node: Any = trie
+        for step in point[:-1]:
+            node = node.setdefault(step, {})
+            if node is _DELETE:
+                break
+        else:
+            node[point[-1]] = _DELETE
+    pruned = _rebuild(data, trie)
+    if "project" in {str(loc[0]) for loc in (tuple(e["loc"]) for e in errors) if loc}:
+        pruned["project"] = "stand-in-project"  # never used: the file is invalid anyway
+    try:
+        model = DesiredFile.model_validate(pruned)
+    except ValidationError:
+        return None
+    kept: dict[str, list[int]] = {}
+    slots_left_out: set[str] = set()
+    members_left_out: set[str] = set()
+    names_uncertain = members_uncertain = False
+    for name in _LISTS:
+        items = data.get(name)
+        if not isinstance(items, list) or trie.get(name) is _DELETE:
+            names_uncertain |= name in {"slots", "generate"} and name in trie
+            members_uncertain |= name == "race_groups" and name in trie
+            continue
+        marks = trie.get(name, {})
+        kept[name] = [i for i in range(len(items)) if marks.get(i) is not _DELETE]
+        for i in (i for i in range(len(items)) if marks.get(i) is _DELETE):
+            raw = items[i] if isinstance(items[i], dict) else {}
+            if name == "slots":
+                if isinstance(raw.get("name"), str):
+                    slots_left_out.add(raw["name"])
+                else:
+                    names_uncertain = True
+            elif name == "race_groups":
+                members = raw.get("slots")
+                if isinstance(members, list):
+                    members_left_out.update(m for m in members if isinstance(m, str))
+                else:
+                    members_uncertain = True
+            else:
+                names_uncertain = True
+    for point in points:
+        if point[:1] == ("generate",) and (len(point) < 3 or point[2] in _NAMING):
+            names_uncertain = True
+        if point in {("settings",), ("settings", "zone_codes"), ("defaults",)}:
+            names_uncertain = True
+        if point == ("defaults", "mode"):
+            names_uncertain = True
+    runtimes_uncertain = bool(points & {("settings",), ("settings", "runtime_versions")})
+    return _Salvage(
+        model,
+        kept,
+        slots_left_out,
+        members_left_out,
+        names_uncertain,
+        members_uncertain,
+        runtimes_uncertain,
+        unchecked,
+    )
+
+
+#: A generator's keys that decide the names it makes.
+_NAMING: Final = frozenset({"mode", "zones", "accelerators"})
 
 
 def _dedupe(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
@@ -270,7 +461,7 @@ def _setup(defaults: Setup, own: Setup | None, scripts: Sequence[str]) -> SetupS
 Layer = tuple[WorkloadModel | None, Loc]
 
 
-def _workload(layers: Sequence[Layer], err: Callable[[Loc, str], None]) -> WorkloadSpec | None:
+def _workload(layers: Sequence[Layer], err: Callable[[Loc, str], object]) -> WorkloadSpec | None:
     """Overlay workload blocks field by field (outermost first). A slot runs a workload when
     some layer names a command; generations add up, as setup's do."""
     merged: dict[str, Any] = {}
@@ -326,6 +517,10 @@ class _Resolution:
     where: dict[str, Loc] = field(default_factory=dict)  # slot -> where it was defined
     groups: dict[str, HoldKeys] = field(default_factory=dict)  # race group -> its model
     group_layer: dict[str, Layer] = field(default_factory=dict)  # race group -> its workload
+    salvage: _Salvage | None = None  # the file's schema errors left these parts out
+    #: slot -> "needs a want" (it is in no race group); a race group's unknown member that
+    #: looks like this slot is the cause, and says so instead
+    unwanted: dict[str, Diagnostic] = field(default_factory=dict)
 
     def workload(self, outer: Layer, slot: str, own: Layer) -> WorkloadSpec | None:
         """defaults < generator (``outer``) < race group < the slot's own block (``own``)."""
@@ -333,13 +528,34 @@ class _Resolution:
         defaults: Layer = (self.model.defaults.workload, ("defaults",))
         return _workload([defaults, outer, group, own], self.err)
 
-    def err(self, loc: Loc, message: str, *, key: bool = False) -> None:
+    def at(self, loc: Loc, *, key: bool = False) -> tuple[int, int]:
+        if self.salvage is not None:
+            loc = self.salvage.original(loc)
+        return self.pos.at(loc, key=key)
+
+    def err(self, loc: Loc, message: str, *, key: bool = False) -> Diagnostic | None:
+        if self.salvage is not None:
+            loc = self.salvage.original(loc)
+            if self.salvage.suspect(loc):
+                return None
         line, col = self.pos.at(loc, key=key)
-        self.diags.append(Diagnostic(self.source, line, col, message))
+        diag = Diagnostic(self.source, line, col, message)
+        self.diags.append(diag)
+        return diag
+
+    def needs_want(self, slot: str, loc: Loc, message: str) -> None:
+        """A slot in no race group without a ``want`` (unless a race group the schema refused
+        may have listed it)."""
+        s = self.salvage
+        if s is not None and (s.members_uncertain or slot in s.members_left_out):
+            return
+        diag = self.err(loc, message)
+        if diag is not None:
+            self.unwanted[slot] = diag
 
     def add(self, spec: SlotSpec, loc: Loc) -> None:
         if spec.name in self.where:
-            first = self.pos.at(self.where[spec.name])
+            first = self.at(self.where[spec.name])
             self.err(loc, f"duplicate slot name {spec.name!r} (first defined at line {first[0]})")
             return
         self.where[spec.name] = loc
@@ -351,6 +567,8 @@ class _Resolution:
         family = names.accelerator_family(accelerator)
         if family in self.runtimes:
             return self.runtimes[family]
+        if self.salvage is not None and self.salvage.runtimes_uncertain:
+            return ""
         self.err(
             loc,
             f"no runtime version for {accelerator!r}: set runtime_version here or "
@@ -363,18 +581,29 @@ class _Resolution:
             raise InvalidDesiredState(_dedupe(self.diags))
 
 
-def resolve(model: DesiredFile, pos: _Positions, source: str, digest: str) -> Desired:
-    """Expand generators, apply defaults and check the cross-field rules."""
+def resolve(
+    model: DesiredFile,
+    pos: _Positions,
+    source: str,
+    digest: str,
+    *,
+    prior: Sequence[Diagnostic] = (),
+    salvage: _Salvage | None = None,
+) -> Desired:
+    """Expand generators, apply defaults and check the cross-field rules. Every problem is
+    reported at once, with ``prior`` (the schema's): ``salvage`` is then what the schema
+    let through, and the checks that would only guess about the rest are skipped."""
     settings = model.settings
     runtimes = {**DEFAULT_RUNTIME_VERSIONS, **settings.runtime_versions}
-    r = _Resolution(model, pos, source, runtimes)
+    r = _Resolution(model, pos, source, runtimes, diags=list(prior), salvage=salvage)
     _race_membership(r)
     _check_holds(r)
     _written_slots(r)
-    _check_generator_sizes(r)
-    r.raise_if_invalid()
-    _generated_slots(r)
-    _check_race_groups(r)
+    if _check_generator_sizes(r):
+        _generated_slots(r)
+        _check_race_groups(r, names_known=salvage is None or not salvage.names_uncertain)
+    else:
+        _check_race_groups(r, names_known=False)
     r.raise_if_invalid()
     slots = r.slots
     groups = tuple(
@@ -446,7 +675,8 @@ def _written_slots(r: _Resolution) -> None:
                 key=True,
             )
         if group is None and slot.want is None:
-            err(
+            r.needs_want(
+                slot.name,
                 (*loc, "name"),
                 f"slot {slot.name!r} needs 'want: held' or 'want: released' "
                 "(or membership in a race group)",
@@ -470,7 +700,7 @@ def _written_slots(r: _Resolution) -> None:
         )
 
 
-def _check_generator_sizes(r: _Resolution) -> None:
+def _check_generator_sizes(r: _Resolution) -> bool:
     """Refuse generators that repeat a zone or bring the file past ``MAX_SLOTS`` (checked
     before anything is expanded, so a huge count costs nothing)."""
     model, err = r.model, r.err
@@ -483,7 +713,8 @@ def _check_generator_sizes(r: _Resolution) -> None:
         asked += len(set(gen.zones)) * sum(gen.accelerators.values())
         if asked > MAX_SLOTS:
             err(loc, f"this generator brings the file past {MAX_SLOTS:,} slots; ask for fewer")
-            return
+            return False
+    return True
 
 
 def _generated_slots(r: _Resolution) -> None:
@@ -504,7 +735,8 @@ def _generated_slots(r: _Resolution) -> None:
                         continue
                     group = membership.get(name)
                     if group is None and gen.want is None:
-                        err(
+                        r.needs_want(
+                            name,
                             loc,
                             f"generated slot {name!r} needs a 'want' on this generator "
                             "(or membership in a race group)",
@@ -529,15 +761,33 @@ def _generated_slots(r: _Resolution) -> None:
                     )
 
 
-def _check_race_groups(r: _Resolution) -> None:
-    """Every candidate of a race group is a known slot, and ``count`` fits the candidates."""
+def _check_race_groups(r: _Resolution, *, names_known: bool) -> None:
+    """Every candidate of a race group is a known slot, and ``count`` fits the candidates.
+
+    An unknown candidate that looks like a slot in no race group and without a ``want`` is
+    the cause of that slot's "needs a want": one problem, reported here, where the fix is
+    (adding the ``want`` would hold a TPU the race was meant to decide)."""
     model, err, where = r.model, r.err, r.where
+    left_out = r.salvage.slots_left_out if r.salvage is not None else set()
     for gi, rg in enumerate(model.race_groups):
         for si, name in enumerate(rg.slots):
-            if name not in where:
-                known = difflib.get_close_matches(name, list(where), n=1)
-                hint = f" (did you mean {known[0]!r}?)" if known else ""
-                err(("race_groups", gi, "slots", si), f"unknown slot {name!r}{hint}")
+            if name in where or not names_known or name in left_out:
+                continue
+            loc = ("race_groups", gi, "slots", si)
+            free = [n for n in r.unwanted if n in where]
+            meant = difflib.get_close_matches(name, free, n=1) or difflib.get_close_matches(
+                name, list(where), n=1
+            )
+            if meant and meant[0] in r.unwanted:
+                r.diags.remove(r.unwanted.pop(meant[0]))
+                err(
+                    loc,
+                    f"unknown slot {name!r} (did you mean {meant[0]!r}? that slot is in no "
+                    "race group and has no 'want')",
+                )
+            else:
+                hint = f" (did you mean {meant[0]!r}?)" if meant else ""
+                err(loc, f"unknown slot {name!r}{hint}")
         if rg.count > len(rg.slots):
             err(
                 ("race_groups", gi, "count"),

@@ -11,11 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
 from reconciler.emulator import Emulator
 from tests.fixtures.controller import desired_text
 from tests.fixtures.emulator import gcloud_env_for
-from tests.support.cli import Cli
+from tests.support.cli import Cli, clean_env
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +55,35 @@ def test_validate_reports_file_line_col_on_stderr_and_exit_1(cli: SpineCli) -> N
     assert "did you mean 'want'" in out.stderr and out.stdout == ""
     cli.file.write_text(desired_text(HELD))
     ok = cli("validate")
-    assert ok.returncode == 0 and "valid (1 slots" in ok.stdout
+    assert ok.returncode == 0 and ok.stdout == f"{cli.file}: valid (1 slot, 0 race groups)\n"
+
+
+def test_validate_resolved_prints_what_the_controller_sees(tmp_path: Path) -> None:
+    path = tmp_path / "desired.yaml"
+    path.write_text(
+        "project: my-project-123\n"
+        "generate:\n  - zones: [us-east1-d, europe-west4-a]\n    accelerators: {v6e-8: 1}\n"
+        "race_groups:\n  - {name: any, slots: [spot-v6e8-use1d-1, spot-v6e8-ew4a-1]}\n"
+    )
+    env = clean_env({"TPU_RECONCILER_POLL_INTERVAL": "10"})
+    out = Cli("-f", str(path), env=env)("validate", "--resolved")
+    assert out.returncode == 0, out.stderr
+    assert "poll_interval: 10s  # from $TPU_RECONCILER_POLL_INTERVAL" in out.stdout
+    doc = YAML(typ="safe").load(out.stdout)
+    assert doc["project"] == "my-project-123"
+    assert doc["settings"]["history_retention"] == "365d"
+    assert [(s["name"], s["race_group"], s["generated"]) for s in doc["slots"]] == [
+        ("spot-v6e8-use1d-1", "any", True),
+        ("spot-v6e8-ew4a-1", "any", True),
+    ]
+    assert doc["slots"][0]["runtime_version"] == "v2-alpha-tpuv6e"
+    assert doc["race_groups"] == [
+        {"name": "any", "count": 1, "slots": ["spot-v6e8-use1d-1", "spot-v6e8-ew4a-1"]}
+    ]
+    path.write_text("project: my-project-123\nslots:\n  - {name: a, zone: us-central2-b}\n")
+    bad = Cli("-f", str(path), env=env)("validate", "--resolved")
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert f"{path}:3:5: missing required key 'accelerator'" in bad.stderr
 
 
 def test_plan_shows_terraform_style_and_detailed_exit_code(cli: SpineCli) -> None:

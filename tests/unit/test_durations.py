@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.model.durations import MAX_SECONDS, format_duration, parse_duration
+from reconciler.model.durations import (
+    MAX_SECONDS,
+    duration_text,
+    format_duration,
+    parse_duration,
+)
 
 
 @pytest.mark.parametrize(
@@ -83,3 +88,24 @@ def test_compact_form_is_short_and_parses_back_to_no_more_than_the_input(seconds
     head = text[: next(i for i, c in enumerate(text) if c.isalpha()) + 1]
     if head != "0s":
         assert parse_duration(head) <= seconds
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (365 * 86400.0, "365d"),
+        (60.0, "1m"),
+        (90.0, "90s"),
+        (5400, "90m"),
+        (3600, "1h"),
+        (0.5, "0.5s"),
+    ],
+)
+def test_exact_form_uses_the_largest_unit_that_divides(seconds: float, text: str) -> None:
+    assert duration_text(seconds) == text
+
+
+@given(st.floats(0.001, MAX_SECONDS))
+def test_exact_form_reads_back_as_a_duration(seconds: float) -> None:
+    seconds = round(seconds, 6)
+    assert parse_duration(duration_text(seconds)) == pytest.approx(seconds, abs=1e-6)

@@ -36,10 +36,15 @@ def the_problem(text: str, env: dict[str, str] | None = None) -> str:
 # (id, text, "line:col", words the message must contain)
 ERRORS = [
     # YAML itself
-    ("yaml-unclosed-flow", HEAD + "slots: [\n", "3:1", ["YAML"]),
-    ("yaml-tab", HEAD + "\tslots: []\n", "2:1", ["YAML", "'\\t'"]),
+    ("yaml-unclosed-flow", HEAD + "slots: [\n", "3:1", ["the file ends", "unclosed '['"]),
+    ("yaml-tab", HEAD + "\tslots: []\n", "2:1", ["tabs are not allowed", "use spaces"]),
     ("yaml-duplicate-key", HEAD + "project: other-project\n", "2:1", ["duplicate key", "project"]),
-    ("yaml-bad-indent", HEAD + "slots:\n  - name: a\n   zone: x\n", "4:4", ["YAML"]),
+    (
+        "yaml-bad-indent",
+        HEAD + "slots:\n  - name: a\n   zone: x\n",
+        "4:4",
+        ["indentation does not match", "line 3"],
+    ),
     # file shape
     ("not-a-mapping", "- a\n- b\n", "1:1", ["expected a mapping"]),
     ("missing-project", "slots: []\n", "1:1", ["missing", "project"]),
@@ -81,7 +86,7 @@ ERRORS = [
         "count-not-int",
         HEAD + "race_groups:\n  - name: g\n    count: two\n    slots: [a]\n",
         "4:12",
-        ["count", "integer"],
+        ["count must be a whole number", "'two'"],
     ),
     ("concurrency-zero", HEAD + "settings:\n  concurrency: 0\n", "3:16", ["concurrency"]),
     ("slots-mapping", HEAD + "slots: {a: 1}\n", "2:8", ["slots", "list"]),
@@ -89,15 +94,20 @@ ERRORS = [
         "bool-not-bool",
         HEAD + "slots:\n  - name: a\n" + V4 + "    want: held\n    setup: {bootstrap: maybe}\n",
         "7:24",
-        ["bootstrap", "boolean"],
+        ["bootstrap must be true or false", "'maybe'"],
     ),
     (
         "want-typo",
         HEAD + "slots:\n  - name: a\n" + V4 + "    want: keep\n",
         "6:11",
-        ["'held' or 'released'"],
+        ["want must be held or released; got 'keep'"],
     ),
-    ("backend-unknown", HEAD + "settings: {backend: grpc}\n", "2:21", ["'gcloud' or 'rest'"]),
+    (
+        "backend-unknown",
+        HEAD + "settings: {backend: grpc}\n",
+        "2:21",
+        ["backend must be gcloud or rest; got 'grpc'"],
+    ),
     (
         "duration-garbage",
         HEAD + "slots:\n  - name: a\n" + V4 + "    want: held\n    valid_until: soon\n",
@@ -115,7 +125,7 @@ ERRORS = [
         HEAD
         + "generate:\n  - zones: [us-central2-b]\n    accelerators: {v4-8: 0}\n    want: held\n",
         "4:26",
-        ["greater than or equal to 1"],
+        ["accelerators.v4-8 must be at least 1; got 0"],
     ),
     # names gcloud would reject
     (
@@ -352,8 +362,8 @@ def test_env_overrides_the_project() -> None:
 
 def test_a_bad_env_value_is_reported_against_the_variable() -> None:
     assert problems(HEAD, {"TPU_RECONCILER_POLL_INTERVAL": "soon"}) == [
-        "$TPU_RECONCILER_POLL_INTERVAL:1:1: expected a duration like 30, '30s', '2m' or '6h', "
-        "got 'soon'"
+        "$TPU_RECONCILER_POLL_INTERVAL:1:1: poll_interval: expected a duration like 30, "
+        "'30s', '2m' or '6h', got 'soon'"
     ]
 
 

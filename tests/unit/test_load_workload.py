@@ -132,7 +132,7 @@ def test_a_generator_gives_its_slots_a_workload() -> None:
         ("{command: train, env: {A: {b: c}}}", "7:41", ["plain string"]),
         ("{command: train, secret_env: {K: Bad_Name}}", "7:48", ["invalid secret name"]),
         ("{command: train, stall_after: soon}", "7:45", ["duration"]),
-        ("{command: train, max_failures: -1}", "7:46", ["greater than or equal to 0"]),
+        ("{command: train, max_failures: -1}", "7:46", ["max_failures must be at least 0; got -1"]),
         ("{restart: always}", "7:15", ["needs a command"]),
         (
             "{command: train, env: {K: v}, secret_env: {K: k}}",

@@ -486,3 +486,24 @@ def test_plan_counts_follow_terraform() -> None:
         ("-/+", "replace", "b"),
     ]
     assert p.counts() == (2, 0, 2)
+
+
+# --- zones not known to offer the accelerator ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("zone", "accelerator", "unlisted"),
+    [
+        (Z1, "v4-8", False),  # us-central2-b offers v4
+        (Z2, "v6e-8", False),  # europe-west4-a offers v6e
+        ("us-east1-d", "v4-8", True),  # no v4 there, as far as model/tpu_zones knows
+        ("us-east9-z", "v6e-8", True),  # a zone the table has never heard of
+        (Z1, "v9z-8", False),  # a family the table does not know: no claim either way
+    ],
+)
+def test_a_create_in_a_zone_not_known_to_offer_the_accelerator_is_marked_not_refused(
+    zone: str, accelerator: str, unlisted: bool
+) -> None:
+    want = desired(slot("a", zone, accelerator=accelerator, runtime_version="tpu-base"))
+    (create,) = plan(want, world(zones=[zone])).actions
+    assert (create.kind, create.unlisted_zone) == (Kind.CREATE, unlisted)

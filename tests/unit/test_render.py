@@ -117,3 +117,11 @@ def test_held_back_actions_alone_are_still_no_changes() -> None:
 
 def test_without_a_clock_the_wait_is_not_guessed() -> None:
     assert "(in " not in format_plan(mixed_plan())
+
+
+def test_a_create_in_a_zone_not_known_to_offer_the_accelerator_says_so_on_its_line() -> None:
+    want = desired(slot("odd", "us-east9-z", accelerator="v6e-8"), slot("usual"))
+    text = format_plan(plan(want, world(zones=["us-east9-z", "us-central2-b"])))
+    lines = {line.split()[2]: line for line in text.splitlines() if line.startswith("  + ")}
+    assert lines["odd"].endswith("  [zone not known to offer v6e-8]"), text
+    assert "not known" not in lines["usual"], text

@@ -25,7 +25,18 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("validate", help="check desired.yaml; print FILE:LINE:COL errors")
+    p = sub.add_parser(
+        "validate",
+        help="check desired.yaml; print FILE:LINE:COL errors",
+        description="Check desired.yaml and print every problem as FILE:LINE:COL: message. "
+        "--resolved prints the intent as the controller sees it instead.",
+    )
+    p.add_argument(
+        "--resolved",
+        action="store_true",
+        help="print the resolved intent as YAML: generators expanded, defaults and "
+        "TPU_RECONCILER_* overrides applied",
+    )
     p.set_defaults(handler=f"{__name__}:validate")
 
     p = sub.add_parser("plan", help="observe once and show what the controller would do")
@@ -141,8 +152,20 @@ def validate(args: argparse.Namespace) -> int:
 
     for warning in catalogue_warnings([(s.name, s.zone, s.accelerator) for s in desired.slots]):
         print(f"{args.file}: warning: {warning}", file=sys.stderr)
-    groups = len(desired.race_groups)
-    print(f"{args.file}: valid ({len(desired.slots)} slots, {groups} race groups)")
+    if getattr(args, "resolved", False):
+        from reconciler.model.load import ENV_PREFIX, env_overrides
+        from reconciler.model.resolved import format_resolved
+
+        from_env = {name: ENV_PREFIX + name.upper() for name in env_overrides(os.environ)}
+        if os.environ.get(ENV_PREFIX + "PROJECT"):
+            from_env["project"] = ENV_PREFIX + "PROJECT"
+        print(format_resolved(desired, from_env), end="")
+        return EX_OK
+    slots, groups = len(desired.slots), len(desired.race_groups)
+    print(
+        f"{args.file}: valid ({slots} slot{'' if slots == 1 else 's'}, "
+        f"{groups} race group{'' if groups == 1 else 's'})"
+    )
     return EX_OK
 
 
