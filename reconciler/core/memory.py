@@ -14,7 +14,8 @@ The world is read fresh every pass; memory holds only what the world cannot tell
   deletes that came due under an intent already in force);
 - per slot, its workload's run, attempt, failures and phase (``core.workload_memory``);
 - per cloud action key, the long-running operation of the last create or delete, until its
-  outcome shows in the world (``core.lro``) or it is read back (``runtime.lro``).
+  outcome shows in the world (``core.lro``) or it is read back (``runtime.lro``);
+- per zone, the round trip to a held node there and when it was measured (``core.latency``).
 
 Every update is a function ``Memory -> Memory``; serialisation is to and from plain dicts. A
 memory document that cannot be read is the runtime's problem (it degrades to a fresh memory
@@ -30,6 +31,7 @@ from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
 from reconciler.core import workload_memory as wlm
+from reconciler.core.latency import ZoneLatency, smooth
 from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired
 from reconciler.model.observed import WON_STATES, Observation, QRState
@@ -97,6 +99,7 @@ class Memory:
     intent_since: float | None = None
     workloads: Mapping[str, WorkloadMemory] = field(default_factory=lambda: MappingProxyType({}))
     operations: Mapping[str, PendingOperation] = field(default_factory=lambda: MappingProxyType({}))
+    latency: Mapping[str, ZoneLatency] = field(default_factory=lambda: MappingProxyType({}))
 
     def slot(self, name: str) -> SlotMemory:
         return self.slots.get(name) or _EMPTY_SLOT
@@ -244,6 +247,12 @@ def record_notice(memory: Memory, key: str) -> Memory:
     return replace(memory, notified=memory.notified | {key})
 
 
+def record_latency(memory: Memory, zone: str, sample_ms: float | None, now: float) -> Memory:
+    """A round-trip probe of ``zone`` measured ``sample_ms`` (None: it failed, unknown)."""
+    value = smooth(memory.latency.get(zone), sample_ms, now)
+    return replace(memory, latency=MappingProxyType({**memory.latency, zone: value}))
+
+
 # --- serialisation ------------------------------------------------------------------------
 
 
@@ -283,6 +292,11 @@ def to_dict(memory: Memory) -> dict[str, Any]:
         doc["operations"] = {
             key: {"name": o.name, "kind": o.kind, "zone": o.zone, "slot": o.slot, "since": o.since}
             for key, o in sorted(memory.operations.items())
+        }
+    if memory.latency:  # likewise
+        doc["latency"] = {
+            zone: {"ms": v.ms, "measured_at": v.measured_at}
+            for zone, v in sorted(memory.latency.items())
         }
     return doc
 
@@ -329,6 +343,10 @@ def from_dict(data: Any) -> Memory:
             )
             for key, o in data.get("operations", {}).items()
         }
+        latency = {
+            str(zone): ZoneLatency(ms=_opt(v.get("ms"), float), measured_at=float(v["measured_at"]))
+            for zone, v in data.get("latency", {}).items()
+        }
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as e:
         raise ValueError(f"corrupt memory document: {e}") from None
     numbers = [e.not_before for e in errors.values()]
@@ -337,6 +355,7 @@ def from_dict(data: Any) -> Memory:
     numbers += [t for s in slots.values() for t in (s.active_since, s.served_for) if t is not None]
     numbers += [intent_since] if intent_since is not None else []
     numbers += [o.since for o in operations.values()]
+    numbers += [t for v in latency.values() for t in (v.ms, v.measured_at) if t is not None]
     if not all(math.isfinite(n) for n in numbers):
         raise ValueError("corrupt memory document: a time is not a finite number")
     return Memory(
@@ -347,6 +366,7 @@ def from_dict(data: Any) -> Memory:
         intent_since=intent_since,
         workloads=MappingProxyType(workloads),
         operations=MappingProxyType(operations),
+        latency=MappingProxyType(latency),
     )
 
 

@@ -93,7 +93,9 @@ def age(stamp: str | None, now: float) -> str:
     return format_duration(now - ts)
 
 
-_COLUMNS = ("SLOT", "ZONE", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RACE", "NOTE")
+_COLUMNS = (
+    "SLOT", "ZONE", "LATENCY", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RACE", "NOTE",
+)
 
 
 _QUIET: Final = frozenset(("off", "done", "waiting"))  # setup states the NOTE column leaves out
@@ -134,6 +136,13 @@ def _control_note(row: SlotStatus, now: float) -> str:
         if ts is not None:
             parts.append(f"releases {_when(ts, now)} ({local_text(ts)[11:16]})")
     return ", ".join(parts)
+
+
+def format_latency(ms: float | None) -> str:
+    """The LATENCY cell: ``~140ms``, ``<1ms``, or ``-`` when unknown or nothing is held."""
+    if ms is None:
+        return "-"
+    return "<1ms" if ms < 1.0 else f"~{ms:.0f}ms"
 
 
 def format_workload(
@@ -178,6 +187,7 @@ def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:
         row = (
             s.name,
             str(s.zone or ""),
+            format_latency(s.latency_ms),
             str(s.accelerator or ""),
             str(s.want or "-"),
             str(s.state or ""),

@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.core import latency as lat
 from reconciler.core import workload as wl
 from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
 from reconciler.core.memory import Memory
@@ -283,6 +284,21 @@ def _with_waits(
     )
 
 
+def _with_latency(
+    rows: tuple[SlotStatus, ...], by_zone: dict[str, float]
+) -> tuple[SlotStatus, ...]:
+    """Each row gets its zone's round trip (also a row not held there); none where nothing
+    is held in the zone or it is not measured yet."""
+    if not by_zone:
+        return rows
+    return tuple(
+        replace(row, latency_ms=by_zone[row.zone])
+        if row.zone is not None and row.zone in by_zone
+        else row
+        for row in rows
+    )
+
+
 def _race_groups(desired: Desired | None, plan: Plan | None) -> tuple[RaceGroupStatus, ...]:
     paused = {g.name for g in desired.race_groups if g.paused} if desired else set()
     return tuple(
@@ -322,6 +338,7 @@ def build_status(
     slots = _slots(desired, observed, memory, plan, windows, now)
     if wait_hints and desired is not None:
         slots = _with_waits(slots, waiting_hints(desired, observed, wait_hints))
+    slots = _with_latency(slots, lat.zone_values(desired, observed, memory.latency))
     return StatusSnapshot(
         generated_at=iso(now),
         backend=backend,

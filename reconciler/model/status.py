@@ -182,6 +182,8 @@ class SlotStatus(_Value):
     workload: WorkloadStatus | None = added()
     # waiting for capacity, with 3+ samples of history
     expected_wait: ExpectedWaitStatus | None = added()
+    # round trip to the slot's zone (TCP connect to a held node's SSH port); None: none held
+    latency_ms: float | None = added()
     extra: Mapping[str, Any] = _extra()
 
 

@@ -67,6 +67,7 @@ from reconciler.records import replace as replace_record
 from reconciler.runtime import lro
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
+from reconciler.runtime.latency import LatencyProbes
 from reconciler.runtime.workloads import (
     Prober,
     WorkloadPort,
@@ -124,6 +125,7 @@ class Controller:
         # The setup runner doubles as the workload port when it has the methods (LiveSetup).
         self.workloads = workloads or (setup if isinstance(setup, WorkloadPort) else None)
         self.prober = Prober()
+        self.latency = LatencyProbes(self._record_latency)  # round trips, beside the pass
         self._cloud_factory = cloud_factory
         self._cloud: Cloud | None = None
         self._cloud_key: tuple[object, ...] | None = None
@@ -257,12 +259,16 @@ class Controller:
         result = PassResult(desired, observation, decided)
         result.dispatched = self._dispatch(desired, observation, decided)
         self._send_notices(desired, decided)
+        self.latency.start(desired, observation, self.memory.latency, now)
         if self.workloads is not None:  # after dispatch: a stop or relaunch never waits on it
             self.memory = await tails(self.workloads, desired, observation, before, self.memory)
         self._last = result
         self._write_snapshot(result, errors, list(windows or ()), orphans)
         self._save_memory()
         return result
+
+    def _record_latency(self, zone: str, ms: float | None) -> None:
+        self.memory = mem.record_latency(self.memory, zone, ms, self.clock())
 
     def _note_control(self, decided: Plan) -> None:
         if decided.suspended != self._suspended:
@@ -676,6 +682,7 @@ class Controller:
             if pending:
                 await asyncio.wait(pending, timeout=5.0)
         self.prober.cancel()
+        await self.latency.cancel()
         if self._cloud is not None:
             await self._cloud.aclose()
             self._cloud = None

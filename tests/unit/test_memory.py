@@ -1,5 +1,6 @@
 """Controller memory: backoff that grows and is forgotten on success, time-in-state, death
-streaks, setup records and notices; and a round trip through JSON that fails closed."""
+streaks, setup records, notices and round trips per zone; and a round trip through JSON that
+fails closed."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from reconciler.core.memory import (
     observe,
     record_dead_replaced,
     record_failure,
+    record_latency,
     record_notice,
     record_setup,
     record_success,
@@ -77,6 +79,7 @@ def test_updates_never_mutate_the_memory_they_were_given() -> None:
     record_setup(before, "a", "bootstrap", "a@1", 0)
     record_notice(before, "a@1:active")
     record_dead_replaced(before, "a", 0.0)
+    record_latency(before, Z1, 140.0, 0.0)
     assert before == Memory()
 
 
@@ -133,6 +136,7 @@ _op = st.one_of(
     st.tuples(st.just("setup"), st.sampled_from(["a", "b"]), st.booleans()),
     st.tuples(st.just("notice"), st.sampled_from(["a@1:active", "b@2:failed"]), st.booleans()),
     st.tuples(st.just("observe"), st.sampled_from(["a", "b"]), st.booleans()),
+    st.tuples(st.just("latency"), st.sampled_from([Z1, Z2]), st.booleans()),
 )
 
 
@@ -150,6 +154,8 @@ def _replay(ops: list[tuple[str, str, bool]]) -> Memory:
             m = record_setup(m, key, "tailscale" if flag else "bootstrap", f"{key}@{i}", i % 3)
         elif op == "notice":
             m = record_notice(m, key)
+        elif op == "latency":
+            m = record_latency(m, key, 100.0 + i if flag else None, now)
         else:
             state = QRState.ACTIVE if flag else QRState.FAILED
             m = observe(m, WANT, world(qr(key, Z1 if key == "a" else Z2, state)), now)
@@ -182,6 +188,10 @@ def test_the_document_is_versioned() -> None:
         {"schema_version": MEMORY_SCHEMA, "errors": {"k": {"failures": 1}}},
         {"schema_version": MEMORY_SCHEMA, "errors": {"k": []}},
         {"schema_version": MEMORY_SCHEMA, "notified": 3},
+        {"schema_version": MEMORY_SCHEMA, "latency": []},
+        {"schema_version": MEMORY_SCHEMA, "latency": {Z1: {"ms": 140.0}}},
+        {"schema_version": MEMORY_SCHEMA, "latency": {Z1: {"ms": "fast", "measured_at": 1.0}}},
+        {"schema_version": MEMORY_SCHEMA, "latency": {Z1: {"ms": 1e400, "measured_at": 1.0}}},
     ],
 )
 def test_a_corrupt_document_is_refused_with_value_error(doc: Any) -> None:
@@ -200,7 +210,7 @@ _json = st.recursive(
     ),
     max_leaves=12,
 )
-_field = st.sampled_from(["slots", "errors", "notified"])
+_field = st.sampled_from(["slots", "errors", "notified", "latency"])
 
 
 @given(st.dictionaries(_field, _json, max_size=3), st.dictionaries(st.text(max_size=4), _json))
@@ -239,3 +249,22 @@ def test_looks_at_a_running_operation_are_no_failures() -> None:
     error = memory.error("z/a:cloud")
     assert error is not None and error.failures == 1
     assert error.not_before == 100.0 + backoff_delay(1)
+
+
+def test_round_trips_are_kept_per_zone_smoothed_and_a_failure_is_unknown() -> None:
+    memory = record_latency(Memory(), Z1, 140.0, now=10.0)
+    memory = record_latency(memory, Z2, 30.0, now=11.0)
+    memory = record_latency(memory, Z1, 160.0, now=70.0)
+    assert memory.latency[Z1].ms == pytest.approx(150.0)  # smoothed with the last value
+    assert memory.latency[Z1].measured_at == 70.0
+    assert memory.latency[Z2].ms == 30.0  # each zone its own
+    memory = record_latency(memory, Z1, None, now=130.0)
+    assert memory.latency[Z1].ms is None and memory.latency[Z1].measured_at == 130.0
+
+
+def test_round_trips_survive_a_restart_and_older_documents_have_none() -> None:
+    memory = record_latency(Memory(), Z1, 140.0, now=10.0)
+    doc = json.loads(json.dumps(to_dict(memory)))
+    assert doc["latency"] == {Z1: {"ms": 140.0, "measured_at": 10.0}}
+    assert from_dict(doc).latency == memory.latency
+    assert "latency" not in to_dict(Memory())  # written only when there is any

@@ -1,11 +1,14 @@
 """format_plan: Terraform-style text a user reads before `apply` — symbols, reasons, the
-destructive flag, what is held back and why, and the summary line."""
+destructive flag, what is held back and why, and the summary line; and the status table's
+LATENCY cell."""
 
 from __future__ import annotations
 
+import pytest
+
 from reconciler.core.memory import Memory, record_dead_replaced
 from reconciler.core.plan import Plan, plan
-from reconciler.core.render import format_plan
+from reconciler.core.render import format_latency, format_plan
 from reconciler.model.desired import Desired
 from reconciler.model.observed import ErrorInfo, Observation, QRState
 from tests.support.worlds import (
@@ -125,3 +128,11 @@ def test_a_create_in_a_zone_not_known_to_offer_the_accelerator_says_so_on_its_li
     lines = {line.split()[2]: line for line in text.splitlines() if line.startswith("  + ")}
     assert lines["odd"].endswith("  [zone not known to offer v6e-8]"), text
     assert "not known" not in lines["usual"], text
+
+
+@pytest.mark.parametrize(
+    ("ms", "cell"),
+    [(None, "-"), (0.2, "<1ms"), (1.0, "~1ms"), (139.6, "~140ms"), (1999.4, "~1999ms")],
+)
+def test_a_round_trip_reads_as_the_earlier_tools_column(ms: float | None, cell: str) -> None:
+    assert format_latency(ms) == cell

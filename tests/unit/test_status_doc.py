@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from reconciler.core.memory import Memory, observe, record_setup
+from reconciler.core.memory import Memory, observe, record_latency, record_setup
 from reconciler.core.plan import Plan, plan
 from reconciler.core.render import format_status
 from reconciler.core.status import STATUS_SCHEMA, build_status
@@ -242,3 +242,22 @@ def test_status_text_shows_invalid_intent_races_and_orphans() -> None:
     assert "unmanaged (not in file)" in text
     assert f"unreachable zones: {UNSEEN}" in text
     assert text.rstrip().endswith("next: Plan: 2 to add, 2 to change, 2 to destroy.")
+
+
+def test_each_row_shows_its_zones_round_trip_where_something_is_held_there() -> None:
+    _, _, memory, _ = scene()
+    memory = record_latency(memory, Z1, 141.26, NOW - 30)  # held-v4 is ACTIVE in Z1
+    memory = record_latency(memory, Z3, 80.0, NOW - 30)  # only a stray QR is ACTIVE there
+    r = rows(status(memory=memory))
+    assert r["held-v4"]["latency_ms"] == 141.3
+    assert r["queued-v4"]["latency_ms"] == 141.3  # its zone's value, though not held itself
+    assert "latency_ms" not in r["c-use1d"] and "latency_ms" not in r["unmanaged:stray"]
+    assert "latency_ms" not in r["c-ew4a"]  # never measured
+    assert all("latency_ms" not in row for row in status()["slots"])  # none measured: v1 as is
+    text = format_status(from_json(status(memory=memory)), now=NOW)
+    header, *lines = [
+        line for line in text.splitlines() if line.startswith(("SLOT", "held-v4", "c-use1d"))
+    ]
+    assert header.split()[:3] == ["SLOT", "ZONE", "LATENCY"]
+    assert lines[0].split()[:3] == ["held-v4", Z1, "~141ms"]
+    assert lines[1].split()[:3] == ["c-use1d", Z3, "-"]

@@ -206,3 +206,10 @@ def test_status_reads_a_cached_snapshot_without_parsing_json(tmp_path: Path) -> 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stderr.strip() == "0 False"
     assert "od-v48-usc2b-1" in done.stdout
+
+
+def test_a_slots_round_trip_is_written_only_when_known_and_read_back() -> None:
+    assert "latency_ms" not in encode(SlotStatus(name="a", zone="z"))  # v1 bytes as they were
+    row = SlotStatus(name="a", zone="z", latency_ms=141.3)
+    assert list(encode(row))[-1] == "latency_ms" and encode(row)["latency_ms"] == 141.3
+    assert decode_as(SlotStatus, encode(row)).latency_ms == 141.3

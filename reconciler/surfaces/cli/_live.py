@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
     from reconciler.model.status import StatusSnapshot
 
-COLUMNS: Final = ("SLOT", "ZONE", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RACE", "NOTE")
+COLUMNS: Final = (
+    "SLOT", "ZONE", "LATENCY", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RACE", "NOTE",
+)  # the cells of core/render.status_rows, in its order
 #: Which columns to show at a terminal width (the widest set that fits is used).
 LAYOUTS: Final = (
     (110, COLUMNS),
