@@ -208,9 +208,29 @@ def guard(candidates: Collection[str], limit: int, confirmed: Collection[str]) -
     return Guard(limit, tuple(waiting), fingerprint(waiting))
 
 
-def confirmed_deletes(document: object) -> frozenset[str]:
-    """The deletes a confirmation document (``confirm.json``) names, if it is intact: its
-    ``fingerprint`` must be the one of its ``deletes``. Anything else confirms nothing."""
+#: How long a confirmation stays good: long enough for the passes that carry it out, short
+#: enough that a forgotten one can never let a later, unrelated mass delete through.
+CONFIRM_TTL: Final = 3600.0
+
+
+def confirmation(deletes: Collection[str], *, digest: str | None, now: float) -> dict[str, object]:
+    """The ``confirm.json`` document confirming exactly ``deletes``, bound to the intent it was
+    shown under (the desired file's ``digest``) and good for ``CONFIRM_TTL`` seconds."""
+    ids = sorted(set(deletes))
+    return {
+        "fingerprint": fingerprint(ids),
+        "deletes": ids,
+        "desired_digest": digest,
+        "confirmed_at": utc_text(now),
+        "expires_at": now + CONFIRM_TTL,
+    }
+
+
+def confirmed_deletes(document: object, *, digest: str | None, now: float) -> frozenset[str]:
+    """The deletes a confirmation document (``confirm.json``) names, if it still holds: intact
+    (its ``fingerprint`` is the one of its ``deletes``), made under the intent now in force
+    (``desired_digest`` is ``digest``: any later edit supersedes it) and not expired. Anything
+    else confirms nothing."""
     if not isinstance(document, Mapping):
         return frozenset()
     deletes = document.get("deletes")
@@ -218,4 +238,28 @@ def confirmed_deletes(document: object) -> frozenset[str]:
         return frozenset()
     if document.get("fingerprint") != fingerprint(deletes):
         return frozenset()
+    if digest is None or document.get("desired_digest") != digest:
+        return frozenset()
+    expires = document.get("expires_at")
+    if isinstance(expires, bool) or not isinstance(expires, int | float) or not now < expires:
+        return frozenset()
     return frozenset(deletes)
+
+
+def confirmation_spent(
+    document: object, *, digest: str | None, now: float, present: Collection[str]
+) -> bool:
+    """Whether a confirmation document can go: it confirms nothing any more (superseded,
+    expired, damaged), or every delete it names is done (none is among ``present``, the
+    ``delete_id``s of what is observed now)."""
+    confirmed = confirmed_deletes(document, digest=digest, now=now)
+    return not confirmed or not (confirmed & set(present))
+
+
+def present_delete_ids(observed: Observation) -> frozenset[str]:
+    """The ``delete_id`` of every queued resource observed now (with its node's instance)."""
+    ids = set()
+    for qr in observed.queued_resources:
+        node = observed.node(qr.zone, qr.name)
+        ids.add(delete_id(qr.zone, qr.name, node.instance if node else None))
+    return frozenset(ids)

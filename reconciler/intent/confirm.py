@@ -7,12 +7,14 @@ the cloud (the controller deletes, at its next pass, exactly the deletes confirm
 What is confirmed is the guarded set the snapshot shows (``plan.guard``, a
 ``model.status.GuardStatus``), named by its fingerprint: a caller that passes the fingerprint it
 was shown is refused when the set has changed since, so nobody confirms deletes they did not
-see. A later change that holds other deletes needs its own confirmation.
+see. A later change that holds other deletes needs its own confirmation, and a confirmation
+holds only under the intent it was shown with (any later edit of desired.yaml supersedes it) and
+for ``core.control.CONFIRM_TTL``.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import time
 from typing import Any
 
 from reconciler.adapters.confirm_file import write_confirmation
@@ -45,8 +47,9 @@ def confirm_deletes(store: IntentEditor, fingerprint: str | None = None) -> dict
             "look again (`tpu-reconciler status`) and confirm what is shown"
         )
     deletes = list(guard.deletes)
-    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    token = write_confirmation(store.state, deletes, now=now)
+    snap = read_snapshot(store)
+    digest = snap.desired.digest if snap is not None else None
+    token = write_confirmation(store.state, deletes, digest=digest, now=time.time())
     return {
         "status": "confirmed",
         "fingerprint": token,

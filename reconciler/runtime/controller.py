@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.adapters.cloud import Cloud
-from reconciler.adapters.confirm_file import read_confirmed
+from reconciler.adapters.confirm_file import clear_spent, read_confirmed
 from reconciler.adapters.files import read_json, write_json
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
+from reconciler.core import control as control_rules
 from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
 from reconciler.core import retry
@@ -251,8 +252,11 @@ class Controller:
             wl.observe(self.memory, desired, observation, probes, now),
         )
         self._workloads_moved(desired, before)
-        confirmed = read_confirmed(self.state)
+        confirmed = read_confirmed(self.state, digest=desired.digest, now=now)
         decided = plan(desired, observation, self.memory, now, windows, confirmed, probes=probes)
+        present = control_rules.present_delete_ids(observation)
+        if clear_spent(self.state, digest=desired.digest, now=now, present=present):
+            self._note("confirm.cleared", slot=None)
         self._note_control(decided)
         if self.history is not None:
             self.history.observe(desired, observation, self.memory, now)
@@ -358,7 +362,7 @@ class Controller:
             if key.startswith(prefix) and not key.endswith(":cloud"):
                 task.cancel()
 
-    def _note(self, kind: str, *, slot: str, **fields: Any) -> None:
+    def _note(self, kind: str, *, slot: str | None, **fields: Any) -> None:
         """An event from an action's task. A write that fails (a full or read-only state disk)
         is logged, never raised: the event log records what was done, and a record that cannot
         be written must not leave the action in ``in_flight`` or its outcome out of memory."""
@@ -702,7 +706,7 @@ class Controller:
         self.memory = mem.observe(self.memory, desired, observation, now)
         probes = await self._probe(desired, observation)
         self.memory = wl.observe(self.memory, desired, observation, probes, now)
-        confirmed = read_confirmed(self.state)
+        confirmed = read_confirmed(self.state, digest=desired.digest, now=now)
         decided = plan(desired, observation, self.memory, now, confirmed=confirmed, probes=probes)
         return PassResult(desired, observation, decided)
 

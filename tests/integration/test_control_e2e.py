@@ -139,8 +139,38 @@ async def test_an_edit_releasing_three_active_tpus_waits_for_confirm(running: Ha
     assert await run_cli(h, "confirm", "0000000000000000") == 1  # not the set shown
     assert deletes(h) == []
     assert await run_cli(h, "confirm", guard["fingerprint"]) == 0
+    confirm_file = h.state.root / "confirm.json"
+    assert confirm_file.stat().st_mode & 0o777 == 0o600
     await h.until("exactly those deleted", lambda: deletes(h) == ["one", "three", "two"])
     await passes(h, 3)
     assert deletes(h) == ["one", "three", "two"]
     assert h.state_of(ZONE, "four") == "ACTIVE"
-    assert (h.state.root / "confirm.json").stat().st_mode & 0o777 == 0o600
+    # Carried out, the confirmation is spent: it can never let a later mass delete through.
+    await h.until("confirmation cleared", lambda: not confirm_file.exists())
+
+
+async def test_an_old_confirmation_never_lets_a_later_mass_delete_through(
+    running: Harness,
+) -> None:
+    """Suspend, release three ACTIVE TPUs, confirm, change your mind (hold all, resume); later
+    release the same three by mistake: the guard holds them again."""
+    h = running
+    names = ("one", "two", "three")
+    held = desired_text(slots(*(entry(n) for n in names)))
+    h.write(held)
+    await h.until("all ACTIVE", lambda: all(h.state_of(ZONE, n) == "ACTIVE" for n in names))
+    assert await run_cli(h, "suspend") == 0
+    released = h.path.read_text().replace("want: held", "want: released")
+    h.write(released)
+    await h.until("guard shown", lambda: bool((h.snapshot().get("plan") or {}).get("guard")))
+    guard = h.snapshot()["plan"]["guard"]
+    assert await run_cli(h, "confirm", guard["fingerprint"]) == 0
+    h.write(held)  # a change of mind: hold them all again ...
+    await passes(h, 2)
+    assert await run_cli(h, "resume") == 0  # ... and act again
+    await h.until("confirmation superseded", lambda: not (h.state.root / "confirm.json").exists())
+    h.write(h.path.read_text().replace("want: held", "want: released"))  # the mistake
+    await h.until("guard shown again", lambda: bool((h.snapshot().get("plan") or {}).get("guard")))
+    await passes(h, 3)
+    assert deletes(h) == []
+    assert all(h.state_of(ZONE, n) == "ACTIVE" for n in names)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -218,10 +219,11 @@ async def test_suspend_resume_and_confirm_deletes(tmp: Path) -> None:
         )
         doc = await call(s, "confirm_deletes", confirm=True, fingerprint=guard["fingerprint"])
     assert doc["status"] == "confirmed" and doc["deletes"] == guard["deletes"]
-    from reconciler.adapters.confirm_file import read_confirmed
+    from reconciler.adapters.confirm_file import confirm_path
     from reconciler.adapters.statedir import StateDir
 
-    assert read_confirmed(StateDir(tmp / "state")) == frozenset(guard["deletes"])
+    confirmed = json.loads(confirm_path(StateDir(tmp / "state")).read_text())
+    assert confirmed["deletes"] == sorted(guard["deletes"])
     assert comments(file.read_text()) == comments(SAMPLE)
 
 

@@ -339,14 +339,44 @@ def test_a_confirmation_does_not_cover_a_recreated_node() -> None:
 
 def test_confirmation_document_must_be_intact() -> None:
     ids = ["z/a@1", "z/b@2", "z/c@3"]
-    good = {"fingerprint": control.fingerprint(ids), "deletes": ids}
-    assert control.confirmed_deletes(good) == frozenset(ids)
-    assert control.confirmed_deletes({**good, "deletes": [*ids, "z/d@4"]}) == frozenset()
-    assert control.confirmed_deletes({"deletes": ids}) == frozenset()
-    assert control.confirmed_deletes([]) == frozenset()
-    assert control.confirmed_deletes({"fingerprint": control.fingerprint([]), "deletes": []}) == (
-        frozenset()
+    good = control.confirmation(ids, digest="d1", now=1000.0)
+    assert control.confirmed_deletes(good, digest="d1", now=1000.0) == frozenset(ids)
+
+    def holds(document: object) -> bool:
+        return bool(control.confirmed_deletes(document, digest="d1", now=1000.0))
+
+    assert not holds({**good, "deletes": [*ids, "z/d@4"]})
+    assert not holds({k: v for k, v in good.items() if k != "fingerprint"})
+    assert not holds([])
+    assert not holds({**good, "expires_at": "tomorrow"})
+    assert not holds({**good, "expires_at": True})
+    assert not holds(control.confirmation([], digest="d1", now=1000.0))
+
+
+def test_a_confirmation_holds_only_under_its_intent_and_for_a_bounded_time() -> None:
+    ids = ["z/a@1", "z/b@2", "z/c@3"]
+    doc = control.confirmation(ids, digest="d1", now=1000.0)
+    assert control.confirmed_deletes(doc, digest="d1", now=1000.0 + 60) == frozenset(ids)
+    # Any later edit of desired.yaml (hold all, resume, ...) supersedes it.
+    assert control.confirmed_deletes(doc, digest="d2", now=1000.0 + 60) == frozenset()
+    assert control.confirmed_deletes(doc, digest=None, now=1000.0 + 60) == frozenset()
+    # Forgotten, it expires.
+    late = 1000.0 + control.CONFIRM_TTL
+    assert control.confirmed_deletes(doc, digest="d1", now=late) == frozenset()
+
+
+def test_a_confirmation_is_spent_once_superseded_expired_or_carried_out() -> None:
+    ids = ["z/a@1", "z/b@2", "z/c@3"]
+    doc = control.confirmation(ids, digest="d1", now=1000.0)
+    present = {"z/a@1", "z/b@2", "z/c@3", "z/e@5"}
+    assert not control.confirmation_spent(doc, digest="d1", now=1001.0, present=present)
+    assert not control.confirmation_spent(doc, digest="d1", now=1001.0, present={"z/c@3"})
+    assert control.confirmation_spent(doc, digest="d1", now=1001.0, present={"z/e@5"})
+    assert control.confirmation_spent(doc, digest="d2", now=1001.0, present=present)
+    assert control.confirmation_spent(
+        doc, digest="d1", now=1000.0 + control.CONFIRM_TTL, present=present
     )
+    assert control.confirmation_spent({"junk": 1}, digest="d1", now=1001.0, present=present)
 
 
 def test_scheduled_releases_are_not_guarded_but_an_edit_making_them_due_is() -> None:

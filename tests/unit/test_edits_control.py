@@ -3,11 +3,17 @@ one line changed, a tampered or stale confirmation confirms nothing."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
-from reconciler.adapters.confirm_file import confirm_path, read_confirmed, write_confirmation
+from reconciler.adapters.confirm_file import (
+    clear_spent,
+    confirm_path,
+    read_confirmed,
+    write_confirmation,
+)
 from reconciler.adapters.files import write_json
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import EditRejected
@@ -43,13 +49,19 @@ def test_suspend_then_resume_changes_one_key_and_keeps_comments(store: IntentEdi
 def test_confirmation_file_is_private_and_checked(tmp_path: Path) -> None:
     state = StateDir(tmp_path / "state")
     ids = ["z/a@1", "z/b@2", "z/c@3"]
-    write_confirmation(state, ids, now="2026-12-01T00:00:00Z")
+    write_confirmation(state, ids, digest="d1", now=1000.0)
     assert confirm_path(state).stat().st_mode & 0o777 == 0o600
-    assert read_confirmed(state) == frozenset(ids)
+    assert read_confirmed(state, digest="d1", now=1001.0) == frozenset(ids)
+    assert read_confirmed(state, digest="d2", now=1001.0) == frozenset()  # another intent
+    assert not clear_spent(state, digest="d1", now=1001.0, present=ids)
+    assert clear_spent(state, digest="d1", now=1001.0, present=[])  # all done: it goes
+    assert not confirm_path(state).exists()
+    write_confirmation(state, ids, digest="d1", now=1000.0)
     write_json(confirm_path(state), {"fingerprint": "0" * 16, "deletes": ids})  # tampered
-    assert read_confirmed(state) == frozenset()
+    assert read_confirmed(state, digest="d1", now=1001.0) == frozenset()
     confirm_path(state).write_text("{not json")
-    assert read_confirmed(state) == frozenset()
+    assert read_confirmed(state, digest="d1", now=1001.0) == frozenset()
+    assert clear_spent(state, digest="d1", now=1001.0, present=ids)
 
 
 def test_confirm_takes_exactly_the_snapshots_guarded_set(store: IntentEditor) -> None:
@@ -63,10 +75,13 @@ def test_confirm_takes_exactly_the_snapshots_guarded_set(store: IntentEditor) ->
              "fingerprint": fingerprint(ids), "command": "tpu-reconciler confirm x"}  # fmt: skip
     store.state.ensure()
     write_json(store.state.status, {
-        "schema_version": "tpu-reconciler.status.v1", "plan": {"guard": guard}
+        "schema_version": "tpu-reconciler.status.v1", "plan": {"guard": guard},
+        "desired": {"file": "desired.yaml", "valid": True, "digest": "d1"},
     })  # fmt: skip
     with pytest.raises(EditRejected, match="changed"):
         confirm_deletes(store, "0123456789abcdef")
     result = confirm_deletes(store, fingerprint(ids))
     assert result["status"] == "confirmed" and result["deletes"] == ids
-    assert read_confirmed(store.state) == frozenset(ids)
+    now = time.time()
+    assert read_confirmed(store.state, digest="d1", now=now) == frozenset(ids)
+    assert read_confirmed(store.state, digest="d0", now=now) == frozenset()
