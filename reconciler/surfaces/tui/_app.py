@@ -419,12 +419,14 @@ class TpuApp(App[int]):
             return
         self.edits_done += 1
         line = _keys.result_line(result.status, result.notes, result.slots)
-        if key == "B":  # the bucket became the race group: start the next one empty
+        if key == "B":
+            # The bucket became the race group: the next one starts empty, and the next B
+            # reads the group as this edit left it (the watcher would, a second on).
             self.bucket = ()
-        # The next key reads the file as this edit left it (the watcher would, a second on).
-        frame = self.full_frame({self.path.name}) if result.status == "changed" else self.frame
-        if frame is not None:
-            self.call_from_thread(self.show, frame)
+            frame = self.full_frame({self.path.name}) if result.status == "changed" else None
+            frame = frame or self.frame
+            if frame is not None:
+                self.call_from_thread(self.show, frame)
         self.call_from_thread(self.say, line)
 
     def _rearmed(self, key: str) -> _keys.Proposal | None:

@@ -285,11 +285,9 @@ def _shorten(cells: tuple[str, ...]) -> tuple[str, ...]:
 def _widths(rows: Collection[tuple[str, ...]], count: int) -> list[int]:
     """Each column's width: its widest cell or its label."""
     widths = [len(label) for label, _ in COLUMNS[:count]]
-    for cells in rows:
-        for i in range(count):
-            width = cell_len(cells[i])
-            if width > widths[i]:
-                widths[i] = width
+    for i, column in enumerate(zip(*rows, strict=False)):
+        if i < count:
+            widths[i] = max(widths[i], max(map(cell_len, column)))
     return widths
 
 
