@@ -668,4 +668,4 @@ def tilde(text: str) -> str:
 
 
 def _haystack(row: SlotRow) -> str:
-    return f"{row.name} {row.zone} {row.accelerator} {row.state} {row.want}".lower()
+    return f"{row.name} {row.zone} {row.accelerator} {row.state} {row.want_cell()}".lower()
