@@ -14,7 +14,9 @@ it explains what it did with ``ctx.note(...)`` in words a user reads. Semantics 
 - ``remove_slot`` deletes the slot's entry (and its race memberships): the slot becomes
   *unmanaged*, never deleted by the controller, unless ``settings.prune`` is on.
 - ``race`` creates or updates a race group. ``exact`` replaces its candidates (removed ones get
-  ``want: released``); otherwise the named slots are added to the existing candidates.
+  ``want: released``); otherwise the named slots are added to the existing candidates. A
+  candidate's ``want`` line goes, but its comment is kept (on the line before), and a note
+  names the comments about that slot that may no longer be true.
 - ``setup`` sets per-slot setup flags; ``rerun`` bumps the slot's setup ``generation``.
 - ``tmux_all`` turns tmux on in ``defaults.setup``; slots that say ``tmux: false`` keep it.
 - Generated slots (from ``generate:``) have no entry of their own: per-slot edits of them are
@@ -321,8 +323,15 @@ def race(ctx: EditContext, *, group: str, slots: list[str], count: int, exact: b
         if spec is not None and not spec.generated:
             entry = slot_entry(ctx, name)
             if "want" in entry:
+                said = _comments_about(ctx, name)
                 ctx.note(f"{name!r}: removed 'want: {entry['want']}' (the group decides now)")
-                del_key(entry, "want")
+                _drop_want(entry)
+                if said:
+                    which, it = ("comment", "it") if len(said) == 1 else ("comments", "them")
+                    ctx.note(
+                        f"{name!r}: kept its {which} {', '.join(map(repr, said))}, but it is no "
+                        f"longer 'want: {spec.want}' (race group {group!r} decides): check {it}"
+                    )
     gi = group_index(ctx, group)
     if gi is None:
         new = CommentedMap()
@@ -343,6 +352,59 @@ def race(ctx: EditContext, *, group: str, slots: list[str], count: int, exact: b
                 append_item(entry["slots"], name)
         set_key(entry, "count", count)
         ctx.note(f"race group {group!r}: {count} winner(s) from {final}")
+
+
+def _inline(m: CommentedMap, key: str) -> str | None:
+    """The comment at the end of ``key``'s line, if any."""
+    slots = m.ca.items.get(key)
+    token = slots[2] if slots and len(slots) > 2 else None
+    if token is None or not str(token.value).startswith("#"):
+        return None
+    return str(token.value).split("\n", 1)[0].rstrip()
+
+
+def _comments_about(ctx: EditContext, name: str) -> list[str]:
+    """The comments that describe slot ``name``'s entry: the full-line ones right above it,
+    the one on its first line and the one on its ``want:`` line."""
+    seq = ctx.root.get("slots")
+    index = slot_index(ctx, name)
+    entry = seq[index]
+    lines = ctx.doc.text.splitlines()
+    first = seq.lc.item(index)[0]
+    above: list[str] = []
+    for line in reversed(lines[:first]):
+        if not line.strip().startswith("#"):
+            break
+        above.insert(0, line.strip())
+    said = list(above)
+    if entry.fa.flow_style():  # ``- {name: ..., want: held}  # ...``: after the mapping
+        head = lines[first] if first < len(lines) else ""
+        tail = head[head.rfind("}") + 1 :] if "}" in head else ""
+        if "#" in tail:
+            said.append(tail[tail.index("#") :].rstrip())
+    else:
+        said += [c for c in (_inline(entry, "name"), _inline(entry, "want")) if c]
+    return said
+
+
+def _drop_want(entry: CommentedMap) -> None:
+    """Delete ``want``, keeping the comment on its line (on the line before it)."""
+    comment = None if entry.fa.flow_style() else _inline(entry, "want")
+    keys = list(entry)
+    before = keys[keys.index("want") - 1] if keys.index("want") > 0 else None
+    del_key(entry, "want")
+    if comment is None or before is None:
+        return
+    slots = entry.ca.items.get(before)
+    token = slots[2] if slots and len(slots) > 2 else None
+    if token is None:
+        width = len(before) + 2 + len(str(entry[before]))
+        entry.yaml_add_eol_comment(comment, before, column=entry.lc.col + width + 2)
+        return
+    value = str(token.value)
+    cut = value.find("\n")
+    head, tail = (value, "") if cut < 0 else (value[:cut], value[cut:])
+    token.value = (f"{head.rstrip()}  {comment}" if head.strip() else comment) + tail
 
 
 def race_zones(

@@ -111,7 +111,8 @@ def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
             "zone": spec.zone,
             "accelerator": spec.accelerator,
             "mode": spec.mode,
-            "want": spec.want,
+            # a race member's group decides for it: said as the TUI's table says it
+            "want": f"race:{spec.race_group}" if spec.race_group else spec.want,
             "race_group": spec.race_group,
             "generated": spec.generated,
             "managed": True,

@@ -117,8 +117,8 @@ async def test_every_edit_changes_the_file_as_intended_and_keeps_comments(tmp: P
         assert desired().slot("spot-v6e8-ew4a-1") is None
         assert any("UNMANAGED" in n for n in doc["notes"])
     kept = comments(file.read_text())
-    # Only the inline comment of big's 'want: held' line went (big joined a race group).
-    assert kept == [c for c in comments(SAMPLE) if c != "# keep it"]
+    # Every comment stays, that of big's removed 'want: held' line too (big joined a race).
+    assert kept == comments(SAMPLE)
 
 
 async def test_invalid_edits_leave_the_file_byte_identical(tmp: Path) -> None:

@@ -106,31 +106,98 @@ async def test_a_holds_every_slot_not_queued_and_leaves_race_candidates(tui, wor
     comments_kept(world)
 
 
-async def test_bucket_race_writes_the_group(tui, world: World) -> None:
-    app, pilot = tui
-    for slot in ("spot-v48-usc2b-2", "spot-v48-usc2b-3"):
+async def fill_bucket(app: TpuApp, pilot: object, *slots: str) -> None:
+    for slot in slots:
         await goto(app, pilot, slot)
-        await pilot.press("b")
-    assert app.bucket == ("spot-v48-usc2b-2", "spot-v48-usc2b-3")
+        await pilot.press("b")  # type: ignore[attr-defined]
+    assert app.bucket == slots
+
+
+def queued(world: World, app: TpuApp) -> None:
+    """The controller's next pass: the held spot-v48-usc2b-2 is queued again."""
+    doc = snapshot(world.path)
+    doc["slots"][2]["state"] = "WAITING_FOR_RESOURCES"
+    world.write_snapshot(doc)
+    app.reload()
+
+
+async def test_B_over_a_held_active_slot_and_a_queued_one_asks_first(tui, world: World) -> None:
+    from reconciler.surfaces.tui._widgets import ConfirmScreen
+
+    app, pilot = tui
+    queued(world, app)
+    await fill_bucket(app, pilot, "od-v48-usc2b-1", "spot-v48-usc2b-2")
+    before = world.path.read_bytes()
     await pilot.press("B")
+    await settle(app, pilot)
+    assert "press B again" in result(app) and "may cancel 2 held or queued" in result(app)
+    assert world.path.read_bytes() == before
+    await pilot.press("B")
+    await settle(app, pilot)
+    assert isinstance(app.screen, ConfirmScreen)
+    question = app.screen.question
+    assert "od-v48-usc2b-1 (ACTIVE, held)" in question
+    assert "spot-v48-usc2b-2 (WAITING_FOR_RESOURCES, held)" in question
+    assert "od-v48-usc2b-1 already runs: it wins at once" in question
+    await pilot.press("n")
+    await settle(app, pilot)
+    # Refused: not a byte changed, nothing audited, the bucket kept for another try.
+    assert world.path.read_bytes() == before and result(app) == "nothing changed"
+    assert not world.state.audit.exists()
+    assert app.bucket == ("od-v48-usc2b-1", "spot-v48-usc2b-2")
+    # Confirmed: the race is written, the bucket is cleared, and the result line says which
+    # comment may no longer be true.
+    await pilot.press("B", "B")
+    await settle(app, pilot)
+    await pilot.press("y")
     await settle(app, pilot)
     desired = world.editor.parse(world.text())
     group = next(g for g in desired.race_groups if g.name == "tui-bucket")
-    assert group.count == 1 and list(group.slots) == ["spot-v48-usc2b-2", "spot-v48-usc2b-3"]
+    assert group.count == 1 and list(group.slots) == ["od-v48-usc2b-1", "spot-v48-usc2b-2"]
+    assert desired.slot("od-v48-usc2b-1").want is None  # the group decides now
+    assert app.bucket == () and "bucket:" not in str(app.query_one("#races").render())
     assert "created race group 'tui-bucket'" in result(app)
+    assert "kept its comment '# on-demand quota'" in result(app)
     comments_kept(world)
-    # b again takes a slot out; B then replaces the group, which releases the dropped one:
-    # that asks for a second press.
-    await goto(app, pilot, "spot-v48-usc2b-2")
-    await pilot.press("b", "B")
+    assert "# on-demand quota" in world.text()
+
+
+async def test_B_refuses_a_bucket_of_mixed_accelerators(tui, world: World) -> None:
+    app, pilot = tui
+    await fill_bucket(app, pilot, "od-v48-usc2b-1", "spot-v6e8-ew4a-1")
+    before = world.path.read_bytes()
+    await pilot.press("B", "B")
     await settle(app, pilot)
-    assert "press B again" in result(app)
+    assert "mixes accelerator types (v4-8: od-v48-usc2b-1; v6e-8: spot-v6e8-ew4a-1)" in result(app)
+    assert app.query_one("#result").has_class("error")
+    assert world.path.read_bytes() == before and not world.state.audit.exists()
+
+
+async def test_B_replacing_the_bucket_group_asks_twice_and_releases_the_dropped(
+    tui, world: World
+) -> None:
+    app, pilot = tui
+    await fill_bucket(app, pilot, "spot-v48-usc2b-2", "spot-v48-usc2b-3")
+    await pilot.press("B", "B")  # spot-v48-usc2b-2 is held: asks twice, then y/n
+    await settle(app, pilot)
+    await pilot.press("y")
+    await settle(app, pilot)
+    desired = world.editor.parse(world.text())
+    assert list(desired.race_groups[-1].slots) == ["spot-v48-usc2b-2", "spot-v48-usc2b-3"]
+    assert app.bucket == ()
+    # A new bucket of one: B replaces the group, which releases the dropped one: that asks
+    # for a second press (nothing in the bucket is held or queued: no y/n).
+    await fill_bucket(app, pilot, "spot-v48-usc2b-3")
+    await pilot.press("B")
+    await settle(app, pilot)
+    assert "press B again" in result(app) and "spot-v48-usc2b-2 are released" in result(app)
     assert "spot-v48-usc2b-2" in world.editor.parse(world.text()).race_groups[-1].slots
     await pilot.press("B")
     await settle(app, pilot)
     desired = world.editor.parse(world.text())
     assert list(desired.race_groups[-1].slots) == ["spot-v48-usc2b-3"]
     assert desired.slot("spot-v48-usc2b-2").want == "released"
+    comments_kept(world)
 
 
 async def test_d_releases_on_the_second_press(tui, world: World) -> None:
@@ -231,6 +298,19 @@ async def test_w_restarts_the_workload_on_the_second_press(tui, world: World) ->
     assert "workload.generation: 1" in result(app)
     comments_kept(world)
     assert "# on every worker" in world.text()
+
+
+async def test_w_on_a_slot_without_a_workload_says_so_at_once(tui, world: World) -> None:
+    app, pilot = tui
+    await goto(app, pilot, "od-v48-usc2b-1")  # no workload in the file
+    before = world.path.read_bytes()
+    await pilot.press("w")
+    await settle(app, pilot)
+    assert result(app).startswith("od-v48-usc2b-1 has no workload: nothing to restart")
+    assert "press w again" not in result(app) and app.query_one("#result").has_class("error")
+    await pilot.press("w")
+    await settle(app, pilot)
+    assert world.path.read_bytes() == before and not world.state.audit.exists()
 
 
 async def test_s_copies_the_tmux_windows_ssh_command(tui, world: World) -> None:
@@ -377,20 +457,184 @@ async def test_filter_narrows_the_table_and_escape_clears_it(tui, world: World) 
     assert table.row_count == 7
 
 
+def lines_of(widget: object) -> list[str]:
+    """What a widget shows now, line by line: its region of the screen as drawn."""
+    app = widget.app  # type: ignore[attr-defined]
+    region = widget.region  # type: ignore[attr-defined]
+    strips = app.screen._compositor.render_strips()
+    return [s.text[region.x : region.right].rstrip() for s in strips[region.y : region.bottom]]
+
+
 async def test_help_lists_every_key_and_q_quits(tui) -> None:
-    from reconciler.surfaces.tui._app import KEYS
-    from reconciler.surfaces.tui._widgets import HelpScreen
+    from reconciler.surfaces.tui._app import HELP, KEYS, NAVIGATION
+    from reconciler.surfaces.tui._widgets import HelpScreen, help_text
 
     app, pilot = tui
     await pilot.press("question_mark")
     await pilot.pause()
     assert isinstance(app.screen, HelpScreen)
     text = "\n".join(str(w.render()) for w in app.screen.query("Static"))
-    for key, what in KEYS:
-        assert f" {key:<3} {what}" in text
+    assert [title for title, _ in HELP] == ["Move", "Act"]
+    for keys in (NAVIGATION, KEYS):
+        assert help_text(keys) in text
+    for key in ("j k", "g G", "c", "B", "w", "r", "?", "q"):
+        assert any(k.startswith(key) for keys in (NAVIGATION, KEYS) for k, _ in keys), key
     await pilot.press("escape")
     await pilot.pause()
     assert not isinstance(app.screen, HelpScreen)
     await pilot.press("q")
     await pilot.pause()
     assert app.return_value == 0
+
+
+async def test_at_80x24_every_key_of_help_is_reachable_by_scrolling(world: World) -> None:
+    from reconciler.surfaces.tui._app import KEYS, NAVIGATION
+    from reconciler.surfaces.tui._widgets import HelpScreen
+
+    app = Run(world).app
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        keys = app.screen.query_one("#help-keys")
+        assert keys.max_scroll_y > 0, "the help fits: this test needs a screen it overflows"
+        seen: list[str] = []
+        for _ in range(200):
+            seen += lines_of(keys)
+            if keys.scroll_y >= keys.max_scroll_y:
+                break
+            await pilot.press("j")
+            await pilot.pause()
+        assert keys.scroll_y == keys.max_scroll_y
+        shown = "\n".join(seen)
+        for key, _ in (*NAVIGATION, *KEYS):
+            assert any(line.startswith(f" {key} ") for line in seen), (key, shown)
+        await pilot.press("g")
+        await pilot.pause()
+        assert keys.scroll_y == 0
+        await pilot.press("G")
+        await pilot.pause()
+        assert keys.scroll_y == keys.max_scroll_y
+        await pilot.press("escape")
+        await pilot.pause()
+        # The footer keeps ? and q on screen at 80 columns.
+        footer = [k for k in app.screen.query("FooterKey") if k.region.right <= 80]
+        labels = {(k.key_display, k.description) for k in footer if k.region.width > 0}  # type: ignore[attr-defined]
+        assert ("?", "help") in labels and ("q", "quit") in labels, labels
+
+
+async def test_j_k_g_G_move_the_cursor(tui) -> None:
+    from reconciler.surfaces.tui._widgets import SlotTable
+
+    app, pilot = tui
+    table = app.query_one(SlotTable)
+    assert table.cursor_row == 0
+    await pilot.press("j", "j")
+    assert table.cursor_row == 2
+    await pilot.press("k")
+    assert table.cursor_row == 1
+    await pilot.press("G")
+    assert table.cursor_row == table.row_count - 1
+    await pilot.press("g")
+    assert table.cursor_row == 0
+
+
+async def test_at_80_columns_zone_stays_and_latency_shows_where_measured(world: World) -> None:
+    from dataclasses import replace
+
+    from reconciler.surfaces.tui._frame import COLUMNS
+    from reconciler.surfaces.tui._widgets import SlotTable
+
+    app = Run(world).app
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.frame is not None
+        # The snapshot's latency_ms (round trip to the zone), where something is held there.
+        rows = tuple(
+            replace(r, latency_ms=139.6) if r.name == "od-v48-usc2b-1" else r
+            for r in app.frame.slots
+        )
+        app.show(replace(app.frame, slots=rows))
+        await pilot.pause()
+        table = app.query_one(SlotTable)
+        header = lines_of(table)[0]
+        assert " zone " in header and " want " in header and " state " in header
+        assert " mode " not in header and " lat " not in header  # left out first
+        assert all(len(line) <= 80 for line in lines_of(table))
+        await pilot.resize_terminal(160, 40)  # type: ignore[attr-defined]
+        await pilot.pause()
+        await pilot.pause()
+        assert [COLUMNS[i][0] for i in table._shown] == [label for label, _ in COLUMNS]
+        assert " lat " in lines_of(table)[0]
+        row = next(line for line in lines_of(table) if "od-v48-usc2b-1" in line)
+        assert "~140ms" in row
+        other = next(line for line in lines_of(table) if "spot-v48-usc2b-3" in line)
+        assert "~140ms" not in other and " - " in other
+
+
+async def test_want_reads_the_race_group_in_the_table_and_in_info(tui) -> None:
+    from reconciler.surfaces.tui._widgets import SlotTable
+
+    app, pilot = tui
+    await goto(app, pilot, "spot-v6e8-ew4a-1")
+    row = next(line for line in lines_of(app.query_one(SlotTable)) if "spot-v6e8-ew4a-1" in line)
+    assert "race:any-v6e-8" in row and " held " not in row
+    await pilot.press("i")
+    await settle(app, pilot)
+    info = str(app.query_one("#info").render())
+    assert "want race:any-v6e-8" in info, info
+
+
+async def test_the_result_line_wraps_instead_of_cutting(world: World) -> None:
+    app = Run(world).app
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await goto(app, pilot, "od-v48-usc2b-1")
+        await pilot.press("c")  # already held: a short line
+        await settle(app, pilot)
+        assert len(lines_of(app.query_one("#result"))) == 1
+        text = "error: " + " ".join(f"word{i}" for i in range(40)) + " — the very end"
+        app.say(text, error=True)
+        await pilot.pause()
+        shown = lines_of(app.query_one("#result"))
+        assert len(shown) > 1 and shown[-1].endswith("the very end"), shown
+        assert " ".join(" ".join(shown).split()) == text
+
+
+async def test_the_logs_pane_reads_again_when_the_node_becomes_reachable(world: World) -> None:
+    from dataclasses import dataclass
+
+    from reconciler.errors import ReconcilerError
+
+    @dataclass(frozen=True)
+    class Line:
+        worker: int
+        attempt: int
+        text: str
+
+    async def source(row):  # type: ignore[no-untyped-def]
+        if row.instance is None:  # as the real source says it
+            raise ReconcilerError(f"{row.name} has no reachable node now (state {row.state})")
+        yield Line(0, 1, f"hello from {row.instance}")
+
+    app = Run(world, log_source=source).app
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await goto(app, pilot, "spot-v48-usc2b-2")  # FAILED: no node
+        await pilot.press("l")
+        await settle(app, pilot)
+        log = app.query_one("#logs")
+
+        def shown() -> str:
+            return "\n".join(str(line.text) for line in log.lines)  # type: ignore[attr-defined]
+
+        assert "no reachable node" in shown()
+        doc = snapshot(world.path)  # the controller's next pass: it is ACTIVE, with a node
+        doc["slots"][2].update(
+            state="ACTIVE", instance="node-3333@77", ips=["34.1.2.20"], node_state="READY"
+        )
+        world.write_snapshot(doc)
+        app.reload()
+        await settle(app, pilot)
+        assert "hello from node-3333@77" in shown(), shown()

@@ -1,6 +1,9 @@
-"""End to end: the TUI in a real tmux pane (private server), a running controller and the
-emulator. Pressing ``c`` on a released slot edits desired.yaml; the controller queues it; the
-TUI, which only watches the snapshot, shows it reach ACTIVE (read with capture-pane)."""
+"""End to end: the TUI in a real tmux pane (private server), read with capture-pane.
+
+With a running controller and the emulator: pressing ``c`` on a released slot edits
+desired.yaml; the controller queues it; the TUI, which only watches the snapshot, shows it
+reach ACTIVE. At 80x24 on a fixed snapshot: ``B`` over a held ACTIVE slot and a queued one
+asks first and, refused, changes nothing; every key of the help is reachable by scrolling."""
 
 from __future__ import annotations
 
@@ -8,12 +11,14 @@ import asyncio
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from reconciler.runtime.lock import ControllerLock
 from tests.fixtures.controller import Harness, desired_text
 from tests.support.cli import CLI_ARGV, ROOT
+from tests.support.tui_world import World, make_world, snapshot
 from tests.support.waiting import eventually
 
 SLOT = "spot-v48-usc2b-1"
@@ -112,3 +117,114 @@ async def test_c_in_the_tui_holds_a_slot_until_active(
         assert await eventually(ended, timeout=10), "q did not end the TUI"
     finally:
         lock.release()
+
+
+def _start_tui(socket: str, world: World, width: int, height: int) -> None:
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "HOME": str(world.path.parent),
+        "PATH": os.environ.get("PATH", ""),
+        "TERM": "xterm-256color",
+    }
+    argv = [
+        *CLI_ARGV,
+        "--file",
+        str(world.path),
+        "--state-dir",
+        str(world.state.root),
+        "tui",
+    ]
+    env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
+    size = ("-x", str(width), "-y", str(height))
+    _tmux(socket, "new-session", "-d", "-s", "tui", *size, *env_args, *argv)
+
+
+async def _changed(socket: str, screen: str, timeout: float = 1.5) -> str | None:
+    """The screen once it differs from ``screen``; None if it stays the same."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = _tmux(socket, "capture-pane", "-p", "-t", "tui")
+        if now != screen:
+            return now
+        await asyncio.sleep(0.05)
+    return None
+
+
+def _inside_box(screen: str) -> list[str]:
+    """The lines of a dialog drawn over the screen: what is between its side borders."""
+    out = []
+    for line in screen.splitlines():
+        if line.count("│") >= 2:
+            out.append(line[line.index("│") + 1 : line.rindex("│")].strip())
+    return out
+
+
+def _keys(socket: str, *keys: str) -> None:
+    for key in keys:  # one at a time, as a person types them
+        _tmux(socket, "send-keys", "-t", "tui", key)
+
+
+async def test_at_80x24_B_asks_first_and_every_key_of_help_is_reachable(
+    tmp_path: Path, tmux_socket: str, tmux_server: object
+) -> None:
+    """The TUI in a real 80x24 terminal, on the snapshot of a world with a held ACTIVE
+    v4-8 and a held queued one: B names both with their states and asks; n changes not a
+    byte. Then ? and j until the help's end: every key it lists was on screen."""
+    from reconciler.surfaces.tui._app import KEYS, NAVIGATION
+
+    world = make_world(tmp_path)
+    doc = snapshot(world.path)
+    doc["slots"][2]["state"] = "WAITING_FOR_RESOURCES"  # spot-v48-usc2b-2, held, queued again
+    world.write_snapshot(doc)
+    before = world.path.read_bytes()
+    _start_tui(tmux_socket, world, 80, 24)
+    screen = await _screen_until(
+        tmux_socket, "the table is on screen", lambda s: "spot-v48-usc2b-2" in s and "? help" in s
+    )
+    footer = screen.rstrip().splitlines()[-1]
+    assert "? help" in footer and "q quit" in footer
+    assert "us-central2-b" in screen  # the zone column stays at 80 columns
+    # The cursor starts on od-v48-usc2b-1 (held, ACTIVE); spot-v48-usc2b-2 is two below.
+    _keys(tmux_socket, "b", "j", "j", "b")
+    await _screen_until(
+        tmux_socket,
+        "both slots are in the bucket",
+        lambda s: "*od-v48-usc2b-1" in s and "*spot-v48-usc2b-2" in s,
+    )
+    _keys(tmux_socket, "B")
+    await _screen_until(tmux_socket, "B asks for a second press", lambda s: "press B again" in s)
+    _keys(tmux_socket, "B")
+    question = await _screen_until(
+        tmux_socket, "B asks y/n", lambda s: "Race? (y/n)" in s and "y: yes" in s
+    )
+    flat = " ".join(question.split())
+    assert "od-v48-usc2b-1 (ACTIVE, held)" in flat
+    assert "spot-v48-usc2b-2 (WAITING_FOR_RESOURCES, held)" in flat
+    _keys(tmux_socket, "n")
+    await _screen_until(tmux_socket, "the answer is shown", lambda s: "nothing changed" in s)
+    assert world.path.read_bytes() == before
+    assert not world.state.audit.exists()
+
+    _keys(tmux_socket, "?")
+    seen: set[str] = set()
+    screen = await _screen_until(tmux_socket, "the help is open", lambda s: "escape closes" in s)
+    for _ in range(80):
+        seen.update(_inside_box(screen))
+        _keys(tmux_socket, "j")
+        moved = await _changed(tmux_socket, screen)
+        if moved is None:  # j moves no more: the end of the list
+            break
+        screen = moved
+    for key, what in (*NAVIGATION, *KEYS):
+        assert any(line.startswith(key) and what[:20] in line for line in seen), (key, seen)
+    _keys(tmux_socket, "escape")  # (alone: an escape followed at once by q reads as alt+q)
+    await _screen_until(tmux_socket, "the help is closed", lambda s: "escape closes" not in s)
+    _keys(tmux_socket, "q")
+
+    def ended() -> bool:
+        listed = subprocess.run(
+            ["tmux", "-L", tmux_socket, "list-sessions"], capture_output=True, text=True
+        )
+        return "tui" not in listed.stdout
+
+    assert await eventually(ended, timeout=10), "q did not end the TUI"

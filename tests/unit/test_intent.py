@@ -205,8 +205,11 @@ def test_race_creates_a_group_and_strips_want(store: IntentEditor) -> None:
     assert group(store, "pair").slots == ("big", "small")
     assert slot(store, "big").want is None and slot(store, "big").race_group == "pair"
     assert any("removed 'want: held'" in n for n in result.notes)
-    # Only the inline comment of the removed 'want: held' line goes.
-    assert comments(text(store)) == [c for c in comments(SAMPLE) if c != "# keep it"]
+    # The removed 'want: held' line's comment stays (on the line before), and a note says
+    # it may no longer be true.
+    assert comments(text(store)) == comments(SAMPLE)
+    assert "    accelerator: v6e-64  # keep it\n" in text(store)
+    assert any("kept its comments '# the big one', '# keep it'" in n for n in result.notes)
 
 
 def test_race_exact_drops_candidates_only_when_confirmed(store: IntentEditor) -> None:

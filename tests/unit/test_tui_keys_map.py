@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from reconciler.surfaces.tui import _keys
-from reconciler.surfaces.tui._frame import Frame, RaceRow, SlotRow
+from reconciler.surfaces.tui._frame import (
+    COLUMNS,
+    Frame,
+    RaceRow,
+    SlotRow,
+    fit_columns,
+    format_latency,
+)
 
 
 def frame(*slots: SlotRow, races: tuple[RaceRow, ...] = ()) -> Frame:
@@ -35,20 +42,97 @@ def test_release_asks_twice_and_a_running_tpu_also_asks_yes_no() -> None:
     assert again.twice is None and not again.confirmed
 
 
-def test_bucket_race_replacing_candidates_asks_twice() -> None:
-    first = _keys.race_bucket(frame(PARKED, ACTIVE), ["parked", "busy"])
+def test_bucket_race_of_idle_slots_applies_at_once() -> None:
+    spare = SlotRow("spare", accelerator="v4-8", state="NOT_QUEUED", want="released")
+    idle = SlotRow("idle", accelerator="v4-8", state="NOT_QUEUED")
+    first = _keys.race_bucket(frame(spare, idle), ["spare", "idle"])
     assert first.edit.args == {
         "group": _keys.BUCKET_GROUP,
-        "slots": ["parked", "busy"],
+        "slots": ["spare", "idle"],
         "count": 1,
         "exact": True,
     }
-    assert first.twice is None and not first.confirmed
-    group = RaceRow(_keys.BUCKET_GROUP, 1, (), ("parked", "busy"))
-    smaller = _keys.race_bucket(frame(PARKED, ACTIVE, races=(group,)), ["parked"])
-    assert smaller.twice and "busy are released" in smaller.twice and smaller.confirmed
+    assert first.twice is None and first.ask is None and not first.confirmed
     with pytest.raises(_keys.Refusal, match="bucket is empty"):
         _keys.race_bucket(frame(PARKED), [])
+
+
+def test_bucket_race_over_held_or_queued_slots_asks_twice_then_yes_no_naming_them() -> None:
+    held = SlotRow("held-v48", accelerator="v4-8", state="ACTIVE", want="held")
+    queued = SlotRow("queued-v48", accelerator="v4-8", state="WAITING_FOR_RESOURCES")
+    spare = SlotRow("spare-v48", accelerator="v4-8", state="NOT_QUEUED", want="released")
+    bucket = ["held-v48", "queued-v48", "spare-v48"]
+    proposal = _keys.race_bucket(frame(held, queued, spare), bucket)
+    assert proposal.confirmed and proposal.twice and "may cancel 2 held or queued" in proposal.twice
+    assert proposal.ask is not None
+    assert "held-v48 (ACTIVE, held)" in proposal.ask
+    assert "queued-v48 (WAITING_FOR_RESOURCES)" in proposal.ask
+    assert "spare-v48" not in proposal.ask.split("cancelled:")[1]  # nothing of it is at stake
+    assert "held-v48 already runs: it wins at once" in proposal.ask
+
+
+def test_bucket_race_of_mixed_accelerators_is_refused() -> None:
+    v4 = SlotRow("a-v48", accelerator="v4-8", state="ACTIVE", want="held")
+    v6 = SlotRow("b-v6e8", accelerator="v6e-8", state="WAITING_FOR_RESOURCES", want="held")
+    mixed = r"mixes accelerator types \(v4-8: a-v48; v6e-8: b-v6e8\)"
+    with pytest.raises(_keys.Refusal, match=mixed):
+        _keys.race_bucket(frame(v4, v6), ["a-v48", "b-v6e8"])
+
+
+def test_bucket_race_replacing_candidates_asks_twice() -> None:
+    spare = SlotRow("spare", accelerator="v4-8", state="NOT_QUEUED", want="released")
+    idle = SlotRow("idle", accelerator="v4-8", state="NOT_QUEUED", race_group=_keys.BUCKET_GROUP)
+    group = RaceRow(_keys.BUCKET_GROUP, 1, (), ("spare", "idle"))
+    smaller = _keys.race_bucket(frame(spare, idle, races=(group,)), ["spare"])
+    assert smaller.twice and "idle are released" in smaller.twice and smaller.confirmed
+    assert smaller.ask is None  # nothing held or queued: the second press is the confirmation
+
+
+def test_w_on_a_slot_without_a_workload_is_refused_at_once() -> None:
+    with pytest.raises(_keys.Refusal, match="busy has no workload: nothing to restart"):
+        _keys.restart_workload(frame(ACTIVE), ACTIVE)
+    running = SlotRow("runs", state="ACTIVE", want="held", workload="running")
+    proposal = _keys.restart_workload(frame(running), running)
+    assert proposal.twice and "press w again" in proposal.twice
+    assert proposal.edit.args == {"name": "runs"}
+
+
+def test_want_reads_the_race_group_for_a_race_member() -> None:
+    assert CANDIDATE.want_cell() == "race:g"
+    assert ACTIVE.want_cell() == "held" and STRAY.want_cell() == "unmanaged"
+    assert SlotRow("x", want="").want_cell() == "-"
+
+
+def test_latency_comes_from_the_snapshots_optional_field() -> None:
+    from types import SimpleNamespace
+
+    from reconciler.surfaces.tui._frame import _latency
+
+    assert _latency(SimpleNamespace(latency_ms=139.6)) == 139.6  # type: ignore[arg-type]
+    assert _latency(SimpleNamespace(latency_ms=None)) is None  # type: ignore[arg-type]
+    assert _latency(SimpleNamespace()) is None  # type: ignore[arg-type]  # an older snapshot
+
+
+def test_latency_cells() -> None:
+    assert format_latency(None) == "-"
+    assert format_latency(139.6) == "~140ms"
+    assert format_latency(1234.0) == "~1.2s"
+    assert format_latency(float("nan")) == "-"
+    cells = SlotRow("x", latency_ms=42.0).cells(0.0)
+    assert cells[[key for _, key in COLUMNS].index("latency")] == "~42ms"
+
+
+def test_a_narrow_table_keeps_zone_and_leaves_out_others_first() -> None:
+    keys = [key for _, key in COLUMNS]
+    widths = [18, 14, 6, 6, 4, 14, 12, 6, 10, 2, 7, 10, 6]
+    assert len(widths) == len(COLUMNS)
+    assert fit_columns(widths, 200) == tuple(range(len(COLUMNS)))
+    at_80 = [keys[i] for i in fit_columns(widths, 78)]
+    assert at_80[:2] == ["slot", "zone"] and "want" in at_80 and "state" in at_80
+    assert sum(widths[keys.index(k)] + 2 for k in at_80) <= 78
+    assert "mode" not in at_80 and "latency" not in at_80
+    at_120 = [keys[i] for i in fit_columns(widths, 118)]
+    assert "zone" in at_120 and "latency" in at_120 and "mode" not in at_120
 
 
 def test_bucket_toggles_and_unmanaged_slots_are_refused() -> None:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import ContentSwitcher, Footer, Input, RichLog, Static
@@ -52,11 +52,18 @@ if TYPE_CHECKING:
 
 PANES: Final = ("plan", "events", "logs", "info")
 TABLE_EVERY: Final = 30  # seconds between redraws of all the ages in the table
+NAVIGATION: Final = (
+    ("j k ↓ ↑", "next / previous slot"),
+    ("g G", "first / last slot (also home / end)"),
+    ("pgdn pgup", "a page down / up"),
+    ("→ ←", "scroll the table sideways (a narrow one leaves columns out: i shows all)"),
+    ("/", "filter the slots (escape clears)"),
+)
 KEYS: Final = (
     ("c", "hold the slot (want: held)"),
     ("a", "hold every slot not queued (race candidates are left to their group)"),
     ("b", "put the slot in the bucket, or take it out"),
-    ("B", f"race the bucket: race group {_keys.BUCKET_GROUP}, 1 winner"),
+    ("B", f"race the bucket: {_keys.BUCKET_GROUP}, 1 winner, 1 accelerator type (asks first)"),
     ("d", "release the slot (twice; a running TPU also asks y/n)"),
     ("x", "close the slot's tmux window (twice)"),
     ("o", "open a tmux window for the slot (setup tmux: true)"),
@@ -64,16 +71,16 @@ KEYS: Final = (
     ("S", "run setup again (setup generation + 1)"),
     ("t", "save the Tailscale auth key (masked; into the secret store)"),
     ("T", "turn Tailscale on for the slot"),
-    ("w", "restart the slot's workload (twice)"),
+    ("w", "restart the slot's workload (twice; a slot without one says so)"),
     ("i", "info pane: IPs per worker, create time, last error, SSH"),
     ("l", "logs pane: every worker of the slot's workload, following"),
     ("p", "plan pane: the controller's next actions"),
     ("e", "events pane: the event log's tail"),
-    ("/", "filter the slots (escape clears)"),
     ("r", "reload now"),
     ("?", "this help"),
     ("q", "quit"),
 )
+HELP: Final = (("Move", NAVIGATION), ("Act", KEYS))
 
 CSS: Final = """
 Screen { layout: vertical; }
@@ -86,11 +93,12 @@ Screen { layout: vertical; }
 #pane > * { height: 1fr; padding: 0 1; }
 #filter { display: none; height: 1; border: none; padding: 0 1; }
 #filter.shown { display: block; }
-#result { height: 1; padding: 0 1; background: $boost; }
+#result { height: auto; max-height: 5; padding: 0 1; background: $boost; }
 #result.error { color: $error; }
 ModalScreen { align: center middle; }
 #dialog { width: 72; max-width: 95%; height: auto; max-height: 90%; border: round $primary;
           background: $surface; padding: 0 1; }
+#help-keys { height: auto; max-height: 70vh; }
 .title { text-style: bold; }
 .hint { color: $text-muted; }
 """
@@ -104,7 +112,9 @@ class TpuApp(App[int]):
     CSS = CSS
     TITLE = "tpu-reconciler"
     ENABLE_COMMAND_PALETTE = False  # every action has its key (?); saves start-up work
-    BINDINGS: ClassVar[list[BindingType]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [  # the footer shows them in this order
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit_app", "quit"),
         Binding("c", "hold", "hold"),
         Binding("a", "hold_all", "hold all", show=False),
         Binding("b", "bucket", "bucket"),
@@ -123,8 +133,6 @@ class TpuApp(App[int]):
         Binding("e", "pane('events')", "events"),
         Binding("slash", "filter", "filter", key_display="/"),
         Binding("r", "reload", "reload", show=False),
-        Binding("question_mark", "help", "help", key_display="?"),
-        Binding("q", "quit_app", "quit"),
         Binding("escape", "clear_filter", show=False),
     ]
 
@@ -160,7 +168,7 @@ class TpuApp(App[int]):
         self.pane = "plan"
         self._armed: tuple[str, str | None, float, Any] | None = None
         self._stop = asyncio.Event()
-        self._logs_for: str | None = None
+        self._logs_for: tuple[str | None, str | None, tuple[str, ...]] | None = None
         self._info_for: tuple[str | None, float] | None = None
         self._shown_header = ""
         self._parsed: Parsed | None = None
@@ -206,7 +214,7 @@ class TpuApp(App[int]):
             yield RichLog(id="logs", max_lines=5000, wrap=False, auto_scroll=True)
             yield Static(id="info")
         yield Input(placeholder="filter: part of a slot, zone, accelerator or state", id="filter")
-        yield Static("? for help", id="result")
+        yield Static("? for help", id="result", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -221,8 +229,8 @@ class TpuApp(App[int]):
             self.set_interval(1.0, self._tick)
             self._watch()
 
-    def on_resize(self) -> None:
-        self.query_one(SlotTable).relayout()
+    def on_resize(self, event: events.Resize) -> None:
+        self.query_one(SlotTable).relayout(event.size.width)
 
     def _colour(self, name: str) -> str:
         if not name:
@@ -411,6 +419,14 @@ class TpuApp(App[int]):
             return
         self.edits_done += 1
         line = _keys.result_line(result.status, result.notes, result.slots)
+        if key == "B":
+            # The bucket became the race group: the next one starts empty, and the next B
+            # reads the group as this edit left it (the watcher would, a second on).
+            self.bucket = ()
+            frame = self.full_frame({self.path.name}) if result.status == "changed" else None
+            frame = frame or self.frame
+            if frame is not None:
+                self.call_from_thread(self.show, frame)
         self.call_from_thread(self.say, line)
 
     def _rearmed(self, key: str) -> _keys.Proposal | None:
@@ -470,7 +486,7 @@ class TpuApp(App[int]):
         self._edit_key("T", lambda: _keys.tailscale_on(self.selected))
 
     def action_restart_workload(self) -> None:
-        self._edit_key("w", lambda: _keys.restart_workload(self.selected))
+        self._edit_key("w", lambda: _keys.restart_workload(self.frame, self.selected))
 
     # -- keys that act locally -------------------------------------------------------------
     def action_close_tmux(self) -> None:
@@ -559,9 +575,14 @@ class TpuApp(App[int]):
             if self._info_for != (slot, stamp):
                 self._info_for = (slot, stamp)
                 self._load_info(slot)
-        elif self.pane == "logs" and slot != self._logs_for:
-            self._logs_for = slot
-            self._follow_logs(self.selected)
+        elif self.pane == "logs":
+            # Follow again when the slot's node changes: it became reachable (the pane said
+            # there was none), or a new one replaced it.
+            row = self.selected
+            key = (slot, row.instance, row.ips) if row is not None else (slot, None, ())
+            if key != self._logs_for:
+                self._logs_for = key
+                self._follow_logs(row)
 
     @work(exclusive=True, group="info", thread=True)
     def _load_info(self, slot: str | None) -> None:
@@ -627,7 +648,7 @@ class TpuApp(App[int]):
         self.say("reloaded")
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(KEYS))
+        self.push_screen(HelpScreen(HELP))
 
     def action_quit_app(self) -> None:
         self._stop.set()
@@ -647,4 +668,4 @@ def tilde(text: str) -> str:
 
 
 def _haystack(row: SlotRow) -> str:
-    return f"{row.name} {row.zone} {row.accelerator} {row.state} {row.want}".lower()
+    return f"{row.name} {row.zone} {row.accelerator} {row.state} {row.want_cell()}".lower()

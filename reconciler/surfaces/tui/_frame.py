@@ -84,10 +84,18 @@ class SlotRow:
     generated: bool = False
     create_time: str | None = None
     last_error: str | None = None
+    latency_ms: float | None = None  # round trip to the slot's zone, when something is held there
 
     @property
     def running(self) -> bool:
         return self.state in RUNNING
+
+    def want_cell(self) -> str:
+        """What the slot wants, as every view says it: a race member's group decides for it
+        (``race:GROUP``), a slot of its own says ``held`` / ``released``."""
+        if self.race_group:
+            return f"race:{self.race_group}"
+        return self.want or ("-" if self.managed else "unmanaged")
 
     def setup_cell(self) -> str:
         """The worst state among the enabled setup steps; ``-`` when none is on."""
@@ -107,9 +115,10 @@ class SlotRow:
         return (
             self.name,
             self.zone,
+            format_latency(self.latency_ms),
             self.accelerator,
             {"on-demand": "od", "reserved": "res"}.get(self.mode, self.mode),
-            self.want or ("-" if self.managed else "unmanaged"),
+            self.want_cell(),
             self.state,
             format_duration(now - self.since) if self.since is not None else "",
             self.node or "-",
@@ -123,6 +132,7 @@ class SlotRow:
 COLUMNS: Final = (
     ("slot", "slot"),
     ("zone", "zone"),
+    ("lat", "latency"),
     ("accel", "accelerator"),
     ("mode", "mode"),
     ("want", "want"),
@@ -134,6 +144,46 @@ COLUMNS: Final = (
     ("workload", "workload"),
     ("tmux", "tmux"),
 )
+
+
+#: Columns a narrow table leaves out, first to last, until the rest fit: the slot's name
+#: carries mode and accelerator, and the info pane shows everything. Slot, zone, want and
+#: state are always shown.
+DROP_ORDER: Final = (
+    "mode",
+    "node",
+    "accelerator",
+    "tmux",
+    "workers",
+    "latency",
+    "setup",
+    "workload",
+    "for",
+)
+#: Long states shortened in a narrow table (the info pane says them in full).
+NARROW_STATES: Final = {"WAITING_FOR_RESOURCES": "WAITING"}
+
+
+def format_latency(ms: float | None) -> str:
+    """``~140ms`` (``~1.2s`` from a second on); ``-`` when nothing is held in the zone."""
+    if ms is None or ms != ms or ms < 0:
+        return "-"
+    if ms >= 1000:
+        return f"~{ms / 1000:.1f}s"
+    return f"~{ms:.0f}ms"
+
+
+def fit_columns(widths: Sequence[int], room: int) -> tuple[int, ...]:
+    """Which columns (indexes into ``COLUMNS``) to show in ``room`` cells, given each
+    column's widest cell: all of them when they fit, else without the ``DROP_ORDER``
+    columns, one at a time, until the rest fit (each column takes its width + 2)."""
+    shown = list(range(len(COLUMNS)))
+    keys = [key for _, key in COLUMNS]
+    for key in DROP_ORDER:
+        if sum(widths[i] + 2 for i in shown) <= room:
+            break
+        shown.remove(keys.index(key))
+    return tuple(shown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +288,7 @@ def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
         generated=bool(spec.generated) if spec is not None else False,
         create_time=_text(slot.create_time) or None,
         last_error=_text(slot.last_error) or None,
+        latency_ms=slot.latency_ms,
     )
 
 

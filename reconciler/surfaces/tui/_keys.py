@@ -84,22 +84,93 @@ def toggle_bucket(bucket: Sequence[str], row: SlotRow | None) -> tuple[str, ...]
     return (*bucket, name)
 
 
+#: States of a slot whose queued resource exists: a race that another candidate wins cancels
+#: it (a queued request loses its place in the queue, a running TPU is deleted).
+QUEUED: Final = frozenset(
+    {
+        "ACCEPTED",
+        "CREATING",
+        "WAITING_FOR_RESOURCES",
+        "WAITING",
+        "PROVISIONING",
+        "ACTIVE",
+        "SUSPENDING",
+        "SUSPENDED",
+    }
+)
+
+
+def at_stake(row: SlotRow) -> bool:
+    """A race may cancel this slot: it is held, or its request is queued or running."""
+    return (row.want == "held" and row.race_group is None) or row.state in QUEUED
+
+
+def _stake(row: SlotRow) -> str:
+    held = ", held" if row.want == "held" and row.race_group is None else ""
+    group = f", in race {row.race_group}" if row.race_group else ""
+    return f"{row.name} ({row.state}{held}{group})"
+
+
+def _candidates(frame: Frame, group: str) -> tuple[str, ...]:
+    """The group's candidates as the file says them (the snapshot's until it is parsed)."""
+    if frame.desired is not None:
+        found = next((g for g in frame.desired.race_groups if g.name == group), None)
+        return tuple(found.slots) if found is not None else ()
+    race = next((g for g in frame.races if g.name == group), None)
+    return race.candidates if race is not None else ()
+
+
 def race_bucket(frame: Frame, bucket: Sequence[str]) -> Proposal:
     """``B``: the bucket's slots race in ``tui-bucket`` for one winner (replacing its
-    candidates when it exists; dropped candidates are released, so that asks twice)."""
-    known = [n for n in bucket if frame.slot(n) is not None]
-    if not known:
+    candidates when it exists; dropped candidates are released).
+
+    Refused when the bucket mixes accelerator types (one winner of one kind: a v4-8 and a
+    v6e-8 are not the same capacity). When a slot in it is held or queued, the race may cancel
+    it — a queued request loses its place, a running TPU is deleted, and a running candidate
+    wins at once — so ``B`` then asks twice and then y/n, naming those slots and states (as
+    ``d`` does for a running TPU)."""
+    rows = [r for r in (frame.slot(n) for n in bucket) if r is not None]
+    if not rows:
         raise Refusal("the bucket is empty: press b on slots to put them in it")
-    edit = _edit("race", {"group": BUCKET_GROUP, "slots": known, "count": 1, "exact": True})
-    group = next((g for g in frame.races if g.name == BUCKET_GROUP), None)
-    dropped = [c for c in group.candidates if c not in known] if group else []
-    if dropped:
-        return Proposal(
-            edit,
-            twice=f"press B again to replace {BUCKET_GROUP}: {', '.join(dropped)} are released",
-            confirmed=True,
+    kinds: dict[str, list[str]] = {}
+    for row in rows:
+        kinds.setdefault(row.accelerator or "?", []).append(row.name)
+    if len(kinds) > 1:
+        mixed = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in kinds.items())
+        raise Refusal(
+            f"the bucket mixes accelerator types ({mixed}): a race keeps one winner of one "
+            "kind; take the others out with b"
         )
-    return Proposal(edit)
+    known = [r.name for r in rows]
+    edit = _edit("race", {"group": BUCKET_GROUP, "slots": known, "count": 1, "exact": True})
+    dropped = [c for c in _candidates(frame, BUCKET_GROUP) if c not in known]
+    stakes = [r for r in rows if at_stake(r)]
+    if not stakes and not dropped:
+        return Proposal(edit)
+    lines = [f"Race {len(known)} slot(s) in {BUCKET_GROUP} for 1 winner?"]
+    if stakes:
+        running = [r.name for r in rows if r.running]
+        if running:
+            lines.append(
+                f"{', '.join(running)} already runs: it wins at once, and the race cancels "
+                "every other candidate's request."
+            )
+        else:
+            lines.append("The first to reach PROVISIONING wins; the others are cancelled.")
+        lines.append("Held or queued now, so it may be cancelled:")
+        lines.extend(f"  {_stake(r)}" for r in stakes)
+    if dropped:
+        lines.append(f"Dropped from {BUCKET_GROUP} and released: {', '.join(dropped)}")
+    lines.append("Race? (y/n)")
+    cancels = f"it may cancel {len(stakes)} held or queued slot(s)" if stakes else ""
+    releases = f"{', '.join(dropped)} are released" if dropped else ""
+    why = "; ".join(x for x in (cancels, releases) if x)
+    return Proposal(
+        edit,
+        twice=f"press B again to race the bucket in {BUCKET_GROUP}: {why}",
+        ask="\n".join(lines) if stakes else None,
+        confirmed=True,
+    )
 
 
 def release(row: SlotRow | None) -> Proposal:
@@ -129,10 +200,19 @@ def tailscale_on(row: SlotRow | None) -> Proposal:
     return Proposal(_edit("setup", {"name": _slot(row).name, "tailscale": True}))
 
 
-def restart_workload(row: SlotRow | None) -> Proposal:
+def restart_workload(frame: Frame | None, row: SlotRow | None) -> Proposal:
+    """``w``: a slot without a workload is refused at once (the file decides; until it is
+    parsed, the snapshot's workload cell)."""
     from reconciler.errors import EditRejected
 
     slot = _slot(row)
+    spec = frame.desired.slot(slot.name) if frame is not None and frame.desired else None
+    has = spec.workload is not None if spec is not None else bool(slot.workload)
+    if not has:
+        raise Refusal(
+            f"{slot.name} has no workload: nothing to restart (give it one with "
+            f"`tpu-reconciler workload set {slot.name} --command ...`)"
+        )
     try:
         edit = _edit("restart_workload", {"name": slot.name})
     except EditRejected:  # this install has no workload edits

@@ -7,7 +7,7 @@ meaning (``_keys`` and ``_app`` do).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, ClassVar, Final
 
 from rich.cells import cell_len
@@ -15,7 +15,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.screen import ModalScreen
@@ -23,7 +23,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input, Static
 
-from reconciler.surfaces.tui._frame import COLUMNS, SlotRow
+from reconciler.surfaces.tui._frame import COLUMNS, NARROW_STATES, SlotRow, fit_columns
 
 #: Which theme colour each slot state is drawn in (resolved against the theme: dark or light).
 STATE_COLOURS: Final = {
@@ -39,11 +39,6 @@ STATE_COLOURS: Final = {
     "DELETING": "warning",
 }
 SETUP_COLOURS: Final = {"failed": "error", "pending": "warning", "done": "success"}
-#: Below this width the table leaves out these columns.
-NARROW_BELOW: Final = 130
-NARROW_HIDDEN: Final = ("zone", "accelerator", "mode", "node")
-#: Long states shortened in a narrow table (the info pane says them in full).
-NARROW_STATES: Final = {"WAITING_FOR_RESOURCES": "WAITING"}
 _STATE: Final = next(i for i, (_, key) in enumerate(COLUMNS) if key == "state")
 _SETUP: Final = next(i for i, (_, key) in enumerate(COLUMNS) if key == "setup")
 _FOR: Final = next(i for i, (_, key) in enumerate(COLUMNS) if key == "for")
@@ -55,7 +50,9 @@ class SlotTable(ScrollView, can_focus=True):
     A line widget: only the lines on screen are drawn, each straight from its cells, so a
     1,000-slot table costs what its visible lines cost, and a controller pass that changes
     one slot redraws one line. ``show`` keeps the cursor on the slot it was on when rows come
-    and go; the arrow, page, home and end keys move it (left/right scroll sideways).
+    and go; the arrow, page, home and end keys move it, and so do k9s's ``j`` ``k`` ``g``
+    ``G`` (left/right scroll sideways). A narrow terminal leaves out the columns of
+    ``DROP_ORDER`` (zone stays) until the rest fit.
     """
 
     DEFAULT_CSS = """
@@ -67,12 +64,12 @@ class SlotTable(ScrollView, can_focus=True):
     """
     COMPONENT_CLASSES: ClassVar[set[str]] = {"slot-table--header", "slot-table--cursor"}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "move(-1)", show=False),
-        Binding("down", "move(1)", show=False),
+        Binding("up,k", "move(-1)", show=False),
+        Binding("down,j", "move(1)", show=False),
         Binding("pageup", "page(-1)", show=False),
         Binding("pagedown", "page(1)", show=False),
-        Binding("home", "move_to(0)", show=False),
-        Binding("end", "move_to(-1)", show=False),
+        Binding("home,g", "move_to(0)", show=False),
+        Binding("end,G", "move_to(-1)", show=False),
         Binding("left", "scroll_left", show=False),
         Binding("right", "scroll_right", show=False),
     ]
@@ -89,6 +86,7 @@ class SlotTable(ScrollView, can_focus=True):
         self._names: list[str] = []
         self._index: dict[str, int] = {}
         self._cells: dict[str, tuple[str, ...]] = {}
+        self._full: dict[str, tuple[str, ...]] = {}  # the cells before a narrow table's cuts
         self._shown: tuple[int, ...] = ()  # indexes into COLUMNS of the columns on screen
         self._widths: list[int] = []
         self.cursor_row = 0
@@ -111,22 +109,27 @@ class SlotTable(ScrollView, can_focus=True):
     def get_row_index(self, name: str) -> int:
         return self._index[name]
 
-    def _columns_for(self, width: int) -> tuple[int, ...]:
-        """Every column; in a narrow terminal without zone, accelerator, mode and node (the
-        slot's name carries the first three, the info pane shows them all)."""
-        hidden = NARROW_HIDDEN if width < NARROW_BELOW else ()
-        return tuple(i for i, (_, key) in enumerate(COLUMNS) if key not in hidden)
+    def _fit(
+        self, full: dict[str, tuple[str, ...]], width: int | None = None
+    ) -> tuple[tuple[int, ...], bool]:
+        """The columns that fit the screen (``width``: the screen's, when it is changing),
+        and whether states are shortened (when any column is left out)."""
+        room = max(1, (width or self.app.size.width) - 2)  # the vertical scrollbar
+        shown = fit_columns(_widths(full.values(), len(COLUMNS)), room)
+        if len(shown) == len(COLUMNS):
+            return shown, False
+        short = {n: _shorten(cells) for n, cells in full.items()}
+        return fit_columns(_widths(short.values(), len(COLUMNS)), room), True
 
     def show(self, rows: Sequence[SlotRow], now: float, bucket: Sequence[str]) -> None:
         marked = set(bucket)
-        shown = self._columns_for(self.app.size.width)
-        short = NARROW_STATES if len(shown) < len(COLUMNS) else {}
-        table: dict[str, tuple[str, ...]] = {}
+        full: dict[str, tuple[str, ...]] = {}
         for row in rows:
             cells = row.cells(now)
-            mark = "*" if row.name in marked else " "
-            state = short.get(cells[_STATE], cells[_STATE])
-            table[row.name] = (mark + cells[0], *cells[1:_STATE], state, *cells[_STATE + 1 :])
+            full[row.name] = (("*" if row.name in marked else " ") + cells[0], *cells[1:])
+        self._full = full
+        shown, short = self._fit(full)
+        table = {n: _shorten(c) for n, c in full.items()} if short else full
         if list(table) == self._names and shown == self._shown:
             self._update(table)
         else:
@@ -154,7 +157,11 @@ class SlotTable(ScrollView, can_focus=True):
         for row in rows:
             old = self._cells.get(row.name)
             if old is not None:
-                table[row.name] = (*old[:_FOR], row.cells(now)[_FOR], *old[_FOR + 1 :])
+                age = row.cells(now)[_FOR]
+                table[row.name] = (*old[:_FOR], age, *old[_FOR + 1 :])
+                full = self._full.get(row.name)
+                if full is not None:
+                    self._full[row.name] = (*full[:_FOR], age, *full[_FOR + 1 :])
         self._update(table)
 
     def _rebuild(self, table: dict[str, tuple[str, ...]], shown: tuple[int, ...]) -> None:
@@ -174,11 +181,13 @@ class SlotTable(ScrollView, can_focus=True):
         if self.selected != keep:
             self.post_message(self.Highlighted(self.selected))
 
-    def relayout(self) -> None:
-        """After a resize: rebuild when the set of columns that fit changed."""
-        shown = self._columns_for(self.app.size.width)
+    def relayout(self, width: int) -> None:
+        """After a resize to ``width`` columns: rebuild when the set of columns that fit
+        changed."""
+        shown, short = self._fit(self._full, width)
         if shown != self._shown:
-            self._rebuild(self._cells, shown)
+            table = {n: _shorten(c) for n, c in self._full.items()} if short else self._full
+            self._rebuild(table, shown)
 
     def _measure(self) -> list[int]:
         widths = [len(COLUMNS[i][0]) for i in self._shown]
@@ -268,22 +277,71 @@ class SlotTable(ScrollView, can_focus=True):
         return line.extend_cell_length(width, base).crop(0, width)
 
 
-class HelpScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "close")]
+def _shorten(cells: tuple[str, ...]) -> tuple[str, ...]:
+    state = NARROW_STATES.get(cells[_STATE], cells[_STATE])
+    return (*cells[:_STATE], state, *cells[_STATE + 1 :])
 
-    def __init__(self, keys: Sequence[tuple[str, str]]) -> None:
+
+def _widths(rows: Collection[tuple[str, ...]], count: int) -> list[int]:
+    """Each column's width: its widest cell or its label."""
+    widths = [len(label) for label, _ in COLUMNS[:count]]
+    for i, column in enumerate(zip(*rows, strict=False)):
+        if i < count:
+            widths[i] = max(widths[i], max(map(cell_len, column)))
+    return widths
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key, in sections; the list scrolls (arrows, ``j``/``k``, page keys, ``g``/``G``)
+    when the terminal is shorter than it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark", "dismiss", "close"),
+        Binding("down,j", "scroll(1)", show=False),
+        Binding("up,k", "scroll(-1)", show=False),
+        Binding("pagedown,space", "page(1)", show=False),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("end,G", "ends(1)", show=False),
+        Binding("home,g", "ends(-1)", show=False),
+    ]
+
+    def __init__(self, sections: Sequence[tuple[str, Sequence[tuple[str, str]]]]) -> None:
         super().__init__()
-        self.keys = keys
+        self.sections = sections
 
     def compose(self) -> ComposeResult:
-        text = "\n".join(f" {key:<3} {what}" for key, what in self.keys)
         with Vertical(id="dialog"):
             yield Static("Keys (every edit goes through desired.yaml)", classes="title")
-            yield Static(text)
-            yield Static("escape closes", classes="hint")
+            with VerticalScroll(id="help-keys"):
+                for title, keys in self.sections:
+                    yield Static(title, classes="title")
+                    yield Static(help_text(keys), markup=False)
+            yield Static("j/k, arrows, pgup/pgdn, g/G scroll · escape closes", classes="hint")
+
+    @property
+    def _list(self) -> VerticalScroll:
+        return self.query_one("#help-keys", VerticalScroll)
+
+    def action_scroll(self, lines: int) -> None:
+        self._list.scroll_relative(y=lines, animate=False)
+
+    def action_page(self, direction: int) -> None:
+        self._list.scroll_relative(y=direction * max(1, self._list.size.height - 1), animate=False)
+
+    def action_ends(self, direction: int) -> None:
+        if direction > 0:
+            self._list.scroll_end(animate=False)
+        else:
+            self._list.scroll_home(animate=False)
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)
+
+
+def help_text(keys: Sequence[tuple[str, str]]) -> str:
+    """One line per key: the key, padded, then what it does."""
+    width = max((len(key) for key, _ in keys), default=1)
+    return "\n".join(f" {key:<{width}}  {what}" for key, what in keys)
 
 
 class ConfirmScreen(ModalScreen[bool]):
