@@ -25,6 +25,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.reader import ReaderError
 
@@ -71,8 +72,21 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+class _TextTimestamps(RoundTripConstructor):
+    """Timestamps stay text. Built by the YAML library, an impossible one (month 13, February
+    30, second 60, offset +99:00) stopped the whole load with no position; as text it reaches
+    ``model.times.parse_instant`` where the schema places it and is reported at its own line,
+    beside every other error of the file."""
+
+
+_TextTimestamps.add_constructor(
+    "tag:yaml.org,2002:timestamp", RoundTripConstructor.construct_yaml_str
+)
+
+
 def _yaml() -> YAML:
     y = YAML(typ="rt")
+    y.Constructor = _TextTimestamps
     y.allow_duplicate_keys = False
     return y
 

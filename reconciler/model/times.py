@@ -10,9 +10,19 @@ Internally a moment is epoch seconds (UTC); the API and state files get RFC 3339
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import Final
 
 _EXAMPLE: Final = "2026-12-24T20:00:00+01:00 or 2026-12-24T19:00:00Z"
+_SHAPE: Final = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+#: ``fromisoformat``'s own words that read well as they are.
+_PLAIN: Final = ("month must be", "day is out of range", "hour must be", "minute must be",
+                 "second must be", "year ")  # fmt: skip
+#: The moments the controller can compute with: every later step (RFC 3339 text for the API
+#: and the state files, local time for ``status``, durations added to it) stays inside
+#: ``datetime``'s years 1 to 9999 from here.
+EARLIEST: Final = _dt.datetime(1970, 1, 2, tzinfo=_dt.UTC).timestamp()
+LATEST: Final = _dt.datetime(9998, 12, 31, tzinfo=_dt.UTC).timestamp()
 
 
 def parse_instant(value: object) -> float:
@@ -29,8 +39,8 @@ def parse_instant(value: object) -> float:
         text = value.strip()
         try:
             moment = _dt.datetime.fromisoformat(text.replace("z", "Z"))
-        except ValueError:
-            raise ValueError(f"expected an ISO 8601 time like {_EXAMPLE}, got {value!r}") from None
+        except ValueError as e:
+            raise ValueError(_not_a_time(text, str(e))) from None
         if "T" not in text.upper() and " " not in text:
             raise ValueError(f"{text} is a date without a time: write e.g. {_EXAMPLE}")
     else:
@@ -41,7 +51,25 @@ def parse_instant(value: object) -> float:
             f"{shown} has no UTC offset, so it would mean a different moment on every "
             f"machine: add one, e.g. {shown}+01:00 or {shown}Z"
         )
-    return moment.timestamp()
+    stamp = moment.timestamp()
+    if not EARLIEST <= stamp <= LATEST:
+        shown = moment.isoformat() if isinstance(value, _dt.datetime) else str(value).strip()
+        raise ValueError(
+            f"{shown} is outside the years the controller can work with (1970 to 9998)"
+        )
+    return stamp
+
+
+def _not_a_time(text: str, why: str) -> str:
+    """The message for text ``fromisoformat`` refused: what is impossible about a time that has
+    the right shape (month 13, February 30, second 60, offset +99:00), else what is expected."""
+    if _SHAPE.match(text):
+        if why.startswith("offset must be"):
+            why = "a UTC offset must be less than 24 hours"
+        elif not any(why.startswith(w) for w in _PLAIN):
+            why = "not a real date and time"
+        return f"{text} is not a valid time ({why}): write e.g. {_EXAMPLE}"
+    return f"expected an ISO 8601 time like {_EXAMPLE}, got {text!r}"
 
 
 def utc_text(ts: float) -> str:

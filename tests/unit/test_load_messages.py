@@ -247,6 +247,47 @@ CASES: list[tuple[str, str, list[str]]] = [
             "8:11: duplicate slot name 'a' (first defined at line 4)",
         ],
     ),
+    # --- times: each at its own line, beside the file's other problems -------------------
+    (
+        "impossible-times",
+        H
+        + "settings: {prune: maybe}\nslots:\n"
+        + A
+        + "    hold_until: 2026-13-01T00:00:00Z\n"
+        + A.replace("name: a", "name: b")
+        + "    start_at: 2026-02-30T00:00:00Z\n"
+        + A.replace("name: a", "name: c")
+        + "    hold_until: 2026-12-01T00:00:60Z\n"
+        + A.replace("name: a", "name: d")
+        + "    hold_until: 2026-12-01T00:00:00+99:00\n",
+        [
+            "2:19: prune must be true or false; got 'maybe'",
+            "7:17: hold_until: 2026-13-01T00:00:00Z is not a valid time (month must be in "
+            "1..12): write e.g. 2026-12-24T20:00:00+01:00 or 2026-12-24T19:00:00Z",
+            "11:15: start_at: 2026-02-30T00:00:00Z is not a valid time (day is out of range "
+            "for month): write e.g. 2026-12-24T20:00:00+01:00 or 2026-12-24T19:00:00Z",
+            "15:17: hold_until: 2026-12-01T00:00:60Z is not a valid time (second must be in "
+            "0..59): write e.g. 2026-12-24T20:00:00+01:00 or 2026-12-24T19:00:00Z",
+            "19:17: hold_until: 2026-12-01T00:00:00+99:00 is not a valid time (a UTC offset "
+            "must be less than 24 hours): write e.g. 2026-12-24T20:00:00+01:00 or "
+            "2026-12-24T19:00:00Z",
+        ],
+    ),
+    (
+        "times-the-controller-cannot-compute-with",
+        H
+        + "slots:\n"
+        + A
+        + "    hold_until: 9999-12-31T23:59:59-08:00\n"
+        + A.replace("name: a", "name: b")
+        + "    start_at: 0001-01-01T00:00:00+14:00\n",
+        [
+            "6:17: hold_until: 9999-12-31T23:59:59-08:00 is outside the years the controller "
+            "can work with (1970 to 9998)",
+            "10:15: start_at: 0001-01-01T00:00:00+14:00 is outside the years the controller "
+            "can work with (1970 to 9998)",
+        ],
+    ),
 ]
 
 
