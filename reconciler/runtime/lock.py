@@ -1,4 +1,12 @@
-"""One controller per desired file: an flock on ``controller.lock`` in its state directory.
+"""One controller per desired file: an flock on ``controller.lock`` in its state directory, and
+one on the desired file itself.
+
+The state directory's lock keeps two controllers off one state directory. It cannot see a
+second controller that reaches the same desired file through another path (a hard link, a
+bind mount) or with another ``--state-dir``: those have state directories of their own. So a
+controller also flocks the desired file: a lock belongs to the inode, whatever path opened it.
+An atomic save (every editor's, and ours) puts a new inode in place, so the controller follows
+the file (``follow``, once a pass) and locks each new inode before letting go of the old one.
 
 The kernel releases an flock when its holder dies (even by kill -9), so the lock, not the pid
 written into the file, says whether a controller runs: ``read_holder`` probes the lock and reads
@@ -18,6 +26,7 @@ import contextlib
 import fcntl
 import os
 import time
+from pathlib import Path
 from types import TracebackType
 from typing import Final
 
@@ -50,12 +59,66 @@ def _read_pid(fd: int) -> int | None:
     return pid if pid > 0 else None
 
 
-class ControllerLock:
-    """``with ControllerLock(state_dir):`` — raises ControllerAlreadyRunning when taken."""
+class DesiredFileLock:
+    """An exclusive flock on the desired file's inode (the file is opened read-only: the lock
+    never changes its bytes, and editors and intent edits do not take it)."""
 
-    def __init__(self, state_dir: StateDir) -> None:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._id: tuple[int, int] | None = None
+
+    def _lock(self) -> None:
+        """Lock the inode now at ``path`` if it is not the one held; a missing file is locked
+        once it appears."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) == self._id:
+                os.close(fd)
+                return
+            deadline = time.monotonic() + _ACQUIRE_GRACE
+            while not _try_flock(fd, fcntl.LOCK_EX):
+                if time.monotonic() >= deadline:
+                    raise ControllerAlreadyRunning(
+                        f"another controller is running on {self.path} (reached through "
+                        "another path or with another --state-dir); stop it first, or use it",
+                        pid=None,
+                    )
+                time.sleep(_RETRY_STEP)
+        except BaseException:
+            os.close(fd)
+            raise
+        old, self._fd, self._id = self._fd, fd, (st.st_dev, st.st_ino)
+        if old is not None:
+            os.close(old)
+
+    acquire = _lock
+    follow = _lock
+
+    def release(self) -> None:
+        fd, self._fd, self._id = self._fd, None, None
+        if fd is not None:
+            os.close(fd)
+
+
+class ControllerLock:
+    """``with ControllerLock(state_dir, desired=path):`` — raises ControllerAlreadyRunning when
+    another controller holds the state directory or the desired file."""
+
+    def __init__(self, state_dir: StateDir, *, desired: Path | None = None) -> None:
         self.state_dir = state_dir
         self._fd: int | None = None
+        self._desired = DesiredFileLock(desired) if desired is not None else None
+
+    def follow(self) -> None:
+        """After the desired file was replaced by a save, lock its new inode (once a pass).
+        Raises ControllerAlreadyRunning when another controller took it first."""
+        if self._desired is not None and self._fd is not None:
+            self._desired.follow()
 
     @property
     def held(self) -> bool:
@@ -84,12 +147,16 @@ class ControllerLock:
             # a reader sees either no complete line or a complete first line naming us.
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             os.ftruncate(fd, len(f"{os.getpid()}\n"))
+            if self._desired is not None:
+                self._desired.acquire()
         except BaseException:
             os.close(fd)
             raise
         self._fd = fd
 
     def release(self) -> None:
+        if self._desired is not None:
+            self._desired.release()
         fd, self._fd = self._fd, None
         if fd is None:
             return
