@@ -1,8 +1,11 @@
 """When to look again: the adaptive poll interval, as a pure function.
 
 Slow (``poll_interval``) when steady; fast (``fast_poll_interval``) while anything is queued,
-provisioning, suspending or deleting, a race is open, or an action is in flight; right away
-when an action completes or the desired file changes (the caller wakes the loop for those).
+provisioning, suspending or deleting, a race is open, or an action that ``hurries`` is in
+flight; right away when an action completes or the desired file changes (the caller wakes the
+loop for those). A setup or workload step retrying after a failure does not hurry: it is in
+its backoff, its end wakes the loop anyway, and a step that keeps failing (an OS Login lookup
+that cannot succeed) must not keep a steady controller polling fast.
 After failed observations the interval backs off exponentially from the fast interval up to
 the slow one — never a tight crash loop. Jitter spreads many controllers' polls apart (the fast
 interval is only ever shortened by it);
@@ -45,3 +48,10 @@ def next_interval(
     else:
         base = slow
     return max(SETTLE, base * (1.0 + JITTER * (2.0 * rand - 1.0)))
+
+
+def hurries(*, cloud: bool, retrying: bool) -> bool:
+    """Whether an action in flight (or just dispatched) calls for the fast interval: a cloud
+    action always (the next observations show its effect), a setup or workload step only on
+    its first try (``retrying``: it failed before and was sent again after its backoff)."""
+    return cloud or not retrying
