@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.core.schedule import JITTER, SETTLE, next_interval
+from reconciler.core.schedule import JITTER, SETTLE, hurries, next_interval
 
 SLOW, FAST = 30.0, 5.0
 
@@ -142,3 +142,16 @@ def test_any_interval_is_its_base_within_jitter_and_never_beyond_the_slow_one(
     if base * (1 - JITTER) >= SETTLE:
         assert base * (1 - JITTER) * (1 - 1e-9) <= got <= ceiling * (1 + 1e-9)
     assert got <= max(SETTLE, slow * (1 + JITTER) * (1 + 1e-9))
+
+
+@pytest.mark.parametrize(
+    ("cloud", "retrying", "fast"),
+    [(True, False, True), (True, True, True), (False, False, True), (False, True, False)],
+    ids=["cloud-first", "cloud-retry", "step-first", "step-retry"],
+)
+def test_only_a_step_retrying_after_a_failure_does_not_hurry(
+    cloud: bool, retrying: bool, fast: bool
+) -> None:
+    # A setup or workload step sent again after its backoff is not news: its end wakes the
+    # loop anyway, so it must not keep the controller on the fast interval.
+    assert hurries(cloud=cloud, retrying=retrying) is fast
