@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,11 +48,17 @@ log = logging.getLogger(__name__)
 
 class LiveSetup:
     def __init__(
-        self, desired_path: Path, state: StateDir, env: Mapping[str, str] | None = None
+        self,
+        desired_path: Path,
+        state: StateDir,
+        env: Mapping[str, str] | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.base_dir = desired_path.expanduser().resolve().parent
         self.state = state
         self.env = dict(os.environ if env is None else env)
+        self.clock = clock  # the OS Login lookup's backoff (the controller's clock in tests)
         self._mirrors: dict[str | None, Any] = {}
         self._http: Any = None
         self._runner: Any = None
@@ -77,7 +84,7 @@ class LiveSetup:
             from reconciler.adapters.oslogin import UserResolver
 
             self._resolver = UserResolver(
-                self.state.oslogin_user, env=self.env, report=_report_lookup
+                self.state.oslogin_user, env=self.env, clock=self.clock, report=_report_lookup
             )
         return self._resolver
 
