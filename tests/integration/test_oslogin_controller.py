@@ -1,13 +1,14 @@
 """A steady controller whose OS Login lookup keeps failing stays quiet.
 
 Forty ACTIVE slots with ``setup.tmux`` and no ``settings.ssh_user``: every slot's tmux step
-needs the OS Login user, and the real gcloud is pointed (``CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN``)
-at a local endpoint that refuses every request with 403 and counts them. The production
-controller and ``LiveSetup`` run against the emulator (node addresses on loopback, so the
-steps get as far as the lookup); their clock is ``time.time() + offset`` so a test can jump
-past a backoff. Asserted: one lookup for all forty slots, none more inside the backoff window,
-exactly one more after it; each slot shows the cause and ``settings.ssh_user``; the failure is
-on disk for CLI verbs; and the poll stays at the steady interval meanwhile.
+needs the OS Login user, and the real gcloud is pointed
+(``CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN``) at a local endpoint that refuses every request
+with 403 and counts them. The production controller and ``LiveSetup`` run against the
+emulator (node addresses on loopback, so the steps get as far as the lookup); their clock is
+``time.time() + offset`` so a test can jump past a backoff. Asserted: one lookup for all forty
+slots, none more inside the backoff window, exactly one more after it; each slot shows the
+cause and ``settings.ssh_user``; the failure is on disk for CLI verbs; and the poll stays at
+the steady interval meanwhile, also while forty retries wait on a slow lookup.
 """
 
 from __future__ import annotations
@@ -55,9 +56,8 @@ class Refusing:
 @pytest.fixture
 def refusing_oslogin() -> Iterator[Refusing]:
     state = Refusing()
-    body = json.dumps(
-        {"error": {"code": 403, "message": "OS Login is refused here", "status": "PERMISSION_DENIED"}}
-    ).encode()
+    error = {"code": 403, "message": "OS Login is refused here", "status": "PERMISSION_DENIED"}
+    body = json.dumps({"error": error}).encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:

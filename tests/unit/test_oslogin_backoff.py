@@ -46,7 +46,7 @@ def fake_gcloud(tmp_path: Path, *, fail: bool = True) -> tuple[Path, Path]:
     if fail:
         body = f"cat >&2 <<'END'\n{CAUSE}\n\n{BOILERPLATE}END\nexit 1\n"
     else:
-        body = "echo '{\"posixAccounts\": [{\"username\": \"alice_example_com\"}]}'\n"
+        body = 'echo \'{"posixAccounts": [{"username": "alice_example_com"}]}\'\n'
     program.write_text(f"#!/bin/sh\necho run >> {runs}\n{body}")
     program.chmod(0o755)
     return program, runs
