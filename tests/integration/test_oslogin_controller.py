@@ -176,6 +176,12 @@ async def until(what: str, check: Any, timeout: float = 60.0) -> None:
         pytest.fail(f"timed out after {timeout}s waiting until {what}")
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished child processes (gcloud runs among them)."""
+    times = os.times()
+    return times.children_user + times.children_system
+
+
 def tmux_errors(world: World) -> dict[str, Any]:
     return {k: e for k, e in world.memory_errors().items() if k.endswith(":tmux")}
 
@@ -194,11 +200,12 @@ async def test_forty_slots_share_one_failed_lookup_per_backoff_window(
 
     # Steady: every QR ACTIVE, only the failing steps pending. Poll at the steady 1 s, not
     # at 0.2 s, and run no gcloud.
-    before = world.list_calls()
+    before, children = world.list_calls(), _children_cpu()
     await asyncio.sleep(4.0)
     passes = world.list_calls() - before
     assert 2 <= passes <= 7, passes  # ~4 at 1 s; ~20 at the fast interval
     assert len(refusing_oslogin.hits) == 1
+    assert _children_cpu() - children < 0.05  # no gcloud (or other) child process ran
 
     # Past the first window (1 min): all forty steps are sent again and share one lookup,
     # which now takes 3 s to be refused. Forty retries in flight all that time do not make
