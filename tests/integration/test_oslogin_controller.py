@@ -225,3 +225,37 @@ async def test_forty_slots_share_one_failed_lookup_per_backoff_window(
     assert len(refusing_oslogin.hits) == 2, refusing_oslogin.hits
     record = json.loads((world.state.root / "oslogin_user.failed").read_text())
     assert record["failures"] == 2
+
+
+async def test_an_emulated_nodes_steps_fail_once_permanently_and_look_nothing_up(
+    cloud_world: Any, tmux_socket: str, tmux_server: object
+) -> None:
+    # The emulator's own addresses (203.0.113.x): no machine stands behind them. The tmux
+    # step fails at once with NoMachine, permanently (not retried in a loop), and neither the
+    # OS Login user is looked up nor anything dialled.
+    world = cloud_world()
+    world.write(
+        world.desired(
+            f"slots:\n  - {{name: alpha, zone: {ZONE}, accelerator: v4-8, want: held}}\n",
+            settings=f"tmux_socket: {tmux_socket}",
+            defaults="{tmux: true}",
+        )
+    )
+    await world.start()
+    await world.until(
+        "alpha's tmux step failed",
+        lambda: "us-central2-b/alpha:tmux" in world.memory()["errors"],
+        timeout=30,
+    )
+    error = world.memory()["errors"]["us-central2-b/alpha:tmux"]
+    assert "is an emulated node's address" in error["message"]
+    assert "no machine stands behind it" in error["message"]
+    assert error["permanent_fingerprint"]
+    world.clock_offset += 3600.0  # far past any backoff: a permanent error stays put
+    await asyncio.sleep(2.0)
+    error = world.memory()["errors"]["us-central2-b/alpha:tmux"]
+    assert error["failures"] == 1
+    [failed] = world.events("action.failed", slot="alpha", action="tmux")
+    assert failed["retry"] == "permanent" and "no machine stands behind it" in failed["error"]
+    assert not world.state.oslogin_user.exists()
+    assert not (world.state.root / "oslogin_user.failed").exists()
