@@ -50,7 +50,7 @@ from reconciler.core.plan import (
     in_motion,
     plan,
 )
-from reconciler.core.schedule import hurries, next_interval
+from reconciler.core.schedule import hurries, next_interval, watching
 from reconciler.core.status import build_status
 from reconciler.errors import (
     OperationPending,
@@ -581,7 +581,13 @@ class Controller:
             result.observation
             and result.plan
             and in_motion(result.desired, result.observation, result.plan.races)
-        ) or (self.workloads is not None and wl.watching(self.memory))
+        ) or (
+            self.workloads is not None
+            and watching(
+                self.memory,
+                {s.name: s.zone for s in result.desired.slots} if result.desired else {},
+            )
+        )
         delay = next_interval(
             slow=settings.poll_interval,
             fast=settings.fast_poll_interval,
