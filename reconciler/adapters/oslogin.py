@@ -209,10 +209,6 @@ class UserResolver:
         self._failure: LookupFailure | None = None
         self._lock: asyncio.Lock | None = None
 
-    def known(self) -> str | None:
-        """The cached user, without looking anything up."""
-        return read_cached(self.cache)
-
     def pending_failure(self) -> LookupFailure | None:
         """The failure still inside its backoff (this resolver's or the state dir's), if any."""
         now = self.clock()
