@@ -20,6 +20,9 @@ Nothing is read implicitly: no ``~/.ssh/config``, no user known_hosts, no ambien
 (``agent_path``; forwarding is on exactly when one is given) and the ``HostKeyStore``; host
 keys are pinned per node instance and worker (see ``hostkeys``), never left unchecked.
 
+An address from a documentation range (an emulated node's) is refused before anything dials
+(``check_dialable`` raises ``NoMachine``): no machine stands behind it.
+
 Script paths come from ``resolve_scripts``: relative paths are taken from the desired file's
 directory and may not leave it (``../x`` or a symlink out is ``UnsafeName``), absolute paths are
 taken as written. Both refuse before anything connects.
@@ -33,7 +36,7 @@ asyncssh itself is imported only when ``bootstrap`` runs.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -46,7 +49,8 @@ from reconciler.adapters.ssh_values import (
     WorkerResult,
     workers_of,
 )
-from reconciler.errors import SetupFailed, UnsafeName
+from reconciler.errors import NoMachine, SetupFailed, UnsafeName
+from reconciler.model.addresses import is_documentation_address
 from reconciler.model.names import check_name, host_key_alias
 
 __all__ = [
@@ -57,12 +61,26 @@ __all__ = [
     "Worker",
     "WorkerResult",
     "bootstrap",
+    "check_dialable",
     "instance_tag",
     "log_dir_for",
     "remote_script_name",
     "resolve_scripts",
     "workers_of",
 ]
+
+
+def check_dialable(what: str, addresses: Iterable[str]) -> None:
+    """Raise ``NoMachine`` when one of ``addresses`` is from a documentation range (RFC 5737:
+    an emulated node's): nothing answers there, so saying so beats dialling and waiting for a
+    timeout. ``what`` names the slot (or node) in the message. Called before anything dials,
+    and before the OS Login user is looked up for it."""
+    for address in addresses:
+        if is_documentation_address(address):
+            raise NoMachine(
+                f"{what}: {address} is an emulated node's address (a documentation range): "
+                "no machine stands behind it"
+            )
 
 
 def resolve_scripts(base_dir: Path, paths: Sequence[str]) -> tuple[Path, ...]:
@@ -123,13 +141,14 @@ async def bootstrap(
 ) -> SetupResult:
     """Run ``scripts`` (from ``resolve_scripts``) in order on every worker of ``instance``.
 
-    Raises SetupFailed only when a script or the SSH key cannot be read (before any
-    connection); every per-worker problem is in the result (see
-    ``SetupResult.raise_for_failure``).
+    Raises SetupFailed only when a script or the SSH key cannot be read, NoMachine for
+    an emulated node's address (both before any connection); every per-worker problem is in
+    the result (see ``SetupResult.raise_for_failure``).
     """
     from reconciler.adapters import ssh_run  # asyncssh is imported only when needed
 
     host_key_alias(instance, 0)  # validates the instance before anything connects
+    check_dialable(instance.partition("@")[0], (w.host for w in workers))
     payloads: list[tuple[str, bytes]] = []
     for position, path in enumerate(scripts, start=1):
         try:

@@ -28,6 +28,7 @@ from typing import Any, Final, TypeVar
 import asyncssh
 
 from reconciler.adapters.hostkeys import HostKey, HostKeyStore
+from reconciler.adapters.ssh import check_dialable
 from reconciler.adapters.ssh_log import WorkerLog, log_path
 from reconciler.adapters.ssh_values import TAIL_LINES, SshOptions, Worker, WorkerResult
 from reconciler.errors import HostKeyMismatch, ReconcilerError, RemoteCommandFailed, SetupFailed
@@ -138,9 +139,11 @@ async def connect(
     instance: str, worker: Worker, opts: SshOptions, keys: ClientKeys
 ) -> AsyncIterator[asyncssh.SSHClientConnection]:
     """An authenticated connection whose host key matches (or now is) the pin for
-    ``host_key_alias(instance, worker.index)``. Raises HostKeyMismatch, or the raw exception
-    for the caller to ``translate`` (it knows the log)."""
+    ``host_key_alias(instance, worker.index)``. Raises HostKeyMismatch, NoMachine (an
+    emulated node's address: nothing is dialled), or the raw exception for the caller to
+    ``translate`` (it knows the log)."""
     alias = host_key_alias(instance, worker.index)
+    check_dialable(instance.partition("@")[0], (worker.host,))  # NoMachine: nothing answers
     store = opts.known_hosts
     pinned = [k for k in store.pinned(alias) if k is not None]
     trusted = [asyncssh.import_public_key(f"{k.key_type} {k.base64}") for k in pinned]

@@ -24,11 +24,17 @@ names, secret names); values travel on stdin as
 NUL-separated records, so no user string is ever parsed by a shell, and secret values (read
 from ``adapters/secrets``) are in no argv and no log.
 
+The SSH user is a name or an async function that finds one (``LiveSetup`` passes its OS Login
+resolver): it is asked only when a connection is about to be opened, so a pass whose
+connections are all pooled, or a node nobody can dial, looks nothing up. A node whose address
+is from a documentation range (an emulated node) is refused before anything dials: ``launch``,
+``stop`` and ``logs`` raise ``NoMachine``, ``probe`` answers "unknown" with that reason.
+
 Errors: ``probe`` never raises for a worker — a failed probe is that worker's state
 ``"unknown"`` with ``error`` set. ``launch`` and ``stop`` try every worker, then raise
-``HostKeyMismatch`` (permanent) or ``WorkloadError`` (temporary, naming the workers).
-``logs`` yields what it can read; without ``follow`` it raises ``WorkloadError`` at the end
-when a worker could not be read, with ``follow`` it reconnects to that worker.
+``HostKeyMismatch`` or ``NoMachine`` (permanent) or ``WorkloadError`` (temporary, naming the
+workers). ``logs`` yields what it can read; without ``follow`` it raises ``WorkloadError`` at
+the end when a worker could not be read, with ``follow`` it reconnects to that worker.
 
 May: open SSH connections and channels, upload the wrapper, read secrets. May not: print,
 decide whether to launch or stop (the planner does), or put a secret on a command line.
@@ -54,7 +60,7 @@ import asyncssh
 
 from reconciler.adapters.hostkeys import HostKeyStore
 from reconciler.adapters.secrets import SecretStore, check_secret_name
-from reconciler.adapters.ssh import SshOptions, Worker, workers_of
+from reconciler.adapters.ssh import SshOptions, Worker, check_dialable, workers_of
 from reconciler.adapters.ssh_run import REMOTE_DIR, _private_dir
 from reconciler.adapters.ssh_session import (
     ClientKeys,
@@ -67,6 +73,7 @@ from reconciler.adapters.ssh_session import (
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import (
     HostKeyMismatch,
+    NoMachine,
     ReconcilerError,
     SecretNotFound,
     SecretUnsafe,
@@ -271,7 +278,7 @@ class WorkloadRunner:
         *,
         state: StateDir,
         settings: Settings,
-        user: str,
+        user: str | Callable[[], Awaitable[str]],
         key: Path,
         agent_path: str | None = None,
         probe_timeout: float = 10.0,
@@ -282,8 +289,9 @@ class WorkloadRunner:
         self.settings = settings
         self.probe_timeout = probe_timeout
         self.command_timeout = command_timeout
-        self._opts = SshOptions(
-            user=user,
+        self._user = user
+        self._ssh = functools.partial(
+            SshOptions,
             known_hosts=HostKeyStore(state.known_hosts),
             key_path=key,
             agent_path=agent_path,
@@ -291,6 +299,7 @@ class WorkloadRunner:
             login_timeout=login_timeout,
             concurrency=settings.ssh_concurrency,
         )
+        self._opts: SshOptions | None = self._ssh(user=user) if isinstance(user, str) else None
         self._secrets = SecretStore.in_state_dir(state.root)
         self._keys: ClientKeys | None = None
         self._slots = asyncio.Semaphore(settings.ssh_concurrency)
@@ -316,15 +325,23 @@ class WorkloadRunner:
             self._workers[key] = workers
         return workers
 
+    async def _options(self) -> SshOptions:
+        """The SSH options, the user found now if it was given as a function (asked again
+        each time until it answers: a failed OS Login lookup is the resolver's to back off)."""
+        if self._opts is None:
+            assert not isinstance(self._user, str)
+            self._opts = self._ssh(user=await self._user())
+        return self._opts
+
     async def _open(self, instance: str, worker: Worker) -> _Pooled:
+        check_dialable(instance.partition("@")[0], (worker.host,))
+        opts = await self._options()
         if self._keys is None:
-            self._keys = load_client_keys(self._opts)
+            self._keys = load_client_keys(opts)
         async with contextlib.AsyncExitStack() as stack:
             async with self._slots:
-                conn = await stack.enter_async_context(
-                    connect(instance, worker, self._opts, self._keys)
-                )
-                async with asyncio.timeout(self._opts.login_timeout):
+                conn = await stack.enter_async_context(connect(instance, worker, opts, self._keys))
+                async with asyncio.timeout(opts.login_timeout):
                     base, wrapper = await self._install(conn)
             pooled = _Pooled(conn, stack.pop_all(), base, wrapper)
         return pooled
@@ -429,7 +446,7 @@ class WorkloadRunner:
     def _failure(
         self, instance: str, worker: Worker, exc: BaseException, what: str
     ) -> ReconcilerError:
-        if isinstance(exc, HostKeyMismatch):
+        if isinstance(exc, HostKeyMismatch | NoMachine):
             return exc
         if isinstance(exc, WorkloadError):
             return WorkloadError(f"{what} {describe(worker, instance)}: {exc}", worker=worker.index)
@@ -493,7 +510,7 @@ class WorkloadRunner:
     def _raise_failures(node: Node, what: str, outcomes: Sequence[object]) -> None:
         errors = [o for o in outcomes if isinstance(o, ReconcilerError)]
         for error in errors:
-            if isinstance(error, HostKeyMismatch):
+            if isinstance(error, HostKeyMismatch | NoMachine):
                 raise error
         if errors:
             first = errors[0]
@@ -528,6 +545,7 @@ class WorkloadRunner:
         workers = self.workers(node)
         if not workers:
             raise WorkloadError(f"{node.name} has no network endpoints yet")
+        check_dialable(req.slot, (w.host for w in workers))
         if req.workers != len(workers):
             raise WorkloadError(
                 f"{node.name}: the request is for {req.workers} workers, the node has "
@@ -558,6 +576,10 @@ class WorkloadRunner:
                 WorkerProbe(i, "unknown", error=str(exc)) for i in range(len(node.endpoints))
             )
         try:
+            check_dialable(slot, (w.host for w in workers))
+        except NoMachine as exc:  # an emulated node: nothing to ask, and nothing is "gone"
+            return tuple(WorkerProbe(w.index, "unknown", error=str(exc)) for w in workers)
+        try:
             check_name(slot)
             check_run_id(run_id)
             check_attempt(attempt)
@@ -586,6 +608,7 @@ class WorkloadRunner:
         if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
             raise ValueError(f"grace must be a non-negative number, got {grace!r}")
         grace_ms = math.ceil(min(float(grace), 86400.0) * 1000)
+        check_dialable(slot, (w.host for w in self.workers(node)))
 
         async def job(pooled: _Pooled, worker: Worker) -> str:
             directory = attempt_dir(pooled.base, worker.index, slot, run_id, attempt)
@@ -613,7 +636,8 @@ class WorkloadRunner:
     ) -> AsyncIterator[LogLine]:
         """The workers' output, interleaved by arrival: the last ``lines`` lines of the attempt
         (default: the latest launch on each worker; ``run_id`` default: the latest run), then,
-        with ``follow``, new output as it comes, moving on to every later launch."""
+        with ``follow``, new output as it comes, moving on to every later launch. Raises
+        ``NoMachine`` at once for an emulated node's address (nothing is dialled)."""
         check_name(slot)
         if run_id is not None:
             check_run_id(run_id)
@@ -626,6 +650,7 @@ class WorkloadRunner:
             workers = tuple(w for w in workers if w.index == worker)
             if not workers:
                 raise WorkloadError(f"{node.name} has no worker {worker}")
+        check_dialable(slot, (w.host for w in workers))
         return self._logs(node.instance, workers, slot, run_id, attempt, lines, follow)
 
     async def _logs(

@@ -51,7 +51,7 @@ from reconciler.core.plan import (
     in_motion,
     plan,
 )
-from reconciler.core.schedule import next_interval
+from reconciler.core.schedule import hurries, next_interval, watching
 from reconciler.core.status import build_status
 from reconciler.errors import (
     OperationPending,
@@ -602,13 +602,19 @@ class Controller:
             result.observation
             and result.plan
             and in_motion(result.desired, result.observation, result.plan.races)
-        ) or (self.workloads is not None and wl.watching(self.memory))
+        ) or (
+            self.workloads is not None
+            and watching(
+                self.memory,
+                {s.name: s.zone for s in result.desired.slots} if result.desired else {},
+            )
+        )
         delay = next_interval(
             slow=settings.poll_interval,
             fast=settings.fast_poll_interval,
             moving=moving,
-            in_flight=len(self.in_flight),
-            dispatched=len(result.dispatched),
+            in_flight=sum(map(self._hurries, self.in_flight)),
+            dispatched=sum(map(self._hurries, (a.key for a in result.dispatched))),
             observe_failures=self._observe_failures,
             error_delay=self._observe_delay,
             rand=random.random(),
@@ -619,6 +625,10 @@ class Controller:
         if release is not None and not self._observe_failures:
             delay = min(delay, max(1.0, release - self.clock() + 0.5))
         return delay
+
+    def _hurries(self, key: str) -> bool:
+        """An in-flight or dispatched action that calls for the fast poll (``hurries``)."""
+        return hurries(cloud=key.endswith(":cloud"), retrying=self.memory.error(key) is not None)
 
     async def run(self, stop: asyncio.Event, *, watch: bool = True) -> None:
         from reconciler.runtime.watch import watch_file

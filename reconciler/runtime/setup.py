@@ -8,14 +8,25 @@ and rebuilt when the SSH settings change). It resolves what the adapters need �
 (settings or OS Login, cached), the key, the agent socket, the known_hosts pins, script paths
 relative to desired.yaml — and turns a failed worker into the error the controller backs off on.
 
+Before a step dials a node it checks the node's addresses: an emulated node's (a documentation
+range, ``adapters.ssh.check_dialable``) fails the step at once with ``NoMachine``, a permanent
+error the slot shows, and nothing is looked up or dialled. The OS Login user (when
+``settings.ssh_user`` is not set) comes from one ``oslogin.UserResolver`` per ``LiveSetup``,
+asked only when a connection is about to be made: forty slots' steps in one pass share one
+lookup, and a failed lookup is answered from memory (and the state dir's record) until its
+backoff runs out — one gcloud per backoff window, never one per slot per pass. Each failed
+lookup is logged once, as a warning naming ``settings.ssh_user``.
+
 May: call adapters. May not: decide *whether* a step is due (the planner does) or record that
 it is done (the controller does, on success).
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,20 +39,31 @@ from reconciler.model.observed import Node
 from reconciler.model.workload import WorkerProbe
 
 if TYPE_CHECKING:
+    from reconciler.adapters.oslogin import UserResolver
+    from reconciler.adapters.ssh_values import Worker
     from reconciler.adapters.tmux import TmuxInventory
+
+log = logging.getLogger(__name__)
 
 
 class LiveSetup:
     def __init__(
-        self, desired_path: Path, state: StateDir, env: Mapping[str, str] | None = None
+        self,
+        desired_path: Path,
+        state: StateDir,
+        env: Mapping[str, str] | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.base_dir = desired_path.expanduser().resolve().parent
         self.state = state
         self.env = dict(os.environ if env is None else env)
+        self.clock = clock  # the OS Login lookup's backoff (the controller's clock in tests)
         self._mirrors: dict[str | None, Any] = {}
         self._http: Any = None
         self._runner: Any = None
         self._runner_key: tuple[object, ...] | None = None
+        self._resolver: UserResolver | None = None
 
     # -- shared ------------------------------------------------------------------------------
     def _spec(self, desired: Desired, action: Action) -> SlotSpec:
@@ -55,12 +77,22 @@ class LiveSetup:
 
         return Path(settings.ssh_key).expanduser() if settings.ssh_key else DEFAULT_KEY.expanduser()
 
+    @property
+    def resolver(self) -> UserResolver:
+        """The OS Login user, looked up at most once per backoff window."""
+        if self._resolver is None:
+            from reconciler.adapters.oslogin import UserResolver
+
+            self._resolver = UserResolver(
+                self.state.oslogin_user, env=self.env, clock=self.clock, report=_report_lookup
+            )
+        return self._resolver
+
     async def _user(self, settings: Settings) -> str:
+        """``settings.ssh_user``, else the OS Login user; call only right before dialling."""
         if settings.ssh_user:
             return settings.ssh_user
-        from reconciler.adapters.oslogin import resolve_user
-
-        return await resolve_user(self.state.oslogin_user, env=self.env)
+        return await self.resolver.resolve()
 
     async def _options(self, settings: Settings) -> Any:
         from reconciler.adapters.hostkeys import HostKeyStore
@@ -74,12 +106,19 @@ class LiveSetup:
             concurrency=settings.ssh_concurrency,
         )
 
-    def _workers(self, settings: Settings, node: Node) -> Any:
-        from reconciler.adapters.ssh import workers_of
+    def _refuse_emulated(self, slot: str, settings: Settings, node: Node) -> None:
+        from reconciler.adapters.ssh import check_dialable
+
+        check_dialable(slot, node.ips(internal=settings.internal_ips))
+
+    def _workers(self, slot: str, settings: Settings, node: Node) -> tuple[Worker, ...]:
+        """The node's workers; NoMachine when no machine stands behind their addresses."""
+        from reconciler.adapters.ssh import check_dialable, workers_of
 
         ips = node.ips(internal=settings.internal_ips)
         if not ips:
             raise SetupFailed(f"{node.name} has no network endpoints yet", delay=10.0)
+        check_dialable(slot, ips)
         return workers_of(ips, port=settings.ssh_port)
 
     # -- steps -------------------------------------------------------------------------------
@@ -87,6 +126,7 @@ class LiveSetup:
         from reconciler.adapters.ssh import bootstrap, log_dir_for, resolve_scripts
 
         spec = self._spec(desired, action)
+        workers = self._workers(spec.name, desired.settings, node)
         if not spec.setup.scripts:
             raise PermanentError(
                 f"{spec.name}: setup.bootstrap is on but no scripts are configured "
@@ -96,7 +136,7 @@ class LiveSetup:
         settings = desired.settings
         result = await bootstrap(
             node.instance,
-            self._workers(settings, node),
+            workers,
             scripts,
             log_dir_for(self.state.logs, spec.name, node.instance),
             await self._options(settings),
@@ -109,12 +149,13 @@ class LiveSetup:
         from reconciler.adapters.ssh import log_dir_for
 
         spec = self._spec(desired, action)
+        settings = desired.settings
+        workers = self._workers(spec.name, settings, node)
         # Missing or readable-by-others key file: SetupFailed with the fix in its message.
         key = tailscale.auth_key(SecretStore.in_state_dir(self.state.root))
-        settings = desired.settings
         result = await tailscale.join(
             node.instance,
-            self._workers(settings, node),
+            workers,
             key,
             hostname=spec.name,
             log_dir=log_dir_for(self.state.logs, spec.name, node.instance),
@@ -135,7 +176,7 @@ class LiveSetup:
 
         spec = self._spec(desired, action)
         settings = desired.settings
-        worker0 = self._workers(settings, node)[0]
+        worker0 = self._workers(spec.name, settings, node)[0]
         argv = ssh_argv(
             user=await self._user(settings),
             ip=worker0.host,
@@ -177,18 +218,23 @@ class LiveSetup:
 
     # -- workloads ---------------------------------------------------------------------------
     async def workload_runner(self, settings: Settings) -> Any:
-        """The pooled runner for these SSH settings (also used by ``logs`` surfaces)."""
+        """The pooled runner for these SSH settings (also used by ``logs`` surfaces). The
+        OS Login user is found by the runner when it opens a connection, not here."""
         from reconciler.adapters.workload import WorkloadRunner
 
-        user, key = await self._user(settings), self._key(settings)
+        key = self._key(settings)
         agent = self.env.get("SSH_AUTH_SOCK") or None
         ssh = (settings.ssh_port, settings.internal_ips, settings.ssh_concurrency)
-        wanted: tuple[object, ...] = (user, key, agent, *ssh)
+        wanted: tuple[object, ...] = (settings.ssh_user, key, agent, *ssh)
         if self._runner is None or self._runner_key != wanted:
             if self._runner is not None:
                 await self._runner.aclose()
             self._runner = WorkloadRunner(
-                state=self.state, settings=settings, user=user, key=key, agent_path=agent
+                state=self.state,
+                settings=settings,
+                user=settings.ssh_user or self.resolver.resolve,
+                key=key,
+                agent_path=agent,
             )
             self._runner_key = wanted
         return self._runner
@@ -197,6 +243,8 @@ class LiveSetup:
         spec = self._spec(desired, action)
         if action.workload is None or spec.workload is None:
             raise PermanentError(f"{action.slot}: no workload to launch")
+        self._refuse_emulated(spec.name, desired.settings, node)  # before any lookup
+        await self._user(desired.settings)  # a failed lookup: one line, not one per worker
         runner = await self.workload_runner(desired.settings)
         await runner.launch(node, wl.launch_request(spec, action.workload, len(node.endpoints)))
 
@@ -204,6 +252,8 @@ class LiveSetup:
         act = action.workload
         if act is None:
             raise PermanentError(f"{action.slot}: no workload attempt to stop")
+        self._refuse_emulated(action.slot, desired.settings, node)
+        await self._user(desired.settings)
         runner = await self.workload_runner(desired.settings)
         await runner.stop(node, action.slot, act.run_id, act.attempt, act.grace)
 
@@ -239,6 +289,10 @@ class LiveSetup:
         if self._http is not None:
             await self._http.aclose()
             self._http = None
+
+
+def _report_lookup(error: SetupFailed) -> None:
+    log.warning("%s", error.message)
 
 
 def make_setup_runner(desired_path: Path, state: StateDir) -> LiveSetup:

@@ -135,3 +135,25 @@ def test_cli_workload_verbs_ask_before_ending_a_running_workload(tmp: Path) -> N
     assert cli(tmp, "set", "idle", "--env", "oops").returncode == EX_USAGE
     assert cli(tmp, "stop", "idle").returncode == 0  # not running: no question
     assert spec(tmp, "idle") is None
+
+
+async def test_logs_of_an_emulated_node_say_at_once_that_no_machine_answers(tmp: Path) -> None:
+    # The snapshot puts train's node at a documentation address (as the emulator does): the
+    # tool refuses before any OS Login lookup or connection, in well under a second of work.
+    import time
+
+    snapshot(tmp, "running")
+    doc = (tmp / "state" / "status.json").read_text()
+    doc = doc.replace(
+        '"name": "train",', '"name": "train", "instance": "train@7", "ips": ["203.0.113.9"],'
+    )
+    (tmp / "state" / "status.json").write_text(doc)
+    async with session(tmp) as s:
+        started = time.monotonic()
+        message = await refused(s, "workload_logs", name="train")
+        took = time.monotonic() - started
+    assert "203.0.113.9 is an emulated node's address" in message, message
+    assert "no machine stands behind it" in message
+    assert took < 3.0
+    assert not (tmp / "state" / "oslogin_user").exists()
+    assert not (tmp / "state" / "oslogin_user.failed").exists()  # nothing was looked up

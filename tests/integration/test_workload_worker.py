@@ -350,7 +350,8 @@ def _cli_files(world: World, tmp_path: Path) -> list[str]:
         f"  ssh_key: {world.cluster.client_key}\n"
         f"  ssh_port: {world.runner.settings.ssh_port}\n"
         "slots:\n"
-        f"  - {{name: {SLOT}, zone: us-central2-b, accelerator: v4-32, want: held}}\n"
+        f"  - {{name: {SLOT}, zone: us-central2-b, accelerator: v4-32, want: held,\n"
+        "      workload: {command: ticker}}\n"  # logs refuses a slot without a workload
     )
     row = SlotStatus(
         name=SLOT,

@@ -20,7 +20,8 @@ import pytest
 
 from reconciler.adapters.cloud import CreateRequest, Submitted
 from reconciler.adapters.statedir import StateDir
-from reconciler.core.plan import plan
+from reconciler.core import memory as mem
+from reconciler.core.plan import Action, Kind, plan
 from reconciler.errors import PermanentCloudError, TransientCloudError
 from reconciler.model.desired import Desired
 from reconciler.model.observed import Observation, QRState
@@ -146,6 +147,48 @@ def test_a_pass_that_dispatched_actions_polls_fast(tmp_path: Path) -> None:
     assert is_slow(c.next_interval(decided))  # nothing moves and nothing was sent yet
     decided.dispatched = list(decided.plan.actions)
     assert is_fast(c.next_interval(decided))
+
+
+async def test_a_setup_step_retrying_after_a_failure_keeps_the_slow_interval(
+    tmp_path: Path,
+) -> None:
+    # Forty ACTIVE slots with setup.tmux whose step keeps failing (an OS Login lookup that
+    # cannot succeed): each retry after its backoff must not keep a steady controller fast.
+    c = controller(tmp_path, FakeCloud())
+    names = [f"s{i:02d}" for i in range(40)]
+    desired = w.desired(
+        *(w.slot(n, flags=w.setup(tmux=True)) for n in names),
+        poll_interval=SLOW,
+        fast_poll_interval=FAST,
+    )
+    observed = w.world(*(w.active(n, uid=str(1000 + i)) for i, n in enumerate(names)))
+    decided = PassResult(desired, observed, plan(desired, observed, None, 0.0, []))
+    assert decided.plan is not None
+    steps = [a for a in decided.plan.actions if a.kind == Kind.TMUX]
+    assert len(steps) == 40 and len(decided.plan.actions) == 40
+    decided.dispatched = steps
+    assert is_fast(c.next_interval(decided))  # a first try: it may change what we see
+    for step in steps:
+        c.memory = mem.record_failure(
+            c.memory, step.key, message="no user", now=0.0, permanent=False,
+            fingerprint=step.fingerprint, delay_hint=60.0,
+        )  # fmt: skip
+    assert is_slow(c.next_interval(decided))  # the same steps, sent again after a failure
+    pending = asyncio.create_task(asyncio.sleep(3600))
+    try:
+        c.in_flight = {steps[0].key: pending}
+        decided.dispatched = []
+        assert is_slow(c.next_interval(decided))  # such a retry still in flight: slow too
+        cloud = Action(Kind.CREATE, "s00", w.Z1, "test")
+        c.in_flight = {cloud.key: pending}
+        c.memory = mem.record_failure(
+            c.memory, cloud.key, message="429", now=0.0, permanent=False,
+            fingerprint=cloud.fingerprint,
+        )  # fmt: skip
+        assert is_fast(c.next_interval(decided))  # a cloud action in flight: always fast
+    finally:
+        pending.cancel()
+        c.in_flight = {}
 
 
 def test_no_valid_intent_polls_at_the_default_slow_interval(tmp_path: Path) -> None:

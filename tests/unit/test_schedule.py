@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.core.schedule import JITTER, SETTLE, next_interval
+from reconciler.core import memory as mem
+from reconciler.core.schedule import JITTER, SETTLE, hurries, next_interval, watching
+from reconciler.core.workload_memory import WorkerSeen, WorkloadMemory
 
 SLOW, FAST = 30.0, 5.0
 
@@ -142,3 +144,46 @@ def test_any_interval_is_its_base_within_jitter_and_never_beyond_the_slow_one(
     if base * (1 - JITTER) >= SETTLE:
         assert base * (1 - JITTER) * (1 - 1e-9) <= got <= ceiling * (1 + 1e-9)
     assert got <= max(SETTLE, slow * (1 + JITTER) * (1 + 1e-9))
+
+
+@pytest.mark.parametrize(
+    ("cloud", "retrying", "fast"),
+    [(True, False, True), (True, True, True), (False, False, True), (False, True, False)],
+    ids=["cloud-first", "cloud-retry", "step-first", "step-retry"],
+)
+def test_only_a_step_retrying_after_a_failure_does_not_hurry(
+    cloud: bool, retrying: bool, fast: bool
+) -> None:
+    # A setup or workload step sent again after its backoff is not news: its end wakes the
+    # loop anyway, so it must not keep the controller on the fast interval.
+    assert hurries(cloud=cloud, retrying=retrying) is fast
+
+
+def _memory(phase: str, workers: tuple[WorkerSeen, ...], launch_failed: bool) -> mem.Memory:
+    memory = mem.Memory(
+        workloads={"a": WorkloadMemory(run_id="g0-x", generation=0, identity="i", phase=phase,
+                                       instance="a@1", workers=workers)}
+    )  # fmt: skip
+    if launch_failed:
+        memory = mem.record_failure(
+            memory, "z1/a:launch", message="no machine", now=0.0, permanent=True,
+            fingerprint="f",
+        )  # fmt: skip
+    return memory
+
+
+@pytest.mark.parametrize(
+    ("phase", "workers", "launch_failed", "fast"),
+    [
+        ("starting", (), False, True),  # sent: its start is noticed on the fast interval
+        ("starting", (), True, False),  # its launch failed, nothing ever ran: nothing to notice
+        ("starting", (WorkerSeen(0, "unknown"),), True, False),  # e.g. an emulated node
+        ("starting", (WorkerSeen(0, "alive"), WorkerSeen(1, "unknown")), True, True),
+        ("running", (WorkerSeen(0, "unknown"),), True, True),  # under way: its end matters
+        ("pending", (), False, False),
+    ],
+)
+def test_an_attempt_whose_launch_failed_before_it_ran_anywhere_is_not_watched(
+    phase: str, workers: tuple[WorkerSeen, ...], launch_failed: bool, fast: bool
+) -> None:
+    assert watching(_memory(phase, workers, launch_failed), {"a": "z1"}) is fast

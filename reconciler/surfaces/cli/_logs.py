@@ -9,6 +9,15 @@ on to every later attempt launched on the workers, and to a re-created node (a p
 once the snapshot shows it. SSH settings (user, key, port, internal IPs) are those of the
 desired file, exactly as the controller uses them.
 
+Everything that can be known without the network is checked first, each answered with one
+line and a named exit code: a slot neither in the desired file nor in the snapshot
+(``EX_REFUSED``, with "did you mean"), a slot without a workload (``EX_REFUSED``), no node now
+(``EX_TEMPFAIL``), an emulated node's address — a documentation range, nothing answers there
+(``NoMachine``, ``EX_UNAVAILABLE``). Only then is the OS Login user found (``settings.ssh_user``,
+else the cache, else one lookup of a few seconds, unless a recent one failed:
+``oslogin.UserResolver``; a failure is ``EX_UNAVAILABLE`` naming ``settings.ssh_user``), and
+the workers are dialled (an unreachable one is ``EX_UNAVAILABLE`` too).
+
 May: read the state dir and the desired file, read logs on the workers through
 ``adapters.workload``, print. May not: launch, stop or edit anything.
 asyncssh is imported inside the handler only.
@@ -26,11 +35,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from reconciler.exitcodes import EX_CONFIG, EX_OK, EX_TEMPFAIL, EX_USAGE
+from reconciler.exitcodes import (
+    EX_CONFIG,
+    EX_OK,
+    EX_REFUSED,
+    EX_TEMPFAIL,
+    EX_UNAVAILABLE,
+    EX_USAGE,
+)
 from reconciler.surfaces.cli._say import err as _err
 
 if TYPE_CHECKING:
+    from reconciler.adapters.oslogin import UserResolver
     from reconciler.adapters.workload import WorkloadRunner
+    from reconciler.model.desired import Desired
     from reconciler.model.observed import Node
     from reconciler.model.status import StatusSnapshot
 
@@ -39,6 +57,8 @@ _HERE: Final = "reconciler.surfaces.cli._logs"
 _RECHECK: Final = 5.0
 #: Lines shown from the first attempt on a re-created node: all of them, practically.
 _WHOLE: Final = 100_000
+#: Seconds to wait for a worker's TCP connect: a person is waiting at the prompt.
+_CONNECT_TIMEOUT: Final = 5.0
 
 
 def register(subparsers: Any) -> None:
@@ -93,27 +113,59 @@ def target_of(snapshot: StatusSnapshot | None, slot: str) -> Target:
     return Target(node, run_id)
 
 
-async def _runner(args: argparse.Namespace) -> WorkloadRunner | None:
+def unknown_slot(desired: Desired | None, snapshot: StatusSnapshot | None, slot: str) -> str | None:
+    """Why ``slot`` is no slot at all (neither in the desired file nor in the snapshot, with
+    the closest name when one is close), or None when it is one (or nothing can tell)."""
+    import difflib
+
+    if desired is None and snapshot is None:
+        return None
+    known = [s.name for s in desired.slots] if desired else []
+    known += [s.name for s in (snapshot.slots if snapshot else ()) if s.name not in known]
+    if slot in known:
+        return None
+    close = difflib.get_close_matches(slot, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown slot {slot!r}: not in the desired file nor in the controller's snapshot{hint}"
+
+
+def no_workload(desired: Desired, snapshot: StatusSnapshot | None, slot: str) -> str | None:
+    """Why ``slot`` has no workload output to show (no ``workload:`` block, and the snapshot
+    knows of no run), or None when it has (or had) one."""
+    spec = desired.slot(slot)
+    if spec is not None and spec.workload is not None:
+        return None
+    row = next((s for s in (snapshot.slots if snapshot else ()) if s.name == slot), None)
+    if row is not None and row.workload is not None and row.workload.run_id:
+        return None  # removed from the file, but a run is known: its output may be read
+    return (
+        f"{slot} has no workload: nothing was launched there to show (give it one with "
+        f"`tpu-reconciler workload set {slot} --command ...`)"
+    )
+
+
+def _resolver(args: argparse.Namespace) -> UserResolver:
+    from reconciler.adapters.oslogin import UserResolver
+    from reconciler.surfaces.cli._reconcile import state_dir
+
+    return UserResolver(state_dir(args).oslogin_user, env=dict(os.environ))
+
+
+def _runner(
+    args: argparse.Namespace, desired: Desired, user: str | Callable[[], Any]
+) -> WorkloadRunner:
     from reconciler.adapters.ssh import DEFAULT_KEY
     from reconciler.adapters.workload import WorkloadRunner
-    from reconciler.surfaces.cli._reconcile import _load_or_report, state_dir
+    from reconciler.surfaces.cli._reconcile import state_dir
 
-    desired = _load_or_report(args.file)
-    if desired is None:
-        return None
     settings = desired.settings
-    state = state_dir(args)
-    user = settings.ssh_user
-    if not user:
-        from reconciler.adapters.oslogin import resolve_user
-
-        user = await resolve_user(state.oslogin_user, env=dict(os.environ))
     return WorkloadRunner(
-        state=state,
+        state=state_dir(args),
         settings=settings,
         user=user,
         key=Path(settings.ssh_key or DEFAULT_KEY).expanduser(),
         agent_path=os.environ.get("SSH_AUTH_SOCK") or None,
+        connect_timeout=_CONNECT_TIMEOUT,
     )
 
 
@@ -171,9 +223,16 @@ async def _follow(
 
 
 async def _main(args: argparse.Namespace) -> int:
+    from reconciler.adapters.ssh import check_dialable
     from reconciler.adapters.status_file import read_status
-    from reconciler.errors import ReconcilerError, StatusUnreadable
-    from reconciler.surfaces.cli._reconcile import state_dir
+    from reconciler.errors import (
+        NoMachine,
+        ReconcilerError,
+        SetupFailed,
+        StatusUnreadable,
+        WorkloadError,
+    )
+    from reconciler.surfaces.cli._reconcile import _load_or_report, state_dir
 
     path = state_dir(args).status
 
@@ -183,16 +242,39 @@ async def _main(args: argparse.Namespace) -> int:
         except StatusUnreadable as exc:
             return Target(None, None, str(exc))
 
-    runner = await _runner(args)
-    if runner is None:
+    desired = _load_or_report(args.file)
+    if desired is None:
         return EX_CONFIG
+    try:
+        snapshot = read_status(path)
+    except StatusUnreadable as exc:
+        _err(str(exc))
+        return EX_TEMPFAIL
+    refusal = unknown_slot(desired, snapshot, args.slot) or no_workload(
+        desired, snapshot, args.slot
+    )
+    if refusal:
+        _err(refusal)
+        return EX_REFUSED
+    target = look()
+    if target.node is None and not args.follow:
+        _err(target.reason)
+        return EX_TEMPFAIL
+    user: str | Callable[[], Any] = desired.settings.ssh_user or ""
+    try:
+        if target.node is not None:  # about to dial: nothing answers there, or who are we?
+            check_dialable(args.slot, target.node.ips(internal=desired.settings.internal_ips))
+            user = user or await _resolver(args).resolve()
+        else:  # following a slot without a node yet: found when its node appears
+            user = user or _resolver(args).resolve
+    except (NoMachine, SetupFailed) as exc:
+        _err(str(exc))
+        return EX_UNAVAILABLE
+    runner = _runner(args, desired, user)
     try:
         if args.follow:
             return await _follow(runner, args, look)
-        target = look()
-        if target.node is None:
-            _err(target.reason)
-            return EX_TEMPFAIL
+        assert target.node is not None
         printed = await _print(
             runner.logs(
                 target.node,
@@ -207,6 +289,9 @@ async def _main(args: argparse.Namespace) -> int:
         if not printed and args.lines:
             _err(f"no workload output for {args.slot} on its workers (nothing launched yet?)")
         return EX_OK
+    except (WorkloadError, SetupFailed) as exc:  # a worker that could not be read
+        _err(str(exc))
+        return EX_UNAVAILABLE
     except ReconcilerError as exc:
         _err(str(exc))
         return exc.exit_code

@@ -2,10 +2,16 @@
 
 ``ssh`` execs OpenSSH with exactly the argv of the slot's tmux window
 (``adapters.openssh.ssh_argv``): the node instance's pinned known_hosts entry, the resolved
-user (``settings.ssh_user``, else the cached OS Login user, else one gcloud lookup that is
-cached), the key, agent forwarding. The address and instance come from the controller's
-snapshot; nothing calls the cloud API. ``info`` prints one slot's facts (IPs per worker, create
-time, last error, setup, the SSH command); ``--json`` prints the ``slot_info`` view
+user (``settings.ssh_user``, else the cached OS Login user, else one gcloud lookup of a few
+seconds that is cached — unless a recent lookup failed, ``oslogin.UserResolver``), the key,
+agent forwarding. The address and instance come from the controller's snapshot; nothing calls
+the cloud API. An unknown slot is refused with "did you mean"; an emulated node's address (a
+documentation range) is ``NoMachine`` at once (exit ``EX_UNAVAILABLE``), and so is a failed
+OS Login lookup (naming ``settings.ssh_user``). ``--print`` never looks anything up for an
+emulated node: it prints the command and says on stderr that no machine answers there.
+
+``info`` prints one slot's facts (IPs per worker, create time, last error, setup, the SSH
+command); ``--json`` prints the ``slot_info`` view
 (``tpu-reconciler.mcp.v1``, docs/json.md). ``tui`` starts the terminal UI (Textual is imported
 only then).
 
@@ -21,7 +27,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
-from reconciler.exitcodes import EX_REFUSED, EX_USAGE
+from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_UNAVAILABLE, EX_USAGE
 from reconciler.surfaces.cli._say import err as _err
 
 _HERE: Final = "reconciler.surfaces.cli._nodes"
@@ -114,18 +120,33 @@ def info_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resolve_user(editor: Any) -> str | None:
-    """The OS Login user when neither settings nor the cache name one: one gcloud lookup (the
-    controller's own, cached for the next time). None when it cannot be found."""
+def _resolve_user(editor: Any) -> None:
+    """Find the OS Login user when neither settings nor the cache name one: one gcloud lookup
+    of a few seconds, cached for the next time (and for the controller). A lookup that failed
+    lately is not repeated: ``SetupFailed`` naming ``settings.ssh_user``, at once."""
     import asyncio
 
-    from reconciler.adapters.oslogin import resolve_user
+    from reconciler.adapters.oslogin import UserResolver
+
+    asyncio.run(UserResolver(editor.state.oslogin_user, env=dict(os.environ)).resolve())
+
+
+def _unknown_slot(editor: Any, slot: str) -> str | None:
+    """``unknown slot 'X' ... (did you mean ...)`` when neither the file nor the snapshot has
+    it; None otherwise (also when neither can be read: the view says why)."""
     from reconciler.errors import ReconcilerError
+    from reconciler.intent import views
+    from reconciler.surfaces.cli._logs import unknown_slot
 
     try:
-        return asyncio.run(resolve_user(editor.state.oslogin_user))
+        snapshot = views.read_snapshot(editor)
+    except ReconcilerError:
+        snapshot = None
+    try:
+        desired = editor.parse(editor.read().decode("utf-8", "replace"))
     except (ReconcilerError, OSError):
-        return None
+        desired = None
+    return unknown_slot(desired, snapshot, slot)
 
 
 def _split_remote(args: argparse.Namespace) -> list[str]:
@@ -159,7 +180,8 @@ def _worker(text: str) -> int:
 def ssh_command(args: argparse.Namespace) -> int:
     import shlex
 
-    from reconciler.errors import ReconcilerError
+    from reconciler.adapters.ssh import check_dialable
+    from reconciler.errors import NoMachine, ReconcilerError, SetupFailed
     from reconciler.intent import views
 
     try:
@@ -171,17 +193,37 @@ def ssh_command(args: argparse.Namespace) -> int:
         _err("--worker must be 0 or more")
         return EX_USAGE
     editor = _editor(args)
+    unknown = _unknown_slot(editor, args.slot)
+    if unknown:
+        _err(unknown)
+        return EX_REFUSED
     try:
         doc = views.ssh_command(editor, args.slot, args.worker)
-        if "@" not in doc["argv"][-1] and _resolve_user(editor) is not None:
+    except ReconcilerError as e:
+        _err(str(e))
+        return EX_REFUSED
+    try:
+        check_dialable(args.slot, [doc["ip"]])
+        if "@" not in doc["argv"][-1]:
+            _resolve_user(editor)
             doc = views.ssh_command(editor, args.slot, args.worker)  # now with the cached user
+    except NoMachine as e:
+        if not args.print:
+            _err(str(e))
+            return EX_UNAVAILABLE
+        print(shlex.join([*doc["argv"], *remote]))  # the command, as asked; but say it
+        _err(f"note: {e}")
+        return EX_OK
+    except SetupFailed as e:
+        _err(str(e))
+        return EX_UNAVAILABLE
     except ReconcilerError as e:
         _err(str(e))
         return EX_REFUSED
     argv = [*doc["argv"], *remote]
     if args.print:
         print(shlex.join(argv))
-        return 0
+        return EX_OK
     sys.stdout.flush()
     try:
         os.execvp(argv[0], argv)
