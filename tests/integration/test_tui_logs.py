@@ -106,3 +106,38 @@ async def test_logs_pane_follows_every_worker(
         with contextlib.suppress(Exception):
             await runner.stop(node, SLOT, RUN, 1, grace=0.2)
         await runner.aclose()
+
+
+async def test_logs_pane_on_an_emulated_node_says_nothing_answers_there(tmp_path: Path) -> None:
+    """No user is configured or cached: the pane names the real reason (an emulated node's
+    address), not the missing user, and dials nothing."""
+    path = tmp_path / "desired.yaml"
+    path.write_text(
+        "project: test-project\n"
+        f"slots:\n  - {{name: {SLOT}, zone: us-central2-b, accelerator: v4-8, want: held}}\n"
+    )
+    state = StateDir(tmp_path / "state").ensure()
+    row = SlotStatus(
+        name=SLOT,
+        zone="us-central2-b",
+        accelerator="v4-8",
+        state="ACTIVE",
+        ips=("203.0.113.9",),
+        instance=f"{SLOT}@4242",
+        managed=True,
+        setup=SetupStatus(),
+        tmux=TmuxStatus(),
+    )
+    write_status(state.status, StatusSnapshot(slots=(row,)))
+    app = TpuApp(path, state, log_source=default_source(path, state), watch=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("l")
+        log = app.query_one("#logs")
+
+        def shown() -> str:
+            return "\n".join(str(line.text) for line in log.lines)  # type: ignore[attr-defined]
+
+        assert await eventually(lambda: "no machine stands behind it" in shown(), 10), shown()
+        assert "no SSH user" not in shown()
+        await pilot.press("q")

@@ -60,6 +60,7 @@ async def _workload_logs(file: Path, state: StateDir, row: SlotRow) -> AsyncIter
     import os
 
     from reconciler.adapters.oslogin import read_cached
+    from reconciler.adapters.ssh import check_dialable
     from reconciler.adapters.status_file import read_status
     from reconciler.errors import ReconcilerError
     from reconciler.model.load import parse_desired
@@ -75,6 +76,8 @@ async def _workload_logs(file: Path, state: StateDir, row: SlotRow) -> AsyncIter
     runner_class, target, settings = await asyncio.to_thread(prepare)
     if target.node is None:
         raise ReconcilerError(target.reason)
+    # An emulated node answers nothing: say so before asking for a user it would never need.
+    check_dialable(row.name, target.node.ips(internal=settings.internal_ips))
     user = settings.ssh_user or read_cached(state.oslogin_user)
     if not user:
         raise ReconcilerError(
