@@ -137,7 +137,8 @@ def _attempt_path(base: str, worker: int, slot: str, run_id: str, attempt: int) 
 
 def encode_spec(req: LaunchRequest, secret_values: Mapping[str, bytes]) -> bytes:
     """The wrapper's stdin: NUL-terminated ``workdir=``, ``env=NAME=VALUE``, then ``shell=CMD``
-    or one ``arg=`` per argv element. Refuses what the wrapper could not carry (NUL bytes)."""
+    or one ``arg=`` per argv element, framed (``frame``). Refuses what the wrapper could not
+    carry (NUL bytes)."""
     records: list[bytes] = []
     if req.workdir:
         records.append(b"workdir=" + _no_nul("workdir", req.workdir).encode())
@@ -156,7 +157,13 @@ def encode_spec(req: LaunchRequest, secret_values: Mapping[str, bytes]) -> bytes
         if not req.command:
             raise UnsafeName("empty workload argv")
         records += [b"arg=" + _no_nul("argument", a).encode() for a in req.command]
-    return b"".join(r + b"\0" for r in records)
+    return frame(b"".join(r + b"\0" for r in records))
+
+
+def frame(body: bytes) -> bytes:
+    """``body`` and its last line ``end=<bytes> <sha256>``: the wrapper refuses a spec whose
+    frame is missing or does not match, so a spec cut off in transit starts nothing."""
+    return body + f"end={len(body)} {hashlib.sha256(body).hexdigest()}\n".encode()
 
 
 def parse_probe(index: int, output: str) -> WorkerProbe:

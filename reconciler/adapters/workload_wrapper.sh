@@ -2,7 +2,7 @@
 # tpu-reconciler workload wrapper. Uploaded by SFTP to ~/.tpu-reconciler/bin/ on every worker
 # (reconciler/adapters/workload.py); runs one attempt of the user's program detached from SSH.
 #
-#   wrapper launch DIR WORKER WORKERS SLOT RUN_ID ATTEMPT   spec on stdin (NUL-separated)
+#   wrapper launch DIR WORKER WORKERS SLOT RUN_ID ATTEMPT   spec on stdin (framed, below)
 #   wrapper probe  DIR                                      one line: state=... pid=... ...
 #   wrapper serve                                           "probe DIR" lines in, answers out
 #   wrapper stop   DIR GRACE_MS                             TERM the group, KILL after grace
@@ -16,11 +16,16 @@
 #   exit         "code=N signal=NAME|none stopped=yes|no ended=<epoch>", written even when killed
 #   stop         a stop was requested; a launch arriving after it starts nothing
 #   output.log   the program's stdout and stderr
-# SLOTDIR/current holds "<run_id>/<attempt>" of the latest launch on this worker.
+# SLOTDIR/current holds "<run_id>/<attempt>" of the latest launch on this worker, and
+# SLOTDIR/launch.lock serialises launches of the slot's attempts on this worker, so "no other
+# attempt holds the chips" is checked and the new one started in one step.
 #
-# The spec (records "workdir=P", "env=NAME=VALUE", "shell=COMMAND" or "arg=ARG"...) goes from
-# stdin into a 0600 file that is unlinked as soon as the supervisor holds it open: secret
-# values reach the program's environment only, never an argv or a log.
+# The spec (NUL-terminated records "workdir=P", "env=NAME=VALUE", "shell=COMMAND" or
+# "arg=ARG"...) goes from stdin into a 0600 file that is unlinked as soon as the supervisor
+# holds it open: secret values reach the program's environment only, never an argv or a log.
+# It is framed: its last line is "end=<bytes> <sha256>" of the records before it. A spec cut
+# off (a dropped session, a sender killed mid-send) or damaged is refused and removed, and
+# nothing is started, so the sender's resend starts the program with all of its arguments.
 set -u
 umask 077
 
@@ -40,11 +45,25 @@ write_atomic() { # file text
     printf '%s\n' "$2" >"$1.tmp.$$" && mv -f -- "$1.tmp.$$" "$1"
 }
 
+framed() { # file: whole, with its "end=<bytes> <sha256>" last line matching what precedes it
+    local f=$1 trailer size len
+    trailer=$(tail -c 200 -- "$f" | tr '\0' '\n' | tail -n 1) || return 1
+    [[ $trailer =~ ^end=([0-9]+)\ ([0-9a-f]{64})$ ]] || return 1
+    len=${BASH_REMATCH[1]}
+    size=$(stat -c %s -- "$f") || return 1
+    [ "$size" -eq $((len + ${#trailer} + 1)) ] || return 1
+    [ "$(head -c "$len" -- "$f" | sha256sum)" = "${BASH_REMATCH[2]}  -" ]
+}
+
 launch() {
     local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
     local slotdir=${dir%/*/*} prev=
     DRAIN=1 # until the spec is read, every way out reads it first
     mkdir -p -- "$dir" || die 74 "cannot create $dir"
+    # The slot's lock first, then the attempt's (stop takes only the attempt's): from the check
+    # below until the new supervisor holds its own lock, no other attempt of this slot can start.
+    exec 5>"$slotdir/launch.lock"
+    flock -w 30 5 || die 75 "launch lock of $slotdir busy"
     exec 9>"$dir/launch.lock"
     flock -w 30 9 || die 75 "launch lock of $dir busy"
     if [ -e "$dir/started" ] || [ -e "$dir/stop" ]; then
@@ -61,15 +80,22 @@ launch() {
     fi
     exec 8>"$dir/lock"
     flock -w 10 8 || die 75 "lock of $dir busy"
-    cat >"$dir/spec" || die 74 "cannot write the spec"
+    if ! cat >"$dir/spec"; then
+        rm -f -- "$dir/spec" # a partial spec may hold a secret: it never outlives the failure
+        die 74 "cannot write the spec (is the disk full?); nothing was started"
+    fi
     DRAIN=
+    if ! framed "$dir/spec"; then
+        rm -f -- "$dir/spec"
+        die 65 "the spec arrived cut off or damaged; nothing was started"
+    fi
     exec 7<"$dir/spec"
     rm -f -- "$dir/spec"
     : >>"$dir/output.log"
     write_atomic "$dir/started" "${EPOCHREALTIME:-$(date +%s)} $BOOT_ID"
     write_atomic "$slotdir/current" "$run/$attempt"
     setsid bash "$0" supervise "$dir" "$worker" "$workers" "$slot" "$run" "$attempt" \
-        <&7 7<&- 9>&- >>"$dir/output.log" 2>&1 &
+        <&7 7<&- 9>&- 5>&- >>"$dir/output.log" 2>&1 &
     echo launched
 }
 
@@ -91,7 +117,7 @@ supervise() {
         shell=*) mode=shell cmd=${rec#shell=} ;;
         arg=*) mode=argv argv+=("${rec#arg=}") ;;
         esac
-    done
+    done # the frame's "end=" line has no NUL after it: read ends there and drops it
     exec </dev/null
     export TPU_RECONCILER_SLOT="$slot" TPU_RECONCILER_RUN_ID="$run"
     export TPU_RECONCILER_ATTEMPT="$attempt" TPU_RECONCILER_WORKER="$worker"

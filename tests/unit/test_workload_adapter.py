@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from reconciler.adapters.workload import (
@@ -36,9 +38,19 @@ def _req(**kw: object) -> LaunchRequest:
     return LaunchRequest(**values)  # type: ignore[arg-type]
 
 
-def test_spec_is_nul_separated_records_in_order() -> None:
+def _unframed(spec: bytes) -> bytes:
+    """The records of a framed spec, after checking its ``end=<bytes> <sha256>`` line."""
+    body, _, trailer = spec[:-1].rpartition(b"\0")
+    body += b"\0"
+    assert spec.endswith(b"\n")
+    length, digest = trailer.removeprefix(b"end=").split(b" ")
+    assert int(length) == len(body) and digest.decode() == hashlib.sha256(body).hexdigest()
+    return body
+
+
+def test_spec_is_nul_separated_records_in_order_then_its_frame() -> None:
     spec = encode_spec(_req(command="python3 train.py --x 'y'"), {"KEY": b"v@lue"})
-    assert spec.split(b"\0") == [
+    assert _unframed(spec).split(b"\0") == [
         b"workdir=~/repo",
         b"env=A=x y",
         b"env=KEY=v@lue",
@@ -46,7 +58,7 @@ def test_spec_is_nul_separated_records_in_order() -> None:
         b"",
     ]
     argv = encode_spec(_req(command=("python3", "a b", "$(x)"), workdir=None, env={}), {})
-    assert argv == b"arg=python3\0arg=a b\0arg=$(x)\0"
+    assert _unframed(argv) == b"arg=python3\0arg=a b\0arg=$(x)\0"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,121 @@
+"""The workload wrapper itself (the bash script every worker runs), driven locally with the
+exact argv and stdin the adapter sends: a spec cut off in transit starts nothing and its resend
+starts the whole command once; two attempts of one slot whose specs arrive a moment apart never
+both start."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+
+from reconciler.adapters.workload import encode_spec
+from reconciler.model.workload import LaunchRequest
+
+pytestmark = pytest.mark.integration
+
+WRAPPER = str(files("reconciler.adapters").joinpath("workload_wrapper.sh"))
+
+
+def _request(run: str, attempt: int, command: tuple[str, ...], workdir: Path) -> LaunchRequest:
+    return LaunchRequest(
+        slot="train-a",
+        run_id=run,
+        attempt=attempt,
+        command=command,
+        workdir=str(workdir),
+        env={},
+        secret_env={},
+        workers=1,
+    )
+
+
+def _dir(base: Path, run: str, attempt: int) -> Path:
+    return base / "w0" / "train-a" / run / str(attempt)
+
+
+def _launch(base: Path, run: str, attempt: int, stdin: bytes) -> subprocess.CompletedProcess[str]:
+    argv = ["bash", WRAPPER, "launch", str(_dir(base, run, attempt)), "0", "1", "train-a", run]
+    return subprocess.run(
+        [*argv, str(attempt)], input=stdin.decode("latin-1"), capture_output=True,
+        text=True, encoding="latin-1", timeout=60,
+    )  # fmt: skip
+
+
+def _wait_exit(attempt_dir: Path, timeout: float = 20.0) -> str:
+    deadline = time.monotonic() + timeout
+    while not (attempt_dir / "exit").exists():
+        assert time.monotonic() < deadline, "the program never finished"
+        time.sleep(0.05)
+    return (attempt_dir / "exit").read_text()
+
+
+def test_a_spec_cut_off_in_transit_starts_nothing_and_its_resend_starts_it_whole(
+    tmp_path: Path,
+) -> None:
+    base, out = tmp_path / "base", tmp_path / "args"
+    # A long argv (past 64 KiB, as a long command line or env gives), its last arguments the
+    # ones that matter: a cut-off spec once started the program with the ones received so far.
+    args = (*(f"--flag-{i}=value-{i:05d}" for i in range(3000)), "--resume", "ckpt-LAST")
+    spec = encode_spec(_request("r1", 1, ("sh", "-c", f'printf "%s\\n" "$@" > {out}', "sh", *args),
+                                tmp_path), {})  # fmt: skip
+    assert len(spec) > 64 * 1024
+    attempt = _dir(base, "r1", 1)
+    for cut in (len(spec) // 3, len(spec) - 1, 0):
+        done = _launch(base, "r1", 1, spec[:cut])
+        assert done.stdout.startswith("error ") and "nothing was started" in done.stdout
+        assert done.returncode == 65
+        assert not (attempt / "started").exists() and not (attempt / "spec").exists()
+    damaged = spec.replace(b"ckpt-LAST", b"ckpt-LOST")  # same length, other bytes
+    assert _launch(base, "r1", 1, damaged).returncode == 65
+    done = _launch(base, "r1", 1, spec)
+    assert done.stdout.strip() == "launched", done.stdout + done.stderr
+    assert _wait_exit(attempt).startswith("code=0 ")
+    assert out.read_text().splitlines() == list(args)
+    assert _launch(base, "r1", 1, spec).stdout.strip() == "already"  # and never twice
+
+
+def test_two_attempts_whose_specs_arrive_a_moment_apart_never_both_start(tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    first = encode_spec(_request("r1", 1, ("sleep", "30"), tmp_path), {})
+    second = encode_spec(_request("r2", 1, ("sleep", "30"), tmp_path), {})
+    argv = ["bash", WRAPPER, "launch", str(_dir(base, "r1", 1)), "0", "1", "train-a", "r1", "1"]
+    racer: subprocess.Popen[bytes] | None = None
+    slow = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert slow.stdin is not None
+        slow.stdin.write(first[:10])  # the first launch has begun: its spec is on its way
+        slow.stdin.flush()
+        time.sleep(0.3)
+        racer = subprocess.Popen(
+            ["bash", WRAPPER, "launch", str(_dir(base, "r2", 1)), "0", "1", "train-a", "r2", "1"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        time.sleep(0.3)  # the second one's spec arrives whole, a round trip later
+        assert racer.stdin is not None
+        racer.stdin.write(second)
+        racer.stdin.close()
+        slow.stdin.write(first[10:])
+        slow.stdin.close()
+        assert slow.wait(timeout=60) == 0
+        assert slow.stdout is not None and slow.stdout.read().strip() == b"launched"
+        racer.wait(timeout=60)
+        assert racer.stdout is not None
+        racer_out = racer.stdout.read()
+        assert b"is still running on this worker" in racer_out, racer_out
+        slot_dir = base / "w0" / "train-a"
+        started = sorted(p.parent.parent.name for p in slot_dir.glob("*/1/started"))
+        assert started == ["r1"]
+    finally:
+        for proc in (slow, racer):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+        attempt = _dir(base, "r1", 1)
+        if (attempt / "started").exists():
+            subprocess.run(["bash", WRAPPER, "stop", str(attempt), "100"], capture_output=True,
+                           timeout=60)  # fmt: skip
