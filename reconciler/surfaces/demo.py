@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import DemoFailed
-from reconciler.exitcodes import EX_OK, EX_REFUSED
+from reconciler.exitcodes import EX_INTERRUPTED, EX_OK, EX_REFUSED
 
 DEMO_PROJECT = "demo-project"
 HELD = "spot-v4-8-usc2b-1"
@@ -66,6 +66,8 @@ class _Story:
     def __init__(self, out: Callable[[str], None], emulator: Any, controller: Any) -> None:
         self.out, self.emu, self.controller = out, emulator, controller
         self.t0 = time.monotonic()
+        self.restored = False  # the good file is back (set before it is written)
+        self.reloaded = False  # and the controller logged it valid again
 
     def say(self, text: str) -> None:
         self.out(f"[{time.monotonic() - self.t0:5.1f}s] {text}")
@@ -138,9 +140,11 @@ async def _tell(story: _Story, desired_path: Path) -> None:
         raise DemoFailed("the invalid file caused a create or delete")
     shown = str(errors[0]) if errors else "(no error reported)"
     say(f"✓ invalid edit refused, nothing created or deleted: {shown}")
+    story.restored = True
     desired_path.write_text(text)
-    await asyncio.sleep(1.0)
-    say("✓ file restored; the controller is back on the fixed intent")
+    await story.until(
+        "file restored; the controller is back on the fixed intent", lambda: story.reloaded
+    )
 
 
 def run(args: Any) -> int:
@@ -152,35 +156,43 @@ def run(args: Any) -> int:
         print("tpu-reconciler demo: --backend gcloud needs the gcloud CLI", file=sys.stderr)
         return EX_REFUSED
     work = Path(tempfile.mkdtemp(prefix="tpu-reconciler-demo-"))
+    try:
+        return _run_in(args, work, Emulator, out)
+    except KeyboardInterrupt:  # before the controller's own Ctrl-C handling is in place
+        out("interrupted")
+        return EX_INTERRUPTED
+    finally:
+        # Everything in it (desired.yaml, the state, the gcloud config) describes this
+        # emulator, which ends with this process: nothing is worth keeping.
+        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            out(f"demo stopped; removed {work} (the exported variables point nowhere now)")
+
+
+def _run_in(args: Any, work: Path, emulator_class: Any, out: Callable[[str], None]) -> int:
     token = work / "token"
     token.write_text("demo-token\n")
     token.chmod(0o600)
-    env_vars = {
-        "CLOUDSDK_CONFIG": str(work / "gcloud"),
-        "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(token),
-        "CLOUDSDK_CORE_PROJECT": DEMO_PROJECT,
-        "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
-        "TPU_RECONCILER_FILE": str(work / "desired.yaml"),
-        "TPU_RECONCILER_STATE_DIR": str(work / "state"),
-    }
-    with Emulator(speed=args.speed) as emu:
+    with emulator_class(speed=args.speed, project=DEMO_PROJECT) as emu:
         emu.set_capacity("us-central2-b", "v4-8", 1)
         emu.set_capacity("europe-west4-a", "v6e-8", 0)
         emu.set_capacity("us-east1-d", "v6e-8", 1)
-        env_vars["CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"] = emu.url
+        # Every Google endpoint gcloud would dial goes to the emulator or is turned off, so
+        # the demo, and a CLI verb run with the printed variables, never reach the network.
+        env_vars = {
+            **emu.gcloud_env(str(work / "gcloud"), str(token), DEMO_PROJECT),
+            "TPU_RECONCILER_FILE": str(work / "desired.yaml"),
+            "TPU_RECONCILER_STATE_DIR": str(work / "state"),
+        }
         os.environ.update(env_vars)
         desired_path = work / "desired.yaml"
-        desired_path.write_text(DESIRED.format(backend=backend))
+        desired_path.write_text(DESIRED.format(backend=args.backend))
         out(
-            f"tpu-reconciler demo — emulator at {emu.url}, backend {backend}, "
+            f"tpu-reconciler demo — emulator at {emu.url}, backend {args.backend}, "
             f"speed x{args.speed:g}; files in {work}"
         )
         out("(no real project, no real gcloud configuration is touched)")
-        try:
-            return asyncio.run(_main(args, emu, desired_path, work, env_vars, out))
-        finally:
-            if not args.keep:
-                shutil.rmtree(work, ignore_errors=True)
+        return asyncio.run(_main(args, emu, desired_path, work, env_vars, out))
 
 
 async def _main(
@@ -211,20 +223,12 @@ async def _drive(
     state: Any,
 ) -> int:
     from reconciler.core.render import format_status
-    from reconciler.runtime.backends import make_cloud
-    from reconciler.runtime.controller import Controller
-    from reconciler.runtime.desired_loader import DesiredLoader
-    from reconciler.runtime.events import EventLog
-    from reconciler.runtime.setup import make_setup_runner
+    from reconciler.runtime.assemble import build_controller
     from reconciler.surfaces.cli._snapshot import current_status
 
-    controller = Controller(
-        store=DesiredLoader(desired_path, os.environ),
-        state=state,
-        cloud_factory=make_cloud,
-        events=EventLog(state),
-        setup=make_setup_runner(desired_path, state),
-    )
+    # Built as `run` builds it, capacity history included: `history` and `recommend` show
+    # the demo's waits, race and preemption.
+    controller = build_controller(desired_path, state, allow_destructive=True, history=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -233,28 +237,38 @@ async def _drive(
     story = _Story(out, emu, controller)
     narrator = asyncio.create_task(_narrate(story, state.events, stop))
     code = EX_OK
-    try:
-        await _tell(story, desired_path)
-    except DemoFailed as e:
-        out(f"✗ demo failed: {e}")
-        code = e.exit_code
-    await asyncio.sleep(0.5)
-    ns = type("Args", (), {"file": desired_path, "state_dir": work / "state"})()
-    out("")
-    out(format_status(current_status(ns), time.time()).rstrip())
-    counts = emu.request_counts()
-    out("")
-    out(
-        "requests the emulator served: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
-    )
+    telling = asyncio.create_task(_tell(story, desired_path))
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({telling, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not telling.done():  # Ctrl-C mid-story
+        telling.cancel()
+        out("interrupted")
+        code = EX_INTERRUPTED
+    elif (failure := telling.exception()) is not None:
+        if not isinstance(failure, DemoFailed):
+            raise failure
+        out(f"✗ demo failed: {failure}")
+        code = failure.exit_code
+    if code != EX_INTERRUPTED:
+        await asyncio.sleep(0.5)
+        ns = type("Args", (), {"file": desired_path, "state_dir": work / "state"})()
+        out("")
+        out(format_status(current_status(ns), time.time()).rstrip())
+        counts = emu.request_counts()
+        out("")
+        out(
+            "requests the emulator served: "
+            + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+        )
     if args.keep and code == EX_OK:
         out("")
-        out("Still running (Ctrl-C stops). In another shell:")
+        out("Still running (Ctrl-C stops it and removes its files). In another shell:")
         for key, value in env_vars.items():
             out(f"  export {key}={value}")
         out("  tpu-reconciler status   # or: gcloud compute tpus queued-resources list --zone=-")
         await stop.wait()
     stop.set()
+    stopped.cancel()
     await task
     narrator.cancel()
     return code
@@ -278,3 +292,6 @@ async def _narrate(story: _Story, events: Path, stop: asyncio.Event) -> None:
             story.say(f"  controller: {e.get('action')} {e.get('slot')} failed: {e.get('error')}")
         elif kind == "desired.invalid":
             story.say("  controller: desired.yaml invalid; keeping the last valid intent")
+        elif kind == "desired.loaded" and story.restored:
+            story.say("  controller: desired.yaml valid again; back on the file as saved")
+            story.reloaded = True
