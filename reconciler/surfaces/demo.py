@@ -4,10 +4,14 @@ It starts the emulator, writes a temporary desired file, runs the real controlle
 with a fast clock, and tells a story: a slot is held, a race across two zones is won and the
 loser cancelled, a preempted TPU is re-queued, and a half-written edit is refused without a
 single create or delete. Then a summary. ``--keep`` leaves everything running and prints the
-environment to point ``status`` and gcloud at it.
+environment to point ``status`` and gcloud at it; Ctrl-C then stops it and removes its files.
 
-Everything lives in a temporary directory: the demo sets its own ``CLOUDSDK_CONFIG`` and token
-file, so it never touches the user's gcloud configuration or a real project.
+The controller is built as ``run`` builds it (``runtime.assemble``), capacity history included,
+so ``history``, ``recommend`` and the TUI show what it saw. Everything lives in a temporary
+directory: the demo sets its own ``CLOUDSDK_CONFIG``, token file and every endpoint override
+gcloud needs (``Emulator.gcloud_env``: Cloud TPU and OS Login to the emulator, no metadata
+server), so neither it nor a verb run with its printed environment touches the user's gcloud
+configuration, a real project or the network.
 """
 
 from __future__ import annotations
@@ -148,8 +152,6 @@ async def _tell(story: _Story, desired_path: Path) -> None:
 
 
 def run(args: Any) -> int:
-    from reconciler.emulator import Emulator
-
     out = print
     backend = args.backend
     if backend == "gcloud" and shutil.which("gcloud") is None:
@@ -157,7 +159,7 @@ def run(args: Any) -> int:
         return EX_REFUSED
     work = Path(tempfile.mkdtemp(prefix="tpu-reconciler-demo-"))
     try:
-        return _run_in(args, work, Emulator, out)
+        return _run_in(args, work, out)
     except KeyboardInterrupt:  # before the controller's own Ctrl-C handling is in place
         out("interrupted")
         return EX_INTERRUPTED
@@ -169,11 +171,13 @@ def run(args: Any) -> int:
             out(f"demo stopped; removed {work} (the exported variables point nowhere now)")
 
 
-def _run_in(args: Any, work: Path, emulator_class: Any, out: Callable[[str], None]) -> int:
+def _run_in(args: Any, work: Path, out: Callable[[str], None]) -> int:
+    from reconciler.emulator import Emulator
+
     token = work / "token"
     token.write_text("demo-token\n")
     token.chmod(0o600)
-    with emulator_class(speed=args.speed, project=DEMO_PROJECT) as emu:
+    with Emulator(speed=args.speed, project=DEMO_PROJECT) as emu:
         emu.set_capacity("us-central2-b", "v4-8", 1)
         emu.set_capacity("europe-west4-a", "v6e-8", 0)
         emu.set_capacity("us-east1-d", "v6e-8", 1)
