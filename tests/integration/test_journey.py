@@ -16,6 +16,7 @@ failure report lists every case that broke:
   has a workload, so both existing ones are slots without a workload;
 - ``history`` shows the demo's preemption (the demo's controller records history);
 - the event log shows the restored file valid again after the invalid save;
+- ``info`` shows no time ahead of the wall clock (the emulator's clock runs 20x fast);
 - no Python process (ours or gcloud's) asked for a non-loopback address: a ``sitecustomize``
   audit hook logs every ``socket.connect`` / ``getaddrinfo`` whose target is not loopback;
 - Ctrl-C stops ``demo --keep`` and removes its temporary directory.
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -176,6 +178,14 @@ def test_a_new_users_first_hour_in_a_namespace_with_only_loopback(tmp_path: Path
             got = named[run["rc"]]
             problems.append(f"{label}: exit {got}, expected {run['expected']}\n{shown}")
 
+    stamp = r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z"
+    for run in report["runs"]:  # the emulator's fast clock must not leak into the times shown
+        if run["verb"] == "info":
+            for m in re.finditer(rf"(?:created|since) {stamp}", run["stdout"]):
+                moment = datetime.fromisoformat(m[1]).replace(tzinfo=UTC).timestamp()
+                if moment > run["ended_at"]:
+                    problems.append(f"info [{run['case']}] shows a time ahead: {m[0]}")
+
     history = _run(report, "history --json")
     places = json.loads(history["stdout"] or "{}").get("places", []) if history else []
     preempted = [p for p in places if p["zone"] == "us-central2-b" and p["preemptions"] >= 1]
@@ -285,6 +295,7 @@ def _verb(env: dict[str, str], verb: str, case: str, expected: str, args: list[s
         "verb": verb, "case": case, "expected": expected,
         "argv": ["tpu-reconciler", *argv[len(CLI_ARGV):]], "rc": rc,
         "elapsed": time.monotonic() - started, "stdout": stdout, "stderr": stderr,
+        "ended_at": time.time(),
     }  # fmt: skip
 
 
