@@ -95,8 +95,8 @@ def _d(seconds: float | None) -> str:
 
 def format_history(stats: Sequence[PlaceStats], filters: Mapping[str, str] | None = None) -> str:
     """The ``history`` table. ``filters``: the options that narrowed it (``zone``, ``since``,
-    ...), named when nothing matched them: "no history yet" is said only when none was asked
-    for with no filter."""
+    ...), named when nothing matched them (the store may hold other records); "no capacity
+    history yet" is said only when nothing was filtered out."""
     if not stats:
         asked = ", ".join(f"{k}={v}" for k, v in (filters or {}).items())
         if asked:
