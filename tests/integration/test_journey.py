@@ -62,6 +62,7 @@ VERBS: Final[dict[str, tuple[tuple[str, ...], dict[str, str]]]] = {
     "events": ((), {"-": "EX_OK"}),
     "history": ((), {"-": "EX_OK"}),
     "history --json": (("--json",), {"-": "EX_OK"}),
+    "history --zone": (("--zone", "us-west4-a"), {"-": "EX_OK"}),
     "recommend": (("v6e-8",), {"-": "EX_OK"}),
     "doctor": ((), {"-": "EX_OK"}),
     "validate": ((), {"-": "EX_OK"}),
@@ -194,6 +195,10 @@ def test_a_new_users_first_hour_in_a_namespace_with_only_loopback(tmp_path: Path
     text = _run(report, "history")
     if text and "us-central2-b" not in text["stdout"]:
         problems.append(f"history's table has no us-central2-b row:\n{text['stdout']}")
+
+    nowhere = _run(report, "history --zone")
+    if nowhere and "No capacity history matches zone=us-west4-a" not in nowhere["stdout"]:
+        problems.append(f"history --zone with nothing there:\n{nowhere['stdout']}")
 
     kinds = [e["kind"] for e in report["events"] if e["kind"].startswith("desired.")]
     if "desired.invalid" not in kinds or kinds[-1] != "desired.loaded":
