@@ -9,7 +9,7 @@ May: build values and text. May not: do I/O, read a clock (``now`` is given), or
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -93,8 +93,14 @@ def _d(seconds: float | None) -> str:
     return "-" if seconds is None else format_duration(seconds)
 
 
-def format_history(stats: Sequence[PlaceStats]) -> str:
+def format_history(stats: Sequence[PlaceStats], filters: Mapping[str, str] | None = None) -> str:
+    """The ``history`` table. ``filters``: the options that narrowed it (``zone``, ``since``,
+    ...), named when nothing matched them (the store may hold other records); "no capacity
+    history yet" is said only when nothing was filtered out."""
     if not stats:
+        asked = ", ".join(f"{k}={v}" for k, v in (filters or {}).items())
+        if asked:
+            return f"No capacity history matches {asked}.\n"
         return "No capacity history yet (the controller records it while it runs).\n"
     header = (
         "ZONE",

@@ -14,6 +14,11 @@ Served subset (what gcloud ``compute tpus queued-resources`` and ``tpu-vm`` use)
     GET    /v2/projects/P/locations/Z/nodes/ID
     POST   /v2/projects/P/locations/Z/nodes/ID:getGuestAttributes
     GET    /v2/projects/P/locations/Z/operations/ID
+
+and of OS Login v1 (what ``gcloud compute os-login describe-profile`` asks, with
+``CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN`` pointing here):
+
+    GET    /v1/users/U/loginProfile                            one POSIX account, primary
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         "nodes.getGuestAttributes",
     ),
     ("GET", re.compile(_LOC + r"/operations/(?P<id>[^/]+)$"), "operations.get"),
+    ("GET", re.compile(r"^/v1/users/(?P<user>[^/]+)/loginProfile$"), "users.getLoginProfile"),
 ]
 MAX_PAGE_SIZE = 1000
 _T = TypeVar("_T")
@@ -176,6 +182,12 @@ def _get_op(world: World, p: dict[str, str], _q: dict[str, str], _b: Any, _s: in
     return rec.render_op(world.get_op(p["zone"], p["id"]), p["project"], world.clock)
 
 
+def _login_profile(
+    world: World, p: dict[str, str], q: dict[str, str], _b: Any, _s: int
+) -> rec.JSON:
+    return rec.login_profile(p["user"], world.os_login_user, q.get("projectId"))
+
+
 _Handler = Callable[[World, dict[str, str], dict[str, str], Any, int], rec.JSON]
 _HANDLERS: dict[str, _Handler] = {
     "queuedResources.list": _list_qrs,
@@ -186,4 +198,5 @@ _HANDLERS: dict[str, _Handler] = {
     "nodes.get": _get_node,
     "nodes.getGuestAttributes": _guest,
     "operations.get": _get_op,
+    "users.getLoginProfile": _login_profile,
 }

@@ -9,6 +9,7 @@ names, because the emulator serves one set of resources under any project id.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import datetime as _dt
 from collections.abc import Callable
@@ -78,19 +79,70 @@ def rpc_status(status: str, message: str) -> JSON:
 
 
 class Clock:
-    """Turns emulated seconds into RFC 3339 timestamps (emulated time 0 is ``epoch``)."""
+    """Turns emulated seconds into RFC 3339 timestamps of the wall clock, and back.
+
+    A fast clock speeds transitions, not stamps: emulated time runs ``speed`` times faster than
+    the wall clock (and ``advance`` jumps it), yet a time the API reports is the wall-clock
+    moment at which that emulated moment came, so no stamp lies ahead of the wall clock and a
+    stamp once reported never changes. The mapping is piecewise linear: an *anchor*
+    ``(t, wall, speed)`` says that emulated time ``t`` came at ``wall`` and ran ``speed``
+    emulated seconds per wall second after it. The server adds one whenever the speed changes
+    or the clock jumps (emulated moments inside a jump all came at the wall time of the jump).
+    Without anchors of its own (a bare ``World`` in a unit test) emulated time 0 is ``epoch``
+    and runs at speed 1.
+    """
 
     def __init__(self, epoch: float) -> None:
         self.epoch = epoch
+        self._starts: list[float] = [0.0]
+        self._anchors: list[tuple[float, float, float]] = [(0.0, epoch, 1.0)]
+
+    def anchor(self, t: float, wall: float, speed: float) -> None:
+        """From emulated time ``t`` (now), reached at ``wall``, time runs at ``speed`` (>= 0).
+        Moments up to ``t`` keep the wall time they had."""
+        if len(self._anchors) > 1 and self._anchors[-1][0] >= t:
+            self._starts.pop()  # never used: nothing lies after it yet
+            self._anchors.pop()
+        t = max(t, self._starts[-1])
+        wall = max(wall, self._anchors[-1][1])
+        self._starts.append(t)
+        self._anchors.append((t, wall, speed))
+
+    def wall(self, t: float) -> float:
+        """The wall-clock time (epoch seconds) at which emulated time ``t`` came."""
+        index = max(bisect.bisect_left(self._starts, t) - 1, 0)
+        start, wall, speed = self._anchors[index]
+        if t <= start:  # before the first anchor: a scenario's past, at speed 1
+            return wall + (t - start)
+        moment = wall + (t - start) / speed if speed > 0 else wall
+        if index + 1 < len(self._anchors):
+            moment = min(moment, self._anchors[index + 1][1])
+        return moment
+
+    def emulated(self, wall_time: float) -> float:
+        """The emulated time at which the wall clock shows ``wall_time``: the inverse of
+        ``wall`` (a moment of a jump maps to the jump's end). Past the last anchor it runs at
+        that anchor's speed, or at speed 1 while the clock stands still (``speed`` 0), so a
+        time ahead stays ahead of a frozen clock by as many emulated seconds."""
+        walls = [a[1] for a in self._anchors]
+        index = bisect.bisect_right(walls, wall_time) - 1
+        if index < 0:
+            start, wall, _ = self._anchors[0]
+            return start + (wall_time - wall)
+        start, wall, speed = self._anchors[index]
+        if index + 1 < len(self._anchors):
+            return min(start + (wall_time - wall) * speed, self._anchors[index + 1][0])
+        return start + (wall_time - wall) * (speed if speed > 0 else 1.0)
 
     def stamp(self, t: float) -> str:
-        moment = _dt.datetime.fromtimestamp(self.epoch + t, tz=_dt.UTC)
-        return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond:06d}Z"
+        micros = int(self.wall(t) * 1_000_000)  # floored: never a microsecond ahead
+        moment = _dt.datetime.fromtimestamp(micros // 1_000_000, tz=_dt.UTC)
+        return f"{moment:%Y-%m-%dT%H:%M:%S}.{micros % 1_000_000:06d}Z"
 
     def parse(self, text: str) -> float:
-        """An RFC 3339 timestamp as emulated seconds (may be negative)."""
+        """An RFC 3339 timestamp (wall clock) as emulated seconds (may be negative)."""
         moment = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-        return moment.timestamp() - self.epoch
+        return self.emulated(moment.timestamp())
 
 
 @dataclass(slots=True)
@@ -264,3 +316,21 @@ def guest_attributes(node: NodeRecord, query_path: str, worker_ids: list[str]) -
             items = [i for i in items if f"{i['namespace']}/{i['key']}".startswith(prefix)]
         entries.append({"queryPath": query_path, "queryValue": {"items": items}})
     return {"guestAttributes": entries}
+
+
+def login_profile(account: str, username: str, project: str | None) -> JSON:
+    """An OS Login ``LoginProfile``: one POSIX account, marked primary, for ``username``.
+    ``account`` is the user of the request path (gcloud sends its account's email, or
+    ``None`` when it has none); the service omits the empty ``sshPublicKeys`` map."""
+    posix: JSON = {
+        "primary": True,
+        "username": username,
+        "uid": "1001",
+        "gid": "1001",
+        "homeDirectory": f"/home/{username}",
+        "operatingSystemType": "LINUX",
+        "name": f"users/{account}/projects/{project or 'emulated-project'}",
+    }
+    if project:
+        posix["accountId"] = project
+    return {"name": account, "posixAccounts": [posix]}

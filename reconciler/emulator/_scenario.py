@@ -124,6 +124,7 @@ Seconds = Annotated[float, BeforeValidator(_seconds)]
 Zone = Annotated[str, _matching(ZONE_RE, "us-central2-b")]
 Accelerator = Annotated[str, _matching(ACCELERATOR_RE, "v4-8")]
 Name = Annotated[str, _matching(NAME_RE, "my-tpu-1")]
+PosixUser = Annotated[str, _matching(re.compile(r"[a-z_][a-z0-9_.-]{0,31}"), "demo_user")]
 
 
 class _Base(BaseModel):
@@ -253,6 +254,8 @@ class Scenario(_Base):
     latency: list[LatencyChange] = Field(default_factory=list)
     queued_resources: list[ScenarioQueuedResource] = Field(default_factory=list)
     unreachable: list[Unreachable] = Field(default_factory=list)
+    #: The POSIX user name of the OS Login profile every caller gets (``describe-profile``).
+    os_login_user: PosixUser = "demo_user"
 
     @classmethod
     def from_yaml(cls, text: str, *, source: str = "<scenario>") -> Scenario:

@@ -26,6 +26,8 @@ from reconciler.emulator._records import ApiError
 from reconciler.emulator._scenario import Fault, OperationFailure, Scenario, ScenarioQueuedResource
 from reconciler.emulator._world import DEFAULT_IP_POOL, World
 
+#: The gcloud account of ``gcloud_env`` (example.com: a name no one owns, RFC 2606).
+EMULATED_ACCOUNT = "demo-user@example.com"
 #: The request log keeps the newest this many requests (a long demo must not grow forever).
 LOG_LIMIT = 100_000
 
@@ -100,6 +102,7 @@ class Emulator:
         self._port = httpd.server_address[1]
         with self._lock:
             self._t0 = time.monotonic()
+            self._world.clock.anchor(self._offset, time.time(), self.speed)
             self._world.settle(self.now())
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
@@ -132,22 +135,38 @@ class Emulator:
 
     @property
     def url(self) -> str:
-        """The value for ``CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU``."""
+        """The value for ``CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU`` (and ``..._OSLOGIN``)."""
         return f"http://{self.host}:{self._port}/"
 
     def gcloud_env(
         self, config_dir: str, token_file: str, project: str | None = None
     ) -> dict[str, str]:
-        """The variables that point gcloud at this emulator (merge them into a copy of environ)."""
+        """The variables that point gcloud at this emulator (merge them into a copy of environ).
+
+        Besides the two APIs served here (Cloud TPU, OS Login), they keep gcloud off every
+        other address it would dial unasked: the GCE metadata server (asked for the universe
+        domain and for the metrics environment), update checks and usage reports. The
+        account only names the OS Login user in the request path; the token file
+        authenticates.
+        """
         return {
             "CLOUDSDK_CONFIG": config_dir,
             "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU": self.url,
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN": self.url,
             "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": token_file,
+            "CLOUDSDK_CORE_ACCOUNT": EMULATED_ACCOUNT,
             "CLOUDSDK_CORE_PROJECT": project or self.project,
             "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+            "CLOUDSDK_CORE_CHECK_GCE_METADATA": "false",
+            "CLOUDSDK_METRICS_ENVIRONMENT": "tpu-emulator",
+            "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING": "true",
+            "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK": "true",
         }
 
     # --- the clock ---------------------------------------------------------------------------
+    # Emulated time drives transitions; the times the API reports are wall-clock times (the
+    # world's ``Clock`` maps one onto the other, anchored here at start, at every speed change
+    # and at every jump), so a fast clock never stamps a time ahead of the wall clock.
 
     def now(self) -> float:
         """Emulated seconds since start."""
@@ -158,16 +177,22 @@ class Emulator:
         if seconds < 0:
             raise ValueError("cannot move the clock backwards")
         with self._lock:
+            now, wall = self.now(), time.time()
+            self._world.settle(now)  # what came before the jump keeps its own wall time
+            self._world.clock.anchor(now, wall, 0.0)  # what the jump passes comes now
             self._offset += seconds
+            self._world.clock.anchor(now + seconds, wall, self.speed)
             self._world.settle(self.now())
 
     def set_speed(self, speed: float) -> None:
         if speed < 0:
             raise ValueError("speed must be >= 0")
         with self._lock:
+            self._world.settle(self.now())
             self._offset = self.now()
             self._t0 = time.monotonic()
             self.speed = float(speed)
+            self._world.clock.anchor(self._offset, time.time(), self.speed)
 
     def _settled(self) -> World:
         """The world settled to now; call with the lock held."""

@@ -70,6 +70,7 @@ class World:
             (f, f.count) for f in scenario.operation_failures
         ]
         self.ip_pool = ip_pool
+        self.os_login_user: str = scenario.os_login_user
         self._ips_in_use: set[str] = set()
         self._ip_rr = 0
         self._internal = 0
@@ -283,7 +284,7 @@ class World:
 
     def _new_op(self, zone: str, verb: str, target: str) -> OpRecord:
         seq = self._next_seq()
-        millis = int((self.clock.epoch + self.t) * 1000)
+        millis = int(self.clock.wall(self.t) * 1000)
         op = OpRecord(zone, f"operation-{millis}-{seq:012x}", verb, target, self.t)
         self.ops[(zone, op.op_id)] = op
         return op

@@ -4,10 +4,14 @@ It starts the emulator, writes a temporary desired file, runs the real controlle
 with a fast clock, and tells a story: a slot is held, a race across two zones is won and the
 loser cancelled, a preempted TPU is re-queued, and a half-written edit is refused without a
 single create or delete. Then a summary. ``--keep`` leaves everything running and prints the
-environment to point ``status`` and gcloud at it.
+environment to point ``status`` and gcloud at it; Ctrl-C then stops it and removes its files.
 
-Everything lives in a temporary directory: the demo sets its own ``CLOUDSDK_CONFIG`` and token
-file, so it never touches the user's gcloud configuration or a real project.
+The controller is built as ``run`` builds it (``runtime.assemble``), capacity history included,
+so ``history``, ``recommend`` and the TUI show what it saw. Everything lives in a temporary
+directory: the demo sets its own ``CLOUDSDK_CONFIG``, token file and every endpoint override
+gcloud needs (``Emulator.gcloud_env``: Cloud TPU and OS Login to the emulator, no metadata
+server), so neither it nor a verb run with its printed environment touches the user's gcloud
+configuration, a real project or the network.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import DemoFailed
-from reconciler.exitcodes import EX_OK, EX_REFUSED
+from reconciler.exitcodes import EX_INTERRUPTED, EX_OK, EX_REFUSED
 
 DEMO_PROJECT = "demo-project"
 HELD = "spot-v4-8-usc2b-1"
@@ -66,6 +70,9 @@ class _Story:
     def __init__(self, out: Callable[[str], None], emulator: Any, controller: Any) -> None:
         self.out, self.emu, self.controller = out, emulator, controller
         self.t0 = time.monotonic()
+        self.seen: set[tuple[str, str]] = set()  # (slot, state) the controller has observed
+        self.restored = False  # the good file is back (set before it is written)
+        self.reloaded = False  # and the controller logged it valid again
 
     def say(self, text: str) -> None:
         self.out(f"[{time.monotonic() - self.t0:5.1f}s] {text}")
@@ -102,14 +109,13 @@ class _Story:
 async def _tell(story: _Story, desired_path: Path) -> None:
     say = story.say
     say(f"controller started; holding {HELD} and racing {LOSER} against {WINNER}")
-    await story.until(
-        f"{HELD} is ACTIVE", lambda: story.qr_state("us-central2-b", HELD) == "ACTIVE"
-    )
+    # Seen ACTIVE by the controller, not only by the emulator: the preemption below is then a
+    # lifetime in the capacity history, however late a pass comes on a busy machine.
+    await story.until(f"{HELD} is ACTIVE", lambda: (HELD, "ACTIVE") in story.seen)
     await story.until(
         f"race {RACE} won by {WINNER} (ACTIVE) and {LOSER} cancelled",
         lambda: (
-            story.qr_state("us-east1-d", WINNER) == "ACTIVE"
-            and story.qr_state("europe-west4-a", LOSER) is None
+            (WINNER, "ACTIVE") in story.seen and story.qr_state("europe-west4-a", LOSER) is None
         ),
     )
     say(f"the cloud preempts {HELD} …")
@@ -138,49 +144,59 @@ async def _tell(story: _Story, desired_path: Path) -> None:
         raise DemoFailed("the invalid file caused a create or delete")
     shown = str(errors[0]) if errors else "(no error reported)"
     say(f"✓ invalid edit refused, nothing created or deleted: {shown}")
+    story.restored = True
     desired_path.write_text(text)
-    await asyncio.sleep(1.0)
-    say("✓ file restored; the controller is back on the fixed intent")
+    await story.until(
+        "file restored; the controller is back on the fixed intent", lambda: story.reloaded
+    )
 
 
 def run(args: Any) -> int:
-    from reconciler.emulator import Emulator
-
     out = print
     backend = args.backend
     if backend == "gcloud" and shutil.which("gcloud") is None:
         print("tpu-reconciler demo: --backend gcloud needs the gcloud CLI", file=sys.stderr)
         return EX_REFUSED
     work = Path(tempfile.mkdtemp(prefix="tpu-reconciler-demo-"))
+    try:
+        return _run_in(args, work, out)
+    except KeyboardInterrupt:  # before the controller's own Ctrl-C handling is in place
+        out("interrupted")
+        return EX_INTERRUPTED
+    finally:
+        # Everything in it (desired.yaml, the state, the gcloud config) describes this
+        # emulator, which ends with this process: nothing is worth keeping.
+        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            out(f"demo stopped; removed {work} (the exported variables point nowhere now)")
+
+
+def _run_in(args: Any, work: Path, out: Callable[[str], None]) -> int:
+    from reconciler.emulator import Emulator
+
     token = work / "token"
     token.write_text("demo-token\n")
     token.chmod(0o600)
-    env_vars = {
-        "CLOUDSDK_CONFIG": str(work / "gcloud"),
-        "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(token),
-        "CLOUDSDK_CORE_PROJECT": DEMO_PROJECT,
-        "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
-        "TPU_RECONCILER_FILE": str(work / "desired.yaml"),
-        "TPU_RECONCILER_STATE_DIR": str(work / "state"),
-    }
-    with Emulator(speed=args.speed) as emu:
+    with Emulator(speed=args.speed, project=DEMO_PROJECT) as emu:
         emu.set_capacity("us-central2-b", "v4-8", 1)
         emu.set_capacity("europe-west4-a", "v6e-8", 0)
         emu.set_capacity("us-east1-d", "v6e-8", 1)
-        env_vars["CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"] = emu.url
+        # Every Google endpoint gcloud would dial goes to the emulator or is turned off, so
+        # the demo, and a CLI verb run with the printed variables, never reach the network.
+        env_vars = {
+            **emu.gcloud_env(str(work / "gcloud"), str(token), DEMO_PROJECT),
+            "TPU_RECONCILER_FILE": str(work / "desired.yaml"),
+            "TPU_RECONCILER_STATE_DIR": str(work / "state"),
+        }
         os.environ.update(env_vars)
         desired_path = work / "desired.yaml"
-        desired_path.write_text(DESIRED.format(backend=backend))
+        desired_path.write_text(DESIRED.format(backend=args.backend))
         out(
-            f"tpu-reconciler demo — emulator at {emu.url}, backend {backend}, "
+            f"tpu-reconciler demo — emulator at {emu.url}, backend {args.backend}, "
             f"speed x{args.speed:g}; files in {work}"
         )
         out("(no real project, no real gcloud configuration is touched)")
-        try:
-            return asyncio.run(_main(args, emu, desired_path, work, env_vars, out))
-        finally:
-            if not args.keep:
-                shutil.rmtree(work, ignore_errors=True)
+        return asyncio.run(_main(args, emu, desired_path, work, env_vars, out))
 
 
 async def _main(
@@ -211,20 +227,12 @@ async def _drive(
     state: Any,
 ) -> int:
     from reconciler.core.render import format_status
-    from reconciler.runtime.backends import make_cloud
-    from reconciler.runtime.controller import Controller
-    from reconciler.runtime.desired_loader import DesiredLoader
-    from reconciler.runtime.events import EventLog
-    from reconciler.runtime.setup import make_setup_runner
+    from reconciler.runtime.assemble import build_controller
     from reconciler.surfaces.cli._snapshot import current_status
 
-    controller = Controller(
-        store=DesiredLoader(desired_path, os.environ),
-        state=state,
-        cloud_factory=make_cloud,
-        events=EventLog(state),
-        setup=make_setup_runner(desired_path, state),
-    )
+    # Built as `run` builds it, capacity history included: `history` and `recommend` show
+    # the demo's waits, race and preemption.
+    controller = build_controller(desired_path, state, allow_destructive=True, history=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -233,28 +241,38 @@ async def _drive(
     story = _Story(out, emu, controller)
     narrator = asyncio.create_task(_narrate(story, state.events, stop))
     code = EX_OK
-    try:
-        await _tell(story, desired_path)
-    except DemoFailed as e:
-        out(f"✗ demo failed: {e}")
-        code = e.exit_code
-    await asyncio.sleep(0.5)
-    ns = type("Args", (), {"file": desired_path, "state_dir": work / "state"})()
-    out("")
-    out(format_status(current_status(ns), time.time()).rstrip())
-    counts = emu.request_counts()
-    out("")
-    out(
-        "requests the emulator served: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
-    )
+    telling = asyncio.create_task(_tell(story, desired_path))
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({telling, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not telling.done():  # Ctrl-C mid-story
+        telling.cancel()
+        out("interrupted")
+        code = EX_INTERRUPTED
+    elif (failure := telling.exception()) is not None:
+        if not isinstance(failure, DemoFailed):
+            raise failure
+        out(f"✗ demo failed: {failure}")
+        code = failure.exit_code
+    if code != EX_INTERRUPTED:
+        await asyncio.sleep(0.5)
+        ns = type("Args", (), {"file": desired_path, "state_dir": work / "state"})()
+        out("")
+        out(format_status(current_status(ns), time.time()).rstrip())
+        counts = emu.request_counts()
+        out("")
+        out(
+            "requests the emulator served: "
+            + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+        )
     if args.keep and code == EX_OK:
         out("")
-        out("Still running (Ctrl-C stops). In another shell:")
+        out("Still running (Ctrl-C stops it and removes its files). In another shell:")
         for key, value in env_vars.items():
             out(f"  export {key}={value}")
         out("  tpu-reconciler status   # or: gcloud compute tpus queued-resources list --zone=-")
         await stop.wait()
     stop.set()
+    stopped.cancel()
     await task
     narrator.cancel()
     return code
@@ -269,7 +287,9 @@ async def _narrate(story: _Story, events: Path, stop: asyncio.Event) -> None:
 
     async for e in follow_events(events, stop=stop, limit=0, poll_interval=0.05):
         kind = e.get("kind")
-        if kind == "action.started":
+        if kind == "qr.state":
+            story.seen.add((str(e.get("slot")), str(e.get("after"))))
+        elif kind == "action.started":
             symbol = _SYMBOLS.get(str(e.get("action")), "~")
             story.say(
                 f"  controller: {symbol} {e.get('action')} {e.get('slot')} — {e.get('reason')}"
@@ -278,3 +298,6 @@ async def _narrate(story: _Story, events: Path, stop: asyncio.Event) -> None:
             story.say(f"  controller: {e.get('action')} {e.get('slot')} failed: {e.get('error')}")
         elif kind == "desired.invalid":
             story.say("  controller: desired.yaml invalid; keeping the last valid intent")
+        elif kind == "desired.loaded" and story.restored:
+            story.say("  controller: desired.yaml valid again; back on the file as saved")
+            story.reloaded = True

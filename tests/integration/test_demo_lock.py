@@ -1,5 +1,6 @@
 """``demo --keep`` takes the same controller lock as ``run``: while it acts, ``status`` says a
-controller is running and a second ``run`` on the same files is refused."""
+controller is running and a second ``run`` on the same files is refused. Ctrl-C stops it and
+removes its temporary directory, saying so."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -43,4 +45,8 @@ def test_demo_keep_holds_the_controller_lock() -> None:
         assert "already running" in second.stderr
     finally:
         os.killpg(demo.pid, signal.SIGINT)
-        demo.wait(timeout=30)
+        rest, _ = demo.communicate(timeout=30)
+    work = Path(exports["TPU_RECONCILER_STATE_DIR"]).parent
+    assert not work.exists(), f"Ctrl-C left {work} behind"
+    assert f"removed {work}" in rest, rest
+    assert "Traceback" not in rest, rest

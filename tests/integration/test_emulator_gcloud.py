@@ -1,6 +1,6 @@
 """The real gcloud against the emulator: what users and the gcloud backend will see.
 
-Five gcloud invocations in all (each costs ~0.7 s of CPU); the clock is frozen and moved with
+Six gcloud invocations in all (each costs ~0.7 s of CPU); the clock is frozen and moved with
 ``advance`` so nothing waits on emulated time.
 """
 
@@ -114,3 +114,16 @@ def test_an_injected_already_exists_is_gclouds_error_with_exit_1(
     assert refused.returncode == 1
     assert "(gcloud.compute.tpus.queued-resources.create) ALREADY_EXISTS:" in refused.stderr
     assert emulator.queued_resource(ZONE, "dup") is None
+
+
+async def test_os_login_describe_profile_is_answered_by_the_emulator(
+    frozen: Emulator, env: dict[str, str], tmp_path: Path
+) -> None:
+    """The adapter's own lookup, through the real gcloud and its OS Login endpoint override:
+    the emulator answers (nothing goes to oslogin.googleapis.com) with its primary user."""
+    from reconciler.adapters import oslogin
+
+    user = await oslogin.lookup(gcloud=require_tool("gcloud"), env=env, timeout=60)
+    assert user == "demo_user"
+    [request] = [r for r in frozen.requests() if r.key == "GET users.getLoginProfile"]
+    assert request.path == f"/v1/users/{env['CLOUDSDK_CORE_ACCOUNT']}/loginProfile"

@@ -101,7 +101,8 @@ def history_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(history_doc(stats, since=since, **filters), indent=2))
     else:
-        print(format_history(stats), end="")
+        given = {**filters, "since": args.since}
+        print(format_history(stats, {k: v for k, v in given.items() if v}), end="")
     return EX_OK
 
 

@@ -116,28 +116,14 @@ def _load_or_report(path: Path, store: Any = None) -> Any:
 def build_controller(
     args: argparse.Namespace, *, allow_destructive: bool, history: bool = False
 ) -> Controller:
-    from reconciler.runtime.backends import make_cloud
-    from reconciler.runtime.controller import Controller
-    from reconciler.runtime.desired_loader import DesiredLoader
-    from reconciler.runtime.events import EventLog
-    from reconciler.runtime.setup import make_setup_runner
+    """The controller of ``args.file`` (see ``runtime.assemble``: the demo builds its own there)."""
+    from reconciler.runtime.assemble import build_controller as assemble
 
-    state = state_dir(args).ensure()
-    store = DesiredLoader(args.file, os.environ)
-    events = EventLog(state)
-    recorder = None
-    if history:
-        from reconciler.runtime.history import HistoryRecorder
-
-        recorder = HistoryRecorder(state, events)
-    return Controller(
-        store=store,
-        state=state,
-        cloud_factory=make_cloud,
-        events=events,
-        setup=make_setup_runner(args.file, state),
+    return assemble(
+        args.file,
+        state_dir(args).ensure(),
         allow_destructive=allow_destructive,
-        history=recorder,
+        history=history,
     )
 
 
