@@ -21,6 +21,7 @@ from reconciler.runtime.controller import Controller
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.history import HistoryRecorder
+from reconciler.runtime.lock import ControllerLock
 from reconciler.runtime.setup import make_setup_runner
 
 
@@ -31,12 +32,15 @@ def build_controller(
     allow_destructive: bool,
     history: bool,
     env: Mapping[str, str] | None = None,
+    lock: ControllerLock | None = None,
 ) -> Controller:
     """A controller on ``desired_file`` with its state in ``state`` (already ``ensure``d).
 
     ``history``: record capacity history (a controller that keeps running: ``run``, the demo);
     a one-shot pass (``plan``, ``apply``) does not. ``env`` (default: ``os.environ``) holds the
-    ``TPU_RECONCILER_*`` overrides the loader applies.
+    ``TPU_RECONCILER_*`` overrides the loader applies. ``lock``: the ``ControllerLock`` held
+    on the state directory and the desired file; the controller follows the file's inode with
+    it across saves.
     """
     events = EventLog(state)
     return Controller(
@@ -47,4 +51,5 @@ def build_controller(
         setup=make_setup_runner(desired_file, state),
         allow_destructive=allow_destructive,
         history=HistoryRecorder(state, events) if history else None,
+        lock=lock,
     )

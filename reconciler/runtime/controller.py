@@ -79,6 +79,7 @@ from reconciler.runtime.workloads import (
 
 if TYPE_CHECKING:
     from reconciler.runtime.history import HistoryRecorder
+    from reconciler.runtime.lock import ControllerLock
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +121,11 @@ class Controller:
         allow_destructive: bool = True,
         workloads: WorkloadPort | None = None,
         history: HistoryRecorder | None = None,
+        lock: ControllerLock | None = None,
     ) -> None:
         self.store, self.state, self.events, self.setup = store, state, events, setup
         self.history = history  # capacity history: fed one look per pass, writes off-thread
+        self.lock = lock  # held by the caller; followed to each new inode of the desired file
         # The setup runner doubles as the workload port when it has the methods (LiveSetup).
         self.workloads = workloads or (setup if isinstance(setup, WorkloadPort) else None)
         self.prober = Prober()
@@ -651,6 +654,10 @@ class Controller:
             failures = 0
             while not stop.is_set():
                 self.wake.clear()
+                if self.lock is not None:
+                    # A save put a new inode in place: lock it, or stop if another controller
+                    # took it first (ControllerAlreadyRunning leaves this loop).
+                    self.lock.follow()
                 try:
                     result = await self.reconcile()
                     delay = self.next_interval(result)
@@ -678,7 +685,8 @@ class Controller:
             await self.drain()
             if self.history is not None:
                 await asyncio.to_thread(self.history.close)
-            self.events.emit("controller.stopped", pid=os.getpid())
+            with contextlib.suppress(OSError):  # a full or read-only state dir: stop anyway
+                self.events.emit("controller.stopped", pid=os.getpid())
             with contextlib.suppress(OSError):
                 self._save_memory()
                 if self._last is not None:

@@ -213,7 +213,7 @@ async def _main(
     state = StateDir(work / "state").ensure()
     # The same lock as `run`: `status` says the controller is running, and a second `run` on
     # these files is refused while the demo acts.
-    with ControllerLock(state):
+    with ControllerLock(state, desired=desired_path):
         return await _drive(args, emu, desired_path, work, env_vars, out, state)
 
 

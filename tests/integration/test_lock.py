@@ -143,3 +143,77 @@ def test_status_probes_never_make_a_starting_controller_fail(state: StateDir) ->
     finally:
         done.set()
         thread.join(timeout=10)
+
+
+# --- the desired file's own lock: hard links, other state directories, saves ---------------
+
+
+def _desired(tmp_path: Path) -> Path:
+    path = tmp_path / "desired.yaml"
+    path.write_text("project: test-project\nslots: []\n")
+    return path
+
+
+def test_a_hard_link_or_another_state_dir_meets_the_same_lock(tmp_path: Path) -> None:
+    path = _desired(tmp_path)
+    link = tmp_path / "elsewhere" / "link.yaml"
+    link.parent.mkdir()
+    os.link(path, link)
+    with ControllerLock(StateDir(tmp_path / "a"), desired=path):
+        for other in (link, path):
+            with pytest.raises(ControllerAlreadyRunning, match="another path or with another"):
+                ControllerLock(StateDir(tmp_path / "b"), desired=other).acquire()
+    with ControllerLock(StateDir(tmp_path / "b"), desired=link):  # released: free again
+        pass
+
+
+def test_the_lock_follows_the_file_across_an_atomic_save(tmp_path: Path) -> None:
+    path = _desired(tmp_path)
+    with ControllerLock(StateDir(tmp_path / "a"), desired=path) as lock:
+        fresh = tmp_path / "desired.yaml.tmp"
+        fresh.write_text("project: test-project\nslots: []\n# saved\n")
+        os.replace(fresh, path)  # an editor's save: a new inode at the same path
+        lock.follow()
+        with pytest.raises(ControllerAlreadyRunning):
+            ControllerLock(StateDir(tmp_path / "b"), desired=path).acquire()
+
+
+def test_a_controller_that_loses_its_file_to_another_stops_at_its_next_pass(
+    tmp_path: Path,
+) -> None:
+    path = _desired(tmp_path)
+    with ControllerLock(StateDir(tmp_path / "a"), desired=path) as first:
+        fresh = tmp_path / "desired.yaml.tmp"
+        fresh.write_text("project: test-project\nslots: []\n# saved\n")
+        os.replace(fresh, path)
+        taker = ControllerLock(StateDir(tmp_path / "b"), desired=path)  # takes the new inode
+        with taker, pytest.raises(ControllerAlreadyRunning):
+            first.follow()
+
+
+def test_two_run_commands_through_a_hard_link_and_another_state_dir(
+    tmp_path: Path, gcloud_env: dict[str, str]
+) -> None:
+    from tests.support.cli import CLI_ARGV, run_cli
+
+    path = tmp_path / "desired.yaml"
+    path.write_text(
+        "project: test-project\nsettings: {backend: rest, poll_interval: 1s}\nslots: []\n"
+    )
+    link = tmp_path / "link.yaml"
+    os.link(path, link)
+    env = {**gcloud_env, "PYTHONPATH": str(ROOT)}
+    first = subprocess.Popen(
+        [*CLI_ARGV, "-f", str(path), "--state-dir", str(tmp_path / "a"), "run"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert first.stderr is not None
+        assert "controlling" in first.stderr.readline()
+        second = run_cli("-f", str(link), "--state-dir", str(tmp_path / "b"), "run", env=env)
+        assert second.returncode == 75, second.stderr
+        assert "another controller is running on" in second.stderr
+        assert "Traceback" not in second.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=30)

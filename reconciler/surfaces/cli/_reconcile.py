@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from reconciler.adapters.statedir import StateDir
     from reconciler.model.status import StatusSnapshot
     from reconciler.runtime.controller import Controller
+    from reconciler.runtime.lock import ControllerLock
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -114,7 +115,11 @@ def _load_or_report(path: Path, store: Any = None) -> Any:
 
 
 def build_controller(
-    args: argparse.Namespace, *, allow_destructive: bool, history: bool = False
+    args: argparse.Namespace,
+    *,
+    allow_destructive: bool,
+    history: bool = False,
+    lock: ControllerLock | None = None,
 ) -> Controller:
     """The controller of ``args.file`` (see ``runtime.assemble``: the demo builds its own there)."""
     from reconciler.runtime.assemble import build_controller as assemble
@@ -124,6 +129,7 @@ def build_controller(
         state_dir(args).ensure(),
         allow_destructive=allow_destructive,
         history=history,
+        lock=lock,
     )
 
 
@@ -227,7 +233,7 @@ def apply_cmd(args: argparse.Namespace) -> int:
     from reconciler.runtime.lock import ControllerLock
 
     try:
-        with ControllerLock(state_dir(args).ensure()):
+        with ControllerLock(state_dir(args).ensure(), desired=args.file):
             controller = build_controller(args, allow_destructive=True)
             if _load_or_report(args.file, controller.store) is None:
                 return EX_REFUSED
@@ -327,8 +333,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         _err(f"cannot use the state directory: {e}")
         return EX_CONFIG
     try:
-        with ControllerLock(state):
-            controller = build_controller(args, allow_destructive=True, history=True)
+        with ControllerLock(state, desired=args.file) as lock:
+            controller = build_controller(args, allow_destructive=True, history=True, lock=lock)
 
             async def main() -> None:
                 stop = asyncio.Event()
@@ -347,6 +353,9 @@ def run_cmd(args: argparse.Namespace) -> int:
     except ControllerAlreadyRunning as e:
         _err(str(e))
         return e.exit_code
+    except OSError as e:  # a state directory made read-only or full under us
+        _err(f"cannot use the state directory {state.root}: {e.strerror or e}")
+        return EX_CONFIG
     return EX_OK
 
 
