@@ -39,13 +39,23 @@ RESTART_SEC: Final = 15
 START_LIMIT_INTERVAL: Final = 900
 START_LIMIT_BURST: Final = 5
 MARKER: Final = "# Written by `tpu-reconciler service install`"
-#: Environment carried from the installing shell into the unit: paths only, never a secret.
+#: Environment carried from the installing shell into the unit: paths, endpoints and gcloud
+#: settings, never a secret. Every ``CLOUDSDK_API_ENDPOINT_OVERRIDES_*`` goes too: a unit
+#: installed from the demo's shell that kept only the TPU one would send its OS Login lookup to
+#: the real Google service.
 CARRIED_ENV: Final = (
     "PATH",
     "CLOUDSDK_CONFIG",
     "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE",
-    "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU",
+    "CLOUDSDK_CORE_ACCOUNT",
+    "CLOUDSDK_CORE_PROJECT",
+    "CLOUDSDK_CORE_CHECK_GCE_METADATA",
+    "CLOUDSDK_CORE_DISABLE_PROMPTS",
+    "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING",
+    "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK",
+    "CLOUDSDK_METRICS_ENVIRONMENT",
 )
+CARRIED_PREFIXES: Final = ("CLOUDSDK_API_ENDPOINT_OVERRIDES_",)
 SYSTEMCTL_TIMEOUT: Final = 30.0
 
 
@@ -156,7 +166,9 @@ def unit_text(spec: UnitSpec) -> str:
 
 
 def carried_environment(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: env[k] for k in CARRIED_ENV if env.get(k)}
+    carried = {k: env[k] for k in CARRIED_ENV if env.get(k)}
+    carried |= {k: v for k, v in env.items() if k.startswith(CARRIED_PREFIXES) and v}
+    return dict(sorted(carried.items()))
 
 
 def package_root() -> Path:

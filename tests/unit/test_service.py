@@ -122,3 +122,18 @@ def test_systemd_analyze_verify_accepts_the_unit(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     # verify only warns (exit 0) about unknown keys: none may be reported for this file.
     assert unit.name not in done.stderr, done.stderr
+
+
+def test_every_endpoint_override_and_gcloud_setting_is_carried() -> None:
+    """A unit installed from the demo's shell keeps every override: with only the TPU one, its
+    OS Login lookup went to the real Google service."""
+    env = {
+        "PATH": "/bin",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU": "http://127.0.0.1:1/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN": "http://127.0.0.1:1/",
+        "CLOUDSDK_CORE_ACCOUNT": "demo-user@example.com",
+        "CLOUDSDK_CORE_CHECK_GCE_METADATA": "false",
+        "CLOUDSDK_AUTH_ACCESS_TOKEN": "ya29.secret",
+    }
+    carried = s.carried_environment(env)
+    assert carried == {k: v for k, v in env.items() if k != "CLOUDSDK_AUTH_ACCESS_TOKEN"}
