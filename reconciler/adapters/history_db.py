@@ -113,6 +113,9 @@ def _s(ms: float | None) -> float | None:
     return None if ms is None else ms / 1000.0
 
 
+_HEADER: Final = b"SQLite format 3\x00"
+
+
 def _readonly_uri(path: Path) -> str:
     """A read-only ``file:`` URI for ``path``: ``#``, ``?`` and ``%`` in a directory name (a
     desired file named ``team#2.yaml`` gives one) would otherwise end the path early and open,
@@ -135,12 +138,42 @@ class HistoryDB:
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.executescript(_SCHEMA)
             self.set_meta_default("schema_version", str(SCHEMA_VERSION))
+            st = os.stat(path)
+            self._identity: tuple[int, int] | None = (st.st_dev, st.st_ino)
+            self._size = st.st_size
         self.conn.execute("PRAGMA busy_timeout=2000")
+        if readonly:
+            self._identity = None
+            self._size = 0
         self._ids: dict[str, int] = {}
         self._names: dict[int, str] | None = None
 
     def close(self) -> None:
         self.conn.close()
+
+    def damage(self) -> str | None:
+        """Why the file at ``path`` is no longer the store this (writable) connection keeps —
+        deleted, replaced, its header overwritten, cut short — or None. SQLite would go on
+        writing to the open inode and notice nothing; this looks at the file itself (a stat and
+        16 bytes), so the writer can check before every batch."""
+        if self._identity is None:
+            return None
+        try:
+            st = os.stat(self.path)
+            with open(self.path, "rb") as f:
+                head = f.read(16)
+        except FileNotFoundError:
+            return "the file was deleted"
+        except OSError as e:
+            return f"the file cannot be read: {e.strerror or e}"
+        if (st.st_dev, st.st_ino) != self._identity:
+            return "the file was replaced by another"
+        if head != _HEADER:
+            return "its header is no longer SQLite's"
+        if st.st_size < self._size:
+            return f"it was cut short ({st.st_size} bytes, was {self._size})"
+        self._size = st.st_size
+        return None
 
     # -- meta ----------------------------------------------------------------------------------
     def meta(self, key: str) -> str | None:

@@ -13,7 +13,9 @@ transaction (``adapters.history_db``), at most once per ``batch_seconds``.
 - **Failures**: a write that fails is reported (event ``history.failed`` and a log warning, once
   per distinct error) and retried with the next batch; the loop of the controller never sees
   it. A file SQLite calls corrupt is moved aside (``history.sqlite.corrupt-<time>``) and rebuilt
-  from the event log (event ``history.rebuilt``). The queue is bounded: when the writer cannot
+  from the event log (event ``history.rebuilt``); so is one found deleted, replaced, cut short or
+  with its header overwritten, which the writer checks before every batch (SQLite itself would
+  go on writing to the open inode and notice nothing). The queue is bounded: when the writer cannot
   keep up, the oldest looks are dropped and counted, never blocking the caller; records handed
   over directly (workload attempts) and flush / stop requests are never dropped.
 - **Expected waits**: after a batch, at most once a minute, the thread recomputes the small
@@ -388,6 +390,10 @@ class HistoryRecorder:
                 self._failed(e)
                 return
         assert self._db is not None
+        damage = self._db.damage()
+        if damage is not None:  # deleted, replaced, truncated or overwritten under us
+            self._rebuild(HistoryUnreadable(f"capacity history {self.path}: {damage}"))
+            return
         now = self.clock()
         try:
             if self._pending or not self._db.meta("backfilled"):
