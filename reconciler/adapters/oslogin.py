@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from reconciler.adapters import gcloud_stderr
 from reconciler.adapters.files import atomic_write
 from reconciler.errors import SetupFailed, UnsafeName
 from reconciler.model.names import check_user
@@ -78,10 +79,8 @@ async def lookup(
             f"gcloud os-login describe-profile timed out after {timeout:g}s"
         ) from None
     if proc.returncode != 0:
-        tail = "\n".join(err.decode("utf-8", "replace").strip().splitlines()[-5:])
-        raise SetupFailed(
-            f"gcloud os-login describe-profile exited {proc.returncode}: {tail}", log_tail=tail
-        )
+        said = gcloud_stderr.message(err.decode("utf-8", "replace")) or "no message"
+        raise SetupFailed(f"gcloud os-login describe-profile exited {proc.returncode}: {said}")
     try:
         profile = json.loads(out)
     except ValueError:

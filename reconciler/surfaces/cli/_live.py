@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
-from reconciler.core.render import age, race_line
+from reconciler.core.render import race_line, snapshot_line
 from reconciler.exitcodes import EX_OK, EX_USAGE
 
 if TYPE_CHECKING:
@@ -60,7 +60,6 @@ def _head(snapshot: StatusSnapshot, now: float, interval: float) -> list[tuple[s
     """(text, style) lines above the table."""
     desired = snapshot.desired
     ctl = snapshot.controller
-    observed = snapshot.observed_at
     lines = [
         (
             f"desired: {desired.file} "
@@ -72,9 +71,7 @@ def _head(snapshot: StatusSnapshot, now: float, interval: float) -> list[tuple[s
             "" if ctl.running else "bold red",
         ),
         (
-            f"snapshot: {age(snapshot.generated_at, now) or '?'} old, observed "
-            f"{age(observed, now) + ' ago' if observed else 'never'} via {snapshot.backend}"
-            f"   (every {interval:g}s, Ctrl-C quits)",
+            f"{snapshot_line(snapshot, now)}   (every {interval:g}s, Ctrl-C quits)",
             "dim",
         ),
     ]
