@@ -81,6 +81,11 @@ def _invalid(r: Mapping[str, Any]) -> str:
     return f"{'; '.join(str(e) for e in errors)} ({kept})"
 
 
+def _loaded(r: Mapping[str, Any]) -> str:
+    n = r.get("slots")
+    return f"{n} slot{'' if n == 1 else 's'} (sha256 {str(r.get('digest'))[:12]})"
+
+
 _SALIENT: Final[Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
     "qr.state": _qr_state,
     "action.started": _started,
@@ -88,7 +93,8 @@ _SALIENT: Final[Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
     "action.failed": _failed,
     "action.cancelled": lambda r: f"{r.get('action')} cancelled",
     "observe.failed": _observe_failed,
-    "desired.loaded": lambda r: f"{r.get('slots')} slots (sha256 {str(r.get('digest'))[:12]})",
+    "desired.loaded": lambda r: _loaded(r),
+    "desired.valid": lambda r: f"valid again, as in force: {_loaded(r)}",
     "desired.invalid": _invalid,
     "controller.started": lambda r: f"pid {r.get('pid')}, {r.get('file')}",
     "controller.stopped": lambda r: f"pid {r.get('pid')}",
