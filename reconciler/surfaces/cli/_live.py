@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 
 from reconciler.core.render import race_line, snapshot_line
 from reconciler.exitcodes import EX_OK, EX_USAGE
+from reconciler.surfaces.cli._say import err
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -151,10 +152,10 @@ def watch(args: argparse.Namespace) -> int:
     from reconciler.surfaces.cli._snapshot import current_status as read_status
 
     if args.live:
-        print("tpu-reconciler: --watch reads the snapshot; drop --live", file=sys.stderr)
+        err("--watch reads the snapshot; drop --live")
         return EX_USAGE
     if not args.interval > 0:
-        print("tpu-reconciler: --interval must be more than 0", file=sys.stderr)
+        err("--interval must be more than 0")
         return EX_USAGE
     interval = float(args.interval)
     try:

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from reconciler.exitcodes import EX_OK, EX_USAGE
+from reconciler.surfaces.cli._say import err
 
 EVENT_SCHEMA: Final = "tpu-reconciler.event.v1"
 _SHOWN_ALREADY: Final = frozenset({"ts", "seq", "kind", "slot"})
@@ -124,7 +125,7 @@ def json_line(record: Mapping[str, Any]) -> str:
 
 
 def _err(message: str) -> int:
-    print(f"tpu-reconciler events: {message}", file=sys.stderr)
+    err(message)
     return EX_USAGE
 
 
