@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # `status` only formats a snapshot: it must not pay for the p
 
 
 def format_plan(plan: Plan, *, now: float | None = None) -> str:
-    from reconciler.core.status import plan_summary
+    from reconciler.core.status import one_line, plan_summary
 
     lines: list[str] = []
     width = max((len(a.symbol) for a in plan.actions), default=1)
@@ -35,9 +35,9 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
         when = ""
         if h.until is not None and now is not None:
             when = f" (in {format_duration(h.until - now)})"
-        lines.append(f"  deferred {h.action.kind.value} {h.action.slot}: {h.why}{when}")
+        lines.append(f"  deferred {h.action.kind.value} {h.action.slot}: {one_line(h.why)}{when}")
     for h in plan.blocked:
-        lines.append(f"  blocked  {h.action.kind.value} {h.action.slot}: {h.why}")
+        lines.append(f"  blocked  {h.action.kind.value} {h.action.slot}: {one_line(h.why)}")
     lines += _control_lines(plan, now)
     for w in plan.warnings:
         lines.append(f"  warning: {w}")

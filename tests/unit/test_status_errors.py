@@ -11,7 +11,7 @@ from typing import Any
 from reconciler.adapters import gcloud_stderr
 from reconciler.core.memory import Memory, observe, record_failure
 from reconciler.core.plan import plan
-from reconciler.core.render import format_status, snapshot_line
+from reconciler.core.render import format_plan, format_status, snapshot_line
 from reconciler.core.status import build_status
 from reconciler.model.desired import Desired
 from reconciler.model.observed import Observation
@@ -166,3 +166,11 @@ def test_without_a_controller_the_snapshot_line_gives_no_age() -> None:
     line = snapshot_line(replace(alone, note="no snapshot yet"), NOW)
     assert "0s old" not in line and "never" not in line and line.startswith("snapshot: none")
     assert snapshot_line(_snapshot(), NOW) == "snapshot: 0s old, observed 2s ago via rest"
+
+
+def test_plan_text_shows_a_multi_line_error_on_its_own_line() -> None:
+    want, seen, memory = _scene()
+    memory = _failed(memory, "held-v4:bootstrap", "ssh to 203.0.113.2:\n  refused\n")
+    text = format_plan(plan(want, seen, memory, NOW), now=NOW)
+    (line,) = [x for x in text.splitlines() if "bootstrap held-v4" in x]
+    assert "retrying after error: ssh to 203.0.113.2: refused" in line
