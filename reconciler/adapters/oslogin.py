@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import gcloud_stderr
 from reconciler.adapters.files import atomic_write
 from reconciler.errors import SetupFailed, UnsafeName
 from reconciler.model.names import check_user
@@ -79,8 +78,10 @@ async def lookup(
             f"gcloud os-login describe-profile timed out after {timeout:g}s"
         ) from None
     if proc.returncode != 0:
-        said = gcloud_stderr.message(err.decode("utf-8", "replace")) or "no message"
-        raise SetupFailed(f"gcloud os-login describe-profile exited {proc.returncode}: {said}")
+        tail = "\n".join(err.decode("utf-8", "replace").strip().splitlines()[-5:])
+        raise SetupFailed(
+            f"gcloud os-login describe-profile exited {proc.returncode}: {tail}", log_tail=tail
+        )
     try:
         profile = json.loads(out)
     except ValueError:
