@@ -174,3 +174,16 @@ def test_plan_text_shows_a_multi_line_error_on_its_own_line() -> None:
     text = format_plan(plan(want, seen, memory, NOW), now=NOW)
     (line,) = [x for x in text.splitlines() if "bootstrap held-v4" in x]
     assert "retrying after error: ssh to 203.0.113.2: refused" in line
+
+
+def test_an_event_with_a_multi_line_error_reads_on_one_line_with_its_columns() -> None:
+    from reconciler.surfaces.cli._ops_events import format_event
+
+    record = {"ts": "2026-11-30T10:00:00Z", "kind": "action.failed", "slot": "held-v4",
+              "action": "tmux", "retry": "transient", "delay": 30,
+              "error": "gcloud exited 1: ERROR:\tno route\n\n  to host\n\x1b[31m"}  # fmt: skip
+    line = format_event(record, slot_width=10)
+    assert line == (
+        "2026-11-30T10:00:00Z  action.failed      held-v4     tmux failed (retry in 30s): "
+        "gcloud exited 1: ERROR: no route; to host; \\x1b[31m"
+    )

@@ -47,8 +47,15 @@ def parse_since(value: str, now: float) -> datetime:
 
 
 def _clean(value: Any) -> str:
+    """One line: lines joined with ``; ``, tabs as spaces; other control characters
+    (a terminal escape) shown escaped, never sent to the terminal."""
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    text = text.replace("\r\n", "\n").replace("\n", "; ")
+    lines = text.splitlines()
+    if len(lines) > 1:  # (the line's own padding, runs of spaces, stays as it is)
+        text = "; ".join(line.strip() for line in lines if line.strip())
+    text = text.replace("\t", " ")
+    if text.isprintable():
+        return text
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
