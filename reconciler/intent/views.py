@@ -128,9 +128,26 @@ def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
         out["want"] = None
         out["note"] = "not in desired.yaml: unmanaged, shown but never deleted"
     out["observed"] = (
-        {k: row.get(k) for k in _OBSERVED} | {"decided_want": row.get("want")} if row else None
+        _said_once({k: row.get(k) for k in _OBSERVED} | {"decided_want": row.get("want")})
+        if row
+        else None
     )
     return out
+
+
+def _said_once(observed: dict[str, Any]) -> dict[str, Any]:
+    """``setup.detail`` without the failing step's message when ``last_error`` already says
+    it (a setup or tmux failure is the slot's last error): only the worker's log stays."""
+    setup, error = observed.get("setup"), observed.get("last_error")
+    if not isinstance(setup, dict) or not isinstance(error, str):
+        return observed
+    detail = setup.get("detail")
+    if not isinstance(detail, str):
+        return observed
+    message, _, log = detail.partition("\n")
+    if message not in error:
+        return observed
+    return {**observed, "setup": {**setup, "detail": log or None}}
 
 
 def list_slots(store: IntentEditor) -> dict[str, Any]:
