@@ -67,8 +67,10 @@ def parse_stderr(stderr: str) -> tuple[str | None, int | None, str]:
         return None, None, _trim(f"gcloud crashed ({crash.group(1)}): {crash.group(2)}")
     match = _ERROR_RE.search(stderr)
     if not match:  # no ``ERROR: (gcloud...)`` line: what it said, less its boilerplate
-        return None, None, gcloud_stderr.message(stderr, limit=_LIMIT) or (
-            "gcloud failed without a message"
+        return (
+            None,
+            None,
+            gcloud_stderr.message(stderr, limit=_LIMIT) or ("gcloud failed without a message"),
         )
     rest = stderr[match.start(2) :]
     access = _HTTP_ACCESS_RE.match(rest)

@@ -97,7 +97,7 @@ To check gcloud for common problems, please run the following command:
 def test_a_failure_keeps_its_cause_not_gclouds_boilerplate() -> None:
     resolve = (
         "ERROR: gcloud crashed (ConnectionError): HTTPSConnectionPool(host='tpu.googleapis.com',"
-        " port=443): Max retries exceeded (Caused by NameResolutionError(\"Failed to resolve"
+        ' port=443): Max retries exceeded (Caused by NameResolutionError("Failed to resolve'
         " 'tpu.googleapis.com'\"))\n"
     )
     message = out.parse_stderr(resolve + BOILERPLATE)[2]

@@ -39,10 +39,10 @@ def test_long_text_is_cut_with_an_ellipsis() -> None:
 
 def test_an_objects_address_is_dropped_so_the_same_failure_reads_the_same() -> None:
     stderr = (
-        "ERROR: gcloud crashed (ConnectionError): (Caused by NameResolutionError(\"<urllib3."
+        'ERROR: gcloud crashed (ConnectionError): (Caused by NameResolutionError("<urllib3.'
         "connection.HTTPSConnection object at 0x7f01ab845af0>: Failed to resolve 'x'\"))\n"
     )
     assert message(stderr) == (
-        "ERROR: gcloud crashed (ConnectionError): (Caused by NameResolutionError(\"Failed to "
+        'ERROR: gcloud crashed (ConnectionError): (Caused by NameResolutionError("Failed to '
         "resolve 'x'\"))"
     )
