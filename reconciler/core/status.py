@@ -195,15 +195,18 @@ def _qr_fields(qr: QueuedResource, observed: Observation) -> dict[str, Any]:
     }
 
 
-def _last_error(memory: Memory, spec: SlotSpec, qr: QueuedResource | None) -> str | None:
+def _last_error(
+    memory: Memory, spec: SlotSpec, qr: QueuedResource | None, instance: str | None
+) -> str | None:
     """The slot's most pressing failure, on one line: the cloud action's, else the cloud's
-    word on the QR, else the first failing setup step's or workload action's (named)."""
+    word on the QR, else, while it has a node, the first failing setup step's or workload
+    action's (named; without a node they wait, as ``setup`` says)."""
     cloud_error = memory.error(f"{spec.zone}/{spec.name}:cloud")
     if cloud_error:
         return one_line(cloud_error.message)
     if qr is not None and qr.error and qr.error.message:
         return f"code {qr.error.code}: {one_line(qr.error.message)}"
-    for step in _STEP_KEYS:
+    for step in _STEP_KEYS if instance is not None else ():
         error = memory.error(f"{spec.zone}/{spec.name}:{step}")
         if error:
             return f"{step} failed: {one_line(error.message)}"
@@ -239,7 +242,7 @@ def _managed_row(
         race_group=spec.race_group,
         **seen,
         state_since=iso(mem.state_since) if mem.state == seen["state"] else None,
-        last_error=_last_error(memory, spec, qr),
+        last_error=_last_error(memory, spec, qr, instance),
         setup=_setup_status(memory, spec, instance),
         tmux=TmuxStatus(target=target if spec.setup.tmux else None, open=target in windows),
         instance=instance,

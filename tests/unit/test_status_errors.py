@@ -125,6 +125,17 @@ def test_a_multi_line_message_is_folded_everywhere_it_is_one_line() -> None:
     _no_control_characters(to_json(snapshot))
 
 
+def test_without_a_node_a_setup_steps_old_failure_is_not_the_slots_error() -> None:
+    want, _, memory = _scene()
+    memory = _failed(memory, "held-v4:tmux", OSLOGIN_ERROR)
+    gone = world(active("fine-v4", uid="43"))  # held-v4 was preempted: no node to set up
+    snapshot = build_status(
+        desired=want, desired_file="d.yaml", errors=[], observation=gone, observed_at=NOW,
+        memory=memory, plan=plan(want, gone, memory, NOW), now=NOW, backend="rest",
+    )  # fmt: skip
+    assert _row(snapshot, "held-v4")["last_error"] is None
+
+
 def test_the_clouds_error_comes_before_a_setup_steps() -> None:
     _, _, memory = _scene()
     memory = _failed(memory, "held-v4:tmux", OSLOGIN_ERROR)
