@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
-from reconciler.core.render import race_line, snapshot_line
+from reconciler.core.render import error_lines, race_line, snapshot_line
 from reconciler.exitcodes import EX_OK, EX_USAGE
 from reconciler.surfaces.cli._say import err
 
@@ -86,8 +86,9 @@ def _head(snapshot: StatusSnapshot, now: float, interval: float) -> list[tuple[s
     return lines
 
 
-def _tail(snapshot: StatusSnapshot) -> list[tuple[str, str]]:
-    lines = [
+def _tail(snapshot: StatusSnapshot, now: float) -> list[tuple[str, str]]:
+    lines = [(line, "red") for line in error_lines(snapshot, now)]
+    lines += [
         (race_line(race), "green" if len(race.winners) >= race.count else "yellow")
         for race in snapshot.race_groups
     ]
@@ -134,7 +135,7 @@ def render(snapshot: StatusSnapshot, now: float, width: int, interval: float) ->
         table.add_row(*texts, style="dim italic" if not slot.managed else None)
     parts: list[RenderableType] = [Text(t, style=s) for t, s in _head(snapshot, now, interval)]
     parts += [Text(""), table if snapshot.slots else Text("no slots", style="dim")]
-    tail = _tail(snapshot)
+    tail = _tail(snapshot, now)
     if tail:
         parts += [Text(""), *(Text(t, style=s) for t, s in tail)]
     return Group(*parts)
