@@ -56,6 +56,8 @@ MISSING_SLOT = [
     Case(("workload", "set", "nope", "--command", "true"), EX_REFUSED, "unknown slot 'nope'"),
     Case(("workload", "stop", "nope"), EX_REFUSED, "error: unknown slot 'nope'"),
     Case(("secret", "delete", "nope"), EX_REFUSED, "error: no secret 'nope' stored"),
+    Case(("events", "--slot", "alpah"), EX_REFUSED, "did you mean 'alpha'?"),
+    Case(("events", "--slot", "alpha"), EX_OK, ""),  # in the file, no events yet: no error
 ]
 NO_WORKLOAD = [
     Case(("workload", "restart", "alpha"), EX_REFUSED, "has no workload: nothing to restart"),

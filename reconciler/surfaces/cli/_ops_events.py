@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from reconciler.exitcodes import EX_OK, EX_USAGE
+from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
 from reconciler.surfaces.cli._say import err
 
 EVENT_SCHEMA: Final = "tpu-reconciler.event.v1"
@@ -154,6 +154,9 @@ def events_command(args: argparse.Namespace) -> int:
     from reconciler.runtime.events import read_events
 
     records = read_events(path, since=since, slot=args.slot, limit=args.limit)
+    if args.slot and not records and (unknown := _unknown_slot(args)):
+        err(unknown)
+        return EX_REFUSED
     if not args.json:
         width = max((len(str(r.get("slot") or "-")) for r in records), default=0)
         render = functools.partial(format_event, slot_width=width)
@@ -162,6 +165,22 @@ def events_command(args: argparse.Namespace) -> int:
     if not records and not args.json and not args.quiet:
         print(f"no events{' matching' if args.slot or since else ''} in {path}", file=sys.stderr)
     return EX_OK
+
+
+def _unknown_slot(args: argparse.Namespace) -> str | None:
+    """Why ``--slot`` matched nothing when the slot is not in desired.yaml either (a typo);
+    None for a slot the file has (it may just have no events yet) or a file that cannot say."""
+    import difflib
+    import os
+
+    from reconciler.runtime.desired_loader import DesiredLoader
+
+    desired = DesiredLoader(args.file, os.environ).load().desired
+    if desired is None or desired.slot(args.slot) is not None:
+        return None
+    close = difflib.get_close_matches(args.slot, [s.name for s in desired.slots], n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"no events for slot {args.slot!r}, and {args.file} has no such slot{hint}"
 
 
 def _follow(
