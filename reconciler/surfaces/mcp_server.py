@@ -286,14 +286,13 @@ def _register_edit_tools(server: MCPServer, store: IntentEditor) -> None:
         """Release a slot (want: released): the controller deletes its queued resource and
         TPU. Needs confirm=true (ask the user). A race candidate leaves its group. The tmux
         window stays open unless close_tmux=true. wait_seconds: wait until NOT_QUEUED."""
-        if not confirm:
-            raise ToolError(
-                f"cancel_slot deletes {name}'s TPU if it has one: ask the user, then call "
-                "again with confirm=true"
-            )
+        # Unconfirmed, the edit itself refuses (after checking the slot exists) and asks.
         out = await anyio.to_thread.run_sync(
-            lambda: edit("release", operation_id, wait_seconds, confirmed=True, name=name)
-        )
+            lambda: edit(
+                "release", operation_id, wait_seconds, confirmed=confirm, name=name,
+                hint=" (ask the user first)",
+            )
+        )  # fmt: skip
         if close_tmux:
             out["tmux_closed"] = await _close_window(store, name)
         else:

@@ -156,6 +156,8 @@ async def test_invalid_edits_leave_the_file_byte_identical(tmp: Path) -> None:
                              operation_id="i3")  # fmt: skip
         assert re.search(r"desired\.yaml:\d+:\d+: no runtime version for 'v9-8'", text)
         assert "confirm=true" in await refused(s, "cancel_slot", name="big", operation_id="i4")
+        text = await refused(s, "cancel_slot", name="bgi")  # unknown before "ask the user"
+        assert "unknown slot 'bgi'" in text and "did you mean 'big'" in text
         assert "confirm=true" in await refused(s, "tmux_close", name="big")
         text = await refused(s, "set_race_group", group="any-v6e8", slots=["cand-a"], count=1,
                              operation_id="i5")  # fmt: skip
