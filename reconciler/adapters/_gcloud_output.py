@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
+from reconciler.adapters import gcloud_stderr
 from reconciler.adapters.cloud import Outcome, readable_operation
 from reconciler.adapters.cloud_errors import (
     CloudFailure,
@@ -65,8 +66,12 @@ def parse_stderr(stderr: str) -> tuple[str | None, int | None, str]:
     if crash:
         return None, None, _trim(f"gcloud crashed ({crash.group(1)}): {crash.group(2)}")
     match = _ERROR_RE.search(stderr)
-    if not match:
-        return None, None, _trim(stderr) or "gcloud failed without a message"
+    if not match:  # no ``ERROR: (gcloud...)`` line: what it said, less its boilerplate
+        return (
+            None,
+            None,
+            gcloud_stderr.message(stderr, limit=_LIMIT) or ("gcloud failed without a message"),
+        )
     rest = stderr[match.start(2) :]
     access = _HTTP_ACCESS_RE.match(rest)
     if access:

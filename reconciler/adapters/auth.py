@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from reconciler.adapters import gcloud_stderr
 from reconciler.errors import PermanentCloudError, TransientCloudError
 
 TOKEN_ENV: Final = "CLOUDSDK_AUTH_ACCESS_TOKEN"
@@ -348,10 +349,11 @@ _NETWORK_HINTS: Final = ("connection", "timed out", "temporary failure", "unreac
 
 def _gcloud_failure(what: str, stderr: str) -> PermanentCloudError | TransientCloudError:
     """Not logged in never heals by itself; a network hiccup while refreshing does."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    tail = " ".join(lines[-3:])[-400:] or "no output"
-    message = f"gcloud {what} failed: {tail}"
-    if any(hint in tail.lower() for hint in _NETWORK_HINTS):
+    said = gcloud_stderr.message(stderr, limit=400) or "no output"  # the cause, not the boilerplate
+    if "gcloud auth login" in stderr and "gcloud auth login" not in said:
+        said += " (run `gcloud auth login`)"
+    message = f"gcloud {what} failed: {said}"
+    if any(hint in said.lower() for hint in _NETWORK_HINTS):
         return TransientCloudError(message, delay=_AUTH_DELAY, status="UNAVAILABLE")
     return PermanentCloudError(message, status="UNAUTHENTICATED")
 

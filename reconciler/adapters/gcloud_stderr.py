@@ -20,6 +20,9 @@ _BOILERPLATE: Final = (
     re.compile(r"^To check gcloud for common problems"),
     re.compile(r"^\s+gcloud (feedback|info --run-diagnostics)\s*$"),
 )
+# A Python object's repr inside an exception's text (``<urllib3.connection.HTTPSConnection
+# object at 0x7f01ab845af0>: ``): an address, different in every run, that says nothing.
+_OBJECT_REPR: Final = re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>:? ?")
 _LIMIT: Final = 500
 
 
@@ -40,5 +43,5 @@ def message(stderr: str, *, limit: int = _LIMIT) -> str:
             inside = False
         if inside:
             kept.append(line)
-    text = " ".join(" ".join(kept or lines).split())
+    text = " ".join(_OBJECT_REPR.sub("", " ".join(kept or lines)).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # `status` only formats a snapshot: it must not pay for the p
 
 
 def format_plan(plan: Plan, *, now: float | None = None) -> str:
-    from reconciler.core.status import plan_summary
+    from reconciler.core.status import one_line, plan_summary
 
     lines: list[str] = []
     width = max((len(a.symbol) for a in plan.actions), default=1)
@@ -37,9 +37,9 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
         when = ""
         if h.until is not None and now is not None:
             when = f" (in {format_duration(h.until - now)})"
-        lines.append(f"  deferred {h.action.kind.value} {h.action.slot}: {h.why}{when}")
+        lines.append(f"  deferred {h.action.kind.value} {h.action.slot}: {one_line(h.why)}{when}")
     for h in plan.blocked:
-        lines.append(f"  blocked  {h.action.kind.value} {h.action.slot}: {h.why}")
+        lines.append(f"  blocked  {h.action.kind.value} {h.action.slot}: {one_line(h.why)}")
     lines += _control_lines(plan, now)
     for w in plan.warnings:
         lines.append(f"  warning: {w}")
@@ -99,6 +99,21 @@ _COLUMNS = (
 
 
 _QUIET: Final = frozenset(("off", "done", "waiting"))  # setup states the NOTE column leaves out
+_NOTE_WIDTH: Final = 60  # an error longer than this is cut in NOTE and shown whole below
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def error_lines(snapshot: StatusSnapshot, now: float) -> list[str]:
+    """The errors the NOTE column does not show whole (cut, or behind a pause), each once
+    with the slots that have it: the cause must be readable without ``--json``."""
+    by_text: dict[str, list[str]] = {}
+    for s in snapshot.slots:
+        if s.last_error and _note(s, now) != s.last_error:
+            by_text.setdefault(str(s.last_error), []).append(s.name)
+    return [f"last error of {', '.join(slots)}: {text}" for text, slots in by_text.items()]
 
 
 def _note(row: SlotStatus, now: float) -> str:
@@ -109,7 +124,7 @@ def _note(row: SlotStatus, now: float) -> str:
         if control:
             return control
     if row.last_error:
-        return str(row.last_error)[:60]
+        return _cut(str(row.last_error), _NOTE_WIDTH)
     parts = []
     setup = row.setup
     if setup is not None:
@@ -210,9 +225,26 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([(line % tuple(header)).rstrip(), *[(line % tuple(r)).rstrip() for r in rows]])
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 delete``, ``3 deletes``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def race_line(race: RaceGroupStatus) -> str:
     winners = ", ".join(race.winners) or "none yet"
     return f"race {race.name}: {len(race.winners)}/{race.count} won ({winners})"
+
+
+def snapshot_line(snapshot: StatusSnapshot, now: float) -> str:
+    """``snapshot: 4s old, observed 5s ago via rest``; for a document made from desired.yaml
+    alone (it has a ``note``: no controller wrote it) no age, which would be this moment's."""
+    if snapshot.note:
+        return f"snapshot: none, nothing observed (desired.yaml alone; backend {snapshot.backend})"
+    observed = snapshot.observed_at
+    return (
+        f"snapshot: {age(snapshot.generated_at, now) or '?'} old, observed "
+        f"{age(observed, now) + ' ago' if observed else 'never'} via {snapshot.backend}"
+    )
 
 
 def format_status(snapshot: StatusSnapshot, now: float) -> str:
@@ -222,9 +254,7 @@ def format_status(snapshot: StatusSnapshot, now: float) -> str:
         f"desired: {desired.file} "
         + ("(valid)" if desired.valid else "(INVALID — last valid intent in force)"),
         "controller: " + (f"running (pid {ctl.pid})" if ctl.running else "not running"),
-        f"snapshot: {age(snapshot.generated_at, now) or '?'} old, observed "
-        f"{age(snapshot.observed_at, now) + ' ago' if snapshot.observed_at else 'never'}"
-        f" via {snapshot.backend}",
+        snapshot_line(snapshot, now),
     ]
     if snapshot.suspended:
         head.insert(0, SUSPENDED_BANNER)
@@ -243,14 +273,14 @@ def format_status(snapshot: StatusSnapshot, now: float) -> str:
     if any(s.workload for s in snapshot.slots):
         columns = (*_COLUMNS[:-1], "WORKLOAD", _COLUMNS[-1])
     body = format_table(columns, rows) if rows else "no slots"
-    tail = [race_line(race) for race in snapshot.race_groups]
+    tail = [*error_lines(snapshot, now), *(race_line(race) for race in snapshot.race_groups)]
     orphans = snapshot.tmux.orphans
     if orphans:
         tail.append(f"tmux orphans (slot not ACTIVE; left open): {', '.join(orphans)}")
     guard = snapshot.plan.guard if snapshot.plan is not None else None
     if guard is not None:
         tail.append(
-            f"delete guard: {len(guard.deletes)} deletes of ACTIVE TPUs wait "
+            f"delete guard: {_count(len(guard.deletes), 'delete')} of ACTIVE TPUs wait "
             f"({', '.join(guard.slots)}); confirm exactly these: {guard.command}"
         )
     if snapshot.plan is not None and snapshot.plan.summary:

@@ -40,9 +40,18 @@ from reconciler.model.status import (
 )
 from reconciler.records import replace
 
-__all__ = ["STATUS_SCHEMA", "build_status", "iso", "plan_dict", "plan_status", "plan_summary"]
+__all__ = [
+    "STATUS_SCHEMA",
+    "build_status",
+    "iso",
+    "one_line",
+    "plan_dict",
+    "plan_status",
+    "plan_summary",
+]
 
 _SETUP_STEPS = ("bootstrap", "tailscale", "tmux")
+_STEP_KEYS = (*_SETUP_STEPS, "launch", "stop")  # the memory keys of a slot's non-cloud actions
 
 
 def iso(ts: float | None) -> str | None:
@@ -57,7 +66,7 @@ def _action_fields(action: Action) -> dict[str, Any]:
         "kind": action.kind.value,
         "slot": action.slot,
         "zone": action.zone,
-        "reason": action.reason,
+        "reason": one_line(action.reason),
         "destructive": action.destructive,
     }
 
@@ -76,13 +85,16 @@ def plan_status(plan: Plan) -> PlanStatus:
         summary=plan_summary(plan),
         actions=tuple(ActionStatus(**_action_fields(a)) for a in plan.actions),
         deferred=tuple(
-            DeferredActionStatus(**_action_fields(h.action), why=h.why, until=iso(h.until))
+            DeferredActionStatus(
+                **_action_fields(h.action), why=one_line(h.why), until=iso(h.until)
+            )
             for h in plan.deferred
         ),
         blocked=tuple(
-            BlockedActionStatus(**_action_fields(h.action), why=h.why) for h in plan.blocked
+            BlockedActionStatus(**_action_fields(h.action), why=one_line(h.why))
+            for h in plan.blocked
         ),
-        warnings=tuple(plan.warnings),
+        warnings=tuple(one_line(w) for w in plan.warnings),
         **_control_fields(plan),
     )
 
@@ -92,7 +104,8 @@ def _control_fields(plan: Plan) -> dict[str, Any]:
     guard = plan.guard
     return {
         "held": tuple(
-            HeldActionStatus(**_action_fields(h.action), why=h.why, rule=h.rule) for h in plan.held
+            HeldActionStatus(**_action_fields(h.action), why=one_line(h.why), rule=h.rule)
+            for h in plan.held
         ),
         "guard": None
         if guard is None
@@ -140,13 +153,21 @@ def _setup_state(
     return "failed" if error else "pending"
 
 
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines, tabs, other control characters that
+    ``str.split`` knows) folded to one space: what a table cell, an event or a pane shows."""
+    return " ".join(text.split())
+
+
 def _setup_status(memory: Memory, spec: SlotSpec, instance: str | None) -> SetupStatus:
-    """Each step's state; ``detail`` is the first failing step's message (and its log)."""
+    """Each step's state; ``detail`` is the first failing step's message (on one line) and,
+    below it, the failing worker's log when the message does not already hold it."""
     errors = {k: memory.error(f"{spec.zone}/{spec.name}:{k}") for k in _SETUP_STEPS}
     failing = next((e for e in errors.values() if e is not None), None)
-    detail = failing.message if failing else None
-    if failing and failing.detail:
-        detail = f"{detail}\n{failing.detail}"
+    detail = one_line(failing.message) if failing else None
+    log = failing.detail.strip() if failing else ""
+    if detail is not None and log and one_line(log) not in detail:
+        detail = f"{detail}\n{log}"
 
     def step(kind: str, enabled: bool) -> str:
         error = detail if errors[kind] else None
@@ -175,12 +196,21 @@ def _qr_fields(qr: QueuedResource, observed: Observation) -> dict[str, Any]:
     }
 
 
-def _last_error(memory: Memory, spec: SlotSpec, qr: QueuedResource | None) -> str | None:
+def _last_error(
+    memory: Memory, spec: SlotSpec, qr: QueuedResource | None, instance: str | None
+) -> str | None:
+    """The slot's most pressing failure, on one line: the cloud action's, else the cloud's
+    word on the QR, else, while it has a node, the first failing setup step's or workload
+    action's (named; without a node they wait, as ``setup`` says)."""
     cloud_error = memory.error(f"{spec.zone}/{spec.name}:cloud")
     if cloud_error:
-        return cloud_error.message
+        return one_line(cloud_error.message)
     if qr is not None and qr.error and qr.error.message:
-        return f"code {qr.error.code}: {qr.error.message}"
+        return f"code {qr.error.code}: {one_line(qr.error.message)}"
+    for step in _STEP_KEYS if instance is not None else ():
+        error = memory.error(f"{spec.zone}/{spec.name}:{step}")
+        if error:
+            return f"{step} failed: {one_line(error.message)}"
     return None
 
 
@@ -213,7 +243,7 @@ def _managed_row(
         race_group=spec.race_group,
         **seen,
         state_since=iso(mem.state_since) if mem.state == seen["state"] else None,
-        last_error=_last_error(memory, spec, qr),
+        last_error=_last_error(memory, spec, qr, instance),
         setup=_setup_status(memory, spec, instance),
         tmux=TmuxStatus(target=target if spec.setup.tmux else None, open=target in windows),
         instance=instance,
@@ -349,7 +379,7 @@ def build_status(
             digest=desired.digest if desired else None,
         ),
         observed_at=iso(observed_at),
-        observe_error=observe_error,
+        observe_error=one_line(observe_error) if observe_error else observe_error,
         unreachable_zones=tuple(sorted(observed.unreachable)),
         slots=slots,
         race_groups=_race_groups(desired, plan),

@@ -210,6 +210,7 @@ def hold_many(ctx: EditContext, *, names: list[str]) -> None:
 
 
 def release(ctx: EditContext, *, name: str) -> None:
+    slot_index(ctx, name)  # an unknown slot is refused before anything is asked
     spec = ctx.desired.slot(name)
     if spec is None or spec.want != "released":
         ctx.destructive(f"releasing {name!r} makes the controller delete its TPU if it has one")

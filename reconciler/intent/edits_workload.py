@@ -115,6 +115,12 @@ def set_workload(
 
 def restart_workload(ctx: EditContext, *, name: str) -> None:
     entry, what = _entry(ctx, name)
+    spec = ctx.desired.slot(name)
+    if "workload" not in entry and (spec is None or spec.workload is None):
+        raise EditRejected(
+            f"{what} has no workload: nothing to restart (give it one with "
+            "`tpu-reconciler workload set` or set_workload)"
+        )
     block = child_map(entry, "workload")
     generation = int(block.get("generation", 0)) + 1
     set_key(block, "generation", generation)

@@ -13,6 +13,7 @@ an error: the views then show the desired intent only and say so.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
 import os
@@ -128,9 +129,26 @@ def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
         out["want"] = None
         out["note"] = "not in desired.yaml: unmanaged, shown but never deleted"
     out["observed"] = (
-        {k: row.get(k) for k in _OBSERVED} | {"decided_want": row.get("want")} if row else None
+        _said_once({k: row.get(k) for k in _OBSERVED} | {"decided_want": row.get("want")})
+        if row
+        else None
     )
     return out
+
+
+def _said_once(observed: dict[str, Any]) -> dict[str, Any]:
+    """``setup.detail`` without the failing step's message when ``last_error`` already says
+    it (a setup or tmux failure is the slot's last error): only the worker's log stays."""
+    setup, error = observed.get("setup"), observed.get("last_error")
+    if not isinstance(setup, dict) or not isinstance(error, str):
+        return observed
+    detail = setup.get("detail")
+    if not isinstance(detail, str):
+        return observed
+    message, _, log = detail.partition("\n")
+    if message not in error:
+        return observed
+    return {**observed, "setup": {**setup, "detail": log or None}}
 
 
 def list_slots(store: IntentEditor) -> dict[str, Any]:
@@ -162,7 +180,15 @@ def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
     row = _rows(snap).get(name)
     spec = desired.slot(name) if desired else None
     if spec is None and row is None:
-        raise ViewError(f"unknown slot {name!r}: not in {store.source} nor in the snapshot")
+        if errors:  # the file cannot say: name what is wrong with it, not the slot
+            raise ViewError(
+                f"slot {name!r} is not in the snapshot, and {store.source} is invalid: "
+                f"{errors[0]}" + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else "")
+            )
+        known = [s.name for s in desired.slots] if desired else []
+        close = difflib.get_close_matches(name, [*known, *_rows(snap)], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ViewError(f"unknown slot {name!r}: not in {store.source} nor in the snapshot{hint}")
     view = _slot_view(spec, row)
     try:
         view["ssh"] = ssh_command(store, name, 0, desired=desired, snapshot=snap)

@@ -207,6 +207,8 @@ class Controller:
         if desired is not None and (desired.digest != self._last_digest or recovered):
             self.events.emit("desired.loaded", digest=desired.digest, slots=len(desired.slots))
             self._last_digest = desired.digest
+        elif self._last_errors and not errors and desired is not None:  # restored as it was
+            self.events.emit("desired.valid", digest=desired.digest, slots=len(desired.slots))
         self._last_errors = errors
         if desired is None:
             # No valid intent has ever been loaded: nothing may act, and without a project

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from reconciler.adapters import gcloud_stderr
 from reconciler.adapters.auth import TOKEN_ENV, TOKEN_FILE_ENV, GcloudAccessToken
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import read_status
@@ -115,7 +116,8 @@ async def probe_auth(
         rc_out_err, token_error = await listing, None
     rc, out, err = rc_out_err
     if rc != 0:
-        return d.AuthFacts(None, accounts_error=_tail(err), token_error=token_error)
+        said = gcloud_stderr.message(err, limit=300) or "no output"  # not its boilerplate
+        return d.AuthFacts(None, accounts_error=said, token_error=token_error)
     try:
         accounts = json.loads(out or "[]")
     except ValueError:

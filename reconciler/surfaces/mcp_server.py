@@ -6,9 +6,10 @@ snapshot). Tools never act on the cloud: the controller does, on its next pass. 
 action is ``tmux_close`` (local: closes a tmux window). Errors a user must read are raised as
 ``ToolError``. Nothing is written to stdout (it carries the protocol); logs go to stderr.
 
-Results are dicts with ``schema_version`` ``tpu-reconciler.mcp.v1``. Edits take an
+Results are dicts with ``schema_version`` ``tpu-reconciler.mcp.v1``. Edits take an optional
 ``operation_id``: an identical retry returns the first result with ``status: "exists"``; the
-same id for a different edit is refused. See docs/mcp.md.
+same id for a different edit is refused; without one the edit gets a fresh id (in the result)
+and is not deduplicated. See docs/mcp.md.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ REMINDER: Final = (
 )
 INSTRUCTIONS: Final = (
     "Cloud TPU slots held declaratively. Read with list_slots, slot_info, plan, events. "
-    "Edits change desired.yaml only (the controller acts), each with a fresh operation_id "
-    "(reuse it only to retry the same call). cancel_slot, remove_slot, set_race_group "
+    "Edits change desired.yaml only (the controller acts). Give each a fresh operation_id "
+    "to make a retry safe (the same id again returns the first result; omitted, each call "
+    "is a new edit). cancel_slot, remove_slot, set_race_group "
     "(when it drops candidates or lowers a count), tmux_close, confirm_deletes, and "
     "restart_workload / stop_workload of a running workload need confirm=true: ask the user "
     "first. suspend / resume stop and restart the controller's actions."
@@ -58,6 +60,14 @@ EDIT: Final = ToolAnnotations(
 )
 DESTRUCTIVE: Final = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+# Edits that do it again when repeated (a new slot, another setup run, another restart):
+# idempotent only through a repeated operation_id, which is optional.
+EDIT_AGAIN: Final = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+DESTRUCTIVE_AGAIN: Final = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
 )
 
 
@@ -96,7 +106,7 @@ class _Edit(Protocol):
     def __call__(
         self,
         kind: str,
-        operation_id: str,
+        operation_id: str | None = None,
         wait_seconds: float = 0,
         *,
         confirmed: bool = False,
@@ -111,7 +121,7 @@ def _edit_runner(store: IntentEditor) -> _Edit:
 
     def edit(
         kind: str,
-        operation_id: str,
+        operation_id: str | None = None,
         wait_seconds: float = 0,
         *,
         confirmed: bool = False,
@@ -236,7 +246,9 @@ def _register_edit_tools(server: MCPServer, store: IntentEditor) -> None:
     edit = _edit_runner(store)
 
     @server.tool(annotations=EDIT)
-    def queue_slot(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+    def queue_slot(
+        name: str, operation_id: str | None = None, wait_seconds: float = 0
+    ) -> dict[str, Any]:
         """Hold a slot (want: held): the controller queues it and keeps it. A race candidate
         leaves its group (the group keeps racing for its other winners). wait_seconds: wait
         until it is ACTIVE."""
@@ -245,7 +257,7 @@ def _register_edit_tools(server: MCPServer, store: IntentEditor) -> None:
     @server.tool(annotations=EDIT)
     def queue_slots(
         names: list[str],
-        operation_id: str,
+        operation_id: str | None = None,
         race: bool = False,
         count: int = 1,
         group: str | None = None,
@@ -266,7 +278,7 @@ def _register_edit_tools(server: MCPServer, store: IntentEditor) -> None:
     @server.tool(annotations=DESTRUCTIVE)
     async def cancel_slot(
         name: str,
-        operation_id: str,
+        operation_id: str | None = None,
         confirm: bool = False,
         close_tmux: bool = False,
         wait_seconds: float = 0,
@@ -274,25 +286,24 @@ def _register_edit_tools(server: MCPServer, store: IntentEditor) -> None:
         """Release a slot (want: released): the controller deletes its queued resource and
         TPU. Needs confirm=true (ask the user). A race candidate leaves its group. The tmux
         window stays open unless close_tmux=true. wait_seconds: wait until NOT_QUEUED."""
-        if not confirm:
-            raise ToolError(
-                f"cancel_slot deletes {name}'s TPU if it has one: ask the user, then call "
-                "again with confirm=true"
-            )
+        # Unconfirmed, the edit itself refuses (after checking the slot exists) and asks.
         out = await anyio.to_thread.run_sync(
-            lambda: edit("release", operation_id, wait_seconds, confirmed=True, name=name)
-        )
+            lambda: edit(
+                "release", operation_id, wait_seconds, confirmed=confirm, name=name,
+                hint=" (ask the user first)",
+            )
+        )  # fmt: skip
         if close_tmux:
             out["tmux_closed"] = await _close_window(store, name)
         else:
             out.setdefault("notes", []).extend(await stays_open_notes(store, name))
         return out
 
-    @server.tool(annotations=EDIT)
+    @server.tool(annotations=EDIT_AGAIN)
     def add_slot(
         zone: str,
         accelerator: str,
-        operation_id: str,
+        operation_id: str | None = None,
         mode: str | None = None,
         name: str | None = None,
         want: str = "held",
@@ -311,7 +322,7 @@ def _register_edit_tools(server: MCPServer, store: IntentEditor) -> None:
         group: str,
         slots: list[str],
         count: int,
-        operation_id: str,
+        operation_id: str | None = None,
         confirm: bool = False,
         wait_seconds: float = 0,
     ) -> dict[str, Any]:
@@ -325,7 +336,7 @@ def _register_edit_tools(server: MCPServer, store: IntentEditor) -> None:
 
     @server.tool(annotations=DESTRUCTIVE)
     def remove_slot(
-        name: str, operation_id: str, confirm: bool = False, wait_seconds: float = 0
+        name: str, operation_id: str | None = None, confirm: bool = False, wait_seconds: float = 0
     ) -> dict[str, Any]:
         """Remove a slot from desired.yaml: it becomes UNMANAGED (its TPU, if any, is shown
         and never deleted — unless settings.prune is on, which needs confirm=true)."""
@@ -333,7 +344,7 @@ def _register_edit_tools(server: MCPServer, store: IntentEditor) -> None:
 
     @server.tool(annotations=EDIT)
     def set_poll(
-        operation_id: str,
+        operation_id: str | None = None,
         interval: str | None = None,
         fast_interval: str | None = None,
         wait_seconds: float = 0,
@@ -349,14 +360,18 @@ def _register_setup_tools(server: MCPServer, store: IntentEditor) -> None:
     """Intent edits that (re)run node setup: bootstrap scripts, Tailscale."""
     edit = _edit_runner(store)
 
-    @server.tool(annotations=EDIT)
-    def setup_vm(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+    @server.tool(annotations=EDIT_AGAIN)
+    def setup_vm(
+        name: str, operation_id: str | None = None, wait_seconds: float = 0
+    ) -> dict[str, Any]:
         """Run the setup scripts on the slot's node: bootstrap on and the setup generation
         bumped, so it runs again even if it ran before. wait_seconds: wait until done."""
         return edit("setup", operation_id, wait_seconds, name=name, bootstrap=True, rerun=True)
 
-    @server.tool(annotations=EDIT)
-    def tailscale_setup(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+    @server.tool(annotations=EDIT_AGAIN)
+    def tailscale_setup(
+        name: str, operation_id: str | None = None, wait_seconds: float = 0
+    ) -> dict[str, Any]:
         """Join the slot's node to the tailnet: tailscale on, setup generation bumped."""
         return edit("setup", operation_id, wait_seconds, name=name, tailscale=True, rerun=True)
 
@@ -372,13 +387,15 @@ def _register_tmux_tools(server: MCPServer, store: IntentEditor) -> None:
         return _guard(lambda: views.tmux_status(store))
 
     @server.tool(annotations=EDIT)
-    def tmux_sync(operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+    def tmux_sync(operation_id: str | None = None, wait_seconds: float = 0) -> dict[str, Any]:
         """Mirror every ACTIVE slot in tmux: defaults.setup.tmux on. Slots that say
         `tmux: false` themselves keep it (listed in notes; tmux_open turns one on)."""
         return edit("tmux_all", operation_id, wait_seconds)
 
     @server.tool(annotations=EDIT)
-    def tmux_open(name: str, operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+    def tmux_open(
+        name: str, operation_id: str | None = None, wait_seconds: float = 0
+    ) -> dict[str, Any]:
         """Keep a tmux SSH window open to the slot's worker 0 (setup.tmux: true)."""
         return edit("setup", operation_id, wait_seconds, name=name, tmux=True)
 
@@ -399,13 +416,13 @@ def _register_control_tools(server: MCPServer, store: IntentEditor) -> None:
     edit = _edit_runner(store)
 
     @server.tool(annotations=EDIT)
-    def suspend(operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+    def suspend(operation_id: str | None = None, wait_seconds: float = 0) -> dict[str, Any]:
         """Suspend the controller (settings.suspend: true): it keeps observing, planning and
         reporting, and takes no action at all (no create, delete, setup or tmux) until resume."""
         return edit("suspend", operation_id, wait_seconds)
 
     @server.tool(annotations=EDIT)
-    def resume(operation_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+    def resume(operation_id: str | None = None, wait_seconds: float = 0) -> dict[str, Any]:
         """Resume a suspended controller (settings.suspend: false): it acts on its plan again.
         Check `plan` first: what it shows is what happens."""
         return edit("resume", operation_id, wait_seconds)
@@ -466,7 +483,7 @@ def _register_workload_tools(server: MCPServer, store: IntentEditor) -> None:
     @server.tool(annotations=EDIT)
     def set_workload(
         name: str,
-        operation_id: str,
+        operation_id: str | None = None,
         command: str | list[str] | None = None,
         workdir: str | None = None,
         env: dict[str, str] | None = None,
@@ -496,9 +513,9 @@ def _register_workload_tools(server: MCPServer, store: IntentEditor) -> None:
             ends_live(name, confirm, "changing what runs")
         return edit("set_workload", operation_id, wait_seconds, name=name, **args)
 
-    @server.tool(annotations=DESTRUCTIVE)
+    @server.tool(annotations=DESTRUCTIVE_AGAIN)
     def restart_workload(
-        name: str, operation_id: str, confirm: bool = False, wait_seconds: float = 0
+        name: str, operation_id: str | None = None, confirm: bool = False, wait_seconds: float = 0
     ) -> dict[str, Any]:
         """Restart a slot's (or race group's) workload deliberately: a generation bump, so the
         running attempt is stopped (SIGTERM, then SIGKILL) and a new run starts (new run id,
@@ -508,7 +525,7 @@ def _register_workload_tools(server: MCPServer, store: IntentEditor) -> None:
 
     @server.tool(annotations=DESTRUCTIVE)
     def stop_workload(
-        name: str, operation_id: str, confirm: bool = False, wait_seconds: float = 0
+        name: str, operation_id: str | None = None, confirm: bool = False, wait_seconds: float = 0
     ) -> dict[str, Any]:
         """Stop a slot's (or race group's) workload: its workload: block is removed, the
         controller stops the program and forgets it (set_workload brings it back). Needs

@@ -29,6 +29,8 @@ EDITS = {"queue_slot", "queue_slots", "setup_vm", "tailscale_setup", "tmux_sync"
          "add_slot", "set_poll", "set_workload", "suspend", "resume"}  # fmt: skip
 DESTRUCTIVE = {"cancel_slot", "set_race_group", "remove_slot", "tmux_close",
                "restart_workload", "stop_workload", "confirm_deletes"}  # fmt: skip
+# Repeated without the same operation_id, these do it again (a new slot, another run).
+AGAIN = {"add_slot", "setup_vm", "tailscale_setup", "restart_workload"}
 
 
 @asynccontextmanager
@@ -78,10 +80,33 @@ async def test_tools_and_their_annotations(tmp: Path) -> None:
         assert a is not None and a.open_world_hint is False, name
         assert a.read_only_hint is (name in READ_ONLY), name
         assert a.destructive_hint is (name in DESTRUCTIVE), name
-        assert a.idempotent_hint is True, name
+        assert a.idempotent_hint is (name not in AGAIN), name
         if name in EDITS | DESTRUCTIVE - {"tmux_close", "confirm_deletes"}:
-            assert "operation_id" in tool.input_schema["required"], name
+            assert "operation_id" in tool.input_schema["properties"], name
+            assert "operation_id" not in tool.input_schema.get("required", []), name
     assert (tmp / "desired.yaml").read_text() == SAMPLE
+    documented = re.findall(
+        r"^\| `(\w+)\(([^`]*)\)` \|", (REPO / "docs" / "mcp.md").read_text(), re.M
+    )
+    assert dict(documented) == {name: _signature(t.input_schema) for name, t in tools.items()}
+
+
+def _signature(schema: dict[str, Any]) -> str:
+    """A tool's arguments as docs/mcp.md writes them: ``name, operation_id?, confirm=false``
+    (``wait_seconds``, which every edit takes, has its own section)."""
+    required = set(schema.get("required", []))
+    args = []
+    for arg, spec in schema.get("properties", {}).items():
+        if arg == "wait_seconds":
+            continue
+        default = spec.get("default")
+        if arg in required:
+            args.append(arg)
+        elif default is None:
+            args.append(f"{arg}?")
+        else:
+            args.append(f"{arg}={json.dumps(default)}")
+    return ", ".join(args)
 
 
 async def test_every_edit_changes_the_file_as_intended_and_keeps_comments(tmp: Path) -> None:
@@ -131,6 +156,8 @@ async def test_invalid_edits_leave_the_file_byte_identical(tmp: Path) -> None:
                              operation_id="i3")  # fmt: skip
         assert re.search(r"desired\.yaml:\d+:\d+: no runtime version for 'v9-8'", text)
         assert "confirm=true" in await refused(s, "cancel_slot", name="big", operation_id="i4")
+        text = await refused(s, "cancel_slot", name="bgi")  # unknown before "ask the user"
+        assert "unknown slot 'bgi'" in text and "did you mean 'big'" in text
         assert "confirm=true" in await refused(s, "tmux_close", name="big")
         text = await refused(s, "set_race_group", group="any-v6e8", slots=["cand-a"], count=1,
                              operation_id="i5")  # fmt: skip
@@ -138,6 +165,17 @@ async def test_invalid_edits_leave_the_file_byte_identical(tmp: Path) -> None:
         assert "invalid operation id" in await refused(s, "queue_slot", name="small",
                                                        operation_id="no spaces")  # fmt: skip
     assert (tmp / "desired.yaml").read_bytes() == before
+
+
+async def test_an_edit_without_an_operation_id_gets_a_fresh_one(tmp: Path) -> None:
+    async with session(tmp) as s:
+        first = await call(s, "queue_slot", name="small")
+        again = await call(s, "queue_slot", name="small")
+        added = await call(s, "add_slot", zone="europe-west4-a", accelerator="v6e-8")
+    assert (first["status"], again["status"]) == ("changed", "unchanged")
+    ids = first["operation_id"], again["operation_id"]
+    assert ids[0].startswith("mcp-") and ids[0] != ids[1]
+    assert added["status"] == "changed" and added["slots"] == ["spot-v6e8-ew4a-1"]
 
 
 async def test_operation_id_replay_and_conflict(tmp: Path) -> None:

@@ -186,6 +186,13 @@ async def test_config_helper_without_a_token(tmp_path: Path, printed: str) -> No
             "Failed to establish a new connection",
             TransientCloudError,
         ),
+        (  # the cause first, then gcloud's boilerplate: the cause decides
+            "ERROR: gcloud crashed (ConnectionError): NameResolutionError: Failed to resolve\n"
+            "\nIf you would like to report this issue, please run the following command:\n"
+            "  gcloud feedback\n\nTo check gcloud for common problems, please run the "
+            "following command:\n  gcloud info --run-diagnostics\n",
+            TransientCloudError,
+        ),
     ],
 )
 async def test_gcloud_failures_not_logged_in_permanent_network_transient(

@@ -92,3 +92,26 @@ def test_a_mistake_after_the_command_reads_the_same(capsys: pytest.CaptureFixtur
         errors.append(capsys.readouterr().err)
     assert errors[0] == errors[1]
     assert "unrecognized arguments: --nosuch" in errors[0]
+
+
+def _walk(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], argparse.ArgumentParser, str | None]]:
+    """Every sub-command at every depth: (path, its parser, the help its parent lists)."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, child in action.choices.items():
+                found.append(((*path, name), child, helps.get(name)))
+                found += _walk(child, (*path, name))
+    return found
+
+
+def test_every_subcommand_has_a_one_line_help_and_a_description() -> None:
+    commands = _walk(cli.build_parser())
+    assert len(commands) > 40  # the whole tree, sub-sub-commands included
+    for path, parser, help_text in commands:
+        name = " ".join(path)
+        assert help_text and "\n" not in help_text.strip(), f"{name}: no one-line help"
+        assert parser.description, f"{name}: `{name} --help` says nothing of what it does"

@@ -120,6 +120,24 @@ async def test_invalid_file_from_the_start_observes_and_acts_on_nothing(tmp_path
     assert doc["desired"]["valid"] is False and "desired.yaml:3:" in doc["desired"]["errors"][0]
 
 
+async def test_a_file_restored_after_an_invalid_save_is_logged_valid_again(
+    tmp_path: Path,
+) -> None:
+    c = make(tmp_path, FakeCloud())
+    await c.reconcile()
+    path = tmp_path / "desired.yaml"
+    path.write_text(DESIRED[:40])  # a half-written save
+    await c.reconcile()
+    path.write_text(DESIRED)  # the same intent again: no desired.loaded, but say it is valid
+    await c.reconcile()
+    await c.reconcile()
+    path.write_text(DESIRED.replace("v4-8", "v4-16"))  # a new intent: loaded, not "valid"
+    await c.reconcile()
+    await settle(c)
+    kinds = [e["kind"] for e in read_events(c.state.events) if e["kind"].startswith("desired.")]
+    assert kinds == ["desired.loaded", "desired.invalid", "desired.valid", "desired.loaded"]
+
+
 async def test_an_adapter_bug_in_observe_is_survived_and_shown(tmp_path: Path) -> None:
     cloud = FakeCloud()
     c = make(tmp_path, cloud)

@@ -85,6 +85,27 @@ def test_parse_stderr_crash_and_unknown_shapes_keep_the_text() -> None:
     assert len(out.parse_stderr("x" * 5000)[2]) == 500
 
 
+BOILERPLATE = """
+If you would like to report this issue, please run the following command:
+  gcloud feedback
+
+To check gcloud for common problems, please run the following command:
+  gcloud info --run-diagnostics
+"""
+
+
+def test_a_failure_keeps_its_cause_not_gclouds_boilerplate() -> None:
+    resolve = (
+        "ERROR: gcloud crashed (ConnectionError): HTTPSConnectionPool(host='tpu.googleapis.com',"
+        ' port=443): Max retries exceeded (Caused by NameResolutionError("Failed to resolve'
+        " 'tpu.googleapis.com'\"))\n"
+    )
+    message = out.parse_stderr(resolve + BOILERPLATE)[2]
+    assert "NameResolutionError" in message and "feedback" not in message
+    odd = out.parse_stderr("WARNING: the proxy refused the connection\n" + BOILERPLATE)[2]
+    assert odd == "WARNING: the proxy refused the connection"
+
+
 @pytest.mark.parametrize(
     ("operation", "returncode", "stderr", "kind"),
     [

@@ -35,3 +35,14 @@ def test_without_an_error_line_the_text_that_is_not_boilerplate_stays() -> None:
 def test_long_text_is_cut_with_an_ellipsis() -> None:
     text = message("ERROR: " + "x" * 1000, limit=50)
     assert len(text) == 50 and text.endswith("...")
+
+
+def test_an_objects_address_is_dropped_so_the_same_failure_reads_the_same() -> None:
+    stderr = (
+        'ERROR: gcloud crashed (ConnectionError): (Caused by NameResolutionError("<urllib3.'
+        "connection.HTTPSConnection object at 0x7f01ab845af0>: Failed to resolve 'x'\"))\n"
+    )
+    assert message(stderr) == (
+        'ERROR: gcloud crashed (ConnectionError): (Caused by NameResolutionError("Failed to '
+        "resolve 'x'\"))"
+    )

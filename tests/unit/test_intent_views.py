@@ -156,3 +156,35 @@ def test_wait_for_setup_and_races(store: IntentEditor) -> None:
     groups = [{"name": "any-v6e8", "count": 1, "winners": ["cand-b"], "candidates": []}]
     write_json(store.state.status, snapshot(race_groups=groups))
     assert views.wait_for(store, race, 1, interval=0.05)["reached"] is True
+
+
+def test_an_unknown_slot_is_named_with_the_nearest_one_or_with_what_is_wrong_with_the_file(
+    store: IntentEditor,
+) -> None:
+    with pytest.raises(views.ViewError, match=r"unknown slot 'smal'.*did you mean 'small'\?"):
+        views.slot_info(store, "smal")
+    store.path.write_text("project: p\nslots:\n  - name: a\n\tzone: x\n")
+    with pytest.raises(views.ViewError) as raised:
+        views.slot_info(store, "a")
+    assert "is invalid: " in str(raised.value) and "desired.yaml:4:" in str(raised.value)
+
+
+def test_a_setup_steps_failure_reaches_slot_info_as_its_last_error(store: IntentEditor) -> None:
+    failing = "tmux failed: gcloud os-login describe-profile exited 1: ERROR: NameResolutionError"
+    write_json(store.state.status, snapshot(row("small", "ACTIVE", last_error=failing)))
+    assert views.slot_info(store, "small")["observed"]["last_error"] == failing
+
+
+def test_info_says_a_setup_failure_once_and_keeps_the_workers_log(store: IntentEditor) -> None:
+    message = "bootstrap on worker 2 (10.1.2.5): exit 1"
+    failing = {"bootstrap": "failed", "tailscale": "off", "generation": 0,
+               "detail": f"{message}\n[w2] pip: no such package\nexit 1"}  # fmt: skip
+    write_json(store.state.status, snapshot(row("small", "ACTIVE", setup=failing,
+               last_error=f"bootstrap failed: {message}")))  # fmt: skip
+    observed = views.slot_info(store, "small")["observed"]
+    assert observed["last_error"] == f"bootstrap failed: {message}"
+    assert observed["setup"]["detail"] == "[w2] pip: no such package\nexit 1"
+    cloud = {**failing, "detail": message}  # another error is the slot's last: keep the message
+    write_json(store.state.status, snapshot(row("small", "ACTIVE", setup=cloud,
+               last_error="PERMISSION_DENIED: no quota")))  # fmt: skip
+    assert views.slot_info(store, "small")["observed"]["setup"]["detail"] == message

@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from reconciler import __version__
 from reconciler.exitcodes import EX_INTERRUPTED, EX_OK, EX_USAGE
@@ -115,13 +115,31 @@ def chosen_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """An ``ArgumentParser`` whose sub-commands, at every depth, take their one-line ``help``
+    as their ``description`` when they have none: ``COMMAND --help`` then says what the
+    command does instead of starting at "positional arguments"."""
+    import argparse
+
+    class Described(argparse._SubParsersAction):  # type: ignore[type-arg]
+        def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+            if kwargs.get("description") is None and kwargs.get("help"):
+                kwargs["description"] = kwargs["help"]
+            return super().add_parser(name, **kwargs)  # type: ignore[no-any-return]
+
+    class Parser(argparse.ArgumentParser):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.register("action", "parsers", Described)
+
+    return Parser
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; for an ``argv`` naming a known command, with only that command's module
     registered (it parses that ``argv`` exactly as the whole tree does)."""
-    import argparse
-
     _translate_once()
-    parser = argparse.ArgumentParser(
+    parser = _parser_class()(
         prog="tpu-reconciler",
         description="Hold Cloud TPU capacity declaratively: write desired.yaml, run the controller",
     )

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any, Final
 
 from reconciler.exitcodes import EX_REFUSED
+from reconciler.surfaces.cli._say import err
 
 _HERE: Final = "reconciler.surfaces.cli._control"
 
@@ -61,7 +61,7 @@ def confirm_command(args: argparse.Namespace) -> int:
     try:
         result = confirm_deletes(_store(args), args.fingerprint)
     except ReconcilerError as e:
-        print(f"tpu-reconciler: {e}", file=sys.stderr)
+        err(str(e))
         return EX_REFUSED
     if args.json:
         print(json.dumps({"schema_version": "tpu-reconciler.intent.v1", **result}, indent=2))

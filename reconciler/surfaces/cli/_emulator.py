@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 from pathlib import Path
 from types import FrameType
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
+from reconciler.surfaces.cli._say import err
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,7 +48,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         scenario = Scenario.load(args.scenario) if args.scenario else Scenario()
     except (OSError, ScenarioError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        err(str(exc))
         return EX_USAGE
     pool = [ip.strip() for ip in args.ip_pool.split(",") if ip.strip()] if args.ip_pool else None
     try:
@@ -58,7 +58,7 @@ def serve(args: argparse.Namespace) -> int:
         )  # fmt: skip
         emulator.start()
     except (OSError, ValueError) as exc:
-        print(f"error: cannot start the emulator: {exc}", file=sys.stderr)
+        err(f"cannot start the emulator: {exc}")
         return EX_REFUSED
     stop = threading.Event()
 

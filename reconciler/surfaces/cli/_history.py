@@ -16,6 +16,7 @@ import time
 from typing import Any, Final
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
+from reconciler.surfaces.cli._say import err
 
 _HERE: Final = "reconciler.surfaces.cli._history"
 MODES: Final = ("spot", "on-demand", "reserved")
@@ -68,7 +69,7 @@ def history_command(args: argparse.Namespace) -> int:
     try:
         since = _since(args.since)
     except ValueError as e:
-        print(f"tpu-reconciler: --since: {e}", file=sys.stderr)
+        err(f"--since: {e}")
         return EX_USAGE
     filters = {"zone": args.zone, "accelerator": args.accelerator, "mode": args.mode}
     try:
@@ -96,7 +97,7 @@ def history_command(args: argparse.Namespace) -> int:
             if db is not None:
                 db.close()
     except ReconcilerError as e:
-        print(f"tpu-reconciler: {e}", file=sys.stderr)
+        err(str(e))
         return EX_REFUSED
     if args.json:
         print(json.dumps(history_doc(stats, since=since, **filters), indent=2))
@@ -117,7 +118,7 @@ def recommend_command(args: argparse.Namespace) -> int:
             names.check_name(args.apply)
         _since(args.since)
     except (ReconcilerError, ValueError) as e:
-        print(f"tpu-reconciler: {e}", file=sys.stderr)
+        err(str(e))
         return EX_USAGE
     from reconciler.runtime.history import recommend_document
 
@@ -131,7 +132,7 @@ def recommend_command(args: argparse.Namespace) -> int:
             group=args.apply,
         )
     except ReconcilerError as e:
-        print(f"tpu-reconciler: {e}", file=sys.stderr)
+        err(str(e))
         return EX_REFUSED
     if args.apply is None:
         print(
@@ -140,7 +141,7 @@ def recommend_command(args: argparse.Namespace) -> int:
         )
         return EX_OK
     if not doc["zones"]:
-        print("tpu-reconciler: no zone to recommend yet: nothing applied", file=sys.stderr)
+        err("no zone to recommend yet: nothing applied")
         return EX_REFUSED
     from reconciler.surfaces.cli._intent import _run
 

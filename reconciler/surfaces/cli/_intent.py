@@ -114,7 +114,7 @@ def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
     except ReconcilerError as e:  # EditConflict: 75, try again; any other refusal: 1
         _err(str(e))
         return e.exit_code
-    _print(args, result)
+    _print(args, result, store)
     if getattr(args, "close_tmux", False):
         return _close_tmux(args, store)
     if kind == "release" and not args.quiet and not args.json:
@@ -127,7 +127,7 @@ def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
     return EX_OK
 
 
-def _print(args: argparse.Namespace, result: Any) -> None:
+def _print(args: argparse.Namespace, result: Any, store: Any) -> None:
     if args.json:
         import json
 
@@ -145,7 +145,19 @@ def _print(args: argparse.Namespace, result: Any) -> None:
     else:
         lines = result.diff.splitlines()[2:]  # drop the ---/+++ header
         print("\n".join(lines[:40] + (["..."] if len(lines) > 40 else [])))
-        print("The controller acts on this at its next pass (see: tpu-reconciler status).")
+        print(_next_step(store))
+
+
+def _next_step(store: Any) -> str:
+    """Who acts on the edit: the running controller, or nobody until one is started."""
+    from reconciler.runtime.lock import read_holder
+
+    if read_holder(store.state) is None:
+        return (
+            "No controller is running, so nothing acts on this yet: start one with "
+            "`tpu-reconciler run` (or `tpu-reconciler service install`)."
+        )
+    return "The controller acts on this at its next pass (see: tpu-reconciler status)."
 
 
 def _close_tmux(args: argparse.Namespace, store: Any) -> int:

@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
-from reconciler.core.render import age, race_line
+from reconciler.core.render import error_lines, race_line, snapshot_line
 from reconciler.exitcodes import EX_OK, EX_USAGE
+from reconciler.surfaces.cli._say import err
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -62,7 +63,6 @@ def _head(snapshot: StatusSnapshot, now: float, interval: float) -> list[tuple[s
     """(text, style) lines above the table."""
     desired = snapshot.desired
     ctl = snapshot.controller
-    observed = snapshot.observed_at
     lines = [
         (
             f"desired: {desired.file} "
@@ -74,9 +74,7 @@ def _head(snapshot: StatusSnapshot, now: float, interval: float) -> list[tuple[s
             "" if ctl.running else "bold red",
         ),
         (
-            f"snapshot: {age(snapshot.generated_at, now) or '?'} old, observed "
-            f"{age(observed, now) + ' ago' if observed else 'never'} via {snapshot.backend}"
-            f"   (every {interval:g}s, Ctrl-C quits)",
+            f"{snapshot_line(snapshot, now)}   (every {interval:g}s, Ctrl-C quits)",
             "dim",
         ),
     ]
@@ -90,8 +88,9 @@ def _head(snapshot: StatusSnapshot, now: float, interval: float) -> list[tuple[s
     return lines
 
 
-def _tail(snapshot: StatusSnapshot) -> list[tuple[str, str]]:
-    lines = [
+def _tail(snapshot: StatusSnapshot, now: float) -> list[tuple[str, str]]:
+    lines = [(line, "red") for line in error_lines(snapshot, now)]
+    lines += [
         (race_line(race), "green" if len(race.winners) >= race.count else "yellow")
         for race in snapshot.race_groups
     ]
@@ -138,7 +137,7 @@ def render(snapshot: StatusSnapshot, now: float, width: int, interval: float) ->
         table.add_row(*texts, style="dim italic" if not slot.managed else None)
     parts: list[RenderableType] = [Text(t, style=s) for t, s in _head(snapshot, now, interval)]
     parts += [Text(""), table if snapshot.slots else Text("no slots", style="dim")]
-    tail = _tail(snapshot)
+    tail = _tail(snapshot, now)
     if tail:
         parts += [Text(""), *(Text(t, style=s) for t, s in tail)]
     return Group(*parts)
@@ -156,10 +155,10 @@ def watch(args: argparse.Namespace) -> int:
     from reconciler.surfaces.cli._snapshot import current_status as read_status
 
     if args.live:
-        print("tpu-reconciler: --watch reads the snapshot; drop --live", file=sys.stderr)
+        err("--watch reads the snapshot; drop --live")
         return EX_USAGE
     if not args.interval > 0:
-        print("tpu-reconciler: --interval must be more than 0", file=sys.stderr)
+        err("--interval must be more than 0")
         return EX_USAGE
     interval = float(args.interval)
     try:

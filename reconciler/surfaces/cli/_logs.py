@@ -44,6 +44,7 @@ from reconciler.exitcodes import (
     EX_USAGE,
 )
 from reconciler.surfaces.cli._say import err as _err
+from reconciler.surfaces.cli._say import note as _note
 
 if TYPE_CHECKING:
     from reconciler.adapters.oslogin import UserResolver
@@ -190,7 +191,7 @@ async def _follow(
         node = target.node
         if node is None:
             if not waiting:
-                _err(f"{target.reason}; waiting for it")
+                _note(f"{target.reason}; waiting for it")
                 waiting = True
             await asyncio.sleep(_RECHECK)
             target = look()
@@ -217,7 +218,7 @@ async def _follow(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-                _err(f"{args.slot}: the node changed; following the new one")
+                _note(f"{args.slot}: the node changed; following the new one")
                 lines, attempt = _WHOLE, None
                 break
 
@@ -287,7 +288,7 @@ async def _main(args: argparse.Namespace) -> int:
             )
         )
         if not printed and args.lines:
-            _err(f"no workload output for {args.slot} on its workers (nothing launched yet?)")
+            _note(f"no workload output for {args.slot} on its workers (nothing launched yet?)")
         return EX_OK
     except (WorkloadError, SetupFailed) as exc:  # a worker that could not be read
         _err(str(exc))

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_UNAVAILABLE, EX_USAGE
 from reconciler.surfaces.cli._say import err as _err
+from reconciler.surfaces.cli._say import note as _note
 
 _HERE: Final = "reconciler.surfaces.cli._nodes"
 
@@ -212,7 +213,7 @@ def ssh_command(args: argparse.Namespace) -> int:
             _err(str(e))
             return EX_UNAVAILABLE
         print(shlex.join([*doc["argv"], *remote]))  # the command, as asked; but say it
-        _err(f"note: {e}")
+        _note(f"note: {e}")
         return EX_OK
     except SetupFailed as e:
         _err(str(e))

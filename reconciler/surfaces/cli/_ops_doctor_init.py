@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
+from reconciler.surfaces.cli._say import err
 
 
 def doctor_command(args: argparse.Namespace) -> int:
@@ -73,7 +74,7 @@ def init_command(args: argparse.Namespace) -> int:
 
     path = args.file
     if path.exists() and not args.force:
-        print(f"tpu-reconciler init: {path} exists; --force replaces it", file=sys.stderr)
+        err(f"{path} exists; --force replaces it")
         return EX_REFUSED
     if sys.stdin.isatty():
         try:
@@ -98,7 +99,7 @@ def init_command(args: argparse.Namespace) -> int:
         desired = validate(text, str(path))
         write_new(path, text, force=args.force)
     except InitError as e:
-        print(f"tpu-reconciler init: {e}", file=sys.stderr)
+        err(str(e))
         return e.exit_code
     if not args.quiet:
         groups = len(desired.race_groups)

@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from reconciler.exitcodes import EX_OK, EX_USAGE
+from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
+from reconciler.surfaces.cli._say import err
 
 EVENT_SCHEMA: Final = "tpu-reconciler.event.v1"
 _SHOWN_ALREADY: Final = frozenset({"ts", "seq", "kind", "slot"})
@@ -46,8 +47,15 @@ def parse_since(value: str, now: float) -> datetime:
 
 
 def _clean(value: Any) -> str:
+    """One line: lines joined with ``; ``, tabs as spaces; other control characters
+    (a terminal escape) shown escaped, never sent to the terminal."""
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    text = text.replace("\r\n", "\n").replace("\n", "; ")
+    lines = text.splitlines()
+    if len(lines) > 1:  # (the line's own padding, runs of spaces, stays as it is)
+        text = "; ".join(line.strip() for line in lines if line.strip())
+    text = text.replace("\t", " ")
+    if text.isprintable():
+        return text
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
@@ -81,6 +89,11 @@ def _invalid(r: Mapping[str, Any]) -> str:
     return f"{'; '.join(str(e) for e in errors)} ({kept})"
 
 
+def _loaded(r: Mapping[str, Any]) -> str:
+    n = r.get("slots")
+    return f"{n} slot{'' if n == 1 else 's'} (sha256 {str(r.get('digest'))[:12]})"
+
+
 _SALIENT: Final[Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
     "qr.state": _qr_state,
     "action.started": _started,
@@ -88,7 +101,8 @@ _SALIENT: Final[Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
     "action.failed": _failed,
     "action.cancelled": lambda r: f"{r.get('action')} cancelled",
     "observe.failed": _observe_failed,
-    "desired.loaded": lambda r: f"{r.get('slots')} slots (sha256 {str(r.get('digest'))[:12]})",
+    "desired.loaded": lambda r: _loaded(r),
+    "desired.valid": lambda r: f"valid again, as in force: {_loaded(r)}",
     "desired.invalid": _invalid,
     "controller.started": lambda r: f"pid {r.get('pid')}, {r.get('file')}",
     "controller.stopped": lambda r: f"pid {r.get('pid')}",
@@ -118,7 +132,7 @@ def json_line(record: Mapping[str, Any]) -> str:
 
 
 def _err(message: str) -> int:
-    print(f"tpu-reconciler events: {message}", file=sys.stderr)
+    err(message)
     return EX_USAGE
 
 
@@ -140,6 +154,9 @@ def events_command(args: argparse.Namespace) -> int:
     from reconciler.runtime.events import read_events
 
     records = read_events(path, since=since, slot=args.slot, limit=args.limit)
+    if args.slot and not records and (unknown := _unknown_slot(args)):
+        err(unknown)
+        return EX_REFUSED
     if not args.json:
         width = max((len(str(r.get("slot") or "-")) for r in records), default=0)
         render = functools.partial(format_event, slot_width=width)
@@ -148,6 +165,22 @@ def events_command(args: argparse.Namespace) -> int:
     if not records and not args.json and not args.quiet:
         print(f"no events{' matching' if args.slot or since else ''} in {path}", file=sys.stderr)
     return EX_OK
+
+
+def _unknown_slot(args: argparse.Namespace) -> str | None:
+    """Why ``--slot`` matched nothing when the slot is not in desired.yaml either (a typo);
+    None for a slot the file has (it may just have no events yet) or a file that cannot say."""
+    import difflib
+    import os
+
+    from reconciler.runtime.desired_loader import DesiredLoader
+
+    desired = DesiredLoader(args.file, os.environ).load().desired
+    if desired is None or desired.slot(args.slot) is not None:
+        return None
+    close = difflib.get_close_matches(args.slot, [s.name for s in desired.slots], n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"no events for slot {args.slot!r}, and {args.file} has no such slot{hint}"
 
 
 def _follow(

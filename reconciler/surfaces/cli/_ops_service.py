@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.exitcodes import EX_NOT_RUNNING, EX_OK, EX_REFUSED
+from reconciler.surfaces.cli._say import err
 
 
 def _spec(args: argparse.Namespace, env: dict[str, str]) -> tuple[Any, str, Path]:
@@ -40,7 +41,7 @@ def _spec(args: argparse.Namespace, env: dict[str, str]) -> tuple[Any, str, Path
 
 
 def _err(message: str) -> int:
-    print(f"tpu-reconciler service: {message}", file=sys.stderr)
+    err(message)
     return EX_REFUSED
 
 

@@ -10,7 +10,12 @@ import sys
 
 
 def err(message: str) -> None:
-    """``tpu-reconciler: message`` on stderr."""
+    """``error: message`` on stderr: one line (the message says what fixes it)."""
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+
+
+def note(message: str) -> None:
+    """``tpu-reconciler: message`` on stderr: not an error (a refusal the user chose)."""
     print(f"tpu-reconciler: {message}", file=sys.stderr)
 
 
@@ -26,9 +31,9 @@ def confirm(question: str, *, not_a_terminal: str) -> bool:
     """Whether the person at the terminal says yes to ``question``. Without a terminal nobody
     can: ``not_a_terminal`` is said instead, and so is "nothing changed" after a no."""
     if not sys.stdin.isatty():
-        err(not_a_terminal)
+        note(not_a_terminal)
         return False
     if not ask(question):
-        err("nothing changed")
+        note("nothing changed")
         return False
     return True

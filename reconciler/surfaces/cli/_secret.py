@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED
+from reconciler.surfaces.cli._say import err
 
 SCHEMA: Final = "tpu-reconciler.secrets.v1"
 _HERE: Final = "reconciler.surfaces.cli._secret"
@@ -57,7 +58,7 @@ def _store(args: argparse.Namespace) -> Any:
 
 
 def _error(message: str) -> int:
-    print(f"tpu-reconciler: {message}", file=sys.stderr)
+    err(message)
     return EX_REFUSED
 
 

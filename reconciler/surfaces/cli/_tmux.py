@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
+from reconciler.surfaces.cli._say import err
 
 if TYPE_CHECKING:
     from reconciler.adapters.tmux import TmuxInventory, TmuxMirror, TmuxWindow
@@ -117,7 +118,7 @@ def _mirror(socket: str | None) -> TmuxMirror:
 
 
 def _error(message: str) -> int:
-    print(f"tpu-reconciler tmux: {message}", file=sys.stderr)
+    err(message)
     return EX_REFUSED
 
 
@@ -220,7 +221,7 @@ def close_command(args: argparse.Namespace) -> int:
     try:
         names.check_name(slot)
     except ReconcilerError as e:
-        print(f"tpu-reconciler tmux: {e}", file=sys.stderr)
+        err(str(e))
         return EX_USAGE
     socket = _socket(args)
     interactive = sys.stdin.isatty()

@@ -179,7 +179,7 @@ def release(row: SlotRow | None) -> Proposal:
         return Proposal(_edit("release", {"name": slot.name}))
     ask = None
     if slot.running:
-        ask = f"{slot.name} has a {slot.state} TPU: releasing deletes it. Release? (y/n)"
+        ask = f"{slot.name}'s TPU is {slot.state}: releasing deletes it. Release? (y/n)"
     return Proposal(
         _edit("release", {"name": slot.name}),
         twice=f"press d again to release {slot.name}",
