@@ -521,7 +521,8 @@ class WorkloadRunner:
                 raise error
         if errors:
             first = errors[0]
-            more = f" (and {len(errors) - 1} more workers)" if len(errors) > 1 else ""
+            others = len(errors) - 1
+            more = f" (and {others} more worker{'' if others == 1 else 's'})" if others else ""
             raise WorkloadError(
                 f"{what} on {node.name}: {first}{more}",
                 worker=getattr(first, "worker", None) if len(errors) == 1 else None,

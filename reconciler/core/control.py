@@ -191,9 +191,10 @@ class Guard:
 
     @property
     def why(self) -> str:
+        n = len(self.deletes)
         return (
-            f"delete guard: this change deletes {len(self.deletes)} ACTIVE TPUs, more than "
-            f"settings.delete_guard ({self.limit}); confirm with `{self.command}`"
+            f"delete guard: this change deletes {n} ACTIVE TPU{'' if n == 1 else 's'}, more "
+            f"than settings.delete_guard ({self.limit}); confirm with `{self.command}`"
         )
 
 

@@ -100,6 +100,7 @@ _OBSERVED: Final = (
     "setup",
     "tmux",
     "instance",
+    "latency_ms",
 )
 
 

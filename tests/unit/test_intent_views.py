@@ -62,11 +62,12 @@ def test_list_slots_without_a_snapshot_shows_desired_only_and_says_so(store: Int
 
 def test_list_slots_joins_the_snapshot_and_lists_unmanaged(store: IntentEditor) -> None:
     made = datetime.now(UTC) - timedelta(seconds=30)
-    write_json(store.state.status, snapshot(row("small", "ACTIVE"), row("stray", "ACTIVE",
-               managed=False, want=None), at=made))  # fmt: skip
+    write_json(store.state.status, snapshot(row("small", "ACTIVE", latency_ms=141.3),
+               row("stray", "ACTIVE", managed=False, want=None), at=made))  # fmt: skip
     doc = views.list_slots(store)
     by_name = {s["name"]: s for s in doc["slots"]}
     assert by_name["small"]["observed"]["state"] == "ACTIVE"
+    assert by_name["small"]["observed"]["latency_ms"] == 141.3  # the zone's round trip
     assert by_name["stray"]["want"] is None and "unmanaged" in by_name["stray"]["note"]
     assert 29 <= doc["snapshot"]["age_seconds"] < 60
     assert doc["snapshot"]["controller"] == {"running": False, "pid": None}

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 COLUMNS: Final = (
     "SLOT", "ZONE", "LATENCY", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RACE", "NOTE",
 )  # the cells of core/render.status_rows, in its order
+#: ... and when any slot has a workload: status_rows adds its cell before NOTE.
+WITH_WORKLOAD: Final = (*COLUMNS[:-1], "WORKLOAD", "NOTE")
 #: Which columns to show at a terminal width (the widest set that fits is used).
 LAYOUTS: Final = (
     (110, COLUMNS),
@@ -111,9 +113,13 @@ def render(snapshot: StatusSnapshot, now: float, width: int, interval: float) ->
 
     from reconciler.core.render import status_rows
 
-    shown = columns_for(width)
-    index = [COLUMNS.index(name) for name in shown]
-    rows = [[row[i] for i in index] for row in status_rows(snapshot, now)]
+    full = status_rows(snapshot, now)
+    names = WITH_WORKLOAD if full and len(full[0]) == len(WITH_WORKLOAD) else COLUMNS
+    shown = [n for n in columns_for(width) if n in names]
+    if names is WITH_WORKLOAD and width >= LAYOUTS[0][0]:
+        shown.insert(shown.index("NOTE"), "WORKLOAD")
+    index = [names.index(name) for name in shown]
+    rows = [[row[i] for i in index] for row in full]
     natural = [max([len(name), *(len(r[c]) for r in rows)]) for c, name in enumerate(shown)]
     others = sum(n for n, name in zip(natural, shown, strict=True) if name != "NOTE")
     note_room = width - others - 2 * (len(shown) - 1)

@@ -236,7 +236,8 @@ class Frame:
         else:
             seen = f"observed {format_duration(self.now - self.observed_at)} ago"
         backend = self.backend or "-"
-        return f"{valid} · {ctl} · {backend} · {seen} · {len(self.slots)} slots"
+        count = len(self.slots)
+        return f"{valid} · {ctl} · {backend} · {seen} · {count} slot{'' if count == 1 else 's'}"
 
     def banner(self, command: str) -> str | None:
         """Why the screen cannot be trusted, and what to do; None when all is well."""
