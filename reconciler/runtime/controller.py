@@ -202,9 +202,7 @@ class Controller:
         errors = tuple(str(d) for d in loaded.errors)
         if errors != self._last_errors and errors:
             self.events.emit("desired.invalid", errors=list(errors), in_force=bool(desired))
-        # loaded again after an invalid save, even with the same text (a restored file)
-        recovered = bool(self._last_errors) and not errors
-        if desired is not None and (desired.digest != self._last_digest or recovered):
+        if desired is not None and desired.digest != self._last_digest:
             self.events.emit("desired.loaded", digest=desired.digest, slots=len(desired.slots))
             self._last_digest = desired.digest
         elif self._last_errors and not errors and desired is not None:  # restored as it was

@@ -298,6 +298,6 @@ async def _narrate(story: _Story, events: Path, stop: asyncio.Event) -> None:
             story.say(f"  controller: {e.get('action')} {e.get('slot')} failed: {e.get('error')}")
         elif kind == "desired.invalid":
             story.say("  controller: desired.yaml invalid; keeping the last valid intent")
-        elif kind == "desired.loaded" and story.restored:
+        elif kind in ("desired.valid", "desired.loaded") and story.restored:
             story.say("  controller: desired.yaml valid again; back on the file as saved")
             story.reloaded = True

@@ -201,7 +201,7 @@ def test_a_new_users_first_hour_in_a_namespace_with_only_loopback(tmp_path: Path
         problems.append(f"history --zone with nothing there:\n{nowhere['stdout']}")
 
     kinds = [e["kind"] for e in report["events"] if e["kind"].startswith("desired.")]
-    if "desired.invalid" not in kinds or kinds[-1] != "desired.loaded":
+    if "desired.invalid" not in kinds or kinds[-1] != "desired.valid":
         problems.append(f"the event log does not end valid after the restore: {kinds}")
 
     for hit in report["audit"]:
