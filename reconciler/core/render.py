@@ -17,15 +17,15 @@ if TYPE_CHECKING:  # `status` only formats a snapshot: it must not pay for the p
 
 
 def format_plan(plan: Plan, *, now: float | None = None) -> str:
-    from reconciler.core.status import one_line, plan_summary
+    from reconciler.core.status import action_note, one_line, plan_summary
 
     lines: list[str] = []
     width = max((len(a.symbol) for a in plan.actions), default=1)
     name_w = max((len(a.slot) for a in plan.actions), default=0)
     for a in plan.actions:
         flag = "  [destructive]" if a.destructive else ""
-        if a.unlisted_zone and a.create is not None:
-            flag += f"  [zone not known to offer {a.create.accelerator_type}]"
+        if note := action_note(a):
+            flag += f"  [{note}]"
         lines.append(
             f"  {a.symbol:>{width}} {a.kind.value:<9} {a.slot:<{name_w}}  {a.zone:<16} "
             f"{a.reason}{flag}"

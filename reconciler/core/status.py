@@ -68,7 +68,15 @@ def _action_fields(action: Action) -> dict[str, Any]:
         "zone": action.zone,
         "reason": one_line(action.reason),
         "destructive": action.destructive,
+        "note": action_note(action),
     }
+
+
+def action_note(action: Action) -> str:
+    """The warning shown beside an action (``plan``, ``--json``, the TUI), or ""."""
+    if action.unlisted_zone and action.create is not None:
+        return f"zone not known to offer {action.create.accelerator_type}"
+    return ""
 
 
 def plan_summary(plan: Plan) -> str:

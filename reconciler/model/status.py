@@ -210,6 +210,8 @@ class ActionStatus(_Value):
     zone: str = ""
     reason: str = ""
     destructive: bool = False
+    #: a warning shown beside it, e.g. "zone not known to offer v6e-8" on a create
+    note: str = added("")
     extra: Mapping[str, Any] = _extra()
 
 

@@ -136,3 +136,12 @@ def test_a_create_in_a_zone_not_known_to_offer_the_accelerator_says_so_on_its_li
 )
 def test_a_round_trip_reads_as_the_earlier_tools_column(ms: float | None, cell: str) -> None:
     assert format_latency(ms) == cell
+
+
+def test_a_create_in_an_unlisted_zone_carries_its_note_into_the_snapshot() -> None:
+    from reconciler.core.status import plan_status
+
+    want = desired(slot("odd", "us-east9-z", accelerator="v6e-8"), slot("usual"))
+    status = plan_status(plan(want, world(zones=["us-east9-z", "us-central2-b"])))
+    notes = {a.slot: a.note for a in status.actions}
+    assert notes == {"odd": "zone not known to offer v6e-8", "usual": ""}

@@ -103,16 +103,6 @@ def test_want_reads_the_race_group_for_a_race_member() -> None:
     assert SlotRow("x", want="").want_cell() == "-"
 
 
-def test_latency_comes_from_the_snapshots_optional_field() -> None:
-    from types import SimpleNamespace
-
-    from reconciler.surfaces.tui._frame import _latency
-
-    assert _latency(SimpleNamespace(latency_ms=139.6)) == 139.6  # type: ignore[arg-type]
-    assert _latency(SimpleNamespace(latency_ms=None)) is None  # type: ignore[arg-type]
-    assert _latency(SimpleNamespace()) is None  # type: ignore[arg-type]  # an older snapshot
-
-
 def test_latency_cells() -> None:
     assert format_latency(None) == "-"
     assert format_latency(139.6) == "~140ms"

@@ -319,6 +319,7 @@ def plan_lines(plan: PlanStatus | None) -> tuple[str, ...]:
     lines = [
         f"{_action(a)} ({_text(a.zone)}): {_text(a.reason)}"
         + ("  [destructive]" if a.destructive else "")
+        + (f"  [{_text(a.note)}]" if _text(a.note) else "")
         for a in plan.actions
     ]
     lines += [f"  deferred: {_action(d)}: {_text(d.why)}" for d in plan.deferred]
