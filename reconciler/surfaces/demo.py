@@ -235,7 +235,7 @@ async def _drive(
     controller = build_controller(desired_path, state, allow_destructive=True, history=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal closed
         loop.add_signal_handler(sig, stop.set)
     task = asyncio.create_task(controller.run(stop))
     story = _Story(out, emu, controller)
