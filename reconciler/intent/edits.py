@@ -36,6 +36,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -196,14 +197,15 @@ def leave_group(ctx: EditContext, name: str) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Edit:
+class Edit(ABC):
     """One intent edit: its arguments are the fields of a subclass, ``kind`` its name in
     results and records, ``apply`` the change. The engine applies any ``Edit`` by calling it."""
 
-    kind: ClassVar[str] = ""
+    kind: ClassVar[str]
 
+    @abstractmethod
     def apply(self, ctx: EditContext) -> None:
-        raise NotImplementedError(f"{type(self).__name__} does not say how to apply itself")
+        """Change ``ctx.doc`` as this edit says; refuse with ``EditRejected``."""
 
     @property
     def args(self) -> dict[str, Any]:
