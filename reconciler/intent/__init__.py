@@ -1,7 +1,9 @@
 """Intent: the one way MCP tools, CLI verbs and the TUI change or read desired.yaml.
 
     engine       IntentEditor.apply(Edit): lock, op-id, validate the whole result, CAS write, audit
-    edits        the edits themselves, on the round-trip tree (pure: no I/O)
+    edits        the edits themselves, one frozen argument class each (``Hold``, ``Race``,
+                 ``SetWorkload``, ...: edits, edits_race, edits_workload, edits_control),
+                 applied to the round-trip tree (pure: no I/O)
     roundtrip    ruamel round-trip load/render that keeps the user's text (pure: no I/O)
     operations   operation ids: an identical retry gets the first result back
     views        read-only views: the intent joined with the controller's status snapshot

@@ -3,7 +3,9 @@
 May: read and write desired.yaml, take the intent lock, append to the audit log, record
 operation ids. May not: act on the cloud, SSH or tmux (only the controller acts), print.
 
-One edit (``IntentEditor.apply``):
+One edit (``IntentEditor.apply``) takes an ``Edit`` value (``Hold("slot")``, ``Race(...)``,
+``SetWorkload(...)``: the frozen argument classes of ``intent.edits*``) and applies it by its
+type: its own ``apply`` changes the round-trip tree.
 
 1. Take the advisory lock ``<state dir>/intent.lock`` (flock), so concurrent tool edits, from
    any number of MCP servers and CLI processes, run one at a time.
@@ -33,11 +35,10 @@ import contextlib
 import difflib
 import fcntl
 import hashlib
-import json
 import os
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -50,42 +51,16 @@ from reconciler.errors import (
     InvalidDesiredState,
     InvalidEdit,
 )
-from reconciler.intent import edits_control, edits_workload
-from reconciler.intent.edits import EDITS as _CORE_EDITS
-from reconciler.intent.edits import EditContext
+from reconciler.intent.edits import Edit, EditContext
 from reconciler.intent.operations import OperationLog, check_operation_id
 from reconciler.intent.roundtrip import Doc
 from reconciler.model.desired import Desired
 from reconciler.model.load import parse_desired
 
-#: Every edit kind: the core ones and each capability's own module.
-EDITS: Final = {**_CORE_EDITS, **edits_workload.EDITS, **edits_control.EDITS}
 MAX_ATTEMPTS: Final = 20
 SETTLE_TIMEOUT: Final = 2.0  # seconds an editor's save may take before the edit gives up
 Source = Literal["mcp", "cli", "tui"]
 Status = Literal["changed", "unchanged", "exists"]
-
-
-@dataclass(frozen=True, slots=True)
-class Edit:
-    """One intent edit: a kind from ``intent_edits.EDITS`` and its keyword arguments."""
-
-    kind: str
-    args: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.kind not in EDITS:
-            raise EditRejected(f"unknown edit {self.kind!r}")
-
-    @property
-    def fingerprint(self) -> str:
-        args = {k: v for k, v in self.args.items() if v is not None}  # None means "default"
-        canonical = json.dumps([self.kind, args], sort_keys=True, default=str)
-        return hashlib.sha256(canonical.encode()).hexdigest()
-
-    def summary(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.args.items() if v is not None)
-        return f"{self.kind}({args})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +183,7 @@ class IntentEditor:
             ) from None
         doc = Doc(text, self.source)
         ctx = EditContext(doc=doc, desired=before, confirmed=confirmed)
-        EDITS[edit.kind](ctx, **edit.args)
+        edit.apply(ctx)
         new = doc.sync()
         try:
             self.parse(new)

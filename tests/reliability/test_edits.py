@@ -45,7 +45,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from reconciler.adapters import files
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import InvalidDesiredState, ReconcilerError
-from reconciler.intent.engine import Edit, IntentEditor
+from reconciler.intent.edits import AddSlot
+from reconciler.intent.engine import IntentEditor
 from reconciler.model.load import parse_desired
 from reconciler.runtime.events import read_events
 from tests.reliability._harness import REPO, BackgroundLoop, full, record_figures
@@ -330,7 +331,7 @@ async def _run(tmp: Path) -> None:
 
 # --- the two interleavings the concurrency test found, pinned one instruction at a time ------
 
-ADD: Final = Edit("add_slot", {"zone": "us-central2-b", "accelerator": "v4-8", "name": "x1"})
+ADD: Final = AddSlot(zone="us-central2-b", accelerator="v4-8", name="x1")
 NOTE: Final = "# saved by vim\n"
 
 

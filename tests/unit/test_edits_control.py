@@ -18,6 +18,7 @@ from reconciler.adapters.files import write_json
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import EditRejected
 from reconciler.intent.confirm import confirm_deletes
+from reconciler.intent.edits_control import Resume, Suspend
 from reconciler.intent.engine import IntentEditor
 from reconciler.model.load import parse_desired
 from tests.unit.test_intent import SAMPLE, apply, comments, text
@@ -35,12 +36,12 @@ def changed_lines(diff: str) -> list[str]:
 
 
 def test_suspend_then_resume_changes_one_key_and_keeps_comments(store: IntentEditor) -> None:
-    result = apply(store, "suspend")
+    result = apply(store, Suspend())
     assert result.status == "changed"
     assert changed_lines(result.diff) == ["+  suspend: true"]
     assert parse_desired(text(store)).settings.suspend
-    assert apply(store, "suspend").status == "unchanged"
-    result = apply(store, "resume")
+    assert apply(store, Suspend()).status == "unchanged"
+    result = apply(store, Resume())
     assert changed_lines(result.diff) == ["-  suspend: true", "+  suspend: false"]
     assert not parse_desired(text(store)).settings.suspend
     assert comments(text(store)) == comments(SAMPLE)

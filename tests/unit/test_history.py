@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import sqlite3
@@ -511,7 +512,8 @@ def test_a_store_corrupted_while_recording_is_moved_aside_and_rebuilt(tmp_path: 
 def test_race_zones_edit_adds_one_candidate_per_zone_and_the_group(tmp_path: Path) -> None:
     """``recommend --apply``'s edit, through the real intent engine."""
     from reconciler.errors import EditRejected
-    from reconciler.intent.engine import Edit, IntentEditor
+    from reconciler.intent.edits_race import RaceZones
+    from reconciler.intent.engine import IntentEditor
     from reconciler.model.load import parse_desired
     from tests.unit.test_intent import SAMPLE, comments
 
@@ -519,23 +521,24 @@ def test_race_zones_edit_adds_one_candidate_per_zone_and_the_group(tmp_path: Pat
     file.write_text(SAMPLE)
     editor = IntentEditor(file, StateDir(tmp_path / "state"), env={})
     zones = ["europe-west4-a", "us-east5-b"]
-    args = {"group": "v6e-next", "accelerator": "v6e-8", "zones": zones, "mode": "spot"}
-    result = editor.apply(Edit("race_zones", args), source="cli")
+    edit = RaceZones(group="v6e-next", accelerator="v6e-8", zones=tuple(zones), mode="spot")
+    result = editor.apply(edit, source="cli")
     assert result.status == "changed"
     after = parse_desired(file.read_text())
     (new,) = [g for g in after.race_groups if g.name == "v6e-next"]
     assert [after.slot(s).zone for s in new.slots] == zones  # type: ignore[union-attr]
     assert new.count == 1 and all(after.slot(s).want is None for s in new.slots)  # type: ignore[union-attr]
     assert set(comments(SAMPLE)) <= set(comments(file.read_text()))
-    refused: list[dict[str, object]] = [
-        {"group": "v6e-next"},
-        {"group": "big"},
-        {"zones": []},
-        {"count": 3},
+    other = dataclasses.replace(edit, group="other")
+    refused = [
+        dataclasses.replace(other, group="v6e-next"),
+        dataclasses.replace(other, group="big"),
+        dataclasses.replace(other, zones=()),
+        dataclasses.replace(other, count=3),
     ]
     for bad in refused:
         with pytest.raises(EditRejected):
-            editor.apply(Edit("race_zones", {**args, "group": "other", **bad}), source="cli")
+            editor.apply(bad, source="cli")
 
 
 STATES = ["CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE",

@@ -16,8 +16,19 @@ from reconciler.adapters.files import read_jsonl
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import EditConflict, EditRejected
 from reconciler.intent import engine as intent
-from reconciler.intent.edits import NeedsConfirmation
-from reconciler.intent.engine import Edit, IntentEditor, InvalidEdit
+from reconciler.intent.edits import (
+    AddSlot,
+    Edit,
+    Hold,
+    NeedsConfirmation,
+    Release,
+    RemoveSlot,
+    SetPoll,
+    Setup,
+    TmuxAll,
+)
+from reconciler.intent.edits_race import Race
+from reconciler.intent.engine import IntentEditor, InvalidEdit
 from reconciler.model.load import parse_desired
 
 SAMPLE = """\
@@ -78,8 +89,8 @@ def store(tmp_path: Path) -> IntentEditor:
     return IntentEditor(file, StateDir(tmp_path / "state"), env={})
 
 
-def apply(store: IntentEditor, kind: str, *, confirmed: bool = False, **args: Any) -> Any:
-    return store.apply(Edit(kind, args), source="cli", confirmed=confirmed)
+def apply(store: IntentEditor, edit: Edit, *, confirmed: bool = False) -> Any:
+    return store.apply(edit, source="cli", confirmed=confirmed)
 
 
 def text(store: IntentEditor) -> str:
@@ -97,7 +108,7 @@ def group(store: IntentEditor, name: str) -> Any:
 
 
 def test_hold_changes_one_line_and_keeps_every_comment(store: IntentEditor) -> None:
-    result = apply(store, "hold", name="small")
+    result = apply(store, Hold(name="small"))
     assert result.status == "changed" and result.slots == ("small",)
     assert slot(store, "small").want == "held"
     assert comments(text(store)) == comments(SAMPLE)
@@ -107,21 +118,21 @@ def test_hold_changes_one_line_and_keeps_every_comment(store: IntentEditor) -> N
 
 def test_identical_edit_is_unchanged_and_writes_nothing(store: IntentEditor) -> None:
     before = store.path.stat().st_ino
-    assert apply(store, "hold", name="big").status == "unchanged"
+    assert apply(store, Hold(name="big")).status == "unchanged"
     assert store.path.stat().st_ino == before and text(store) == SAMPLE
 
 
 def test_release_needs_confirmation_and_then_releases(store: IntentEditor) -> None:
     with pytest.raises(NeedsConfirmation):
-        apply(store, "release", name="big")
+        apply(store, Release(name="big"))
     assert text(store) == SAMPLE
-    apply(store, "release", name="big", confirmed=True)
+    apply(store, Release(name="big"), confirmed=True)
     assert slot(store, "big").want == "released"
     assert comments(text(store)) == comments(SAMPLE)
 
 
 def test_releasing_a_race_candidate_takes_it_out_of_its_group(store: IntentEditor) -> None:
-    result = apply(store, "release", name="cand-a", confirmed=True)
+    result = apply(store, Release(name="cand-a"), confirmed=True)
     assert slot(store, "cand-a").want == "released" and slot(store, "cand-a").race_group is None
     assert group(store, "any-v6e8").slots == ("cand-b",)
     assert any("left race group 'any-v6e8'" in n for n in result.notes)
@@ -129,8 +140,8 @@ def test_releasing_a_race_candidate_takes_it_out_of_its_group(store: IntentEdito
 
 
 def test_holding_the_last_candidates_removes_the_group(store: IntentEditor) -> None:
-    apply(store, "hold", name="cand-a")
-    result = apply(store, "hold", name="cand-b")
+    apply(store, Hold(name="cand-a"))
+    result = apply(store, Hold(name="cand-b"))
     assert group(store, "any-v6e8") is None
     assert "race group 'any-v6e8' had no other candidate and was removed" in result.notes
     assert slot(store, "cand-b").want == "held"
@@ -138,8 +149,8 @@ def test_holding_the_last_candidates_removes_the_group(store: IntentEditor) -> N
 
 
 def test_add_slot_names_it_from_mode_accelerator_zone_code_and_index(store: IntentEditor) -> None:
-    first = apply(store, "add_slot", zone="europe-west4-a", accelerator="v6e-8")
-    second = apply(store, "add_slot", zone="europe-west4-a", accelerator="v6e-8")
+    first = apply(store, AddSlot(zone="europe-west4-a", accelerator="v6e-8"))
+    second = apply(store, AddSlot(zone="europe-west4-a", accelerator="v6e-8"))
     assert first.slots == ("spot-v6e8-ew4a-1",) and second.slots == ("spot-v6e8-ew4a-2",)
     assert slot(store, "spot-v6e8-ew4a-2").want == "held"
     after = text(store)
@@ -151,15 +162,15 @@ def test_add_slot_names_it_from_mode_accelerator_zone_code_and_index(store: Inte
 def test_add_slot_refuses_a_taken_or_unsafe_name(store: IntentEditor) -> None:
     for name in ("big", "Bad;rm -rf", "-x"):
         with pytest.raises(EditRejected):
-            apply(store, "add_slot", zone="us-central2-b", accelerator="v4-8", name=name)
+            apply(store, AddSlot(zone="us-central2-b", accelerator="v4-8", name=name))
     with pytest.raises(EditRejected, match="invalid zone"):
-        apply(store, "add_slot", zone="us central", accelerator="v4-8")
+        apply(store, AddSlot(zone="us central", accelerator="v4-8"))
     assert text(store) == SAMPLE
 
 
 def test_an_edit_that_would_make_the_file_invalid_writes_nothing(store: IntentEditor) -> None:
     with pytest.raises(InvalidEdit) as err:
-        apply(store, "add_slot", zone="us-central2-b", accelerator="v9-8", name="nine")
+        apply(store, AddSlot(zone="us-central2-b", accelerator="v9-8", name="nine"))
     assert text(store) == SAMPLE
     assert re.search(r"desired\.yaml:\d+:\d+: no runtime version for 'v9-8'", str(err.value))
     assert err.value.diagnostics
@@ -169,20 +180,20 @@ def test_an_invalid_file_is_not_edited_and_its_errors_are_reported(store: Intent
     broken = SAMPLE.replace("count: 1 ", "cuont: 1 ")
     store.path.write_text(broken)
     with pytest.raises(InvalidEdit, match=r"desired\.yaml:\d+:\d+: unknown key 'cuont'"):
-        apply(store, "hold", name="small")
+        apply(store, Hold(name="small"))
     assert text(store) == broken
 
 
 def test_unknown_and_generated_slots_are_refused(store: IntentEditor) -> None:
     with pytest.raises(EditRejected, match=r"unknown slot 'smal' .*did you mean 'small'"):
-        apply(store, "hold", name="smal")
+        apply(store, Hold(name="smal"))
     with pytest.raises(EditRejected, match="generated"):
-        apply(store, "hold", name="spot-v6e8-use5b-1")
+        apply(store, Hold(name="spot-v6e8-use5b-1"))
     assert text(store) == SAMPLE
 
 
 def test_remove_slot_says_it_becomes_unmanaged(store: IntentEditor) -> None:
-    result = apply(store, "remove_slot", name="small")
+    result = apply(store, RemoveSlot(name="small"))
     assert parse_desired(text(store)).slot("small") is None
     assert any("UNMANAGED" in n for n in result.notes)
     assert set(comments(SAMPLE)) - set(comments(text(store))) == {"# flow setup"}
@@ -191,17 +202,17 @@ def test_remove_slot_says_it_becomes_unmanaged(store: IntentEditor) -> None:
 def test_remove_slot_with_prune_on_needs_confirmation(store: IntentEditor) -> None:
     store.path.write_text(SAMPLE.replace("settings:\n", "settings:\n  prune: true\n"))
     with pytest.raises(NeedsConfirmation, match="prune"):
-        apply(store, "remove_slot", name="small")
+        apply(store, RemoveSlot(name="small"))
 
 
 def test_removing_a_candidate_leaves_its_group(store: IntentEditor) -> None:
-    apply(store, "remove_slot", name="cand-b")
+    apply(store, RemoveSlot(name="cand-b"))
     assert group(store, "any-v6e8").slots == ("cand-a",)
     assert "# comment after the last slot" in text(store)
 
 
 def test_race_creates_a_group_and_strips_want(store: IntentEditor) -> None:
-    result = apply(store, "race", group="pair", slots=["big", "small"], count=1)
+    result = apply(store, Race(group="pair", slots=("big", "small"), count=1))
     assert group(store, "pair").slots == ("big", "small")
     assert slot(store, "big").want is None and slot(store, "big").race_group == "pair"
     assert any("removed 'want: held'" in n for n in result.notes)
@@ -214,31 +225,31 @@ def test_race_creates_a_group_and_strips_want(store: IntentEditor) -> None:
 
 def test_race_exact_drops_candidates_only_when_confirmed(store: IntentEditor) -> None:
     with pytest.raises(NeedsConfirmation, match="dropping"):
-        apply(store, "race", group="any-v6e8", slots=["cand-a"], count=1)
+        apply(store, Race(group="any-v6e8", slots=("cand-a",), count=1))
     assert text(store) == SAMPLE
-    apply(store, "race", group="any-v6e8", slots=["cand-a"], count=1, confirmed=True)
+    apply(store, Race(group="any-v6e8", slots=("cand-a",), count=1), confirmed=True)
     assert group(store, "any-v6e8").slots == ("cand-a",)
     assert slot(store, "cand-b").want == "released"
 
 
 def test_race_union_adds_candidates_and_raises_count(store: IntentEditor) -> None:
-    apply(store, "race", group="any-v6e8", slots=["small"], count=2, exact=False)
+    apply(store, Race(group="any-v6e8", slots=("small",), count=2, exact=False))
     assert group(store, "any-v6e8").slots == ("cand-a", "cand-b", "small")
     assert group(store, "any-v6e8").count == 2
     assert "# one winner" in text(store)
     with pytest.raises(NeedsConfirmation, match="lowering"):
-        apply(store, "race", group="any-v6e8", slots=["small"], count=1, exact=False)
+        apply(store, Race(group="any-v6e8", slots=("small",), count=1, exact=False))
     with pytest.raises(EditRejected, match="more than the 3 candidates"):
-        apply(store, "race", group="any-v6e8", slots=["small"], count=4, exact=False)
+        apply(store, Race(group="any-v6e8", slots=("small",), count=4, exact=False))
 
 
 def test_setup_flags_and_rerun_bump_the_generation(store: IntentEditor) -> None:
-    apply(store, "setup", name="small", bootstrap=True, rerun=True)
+    apply(store, Setup(name="small", bootstrap=True, rerun=True))
     spec = slot(store, "small")
     assert spec.setup.bootstrap and spec.setup.generation == 1
-    apply(store, "setup", name="small", tailscale=True, rerun=True)
+    apply(store, Setup(name="small", tailscale=True, rerun=True))
     assert slot(store, "small").setup.generation == 2
-    apply(store, "setup", name="big", tmux=False)
+    apply(store, Setup(name="big", tmux=False))
     assert slot(store, "big").setup.tmux is False
     assert comments(text(store)) == comments(SAMPLE)
 
@@ -247,31 +258,31 @@ def test_tmux_all_turns_the_default_on_and_names_opt_outs(store: IntentEditor) -
     store.path.write_text(
         SAMPLE.replace("  mode: spot\n", "  mode: spot\n  setup: {tmux: false}\n")
     )
-    apply(store, "setup", name="big", tmux=False)
-    result = apply(store, "tmux_all")
+    apply(store, Setup(name="big", tmux=False))
+    result = apply(store, TmuxAll())
     desired = parse_desired(text(store))
     assert desired.slot("small") is not None and desired.slot("small").setup.tmux
     assert any("'big'" in n for n in result.notes)
 
 
 def test_set_poll_validates_durations(store: IntentEditor) -> None:
-    apply(store, "set_poll", interval="2m", fast_interval=3)
+    apply(store, SetPoll(interval="2m", fast_interval=3))
     settings = parse_desired(text(store)).settings
     assert (settings.poll_interval, settings.fast_poll_interval) == (120.0, 3.0)
     assert "# steady" in text(store)
     with pytest.raises(EditRejected, match="duration"):
-        apply(store, "set_poll", interval="soon")
+        apply(store, SetPoll(interval="soon"))
 
 
 def test_operation_id_replay_returns_exists_and_reuse_is_refused(store: IntentEditor) -> None:
-    edit = Edit("hold", {"name": "small"})
+    edit = Hold("small")
     first = store.apply(edit, source="mcp", operation_id="op-1")
     store.path.write_text(SAMPLE)  # the user reverts by hand: a replay must not redo it
     again = store.apply(edit, source="mcp", operation_id="op-1")
     assert (first.status, again.status) == ("changed", "exists")
     assert again.diff == first.diff and text(store) == SAMPLE
     with pytest.raises(EditRejected, match="already used for a different edit"):
-        store.apply(Edit("hold", {"name": "big"}), source="mcp", operation_id="op-1")
+        store.apply(Hold("big"), source="mcp", operation_id="op-1")
     with pytest.raises(EditRejected, match="invalid operation id"):
         store.apply(edit, source="mcp", operation_id="bad id!")
 
@@ -280,13 +291,13 @@ def test_corrupt_operations_file_fails_closed(store: IntentEditor) -> None:
     store.state.ensure()
     (store.state.operations).write_text("{not json")
     with pytest.raises(Exception, match="corrupt"):
-        store.apply(Edit("hold", {"name": "small"}), source="mcp", operation_id="op-2")
+        store.apply(Hold("small"), source="mcp", operation_id="op-2")
     assert text(store) == SAMPLE
 
 
 def test_every_edit_is_audited_with_a_diff(store: IntentEditor) -> None:
-    apply(store, "hold", name="small")
-    store.apply(Edit("hold", {"name": "cand-a"}), source="mcp", operation_id="op-9")
+    apply(store, Hold(name="small"))
+    store.apply(Hold("cand-a"), source="mcp", operation_id="op-9")
     records = list(read_jsonl(store.state.audit))
     assert [r["source"] for r in records] == ["cli", "mcp"]
     assert records[1]["operation_id"] == "op-9" and "+    want: held" in records[1]["diff"]
@@ -307,7 +318,7 @@ def test_a_save_after_our_read_is_kept_and_the_edit_reapplied(
         return out
 
     monkeypatch.setattr(store, "transform", transform_then_editor_saves)
-    result = apply(store, "hold", name="small")
+    result = apply(store, Hold(name="small"))
     assert result.attempts == 2
     assert "# saved by an editor" in text(store) and slot(store, "small").want == "held"
 
@@ -327,7 +338,7 @@ def test_a_save_between_check_and_swap_is_displaced_then_merged(
         return real(path, data, expected)
 
     monkeypatch.setattr(intent, "swap_in", editor_saves_first)
-    result = apply(store, "hold", name="small")
+    result = apply(store, Hold(name="small"))
     final = text(store)
     assert result.attempts == 2
     assert "# editor" in final and "poll_interval: 45s" in final
@@ -347,7 +358,7 @@ def test_a_displaced_save_that_refuses_the_edit_is_put_back(
 
     monkeypatch.setattr(intent, "swap_in", editor_renames_the_slot)
     with pytest.raises(EditRejected, match="unknown slot 'small'"):
-        apply(store, "hold", name="small")
+        apply(store, Hold(name="small"))
     assert text(store) == theirs
 
 
@@ -356,7 +367,7 @@ def test_concurrent_threads_serialize_on_the_lock(store: IntentEditor) -> None:
 
     def add(i: int) -> None:
         try:
-            apply(store, "add_slot", zone="us-central2-b", accelerator="v4-8", name=f"t-{i}")
+            apply(store, AddSlot(zone="us-central2-b", accelerator="v4-8", name=f"t-{i}"))
         except BaseException as e:  # collected for the assertion below
             errors.append(e)
 
@@ -379,7 +390,7 @@ def test_a_held_lock_times_out_as_a_conflict(tmp_path: Path) -> None:
     with open(store.state.intent_lock, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(EditConflict, match="held the lock"):
-            apply(store, "hold", name="small")
+            apply(store, Hold(name="small"))
     assert text(store) == SAMPLE
 
 
@@ -390,7 +401,7 @@ def test_symlink_and_file_mode_are_kept(tmp_path: Path) -> None:
     link = tmp_path / "desired.yaml"
     link.symlink_to(real)
     store = IntentEditor(link, StateDir(tmp_path / "state"), env={})
-    apply(store, "hold", name="small")
+    apply(store, Hold(name="small"))
     assert link.is_symlink() and "want: held" in real.read_text().split("name: small")[1]
     assert real.stat().st_mode & 0o777 == 0o640
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
@@ -399,4 +410,4 @@ def test_symlink_and_file_mode_are_kept(tmp_path: Path) -> None:
 def test_missing_file_is_refused(tmp_path: Path) -> None:
     store = IntentEditor(tmp_path / "nope.yaml", StateDir(tmp_path / "state"), env={})
     with pytest.raises(EditRejected, match="does not exist"):
-        apply(store, "hold", name="x")
+        apply(store, Hold(name="x"))

@@ -15,7 +15,9 @@ import pytest
 from reconciler.adapters.files import write_json
 from reconciler.adapters.statedir import StateDir
 from reconciler.intent import views
-from reconciler.intent.engine import Edit, IntentEditor
+from reconciler.intent.edits import Edit, Hold, Release, Setup
+from reconciler.intent.edits_race import Race
+from reconciler.intent.engine import IntentEditor
 from reconciler.model import names
 from tests.unit.test_intent import SAMPLE
 
@@ -115,14 +117,14 @@ def test_events_tail_skips_a_torn_last_line(store: IntentEditor) -> None:
     assert views.events(store)["count"] == 50
 
 
-def edit(store: IntentEditor, kind: str, **args: Any) -> Any:
-    return store.apply(Edit(kind, args), source="mcp", confirmed=True)
+def edit(store: IntentEditor, change: Edit) -> Any:
+    return store.apply(change, source="mcp", confirmed=True)
 
 
 def test_wait_returns_when_a_later_snapshot_shows_the_intended_state(store: IntentEditor) -> None:
     old = datetime.now(UTC) - timedelta(minutes=5)
     write_json(store.state.status, snapshot(row("small", "ACTIVE"), at=old))  # stale: ignored
-    result = edit(store, "hold", name="small")
+    result = edit(store, Hold(name="small"))
 
     def controller() -> None:
         time.sleep(0.3)
@@ -137,7 +139,7 @@ def test_wait_returns_when_a_later_snapshot_shows_the_intended_state(store: Inte
 
 
 def test_wait_times_out_with_the_current_state(store: IntentEditor) -> None:
-    result = edit(store, "release", name="big")
+    result = edit(store, Release(name="big"))
     write_json(store.state.status, snapshot(row("big", "ACTIVE", want="released")))
     waited = views.wait_for(store, result, 0.4, interval=0.05)
     assert waited["reached"] is False and waited["observed"][0]["state"] == "ACTIVE"
@@ -146,14 +148,14 @@ def test_wait_times_out_with_the_current_state(store: IntentEditor) -> None:
 
 
 def test_wait_for_setup_and_races(store: IntentEditor) -> None:
-    result = edit(store, "setup", name="small", bootstrap=True, rerun=True)
+    result = edit(store, Setup(name="small", bootstrap=True, rerun=True))
     done = {"bootstrap": "done", "tailscale": "off", "generation": 1, "detail": None}
     write_json(store.state.status, snapshot(row("small", "ACTIVE", setup={**done,
                "generation": 0})))  # fmt: skip
     assert views.wait_for(store, result, 0.2, interval=0.05)["reached"] is False
     write_json(store.state.status, snapshot(row("small", "ACTIVE", setup=done)))
     assert views.wait_for(store, result, 1, interval=0.05)["reached"] is True
-    race = edit(store, "race", group="any-v6e8", slots=["cand-a", "cand-b"], count=1)
+    race = edit(store, Race(group="any-v6e8", slots=("cand-a", "cand-b"), count=1))
     groups = [{"name": "any-v6e8", "count": 1, "winners": ["cand-b"], "candidates": []}]
     write_json(store.state.status, snapshot(race_groups=groups))
     assert views.wait_for(store, race, 1, interval=0.05)["reached"] is True

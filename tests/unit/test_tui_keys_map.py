@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.intent.edits import HoldMany, Setup
+from reconciler.intent.edits_race import Race
+from reconciler.intent.edits_workload import RestartWorkload
 from reconciler.surfaces.tui import _keys
 from reconciler.surfaces.tui._frame import (
     COLUMNS,
@@ -28,7 +31,7 @@ STRAY = SlotRow("stray", state="ACTIVE", managed=False)
 
 def test_a_holds_only_unqueued_slots_of_their_own() -> None:
     proposal = _keys.hold_all(frame(PARKED, ACTIVE, CANDIDATE, GENERATED, STRAY))
-    assert proposal.edit.kind == "hold_many" and proposal.edit.args == {"names": ["parked"]}
+    assert proposal.edit == HoldMany(("parked",)) and proposal.edit.kind == "hold_many"
     with pytest.raises(_keys.Refusal, match="already queued or held"):
         _keys.hold_all(frame(ACTIVE, CANDIDATE))
 
@@ -46,12 +49,7 @@ def test_bucket_race_of_idle_slots_applies_at_once() -> None:
     spare = SlotRow("spare", accelerator="v4-8", state="NOT_QUEUED", want="released")
     idle = SlotRow("idle", accelerator="v4-8", state="NOT_QUEUED")
     first = _keys.race_bucket(frame(spare, idle), ["spare", "idle"])
-    assert first.edit.args == {
-        "group": _keys.BUCKET_GROUP,
-        "slots": ["spare", "idle"],
-        "count": 1,
-        "exact": True,
-    }
+    assert first.edit == Race(_keys.BUCKET_GROUP, ("spare", "idle"), count=1, exact=True)
     assert first.twice is None and first.ask is None and not first.confirmed
     with pytest.raises(_keys.Refusal, match="bucket is empty"):
         _keys.race_bucket(frame(PARKED), [])
@@ -94,7 +92,7 @@ def test_w_on_a_slot_without_a_workload_is_refused_at_once() -> None:
     running = SlotRow("runs", state="ACTIVE", want="held", workload="running")
     proposal = _keys.restart_workload(frame(running), running)
     assert proposal.twice and "press w again" in proposal.twice
-    assert proposal.edit.args == {"name": "runs"}
+    assert proposal.edit == RestartWorkload("runs")
 
 
 def test_want_reads_the_race_group_for_a_race_member() -> None:
@@ -136,6 +134,6 @@ def test_bucket_toggles_and_unmanaged_slots_are_refused() -> None:
 
 
 def test_setup_keys_are_setup_edits() -> None:
-    assert _keys.tmux_open(ACTIVE).edit.args == {"name": "busy", "tmux": True}
-    assert _keys.rerun_setup(ACTIVE).edit.args == {"name": "busy", "rerun": True}
-    assert _keys.tailscale_on(ACTIVE).edit.args == {"name": "busy", "tailscale": True}
+    assert _keys.tmux_open(ACTIVE).edit == Setup("busy", tmux=True)
+    assert _keys.rerun_setup(ACTIVE).edit == Setup("busy", rerun=True)
+    assert _keys.tailscale_on(ACTIVE).edit == Setup("busy", tailscale=True)

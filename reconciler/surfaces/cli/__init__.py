@@ -1,4 +1,5 @@
-"""The ``tpu-reconciler`` command line: global options and a registry of command modules.
+"""The ``tpu-reconciler`` command line: global options (``surfaces._options``, shared with
+``tpu-mcp``) and a registry of command modules.
 
 Each command module (``_<group>.py``) exposes ``register(subparsers)`` and keeps its imports
 light at module level: heavy libraries (mcp, asyncssh, libtmux, rich) are imported inside the
@@ -17,14 +18,13 @@ sub-parsers: ``_COMMANDS`` says which module registers each top-level command, a
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from reconciler import __version__
 from reconciler.exitcodes import EX_INTERRUPTED, EX_OK, EX_USAGE
+from reconciler.surfaces._options import global_options
 
 if TYPE_CHECKING:
     import argparse
@@ -65,24 +65,6 @@ _COMMANDS: Final[Mapping[str, str]] = {
 #: Global options taking a value (as ``-f FILE``, ``-fFILE`` or ``--file=FILE``) and flags.
 _VALUED: Final = ("-f", "--file", "--state-dir")
 _FLAGS: Final = frozenset(("-v", "-vv", "-vvv", "--verbose", "-q", "--quiet"))
-
-
-def _global_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-f",
-        "--file",
-        type=Path,
-        default=Path(os.environ.get("TPU_RECONCILER_FILE") or "desired.yaml"),
-        help="desired-state file (default: $TPU_RECONCILER_FILE or ./desired.yaml)",
-    )
-    parser.add_argument(
-        "--state-dir",
-        type=Path,
-        default=None,
-        help="state directory (default: $TPU_RECONCILER_STATE_DIR or under $XDG_STATE_HOME)",
-    )
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
-    parser.add_argument("-q", "--quiet", action="store_true", help="only errors")
 
 
 def _translate_once() -> None:
@@ -144,7 +126,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="Hold Cloud TPU capacity declaratively: write desired.yaml, run the controller",
     )
     parser.add_argument("--version", action="version", version=f"tpu-reconciler {__version__}")
-    _global_options(parser)
+    global_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = _COMMANDS.get(chosen_command(argv) or "") if argv is not None else None
     for name in (chosen,) if chosen else _MODULES:

@@ -42,15 +42,17 @@ def register(subparsers: Any) -> None:
 
 
 def suspend_command(args: argparse.Namespace) -> int:
+    from reconciler.intent.edits_control import Suspend
     from reconciler.surfaces.cli._intent import _run
 
-    return _run(args, "suspend")
+    return _run(args, Suspend())
 
 
 def resume_command(args: argparse.Namespace) -> int:
+    from reconciler.intent.edits_control import Resume
     from reconciler.surfaces.cli._intent import _run
 
-    return _run(args, "resume")
+    return _run(args, Resume())
 
 
 def confirm_command(args: argparse.Namespace) -> int:

@@ -143,16 +143,10 @@ def recommend_command(args: argparse.Namespace) -> int:
     if not doc["zones"]:
         err("no zone to recommend yet: nothing applied")
         return EX_REFUSED
+    from reconciler.intent.edits_race import RaceZones
     from reconciler.surfaces.cli._intent import _run
 
     if not args.json:
         print(format_recommend(doc), end="")
-    return _run(
-        args,
-        "race_zones",
-        group=args.apply,
-        accelerator=args.accelerator,
-        mode=args.mode,
-        zones=[z["zone"] for z in doc["zones"]],
-        count=1,
-    )
+    zones = tuple(z["zone"] for z in doc["zones"])
+    return _run(args, RaceZones(args.apply, args.accelerator, zones, mode=args.mode, count=1))

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.exitcodes import EX_CONFIRM, EX_OK, EX_REFUSED
 from reconciler.surfaces.cli._say import confirm
 from reconciler.surfaces.cli._say import err as _err
+
+if TYPE_CHECKING:
+    from reconciler.intent.edits import Edit
+    from reconciler.intent.engine import IntentEditor
 
 _HERE: Final = "reconciler.surfaces.cli._intent"
 
@@ -83,7 +87,7 @@ def register(subparsers: Any) -> None:
 # --- handlers ------------------------------------------------------------------------------------
 
 
-def _store(args: argparse.Namespace) -> Any:
+def _store(args: argparse.Namespace) -> IntentEditor:
     from reconciler.adapters.statedir import StateDir, default_state_dir
     from reconciler.intent.engine import IntentEditor
 
@@ -92,14 +96,14 @@ def _store(args: argparse.Namespace) -> Any:
     return IntentEditor(file, StateDir(root))
 
 
-def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
+def _run(args: argparse.Namespace, edit: Edit) -> int:
+    """Apply ``edit`` (asking first when it needs confirmation), print what changed."""
     from reconciler.errors import NeedsConfirmation, ReconcilerError
-    from reconciler.intent.engine import Edit
+    from reconciler.intent.edits import Release
 
     store = _store(args)
     confirmed = bool(getattr(args, "yes", False))
     try:
-        edit = Edit(kind, edit_args)
         try:
             result = store.apply(
                 edit, source="cli", operation_id=args.operation_id, confirmed=confirmed
@@ -117,7 +121,7 @@ def _run(args: argparse.Namespace, kind: str, **edit_args: Any) -> int:
     _print(args, result, store)
     if getattr(args, "close_tmux", False):
         return _close_tmux(args, store)
-    if kind == "release" and not args.quiet and not args.json:
+    if isinstance(edit, Release) and not args.quiet and not args.json:
         import asyncio
 
         from reconciler.intent.tmux import stays_open_notes
@@ -179,50 +183,64 @@ def _close_tmux(args: argparse.Namespace, store: Any) -> int:
 
 
 def hold_command(args: argparse.Namespace) -> int:
-    return _run(args, "hold", name=args.slot)
+    from reconciler.intent.edits import Hold
+
+    return _run(args, Hold(args.slot))
 
 
 def release_command(args: argparse.Namespace) -> int:
-    return _run(args, "release", name=args.slot)
+    from reconciler.intent.edits import Release
+
+    return _run(args, Release(args.slot))
 
 
 def race_command(args: argparse.Namespace) -> int:
-    return _run(
-        args, "race", group=args.group, slots=list(args.slots), count=args.count, exact=True
-    )
+    from reconciler.intent.edits_race import Race
+
+    return _run(args, Race(args.group, tuple(args.slots), args.count, exact=True))
 
 
 def add_slot_command(args: argparse.Namespace) -> int:
+    from reconciler.intent.edits import AddSlot
+
     return _run(
         args,
-        "add_slot",
-        zone=args.zone,
-        accelerator=args.accelerator,
-        mode=args.mode,
-        name=args.name,
-        want=args.want,
-        index=args.index,
+        AddSlot(
+            zone=args.zone,
+            accelerator=args.accelerator,
+            mode=args.mode,
+            name=args.name,
+            want=args.want,
+            index=args.index,
+        ),
     )
 
 
 def remove_slot_command(args: argparse.Namespace) -> int:
-    return _run(args, "remove_slot", name=args.slot)
+    from reconciler.intent.edits import RemoveSlot
+
+    return _run(args, RemoveSlot(args.slot))
 
 
 def setup_command(args: argparse.Namespace) -> int:
+    from reconciler.intent.edits import Setup
+
     return _run(
         args,
-        "setup",
-        name=args.slot,
-        bootstrap=args.bootstrap,
-        tailscale=args.tailscale,
-        tmux=args.tmux,
-        rerun=args.rerun,
+        Setup(
+            args.slot,
+            bootstrap=args.bootstrap,
+            tailscale=args.tailscale,
+            tmux=args.tmux,
+            rerun=args.rerun,
+        ),
     )
 
 
 def set_poll_command(args: argparse.Namespace) -> int:
-    return _run(args, "set_poll", interval=args.interval, fast_interval=args.fast_interval)
+    from reconciler.intent.edits import SetPoll
+
+    return _run(args, SetPoll(interval=args.interval, fast_interval=args.fast_interval))
 
 
 def mcp_command(args: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
 """``tpu-reconciler workload set|restart|stop NAME``: edits of a slot's (or race group's)
-``workload:`` block in desired.yaml, through ``reconciler.intent.edits_workload``.
+``workload:`` block in desired.yaml, through ``reconciler.intent.edits_workload``
+(``SetWorkload``, ``RestartWorkload``, ``StopWorkload``).
 
 ``restart`` bumps the workload's generation (a new run id, attempt 1); ``stop`` removes the
 block (the controller stops the program: SIGTERM, then SIGKILL after ``stop_grace``). Both, and
@@ -11,9 +12,12 @@ other intent verbs (``_intent``); the output of a workload is ``tpu-reconciler l
 from __future__ import annotations
 
 import argparse
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.exitcodes import EX_CONFIRM, EX_USAGE
+
+if TYPE_CHECKING:
+    from reconciler.intent.edits import Edit
 
 _HERE: Final = "reconciler.surfaces.cli._workload"
 
@@ -69,7 +73,7 @@ def register(subparsers: Any) -> None:
         p.add_argument("--yes", action="store_true", help="do not ask before ending it")
 
 
-def _guarded(args: argparse.Namespace, kind: str, ends_it: bool, **edit_args: Any) -> int:
+def _guarded(args: argparse.Namespace, edit: Edit, ends_it: bool) -> int:
     """Ask before an edit that ends a program the snapshot shows live, then run it."""
     from reconciler.errors import ReconcilerError
     from reconciler.intent.workload_views import live
@@ -87,11 +91,11 @@ def _guarded(args: argparse.Namespace, kind: str, ends_it: bool, **edit_args: An
             if not confirm(f"{what}. Go ahead?", not_a_terminal=refusal):
                 return EX_CONFIRM
             args.yes = True
-    return _run(args, kind, **edit_args)
+    return _run(args, edit)
 
 
 def set_command(args: argparse.Namespace) -> int:
-    from reconciler.intent.edits_workload import changes_what_runs
+    from reconciler.intent.edits_workload import SetWorkload
     from reconciler.surfaces.cli._say import err as _err
 
     try:
@@ -100,24 +104,28 @@ def set_command(args: argparse.Namespace) -> int:
     except ValueError as e:
         _err(str(e))
         return EX_USAGE
-    edit = {
-        "name": args.name,
-        "command": args.command if args.argv is None else list(args.argv),
-        "workdir": args.workdir,
-        "env": env,
-        "secret_env": secret_env,
-        "restart": args.restart,
-        "max_failures": args.max_failures,
-        "stall_after": args.stall_after,
-        "stop_grace": args.stop_grace,
-        "when_done": args.when_done,
-    }
-    return _guarded(args, "set_workload", changes_what_runs(edit), **edit)
+    edit = SetWorkload(
+        args.name,
+        command=args.command if args.argv is None else tuple(args.argv),
+        workdir=args.workdir,
+        env=env,
+        secret_env=secret_env,
+        restart=args.restart,
+        max_failures=args.max_failures,
+        stall_after=args.stall_after,
+        stop_grace=args.stop_grace,
+        when_done=args.when_done,
+    )
+    return _guarded(args, edit, edit.changes_what_runs)
 
 
 def restart_command(args: argparse.Namespace) -> int:
-    return _guarded(args, "restart_workload", True, name=args.name)
+    from reconciler.intent.edits_workload import RestartWorkload
+
+    return _guarded(args, RestartWorkload(args.name), True)
 
 
 def stop_command(args: argparse.Namespace) -> int:
-    return _guarded(args, "stop_workload", True, name=args.name)
+    from reconciler.intent.edits_workload import StopWorkload
+
+    return _guarded(args, StopWorkload(args.name), True)

@@ -6,19 +6,21 @@ through ``IntentEditor`` (the app applies it off the UI thread), except ``x`` (c
 window: ``intent.tmux``), ``t`` (the Tailscale key: the secret store) and ``s`` (the
 clipboard), which the app does itself.
 
-May: build ``Edit`` values, read a ``Frame``. May not: apply anything, do I/O, import textual.
+May: build ``Edit`` values (``Hold``, ``Race``, ...), read a ``Frame``. May not: apply anything,
+do I/O, import textual. The edit classes are imported inside the functions that build them:
+``intent.edits`` (ruamel) loads off the first frame's path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from reconciler.surfaces.tui._frame import Frame, SlotRow
 
 if TYPE_CHECKING:
-    from reconciler.intent.engine import Edit
+    from reconciler.intent.edits import Edit
 
 #: The race group ``B`` creates or replaces.
 BUCKET_GROUP: Final = "tui-bucket"
@@ -39,12 +41,6 @@ class Proposal:
     confirmed: bool = False
 
 
-def _edit(kind: str, args: dict[str, Any]) -> Edit:
-    from reconciler.intent.engine import Edit  # the engine loads off the first frame's path
-
-    return Edit(kind, args)
-
-
 class Refusal(Exception):
     """The key cannot apply to this slot now; the message says why (shown in the footer)."""
 
@@ -58,11 +54,15 @@ def _slot(row: SlotRow | None) -> SlotRow:
 
 
 def hold(row: SlotRow | None) -> Proposal:
-    return Proposal(_edit("hold", {"name": _slot(row).name}))
+    from reconciler.intent.edits import Hold
+
+    return Proposal(Hold(_slot(row).name))
 
 
 def hold_all(frame: Frame) -> Proposal:
     """``a``: hold every managed slot that is not queued and not left to a race group."""
+    from reconciler.intent.edits import HoldMany
+
     names = [
         s.name
         for s in frame.slots
@@ -74,7 +74,7 @@ def hold_all(frame: Frame) -> Proposal:
     ]
     if not names:
         raise Refusal("every slot is already queued or held (race candidates are left alone)")
-    return Proposal(_edit("hold_many", {"names": names}))
+    return Proposal(HoldMany(tuple(names)))
 
 
 def toggle_bucket(bucket: Sequence[str], row: SlotRow | None) -> tuple[str, ...]:
@@ -129,6 +129,8 @@ def race_bucket(frame: Frame, bucket: Sequence[str]) -> Proposal:
     it — a queued request loses its place, a running TPU is deleted, and a running candidate
     wins at once — so ``B`` then asks twice and then y/n, naming those slots and states (as
     ``d`` does for a running TPU)."""
+    from reconciler.intent.edits_race import Race
+
     rows = [r for r in (frame.slot(n) for n in bucket) if r is not None]
     if not rows:
         raise Refusal("the bucket is empty: press b on slots to put them in it")
@@ -142,7 +144,7 @@ def race_bucket(frame: Frame, bucket: Sequence[str]) -> Proposal:
             "kind; take the others out with b"
         )
     known = [r.name for r in rows]
-    edit = _edit("race", {"group": BUCKET_GROUP, "slots": known, "count": 1, "exact": True})
+    edit = Race(BUCKET_GROUP, tuple(known), count=1, exact=True)
     dropped = [c for c in _candidates(frame, BUCKET_GROUP) if c not in known]
     stakes = [r for r in rows if at_stake(r)]
     if not stakes and not dropped:
@@ -174,14 +176,16 @@ def race_bucket(frame: Frame, bucket: Sequence[str]) -> Proposal:
 
 
 def release(row: SlotRow | None) -> Proposal:
+    from reconciler.intent.edits import Release
+
     slot = _slot(row)
     if slot.want == "released":
-        return Proposal(_edit("release", {"name": slot.name}))
+        return Proposal(Release(slot.name))
     ask = None
     if slot.running:
         ask = f"{slot.name}'s TPU is {slot.state}: releasing deletes it. Release? (y/n)"
     return Proposal(
-        _edit("release", {"name": slot.name}),
+        Release(slot.name),
         twice=f"press d again to release {slot.name}",
         ask=ask,
         confirmed=True,
@@ -189,21 +193,27 @@ def release(row: SlotRow | None) -> Proposal:
 
 
 def tmux_open(row: SlotRow | None) -> Proposal:
-    return Proposal(_edit("setup", {"name": _slot(row).name, "tmux": True}))
+    from reconciler.intent.edits import Setup
+
+    return Proposal(Setup(_slot(row).name, tmux=True))
 
 
 def rerun_setup(row: SlotRow | None) -> Proposal:
-    return Proposal(_edit("setup", {"name": _slot(row).name, "rerun": True}))
+    from reconciler.intent.edits import Setup
+
+    return Proposal(Setup(_slot(row).name, rerun=True))
 
 
 def tailscale_on(row: SlotRow | None) -> Proposal:
-    return Proposal(_edit("setup", {"name": _slot(row).name, "tailscale": True}))
+    from reconciler.intent.edits import Setup
+
+    return Proposal(Setup(_slot(row).name, tailscale=True))
 
 
 def restart_workload(frame: Frame | None, row: SlotRow | None) -> Proposal:
     """``w``: a slot without a workload is refused at once (the file decides; until it is
     parsed, the snapshot's workload cell)."""
-    from reconciler.errors import EditRejected
+    from reconciler.intent.edits_workload import RestartWorkload
 
     slot = _slot(row)
     spec = frame.desired.slot(slot.name) if frame is not None and frame.desired else None
@@ -213,12 +223,8 @@ def restart_workload(frame: Frame | None, row: SlotRow | None) -> Proposal:
             f"{slot.name} has no workload: nothing to restart (give it one with "
             f"`tpu-reconciler workload set {slot.name} --command ...`)"
         )
-    try:
-        edit = _edit("restart_workload", {"name": slot.name})
-    except EditRejected:  # this install has no workload edits
-        raise Refusal("workloads are not available in this version") from None
     return Proposal(
-        edit,
+        RestartWorkload(slot.name),
         twice=f"press w again to restart the workload on {slot.name}",
     )
 

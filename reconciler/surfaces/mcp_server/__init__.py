@@ -1,0 +1,94 @@
+"""``tpu-mcp`` (also ``tpu-reconciler mcp``): the MCP server, stdio only.
+
+Thin: each tool validates nothing itself and calls ``reconciler.intent.engine`` (edits of
+desired.yaml) or ``reconciler.intent.views`` (reads of desired.yaml and the controller's
+snapshot). Tools never act on the cloud: the controller does, on its next pass. The one direct
+action is ``tmux_close`` (local: closes a tmux window). Errors a user must read are raised as
+``ToolError``. Nothing is written to stdout (it carries the protocol); logs go to stderr.
+
+One module per group of tools, as the CLI has ``cli/_<group>.py``, each with
+``register(server, store)``:
+
+    _read       list_slots, slot_info, ssh_command, plan, events, capacity_history,
+                recommend_zones
+    _slots      queue_slot(s), cancel_slot, add_slot, set_race_group, remove_slot, set_poll
+    _setup      setup_vm, tailscale_setup
+    _tmux       tmux_status, tmux_sync, tmux_open, tmux_close
+    _workload   workload_status, workload_logs, set_workload, restart_workload, stop_workload
+    _control    suspend, resume, confirm_deletes
+    _common     what they share; ``edit_tool`` makes an edit tool's parameters from its edit
+                class (``reconciler.intent.edits*``), so they are never copied by hand
+
+Results are dicts with ``schema_version`` ``tpu-reconciler.mcp.v1``. Edits take an optional
+``operation_id``: an identical retry returns the first result with ``status: "exists"``; the
+same id for a different edit is refused; without one the edit gets a fresh id (in the result)
+and is not deduplicated. See docs/mcp.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from mcp.server.mcpserver import MCPServer
+
+from reconciler import __version__
+from reconciler.adapters.statedir import StateDir, default_state_dir
+from reconciler.exitcodes import EX_INTERRUPTED, EX_OK
+from reconciler.intent.engine import IntentEditor
+from reconciler.surfaces._options import global_options
+from reconciler.surfaces.mcp_server import _control, _read, _setup, _slots, _tmux, _workload
+
+log = logging.getLogger("reconciler.mcp")
+
+INSTRUCTIONS: Final = (
+    "Cloud TPU slots held declaratively. Read with list_slots, slot_info, plan, events. "
+    "Edits change desired.yaml only (the controller acts). Give each a fresh operation_id "
+    "to make a retry safe (the same id again returns the first result; omitted, each call "
+    "is a new edit). cancel_slot, remove_slot, set_race_group "
+    "(when it drops candidates or lowers a count), tmux_close, confirm_deletes, and "
+    "restart_workload / stop_workload of a running workload need confirm=true: ask the user "
+    "first. suspend / resume stop and restart the controller's actions."
+)
+#: The tool groups, in the order their tools are listed.
+GROUPS: Final = (_read, _slots, _setup, _tmux, _workload, _control)
+
+
+def build_server(store: IntentEditor) -> MCPServer:
+    """The server with every tool; each group of tools registers itself (a new feature adds
+    its own ``_<feature>.py`` with ``register(server, store)`` and one entry in ``GROUPS``)."""
+    server = MCPServer(
+        "tpu-reconciler", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+    )
+    for group in GROUPS:
+        group.register(server, store)
+    return server
+
+
+def serve(file: Path, state_dir: Path | None = None, *, verbose: int = 0) -> int:
+    """Run the server on stdio until the client closes it."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
+    )
+    root = state_dir if state_dir is not None else default_state_dir(file)
+    store = IntentEditor(file, StateDir(root))
+    log.info("serving %s (state %s)", store.path, root)
+    build_server(store).run("stdio")
+    return EX_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="tpu-mcp", description="MCP server (stdio) for tpu-reconciler's desired.yaml"
+    )
+    global_options(parser)  # the same --file / --state-dir as tpu-reconciler
+    args = parser.parse_args(argv)
+    try:
+        return serve(args.file, args.state_dir, verbose=args.verbose)
+    except KeyboardInterrupt:
+        return EX_INTERRUPTED

@@ -1,0 +1,113 @@
+"""MCP tools that read desired.yaml, the controller's snapshot and the capacity history:
+never a change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from reconciler.errors import ReconcilerError
+from reconciler.intent import views
+from reconciler.intent.engine import IntentEditor
+from reconciler.model.names import check_accelerator
+from reconciler.surfaces.mcp_server._common import READ, guard
+
+
+def _envelope(doc: dict[str, Any]) -> dict[str, Any]:
+    """A CLI JSON document (``history`` / ``recommend``) under the MCP envelope; ``document``
+    keeps the CLI schema it matches field for field."""
+    body = {k: v for k, v in doc.items() if k != "schema_version"}
+    return {"schema_version": views.SCHEMA, "document": doc["schema_version"], **body}
+
+
+def _since(text: str | None) -> float | None:
+    import time
+
+    from reconciler.model.durations import parse_duration
+
+    if text is None:
+        return None
+    try:
+        return time.time() - parse_duration(text)
+    except ValueError as e:
+        raise ToolError(f"since: {e}") from None
+
+
+def register(server: MCPServer, store: IntentEditor) -> None:
+    @server.tool(annotations=READ)
+    def list_slots() -> dict[str, Any]:
+        """Every slot: desired intent (want, race group, setup flags) joined with what the
+        controller last observed (state, IPs, setup, tmux) and the snapshot's age. Without a
+        snapshot, desired only (and says so). Unmanaged TPUs (not in the file) are listed too."""
+        return guard(lambda: views.list_slots(store))
+
+    @server.tool(annotations=READ)
+    def slot_info(name: str) -> dict[str, Any]:
+        """One slot in detail: IPs, create time, setup state, last error, tmux window and the
+        SSH command for worker 0."""
+        return guard(lambda: views.slot_info(store, name))
+
+    @server.tool(annotations=READ)
+    def ssh_command(name: str, worker: int = 0) -> dict[str, Any]:
+        """An OpenSSH command line for one worker of the slot's node, pinned to the node
+        instance's host key in the state directory's known_hosts."""
+        return guard(lambda: views.ssh_command(store, name, worker))
+
+    @server.tool(annotations=READ)
+    def plan() -> dict[str, Any]:
+        """What the controller will do next (its last plan: actions, deferred, blocked)."""
+        return guard(lambda: views.plan(store))
+
+    @server.tool(annotations=READ)
+    def events(limit: int = 50) -> dict[str, Any]:
+        """The controller's latest events (transitions, actions, results, errors)."""
+        return guard(lambda: views.events(store, limit))
+
+    @server.tool(annotations=READ)
+    def capacity_history(
+        zone: str | None = None,
+        accelerator: str | None = None,
+        mode: str | None = None,
+        since: str | None = None,
+    ) -> dict[str, Any]:
+        """Capacity history per (zone, accelerator, mode): samples, p50/p90 time from queued
+        to PROVISIONING and to ACTIVE, median lifetime before preemption, preemptions per day
+        held, failures by code, queue closed. since: e.g. "7d" (default: everything kept)."""
+        from reconciler.runtime.history import history_document
+
+        cutoff = _since(since)
+        return _envelope(
+            guard(
+                lambda: history_document(
+                    store.state.history,
+                    zone=zone,
+                    accelerator=accelerator,
+                    mode=mode,
+                    since=cutoff,
+                )
+            )
+        )
+
+    @server.tool(annotations=READ)
+    def recommend_zones(
+        accelerator: str, mode: str = "spot", count: int = 3, since: str | None = None
+    ) -> dict[str, Any]:
+        """Zones for an accelerator (e.g. "v6e-8") ranked by expected time to capacity from
+        the history, with sample counts; closed queues left out; a race group to paste.
+        To use it, add the slots and race group with add_slot / set_race_group."""
+        from reconciler.runtime.history import recommend_document
+
+        try:
+            check_accelerator(accelerator)
+        except ReconcilerError as e:
+            raise ToolError(str(e)) from None
+        cutoff = _since(since)
+        return _envelope(
+            guard(
+                lambda: recommend_document(
+                    store.state.history, accelerator, mode=mode, count=count, since=cutoff
+                )
+            )
+        )

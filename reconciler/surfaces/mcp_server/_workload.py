@@ -1,0 +1,120 @@
+"""MCP tools of workloads: ``workload_status`` / ``workload_logs`` (read) and
+``set_workload`` / ``restart_workload`` / ``stop_workload`` (edits, their parameters from
+``SetWorkload``, ``RestartWorkload`` and ``StopWorkload``). An edit that ends a program the
+controller's snapshot shows running needs ``confirm=true``."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from reconciler.errors import ReconcilerError
+from reconciler.intent import views, workload_views
+from reconciler.intent.edits_workload import RestartWorkload, SetWorkload, StopWorkload
+from reconciler.intent.engine import IntentEditor
+from reconciler.surfaces.mcp_server._common import (
+    DESTRUCTIVE,
+    DESTRUCTIVE_AGAIN,
+    EDIT,
+    READ,
+    EditCall,
+    edit_tool,
+    guard,
+)
+
+#: The most lines ``workload_logs`` returns per call.
+MAX_LOG_LINES: Final = 500
+
+
+def register(server: MCPServer, store: IntentEditor) -> None:
+    def ends_live(name: str, confirm: bool, what: str) -> None:
+        if not confirm and guard(lambda: workload_views.live(store, name)):
+            raise ToolError(
+                f"{what} ends {name}'s running workload: ask the user, then call again with "
+                "confirm=true"
+            )
+
+    @server.tool(annotations=READ)
+    def workload_status(name: str) -> dict[str, Any]:
+        """A slot's (or race group's candidates') workload: what the file declares (secret_env
+        shows secret names only) and what the controller last saw: state (pending, starting,
+        running, succeeded, failed, stopping, interrupted, gave-up, unknown), run_id, attempt,
+        failures / max_failures, since, and each worker's state and exit code."""
+        return guard(lambda: workload_views.workload_status(store, name))
+
+    @server.tool(annotations=READ)
+    async def workload_logs(
+        name: str, worker: int | None = None, lines: int = 100
+    ) -> dict[str, Any]:
+        """The last `lines` (at most 500) lines of the slot's workload output on each of its
+        workers (as `tpu-reconciler logs --lines`), each with its worker and attempt; `worker`
+        for one worker only."""
+        if not 0 <= lines <= MAX_LOG_LINES:
+            raise ToolError(f"lines must be between 0 and {MAX_LOG_LINES}")
+        if worker is not None and worker < 0:
+            raise ToolError("worker counts from 0")
+        return await _workload_logs(store, name, worker, lines)
+
+    @edit_tool(server, store, SetWorkload, EDIT, confirm=True)
+    def set_workload(call: EditCall[SetWorkload]) -> dict[str, Any]:
+        """Set fields of the workload: block of a slot or race group (others stay as they
+        are; env and secret_env replace the whole mapping). command: a string run by bash -lc
+        on every worker, or an argv list. secret_env maps ENV_NAME to a secret-store name (set
+        with `tpu-reconciler secret set`), never a value. restart: never, on-preemption,
+        on-failure, always. when_done: keep or release. Changing what runs (command, workdir,
+        env, secret_env) of a running workload restarts it and needs confirm=true."""
+        if call.edit.changes_what_runs:
+            ends_live(call.edit.name, call.confirmed, "changing what runs")
+        return call.apply()
+
+    @edit_tool(server, store, RestartWorkload, DESTRUCTIVE_AGAIN, confirm=True)
+    def restart_workload(call: EditCall[RestartWorkload]) -> dict[str, Any]:
+        """Restart a slot's (or race group's) workload deliberately: a generation bump, so the
+        running attempt is stopped (SIGTERM, then SIGKILL) and a new run starts (new run id,
+        attempt 1, failures 0) — also after it gave up. Needs confirm=true while it runs."""
+        ends_live(call.edit.name, call.confirmed, "restart_workload")
+        return call.apply()
+
+    @edit_tool(server, store, StopWorkload, DESTRUCTIVE, confirm=True)
+    def stop_workload(call: EditCall[StopWorkload]) -> dict[str, Any]:
+        """Stop a slot's (or race group's) workload: its workload: block is removed, the
+        controller stops the program and forgets it (set_workload brings it back). Needs
+        confirm=true while it runs."""
+        ends_live(call.edit.name, call.confirmed, "stop_workload")
+        return call.apply()
+
+
+async def _workload_logs(
+    store: IntentEditor, name: str, worker: int | None, lines: int
+) -> dict[str, Any]:
+    """Logs through the controller's own runner wiring (same SSH user, key, pins)."""
+    from reconciler.runtime.setup import LiveSetup
+    from reconciler.surfaces.cli._logs import target_of
+
+    snap = guard(lambda: views.read_snapshot(store))
+    target = target_of(snap, name)
+    if target.node is None:
+        raise ToolError(target.reason or f"{name}: no node to read logs from")
+    desired = guard(lambda: store.parse(store.read().decode("utf-8", "replace")))
+    live = LiveSetup(store.path, store.state)
+    out: list[dict[str, Any]] = []
+    try:
+        runner = await live.workload_runner(desired.settings)
+        stream = runner.logs(
+            target.node, name, worker=worker, attempt=None, lines=lines, follow=False,
+            run_id=target.run_id,
+        )  # fmt: skip
+        async for line in stream:
+            out.append({"worker": line.worker, "attempt": line.attempt, "text": line.text})
+    except ReconcilerError as e:
+        raise ToolError(str(e)) from None
+    finally:
+        await live.aclose()
+    return {
+        "schema_version": views.SCHEMA,
+        "name": name,
+        "run_id": target.run_id,
+        "lines": out,
+    }
