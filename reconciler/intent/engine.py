@@ -57,6 +57,7 @@ from reconciler.intent.operations import OperationLog, check_operation_id
 from reconciler.intent.roundtrip import Doc
 from reconciler.model.desired import Desired
 from reconciler.model.load import parse_desired
+from reconciler.model.times import utc_text
 
 #: Every edit kind: the core ones and each capability's own module.
 EDITS: Final = {**_CORE_EDITS, **edits_workload.EDITS, **edits_control.EDITS}
@@ -121,7 +122,7 @@ def _sha(data: bytes) -> str:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_text(datetime.now(UTC), milliseconds=True)
 
 
 # --- the store ---------------------------------------------------------------------------------
