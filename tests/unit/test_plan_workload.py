@@ -441,7 +441,8 @@ def test_describe_running_line() -> None:
     run.running()
     run.step(probes("exited", "exited", "exited", "exited", codes=[1, 1, 1, 1]))
     run.step(ALIVE)
-    assert workload_summary(run.w, JOB, run.now + 7980) == "running 2h13m · attempt 2 · 1/2 failures"
+    shown = workload_summary(run.w, JOB, run.now + 7980)
+    assert shown == "running 2h13m · attempt 2 · 1/2 failures"
 
 
 # --- what users read ---------------------------------------------------------------------------
