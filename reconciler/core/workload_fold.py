@@ -4,8 +4,8 @@
 table in ``core/workload.py`` (probes and the node's fate) to the memory; ``core/workload``
 then decides actions from the result and re-exports the names callers use (``observe``,
 ``fold``, ``where``, ``Where``, ``new_run``, ``Probes``, ``SUCCEEDED_BEFORE``), so callers
-import that module alone; this one never imports it back. The attempt
-number moves only here, on evidence; an *unknown* probe changes nothing.
+import that module alone; this one never imports it back. The attempt number moves only
+here, on evidence; an *unknown* probe changes nothing.
 
 No I/O, no clock (``now`` is an argument), no await.
 """
