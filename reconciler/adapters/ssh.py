@@ -36,7 +36,7 @@ asyncssh itself is imported only when ``bootstrap`` runs.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -47,10 +47,10 @@ from reconciler.adapters.ssh_values import (
     SshOptions,
     Worker,
     WorkerResult,
+    check_dialable,
     workers_of,
 )
-from reconciler.errors import NoMachine, SetupFailed, UnsafeName
-from reconciler.model.addresses import is_documentation_address
+from reconciler.errors import SetupFailed, UnsafeName
 from reconciler.model.names import check_name, host_key_alias
 
 __all__ = [
@@ -68,19 +68,6 @@ __all__ = [
     "resolve_scripts",
     "workers_of",
 ]
-
-
-def check_dialable(what: str, addresses: Iterable[str]) -> None:
-    """Raise ``NoMachine`` when one of ``addresses`` is from a documentation range (RFC 5737:
-    an emulated node's): nothing answers there, so saying so beats dialling and waiting for a
-    timeout. ``what`` names the slot (or node) in the message. Called before anything dials,
-    and before the OS Login user is looked up for it."""
-    for address in addresses:
-        if is_documentation_address(address):
-            raise NoMachine(
-                f"{what}: {address} is an emulated node's address (a documentation range): "
-                "no machine stands behind it"
-            )
 
 
 def resolve_scripts(base_dir: Path, paths: Sequence[str]) -> tuple[Path, ...]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from reconciler.adapters.files import PRIVATE_FILE, ensure_private_dir
+from reconciler.model.times import utc_text
 
 _MAX_PARTIAL: Final = 64 * 1024
 _REDACTED: Final = b"***"
@@ -68,7 +69,7 @@ class WorkerLog:
 
     def note(self, text: str) -> None:
         self.flush_line()
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        stamp = utc_text(time.time())
         self._emit(f"# {stamp} {text}\n".encode())
 
     def tail(self) -> str:

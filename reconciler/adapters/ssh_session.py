@@ -28,9 +28,14 @@ from typing import Any, Final, TypeVar
 import asyncssh
 
 from reconciler.adapters.hostkeys import HostKey, HostKeyStore
-from reconciler.adapters.ssh import check_dialable
 from reconciler.adapters.ssh_log import WorkerLog, log_path
-from reconciler.adapters.ssh_values import TAIL_LINES, SshOptions, Worker, WorkerResult
+from reconciler.adapters.ssh_values import (
+    TAIL_LINES,
+    SshOptions,
+    Worker,
+    WorkerResult,
+    check_dialable,
+)
 from reconciler.errors import HostKeyMismatch, ReconcilerError, RemoteCommandFailed, SetupFailed
 from reconciler.model.names import host_key_alias
 

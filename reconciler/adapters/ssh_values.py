@@ -3,6 +3,9 @@
 Their own module so ``ssh`` (the public surface), ``ssh_run`` and ``ssh_session`` (the asyncssh
 edge) all import them from below instead of from each other. ``ssh`` re-exports them.
 
+``check_dialable`` (an emulated node's documentation address is refused before anything
+dials) is here for the same reason: ``ssh`` and ``ssh_session`` both call it.
+
 May: validate values. May not: connect, read files, or import asyncssh.
 """
 
@@ -10,13 +13,14 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from reconciler.adapters.hostkeys import HostKeyStore
-from reconciler.errors import HostKeyMismatch, ReconcilerError, SetupFailed, UnsafeName
+from reconciler.errors import HostKeyMismatch, NoMachine, ReconcilerError, SetupFailed, UnsafeName
+from reconciler.model.addresses import is_documentation_address
 from reconciler.model.names import check_user
 
 #: Lines of each worker's log kept in its result.
@@ -128,3 +132,16 @@ class SetupResult:
             raise errors[0]
         if self.failed:  # pragma: no cover - every failed result carries its error
             raise SetupFailed(f"setup failed on {self.instance}")
+
+
+def check_dialable(what: str, addresses: Iterable[str]) -> None:
+    """Raise ``NoMachine`` when one of ``addresses`` is from a documentation range (RFC 5737:
+    an emulated node's): nothing answers there, so saying so beats dialling and waiting for a
+    timeout. ``what`` names the slot (or node) in the message. Called before anything dials,
+    and before the OS Login user is looked up for it."""
+    for address in addresses:
+        if is_documentation_address(address):
+            raise NoMachine(
+                f"{what}: {address} is an emulated node's address (a documentation range): "
+                "no machine stands behind it"
+            )

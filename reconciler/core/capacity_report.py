@@ -10,7 +10,6 @@ May: build values and text. May not: do I/O, read a clock (``now`` is given), or
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from reconciler.core.capacity import (
@@ -22,6 +21,7 @@ from reconciler.core.capacity import (
 )
 from reconciler.core.history import Transition
 from reconciler.model.durations import format_duration
+from reconciler.model.times import utc_text
 
 HISTORY_SCHEMA: Final = "tpu-reconciler.history.v1"
 RECOMMEND_SCHEMA: Final = "tpu-reconciler.recommend.v1"
@@ -41,8 +41,7 @@ CSV_COLUMNS: Final = (
 def _iso(epoch: float | None) -> str | None:
     if epoch is None:
         return None
-    moment = datetime.fromtimestamp(epoch, UTC)
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+    return utc_text(epoch)
 
 
 def _r(value: float | None) -> float | None:

@@ -1,5 +1,7 @@
 """Text for humans: plans (Terraform style) and status tables. ``format_*`` return strings;
-only the CLI prints them. Pure: the current time is an argument.
+only the CLI prints them. The plan's own words (``plan_summary``, ``action_note``, ``one_line``)
+live here too: ``core/status`` puts the same text in the snapshot, so it imports them from here,
+never the other way round. Pure: the current time is an argument.
 """
 
 from __future__ import annotations
@@ -12,13 +14,33 @@ from reconciler.model.durations import format_duration
 from reconciler.model.stamps import epoch
 
 if TYPE_CHECKING:  # `status` only formats a snapshot: it must not pay for the plan model
-    from reconciler.core.plan import Plan
+    from reconciler.core.plan import Action, Plan
     from reconciler.model.status import RaceGroupStatus, SlotStatus, StatusSnapshot, WorkloadStatus
 
 
-def format_plan(plan: Plan, *, now: float | None = None) -> str:
-    from reconciler.core.status import action_note, one_line, plan_summary
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines, tabs, other control characters that
+    ``str.split`` knows) folded to one space: what a table cell, an event or a pane shows."""
+    return " ".join(text.split())
 
+
+def action_note(action: Action) -> str:
+    """The warning shown beside an action (``plan``, ``--json``, the TUI), or ""."""
+    if action.unlisted_zone and action.create is not None:
+        return f"zone not known to offer {action.create.accelerator_type}"
+    return ""
+
+
+def plan_summary(plan: Plan) -> str:
+    if plan.suspended:
+        return f"SUSPENDED: {len(plan.held)} action(s) held; nothing is done until resume."
+    if plan.empty:
+        return "No changes." + (" (some deletes wait for confirmation)" if plan.guard else "")
+    add, change, destroy = plan.counts()
+    return f"Plan: {add} to add, {change} to change, {destroy} to destroy."
+
+
+def format_plan(plan: Plan, *, now: float | None = None) -> str:
     lines: list[str] = []
     width = max((len(a.symbol) for a in plan.actions), default=1)
     name_w = max((len(a.slot) for a in plan.actions), default=0)

@@ -10,7 +10,6 @@ fresh observation. The values are ``model/status``'s dataclasses; the schema is 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.core import latency as lat
@@ -18,7 +17,9 @@ from reconciler.core import workload as wl
 from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
-from reconciler.model.desired import Desired, SlotSpec
+from reconciler.core.render import action_note, format_workload, one_line, plan_summary
+from reconciler.core.workload_memory import WorkloadMemory
+from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.observed import Observation, QueuedResource
 from reconciler.model.status import (
     STATUS_SCHEMA,
@@ -36,18 +37,20 @@ from reconciler.model.status import (
     StatusSnapshot,
     TmuxInventoryStatus,
     TmuxStatus,
+    WorkerStatus,
+    WorkloadStatus,
     encode,
 )
+from reconciler.model.times import utc_text
 from reconciler.records import replace
 
 __all__ = [
     "STATUS_SCHEMA",
     "build_status",
     "iso",
-    "one_line",
     "plan_dict",
     "plan_status",
-    "plan_summary",
+    "workload_status",
 ]
 
 _SETUP_STEPS = ("bootstrap", "tailscale", "tmux")
@@ -55,9 +58,7 @@ _STEP_KEYS = (*_SETUP_STEPS, "launch", "stop")  # the memory keys of a slot's no
 
 
 def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return None if ts is None else utc_text(ts)
 
 
 def _action_fields(action: Action) -> dict[str, Any]:
@@ -70,22 +71,6 @@ def _action_fields(action: Action) -> dict[str, Any]:
         "destructive": action.destructive,
         "note": action_note(action),
     }
-
-
-def action_note(action: Action) -> str:
-    """The warning shown beside an action (``plan``, ``--json``, the TUI), or ""."""
-    if action.unlisted_zone and action.create is not None:
-        return f"zone not known to offer {action.create.accelerator_type}"
-    return ""
-
-
-def plan_summary(plan: Plan) -> str:
-    if plan.suspended:
-        return f"SUSPENDED: {len(plan.held)} action(s) held; nothing is done until resume."
-    if plan.empty:
-        return "No changes." + (" (some deletes wait for confirmation)" if plan.guard else "")
-    add, change, destroy = plan.counts()
-    return f"Plan: {add} to add, {change} to change, {destroy} to destroy."
 
 
 def plan_status(plan: Plan) -> PlanStatus:
@@ -159,12 +144,6 @@ def _setup_state(
     if memory.setup_done(slot, kind, instance, generation):
         return "done"
     return "failed" if error else "pending"
-
-
-def one_line(text: str) -> str:
-    """``text`` with every run of whitespace (newlines, tabs, other control characters that
-    ``str.split`` knows) folded to one space: what a table cell, an event or a pane shows."""
-    return " ".join(text.split())
 
 
 def _setup_status(memory: Memory, spec: SlotSpec, instance: str | None) -> SetupStatus:
@@ -257,7 +236,41 @@ def _managed_row(
         instance=instance,
         paused=spec.hold.paused,
         releases_at=iso(releases_at),
-        workload=wl.status(memory.workload(spec.name), spec.workload, now),
+        workload=workload_status(memory.workload(spec.name), spec.workload, now),
+    )
+
+
+def workload_summary(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: float) -> str:
+    """One status cell: ``running 2h13m · attempt 3 · 1/3 failures``, ``gave-up (exit 1 on
+    worker 2)``."""
+    state = wl.state_of(wm)
+    if wm is None:
+        return state
+    running_for = now - wm.since if state == "running" else None
+    max_failures = w.max_failures if w is not None else None
+    return format_workload(state, running_for, wm.attempt, wm.failures, max_failures, wm.detail)
+
+
+def workload_status(
+    wm: WorkloadMemory | None, w: WorkloadSpec | None, now: float
+) -> WorkloadStatus | None:
+    """``slots[].workload`` of the status snapshot (docs/json.md); None: no workload."""
+    if wm is None and w is None:
+        return None
+    return WorkloadStatus(
+        state=wl.state_of(wm),
+        run_id=wm.run_id if wm else None,
+        attempt=wm.attempt if wm else 0,
+        failures=wm.failures if wm else 0,
+        max_failures=w.max_failures if w else None,
+        since=iso(wm.since) if wm is not None else None,
+        workers=tuple(
+            WorkerStatus(index=s.index, state=s.state, exit_code=s.exit_code)
+            for s in (wm.workers if wm else ())
+        ),
+        last_lines=wm.last_lines if wm else (),
+        detail=wm.detail if wm else "",
+        summary=workload_summary(wm, w, now),
     )
 
 

@@ -1,6 +1,7 @@
 """Workload decisions: when to launch, stop, relaunch or give up, from probes and memory.
 
-Two pure steps, both called with the world as arguments:
+Two pure steps, both called with the world as arguments (the first lives in
+``core/workload_fold.py``; its public names are re-exported here):
 
 - ``observe(memory, desired, observation, probes, now)`` folds the evidence of one pass into
   each slot's ``WorkloadMemory``: a probe that saw every worker alive makes the attempt
@@ -35,31 +36,27 @@ No I/O, no clock (``now`` is an argument), no await.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Final, Literal
 
 from reconciler.core.memory import Memory
-from reconciler.core.workload_memory import PriorAttempt, WorkerSeen, WorkloadMemory
+from reconciler.core.workload_fold import AFTER_FAILURE, LIVE, exit_detail, ran
+from reconciler.core.workload_fold import SUCCEEDED_BEFORE as SUCCEEDED_BEFORE
+from reconciler.core.workload_fold import Probes as Probes
+from reconciler.core.workload_fold import Where as Where
+from reconciler.core.workload_fold import fold as fold
+from reconciler.core.workload_fold import new_run as new_run
+from reconciler.core.workload_fold import observe as observe
+from reconciler.core.workload_fold import where as where
+from reconciler.core.workload_memory import WorkerSeen, WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
-from reconciler.model.durations import format_duration
-from reconciler.model.observed import NodeState, Observation, QRState
-from reconciler.model.status import WorkerStatus, WorkloadStatus
+from reconciler.model.observed import Observation
 from reconciler.model.workload import LaunchRequest, WorkerProbe, WorkloadState
 
-Probes = Mapping[str, Sequence[WorkerProbe]]  # slot -> one probe per worker
-
-#: Phases in which an attempt may have processes on the node (probed every pass).
-_LIVE: Final = frozenset({"starting", "running", "stopping"})
-#: Phases after a failure: probed while some worker may still run (to stop it).
-_AFTER_FAILURE: Final = frozenset({"failed", "gave-up"})
-_GONE_NODE: Final = frozenset({NodeState.PREEMPTED, NodeState.TERMINATED, NodeState.DELETING})
 #: The grace a stop uses when the workload block is gone from the file.
 DEFAULT_GRACE: Final = 60.0
-#: The detail of an attempt that follows a successful one (``restart: always``).
-SUCCEEDED_BEFORE: Final = "previous attempt succeeded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,242 +86,7 @@ class Decision:
     warning: str | None = None
 
 
-# --- where the attempt runs ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Where:
-    """The slot's node as this observation sees it."""
-
-    ready: str | None  # instance of an ACTIVE QR's READY node with endpoints, else None
-    workers: int  # its endpoint count
-    lost: bool  # the instance the attempt was sent to is gone for sure
-
-
-def where(observed: Observation, spec: SlotSpec, sent_to: str | None) -> Where:
-    if not observed.knows(spec.zone):
-        return Where(None, 0, False)
-    qr = observed.qr(spec.zone, spec.name)
-    node = observed.node(spec.zone, (qr.node_id if qr else None) or spec.name)
-    ready = None
-    if (
-        qr is not None
-        and qr.state == QRState.ACTIVE
-        and node is not None
-        and node.state == NodeState.READY
-        and node.endpoints
-    ):
-        ready = node.instance
-    lost = sent_to is not None and (
-        qr is None
-        or qr.state not in (QRState.ACTIVE, QRState.PROVISIONING)
-        or node is None
-        or node.instance != sent_to
-        or node.state in _GONE_NODE
-    )
-    return Where(ready, len(node.endpoints) if node is not None else 0, lost)
-
-
-# --- memory rules ----------------------------------------------------------------------------
-
-
-def _b36(n: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while True:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-        if n == 0:
-            return out
-
-
-def new_run(w: WorkloadSpec, now: float) -> WorkloadMemory:
-    """A fresh run: id from the generation and the time it was decided (unique per slot, and
-    a path component on the workers), attempt 1, no failures."""
-    run_id = f"g{w.generation}-{_b36(max(0, int(now * 1000)))}"
-    return WorkloadMemory(
-        run_id=run_id, generation=w.generation, identity=w.identity, policy=w.policy, since=now
-    )
-
-
-def _running(seen: Sequence[WorkerProbe]) -> bool:
-    """Some worker may still run the attempt (alive, or not reachable to tell)."""
-    return any(p.state in ("alive", "unknown") for p in seen)
-
-
-def _ran(workers: Sequence[WorkerSeen]) -> bool:
-    """The last probe's summary says some worker may still run (or nothing was seen yet)."""
-    return not workers or any(s.state in ("alive", "unknown") for s in workers)
-
-
-def _summarise(prev: WorkloadMemory, seen: Sequence[WorkerProbe]) -> WorkloadMemory:
-    times = [t for p in seen for t in (p.last_output_at, p.started_at) if t is not None]
-    if prev.last_output_at is not None:
-        times.append(prev.last_output_at)
-    return replace(
-        prev,
-        workers=tuple(WorkerSeen(p.index, p.state, p.exit_code) for p in seen),
-        unknown=any(p.state == "unknown" for p in seen),
-        last_output_at=max(times) if times else None,
-    )
-
-
-def _next_attempt(
-    prev: WorkloadMemory, w: WorkloadSpec, now: float, **kw: object
-) -> WorkloadMemory:
-    """The next attempt, pending; ``prior`` keeps where, when and how the one before ran (its
-    detail and ``last_lines`` stay too, until this one ends)."""
-    fields: dict[str, object] = {
-        "attempt": prev.attempt + 1,
-        "phase": "pending",
-        "instance": None,
-        "since": now,
-        "relaunch": False,
-        "stop_for": "",
-        "unknown": False,
-        "workers": (),
-        "last_output_at": None,
-        "after_preemption": False,
-        "policy": w.policy,
-        "started_at": None,
-        "prior": PriorAttempt(prev.attempt, prev.instance, prev.started_at, prev.workers),
-    }
-    fields.update(kw)
-    return replace(prev, **fields)  # type: ignore[arg-type]
-
-
-def _fail(
-    prev: WorkloadMemory, w: WorkloadSpec, detail: str, seen: Sequence[WorkerProbe], now: float
-) -> WorkloadMemory:
-    failures = prev.failures + 1
-    may = w.restart in ("on-failure", "always")
-    if may and failures <= w.max_failures:
-        failed = replace(
-            prev, phase="failed", relaunch=True, failures=failures, detail=detail, since=now
-        )
-        return _next_attempt(failed, w, now) if not _running(seen) else failed
-    phase = "gave-up" if may else "failed"
-    return replace(prev, phase=phase, relaunch=False, failures=failures, detail=detail, since=now)
-
-
-def _exit_detail(seen: Sequence[WorkerProbe]) -> str | None:
-    bad = [p for p in seen if p.state == "exited" and p.exit_code != 0]
-    if not bad:
-        return None
-    first = min(bad, key=lambda p: p.index)
-    code = "killed" if first.exit_code is None else f"exit {first.exit_code}"
-    more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
-    return f"{code} on worker {first.index}{more}"
-
-
-def _stopped(prev: WorkloadMemory, w: WorkloadSpec | None, now: float) -> WorkloadMemory | None:
-    """A deliberate stop is over (every worker gone, or the node itself)."""
-    if w is None:
-        return None
-    if prev.stop_for == "released" and (prev.generation, prev.identity) == (
-        w.generation,
-        w.identity,
-    ):
-        return replace(
-            prev, phase="interrupted", since=now, detail="stopped: slot released", unknown=False
-        )
-    return new_run(w, now)
-
-
-def fold(
-    prev: WorkloadMemory | None,
-    w: WorkloadSpec | None,
-    at: Where,
-    probes: Sequence[WorkerProbe] | None,
-    now: float,
-) -> WorkloadMemory | None:
-    """One slot's workload memory after this pass's evidence (see the module's table)."""
-    if prev is None:
-        return new_run(w, now) if w is not None else None
-    here = prev.instance is not None and prev.instance == at.ready
-    seen = probes if probes and here else None  # no probe, or none answered: no evidence
-    if seen is not None:
-        prev = _summarise(prev, seen)
-    if prev.phase == "stopping":
-        if at.lost or prev.instance is None or (seen is not None and not _running(seen)):
-            return _stopped(prev, w, now)
-        return prev
-    if w is None or (prev.generation, prev.identity) != (w.generation, w.identity):
-        # Removed or changed: the old attempt is stopped first (the planner says so).
-        if seen is not None:
-            busy = _running(seen)
-        else:
-            busy = prev.phase in _LIVE or (prev.phase in _AFTER_FAILURE and _ran(prev.workers))
-        if at.lost or prev.instance is None or not busy:
-            return None if w is None else new_run(w, now)
-        return prev
-    final = prev.phase == "gave-up" or (prev.phase == "failed" and not prev.relaunch)
-    if final and prev.policy != w.policy:  # the workload changed: a fresh budget
-        prev = replace(prev, phase="failed", relaunch=True, failures=0, policy=w.policy)
-        running = _running(seen) if seen is not None else _ran(prev.workers)
-        if not running:
-            return _next_attempt(prev, w, now)
-    if at.lost:
-        if prev.phase in ("starting", "running") or (prev.phase == "failed" and prev.relaunch):
-            return replace(
-                prev,
-                phase="interrupted",
-                since=now,
-                detail="node preempted or re-created",
-                unknown=False,
-                relaunch=False,
-            )
-        return prev
-    if seen is None:
-        return prev
-    if prev.phase in ("starting", "running"):
-        bad = _exit_detail(seen)
-        if bad is not None:
-            return _fail(prev, w, bad, seen, now)
-        known = not any(p.state == "unknown" for p in seen)
-        if known and seen and all(p.state == "exited" for p in seen):
-            if w.restart == "always":
-                return _next_attempt(prev, w, now, detail=SUCCEEDED_BEFORE)
-            return replace(prev, phase="succeeded", since=now, detail="every worker exited 0")
-        last = max(t for t in (prev.last_output_at, prev.since) if t is not None)
-        alive = any(p.state == "alive" for p in seen)
-        if known and alive and w.stall_after and now - last >= w.stall_after:
-            quiet = format_duration(now - last)
-            return _fail(prev, w, f"stalled: no output from any worker for {quiet}", seen, now)
-        if prev.phase == "starting" and known and all(p.state != "missing" for p in seen):
-            return replace(prev, phase="running", since=now)
-        if prev.phase == "running" and seen and all(p.state == "missing" for p in seen):
-            return replace(
-                prev, phase="interrupted", since=now, detail="its records vanished from the node"
-            )
-        return prev
-    if prev.phase == "failed" and prev.relaunch and not _running(seen):
-        return _next_attempt(prev, w, now)
-    return prev
-
-
-def observe(
-    memory: Memory, desired: Desired | None, observed: Observation, probes: Probes, now: float
-) -> Memory:
-    """Fold one pass's observation and probes into every slot's workload memory."""
-    if desired is None:
-        return memory
-    workloads = dict(memory.workloads)
-    for spec in desired.slots:
-        prev = workloads.get(spec.name)
-        if prev is None and spec.workload is None:
-            continue
-        if not observed.knows(spec.zone):
-            continue
-        at = where(observed, spec, prev.instance if prev else None)
-        new = fold(prev, spec.workload, at, probes.get(spec.name), now)
-        if new is None:
-            workloads.pop(spec.name, None)
-        elif new != prev:
-            workloads[spec.name] = new
-    if workloads == dict(memory.workloads):
-        return memory
-    return replace(memory, workloads=MappingProxyType(workloads))
+# --- what to probe ---------------------------------------------------------------------------
 
 
 def probe_targets(
@@ -336,11 +98,11 @@ def probe_targets(
         wm = memory.workload(spec.name)
         if wm is None or wm.instance is None:
             continue
-        if wm.phase in _AFTER_FAILURE:
+        if wm.phase in AFTER_FAILURE:
             # Only while a worker may still run (to stop it); the first look always.
-            if not _ran(wm.workers):
+            if not ran(wm.workers):
                 continue
-        elif wm.phase not in _LIVE:
+        elif wm.phase not in LIVE:
             continue
         if where(observed, spec, wm.instance).ready == wm.instance:
             out.append((spec, wm))
@@ -351,7 +113,7 @@ def watching(memory: Memory) -> bool:
     """Some attempt is starting, running, stopping or has workers left to stop: poll fast, so
     an exit is noticed within one fast interval."""
     return any(
-        w.phase in _LIVE or (w.phase in _AFTER_FAILURE and _ran(w.workers))
+        w.phase in LIVE or (w.phase in AFTER_FAILURE and ran(w.workers))
         for w in memory.workloads.values()
     )
 
@@ -510,10 +272,7 @@ def decide(
         wm = new_run(w, now)  # the fold makes it; a plan shown without one shows the same
     here = wm.instance is not None and wm.instance == at.ready
     seen = probes if probes and here else None  # no probe, or none answered: no evidence
-    if seen is not None:
-        alive = any(p.state == "alive" for p in seen)
-    else:
-        alive = here and wm.phase in _LIVE
+    alive = any(p.state == "alive" for p in seen) if seen is not None else here and wm.phase in LIVE
     same_run = w is not None and (wm.generation, wm.identity) == (w.generation, w.identity)
     grace = w.stop_grace if w is not None else DEFAULT_GRACE
     stop: tuple[str, str] | None = None
@@ -526,7 +285,7 @@ def decide(
             stop = ("changed", f"generation bumped {wm.generation} → {w.generation}: new run")
         elif not same_run:
             stop = ("changed", "workload command or environment changed: new run")
-        elif wm.phase in _AFTER_FAILURE:
+        elif wm.phase in AFTER_FAILURE:
             stop = ("failed", f"attempt {wm.attempt} {wm.detail}: stop the other workers")
     notices = _notices(spec, wm) if same_run else ()
     if stop is not None:  # again each pass until every worker is gone (errors back off)
@@ -545,7 +304,7 @@ def decide(
     if wm.phase == "pending":
         launch = (wm.attempt, "relaunch" if wm.attempt > 1 else "start")
     elif wm.phase == "starting" and here and seen is not None:
-        if any(p.state == "missing" for p in seen) and _exit_detail(seen) is None:
+        if any(p.state == "missing" for p in seen) and exit_detail(seen) is None:
             launch = (wm.attempt, "resend")
     elif wm.phase == "interrupted" and w.restart != "never":
         launch = (wm.attempt + 1, "preempted")
@@ -610,41 +369,3 @@ def state_of(wm: WorkloadMemory | None) -> WorkloadState:
         return "unknown"
     phase: WorkloadState = wm.phase  # type: ignore[assignment]
     return phase
-
-
-def describe(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: float) -> str:
-    """One status cell: ``running 2h13m · attempt 3 · 1/3 failures``, ``gave-up (exit 1 on
-    worker 2)``."""
-    from reconciler.core.render import format_workload
-
-    state = state_of(wm)
-    if wm is None:
-        return state
-    running_for = now - wm.since if state == "running" else None
-    max_failures = w.max_failures if w is not None else None
-    return format_workload(state, running_for, wm.attempt, wm.failures, max_failures, wm.detail)
-
-
-def status(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: float) -> WorkloadStatus | None:
-    """``slots[].workload`` of the status snapshot (docs/json.md); None: no workload."""
-    if wm is None and w is None:
-        return None
-    since = None
-    if wm is not None:
-        since = datetime.fromtimestamp(wm.since, UTC).isoformat(timespec="seconds")
-        since = since.replace("+00:00", "Z")
-    return WorkloadStatus(
-        state=state_of(wm),
-        run_id=wm.run_id if wm else None,
-        attempt=wm.attempt if wm else 0,
-        failures=wm.failures if wm else 0,
-        max_failures=w.max_failures if w else None,
-        since=since,
-        workers=tuple(
-            WorkerStatus(index=s.index, state=s.state, exit_code=s.exit_code)
-            for s in (wm.workers if wm else ())
-        ),
-        last_lines=wm.last_lines if wm else (),
-        detail=wm.detail if wm else "",
-        summary=describe(wm, w, now),
-    )

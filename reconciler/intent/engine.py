@@ -56,6 +56,7 @@ from reconciler.intent.operations import OperationLog, check_operation_id
 from reconciler.intent.roundtrip import Doc
 from reconciler.model.desired import Desired
 from reconciler.model.load import parse_desired
+from reconciler.model.times import utc_text
 
 MAX_ATTEMPTS: Final = 20
 SETTLE_TIMEOUT: Final = 2.0  # seconds an editor's save may take before the edit gives up
@@ -96,7 +97,7 @@ def _sha(data: bytes) -> str:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_text(datetime.now(UTC), milliseconds=True)
 
 
 # --- the store ---------------------------------------------------------------------------------

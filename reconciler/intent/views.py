@@ -8,6 +8,9 @@ May not: write anything, call the cloud, SSH or tmux.
 Every document carries ``schema_version`` ``tpu-reconciler.mcp.v1``. A missing snapshot is not
 an error: the views then show the desired intent only and say so.
 
+``format_slot_info`` puts ``slot_info``'s document into words, for the ``info`` verb and the
+TUI's info pane alike (both import it from here).
+
 ``wait_for`` polls the snapshot until it shows what an edit asked for (see ``target_reached``).
 """
 
@@ -19,7 +22,7 @@ import json
 import os
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -198,6 +201,39 @@ def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
     return _doc(
         **view, desired_errors=errors, snapshot=_snapshot_meta(store, snap), file=str(store.path)
     )
+
+
+def format_slot_info(doc: Mapping[str, Any]) -> str:
+    """``slot_info``'s document for a person: the ``info`` verb and the TUI's info pane."""
+    obs = doc.get("observed") or {}
+    lines = [
+        f"{doc.get('name')}  {doc.get('zone')}  {doc.get('accelerator')}  {doc.get('mode')}  "
+        f"want {doc.get('want') or '-'}" + ("" if doc.get("managed", True) else "  (unmanaged)"),
+        f"state {obs.get('state') or '?'}"
+        + (f" since {obs['state_since']}" if obs.get("state_since") else "")
+        + (f", node {obs['node_state']}" if obs.get("node_state") else "")
+        + (f" ({obs['health']})" if obs.get("health") else ""),
+    ]
+    ips = obs.get("ips") or []
+    lines.append(
+        "workers: " + ("  ".join(f"w{i} {ip}" for i, ip in enumerate(ips)) if ips else "none yet")
+    )
+    ssh = doc.get("ssh") or {}
+    lines.append(f"ssh: {ssh['command']}" if ssh.get("available") else f"ssh: {ssh.get('why')}")
+    lines.append(f"last error: {obs.get('last_error') or '-'}")
+    lines.append(f"created {obs.get('create_time') or '-'}   instance {obs.get('instance') or '-'}")
+    setup = obs.get("setup") or {}
+    if setup:
+        lines.append(
+            f"setup: bootstrap {setup.get('bootstrap')}, tailscale {setup.get('tailscale')}, "
+            f"generation {setup.get('generation')}"
+        )
+        if setup.get("detail"):
+            lines.append(f"  {setup['detail']}")
+    tmux = obs.get("tmux") or {}
+    if tmux.get("target"):
+        lines.append(f"tmux: {tmux['target']} ({'open' if tmux.get('open') else 'not open'})")
+    return "\n".join(lines)
 
 
 def _ssh_user(store: IntentEditor, desired: Desired | None) -> str | None:

@@ -72,16 +72,20 @@ def _not_a_time(text: str, why: str) -> str:
     return f"expected an ISO 8601 time like {_EXAMPLE}, got {text!r}"
 
 
-def utc_text(ts: float) -> str:
-    """RFC 3339 in UTC, as the API and the state files write it: ``2026-12-24T19:00:00Z``."""
-    moment = _dt.datetime.fromtimestamp(ts, _dt.UTC)
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+def utc_text(moment: float | _dt.datetime, *, milliseconds: bool = False) -> str:
+    """RFC 3339 in UTC, as the API, the state files, the events and the logs write it:
+    ``2026-12-24T19:00:00Z`` (``2026-12-24T19:00:00.123Z`` with ``milliseconds``). The one
+    place that form is written. ``moment`` is epoch seconds or a ``datetime`` (a naive one is
+    taken as local time, as ``datetime.astimezone`` does)."""
+    if not isinstance(moment, _dt.datetime):
+        moment = _dt.datetime.fromtimestamp(moment, _dt.UTC)
+    timespec = "milliseconds" if milliseconds else "seconds"
+    return moment.astimezone(_dt.UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
 def api_time(ts: float) -> str:
     """RFC 3339 in UTC with milliseconds, as gcloud sends times to the API."""
-    moment = _dt.datetime.fromtimestamp(ts, _dt.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_text(ts, milliseconds=True)
 
 
 def local_text(ts: float) -> str:

@@ -31,6 +31,7 @@ from typing import IO, Any, Final
 
 from reconciler.adapters.files import append_jsonl, read_jsonl
 from reconciler.adapters.statedir import StateDir
+from reconciler.model.times import utc_text
 
 REDACTED: Final = "[REDACTED]"
 DEFAULT_MAX_BYTES: Final = 20 * 1024 * 1024
@@ -92,7 +93,7 @@ def redact(value: Any, name: str | None = None) -> Any:
 
 def format_ts(moment: datetime) -> str:
     """UTC, ISO-8601, milliseconds, ``Z``: ``2025-01-01T12:00:00.123Z``."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_text(moment, milliseconds=True)
 
 
 def parse_ts(value: Any) -> datetime | None:

@@ -191,3 +191,21 @@ def test_info_says_a_setup_failure_once_and_keeps_the_workers_log(store: IntentE
     write_json(store.state.status, snapshot(row("small", "ACTIVE", setup=cloud,
                last_error="PERMISSION_DENIED: no quota")))  # fmt: skip
     assert views.slot_info(store, "small")["observed"]["setup"]["detail"] == message
+
+
+def test_slot_info_in_words_is_what_info_and_the_tui_show(store: IntentEditor) -> None:
+    log = "[w0] setup.sh: not found"
+    setup = {"bootstrap": "failed", "tailscale": "off", "generation": 2, "detail": f"exit 1\n{log}"}
+    write_json(store.state.status, snapshot(row("small", "ACTIVE", setup=setup, ips=["10.0.0.7"],
+               instance="small@17", last_error="bootstrap failed: exit 1")))  # fmt: skip
+    lines = views.format_slot_info(views.slot_info(store, "small")).splitlines()
+    assert lines[0] == "small  us-central2-b  v4-8  spot  want released"  # the file's word
+    assert lines[1] == "state ACTIVE"
+    assert lines[2] == "workers: w0 10.0.0.7"
+    assert lines[3].startswith("ssh: ssh ") and "10.0.0.7" in lines[3]
+    assert lines[4:] == [
+        "last error: bootstrap failed: exit 1",
+        "created -   instance small@17",
+        "setup: bootstrap failed, tailscale off, generation 2",
+        f"  {log}",  # the message is said once, as the last error
+    ]

@@ -15,6 +15,7 @@ from reconciler.core import memory as mem
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory, record_setup
 from reconciler.core.plan import Kind, Plan, plan
+from reconciler.core.status import workload_status, workload_summary
 from reconciler.model.desired import Desired, WorkloadSpec
 from reconciler.model.observed import NodeState, Observation, QRState
 from reconciler.model.workload import WorkerProbe
@@ -216,7 +217,7 @@ def test_a_failure_moved_on_from_at_once_keeps_its_tail_exit_codes_and_detail() 
     assert wl.tails_wanted(before, run.memory) == [wl.TailWanted("a", run.w.run_id, 1, "a@1001", 1)]
     run.memory = wl.record_tail(run.memory, "a", run.w.run_id, 1, ["Traceback", "ValueError"])
     assert run.step(ALIVE).empty and run.w.phase == "running"
-    shown = wl.status(run.w, JOB, run.now)
+    shown = workload_status(run.w, JOB, run.now)
     assert shown is not None and shown.attempt == 2
     assert (shown.detail, shown.last_lines) == ("exit 1 on worker 1", ("Traceback", "ValueError"))
     assert run.w.prior is not None and [(s.index, s.exit_code) for s in run.w.prior.workers] == [
@@ -250,7 +251,7 @@ def test_past_max_failures_gives_up_notifies_and_stays_down_until_bumped() -> No
     assert acts(p) == [("stop", first_run, 3)]  # the others still stop
     assert (run.w.phase, run.w.failures) == ("gave-up", 3)
     assert [n.event for n in p.notices] == ["gave-up"]
-    assert wl.describe(run.w, JOB, run.now) == "gave-up (exit 1 on worker 1)"
+    assert workload_summary(run.w, JOB, run.now) == "gave-up (exit 1 on worker 1)"
     for _ in range(3):
         assert run.step(dead).empty
     run.want = held(replace(JOB, generation=1))
@@ -440,7 +441,8 @@ def test_describe_running_line() -> None:
     run.running()
     run.step(probes("exited", "exited", "exited", "exited", codes=[1, 1, 1, 1]))
     run.step(ALIVE)
-    assert wl.describe(run.w, JOB, run.now + 7980) == "running 2h13m · attempt 2 · 1/2 failures"
+    shown = workload_summary(run.w, JOB, run.now + 7980)
+    assert shown == "running 2h13m · attempt 2 · 1/2 failures"
 
 
 # --- what users read ---------------------------------------------------------------------------

@@ -79,3 +79,15 @@ def test_status_stamps_need_no_datetime() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_utc_text_writes_the_one_form_and_epoch_reads_it_back() -> None:
+    from reconciler.model.times import api_time, utc_text
+
+    ts = 1796114489.987654  # 2026-12-01T08:41:29.987654Z
+    assert utc_text(ts) == "2026-12-01T08:41:29Z"  # truncated, never rounded up a second
+    assert utc_text(ts, milliseconds=True) == api_time(ts) == "2026-12-01T08:41:29.987Z"
+    assert epoch(utc_text(ts)) == 1796114489.0
+    paris = dt.datetime(2026, 12, 1, 9, 41, 29, 987654, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    assert utc_text(paris) == "2026-12-01T08:41:29Z"
+    assert utc_text(paris, milliseconds=True) == "2026-12-01T08:41:29.987Z"

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Mapping
 from typing import Any, Final
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_UNAVAILABLE, EX_USAGE
@@ -75,39 +74,6 @@ def _editor(args: argparse.Namespace) -> Any:
     return IntentEditor(args.file, state_dir(args))
 
 
-def format_info(doc: Mapping[str, Any]) -> str:
-    """``slot_info``'s document for a person (``info`` and the TUI's info pane)."""
-    obs = doc.get("observed") or {}
-    lines = [
-        f"{doc.get('name')}  {doc.get('zone')}  {doc.get('accelerator')}  {doc.get('mode')}  "
-        f"want {doc.get('want') or '-'}" + ("" if doc.get("managed", True) else "  (unmanaged)"),
-        f"state {obs.get('state') or '?'}"
-        + (f" since {obs['state_since']}" if obs.get("state_since") else "")
-        + (f", node {obs['node_state']}" if obs.get("node_state") else "")
-        + (f" ({obs['health']})" if obs.get("health") else ""),
-    ]
-    ips = obs.get("ips") or []
-    lines.append(
-        "workers: " + ("  ".join(f"w{i} {ip}" for i, ip in enumerate(ips)) if ips else "none yet")
-    )
-    ssh = doc.get("ssh") or {}
-    lines.append(f"ssh: {ssh['command']}" if ssh.get("available") else f"ssh: {ssh.get('why')}")
-    lines.append(f"last error: {obs.get('last_error') or '-'}")
-    lines.append(f"created {obs.get('create_time') or '-'}   instance {obs.get('instance') or '-'}")
-    setup = obs.get("setup") or {}
-    if setup:
-        lines.append(
-            f"setup: bootstrap {setup.get('bootstrap')}, tailscale {setup.get('tailscale')}, "
-            f"generation {setup.get('generation')}"
-        )
-        if setup.get("detail"):
-            lines.append(f"  {setup['detail']}")
-    tmux = obs.get("tmux") or {}
-    if tmux.get("target"):
-        lines.append(f"tmux: {tmux['target']} ({'open' if tmux.get('open') else 'not open'})")
-    return "\n".join(lines)
-
-
 def info_command(args: argparse.Namespace) -> int:
     from reconciler.errors import ReconcilerError
     from reconciler.intent import views
@@ -117,7 +83,7 @@ def info_command(args: argparse.Namespace) -> int:
     except ReconcilerError as e:
         _err(str(e))
         return EX_REFUSED
-    print(json.dumps(doc, indent=2) if args.json else format_info(doc))
+    print(json.dumps(doc, indent=2) if args.json else views.format_slot_info(doc))
     return 0
 
 

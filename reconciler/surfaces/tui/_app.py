@@ -587,13 +587,12 @@ class TpuApp(App[int]):
     @work(exclusive=True, group="info", thread=True)
     def _load_info(self, slot: str | None) -> None:
         from reconciler.intent import views
-        from reconciler.surfaces.cli._nodes import format_info
 
         if slot is None:
             text = "no slot selected"
         else:
             try:
-                text = tilde(format_info(views.slot_info(self.editor, slot)))
+                text = tilde(views.format_slot_info(views.slot_info(self.editor, slot)))
             except ReconcilerError as e:
                 text = str(e)
         self.call_from_thread(self.query_one("#info", Static).update, text)
