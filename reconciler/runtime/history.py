@@ -244,6 +244,7 @@ class HistoryRecorder:
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until everything handed over so far is written (tests, ``close``)."""
+        self._idle.clear()  # else an idle writer's set flag would answer before the flush ran
         self._queue.put(("flush",))
         return self._idle.wait(timeout)
 
