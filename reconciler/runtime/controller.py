@@ -40,6 +40,7 @@ from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
 from reconciler.core import retry
 from reconciler.core import workload as wl
+from reconciler.core.outcome import outcome, rule_delay
 from reconciler.core.plan import (
     CLOUD_KINDS,
     SETUP_KINDS,
@@ -53,13 +54,7 @@ from reconciler.core.plan import (
 )
 from reconciler.core.schedule import hurries, next_interval, watching
 from reconciler.core.status import build_status
-from reconciler.errors import (
-    OperationPending,
-    PermanentError,
-    SetupFailed,
-    TemporaryError,
-    TransientCloudError,
-)
+from reconciler.errors import PermanentError, TemporaryError
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
 from reconciler.model.status import ControllerInfo
@@ -230,7 +225,7 @@ class Controller:
             if self._observe_failures == 1:
                 self._observe_failing_since = now
             elapsed = now - self._observe_failing_since
-            self._observe_retry = _rule_delay(e, self._observe_failures, elapsed)
+            self._observe_retry = rule_delay(e, self._observe_failures, elapsed, random.random())
             if self._observe_retry is not None:
                 self._observe_retry = max(retry.OBSERVE_FLOOR, self._observe_retry)
             if self._observe_retry is not None:
@@ -392,67 +387,12 @@ class Controller:
         except asyncio.CancelledError:
             self._note("action.cancelled", slot=action.slot, action=action.kind.value)
             raise
-        except (TemporaryError, PermanentError) as e:
-            permanent = isinstance(e, PermanentError)
-            delay = e.delay if isinstance(e, TemporaryError) else 0.0
-            old = self.memory.error(action.key)
-            now = self.clock()
-            since = self._failing_since.setdefault(action.key, now) if old else now
-            self._failing_since[action.key] = since
-            exact = _rule_delay(e, (old.failures if old else 0) + 1, now - since)
-            self.memory = mem.record_failure(
-                self.memory,
-                action.key,
-                message=e.message,
-                now=self.clock(),
-                permanent=permanent,
-                fingerprint=action.fingerprint,
-                delay_hint=delay,
-                detail=e.log_tail if isinstance(e, SetupFailed) else "",
-                delay=exact,
-                counts=not isinstance(e, OperationPending),  # still running: no failure
-            )
-            self._note(
-                "action.failed",
-                slot=action.slot,
-                action=action.kind.value,
-                error=e.message,
-                retry="permanent" if permanent else "transient",
-                delay=None
-                if permanent
-                else self.memory.errors[action.key].not_before - self.clock(),
-            )
-        except Exception as e:  # a bug, not the world: keep the loop alive, back off, say so
-            log.exception("action %s failed unexpectedly", action.key)
-            self.memory = mem.record_failure(
-                self.memory,
-                action.key,
-                message=f"internal error: {e!r}",
-                now=self.clock(),
-                permanent=False,
-                fingerprint=action.fingerprint,
-                delay_hint=30.0,
-            )
-            self._note(
-                "action.failed",
-                slot=action.slot,
-                action=action.kind.value,
-                error=f"internal error: {e!r}",
-                retry="transient",
-            )
+        except Exception as e:
+            if not isinstance(e, TemporaryError | PermanentError):  # a bug, not the world
+                log.exception("action %s failed unexpectedly", action.key)
+            self._settle(action, e)
         else:
-            self._failing_since.pop(action.key, None)
-            self.memory = mem.record_success(self.memory, action.key)
-            if action.kind == Kind.REPLACE:
-                self.memory = mem.record_dead_replaced(self.memory, action.slot, self.clock())
-            elif action.kind in SETUP_KINDS and action.instance is not None:
-                gen = action.generation if action.kind != Kind.TMUX else 0
-                self.memory = mem.record_setup(
-                    self.memory, action.slot, action.kind.value, action.instance, gen
-                )
-            self._note(
-                "action.succeeded", slot=action.slot, action=action.kind.value, outcome=detail
-            )
+            self._settle(action, detail)
         finally:
             self.in_flight.pop(action.key, None)
             self._completions += 1
@@ -460,6 +400,25 @@ class Controller:
             with contextlib.suppress(OSError):
                 self._save_memory()
             self.wake.set()
+
+    def _settle(self, action: Action, result: str | Exception) -> None:
+        """Memory and the event after an action ended, by the pure ``core.outcome`` policy."""
+        done = outcome(
+            action,
+            result,
+            self.memory,
+            self.clock(),
+            self._failing_since.get(action.key),
+            random.random(),
+        )
+        self.memory = done.memory
+        if done.failing_since is None:
+            self._failing_since.pop(action.key, None)
+        else:
+            self._failing_since[action.key] = done.failing_since
+        fields = dict(done.event.fields)
+        slot = fields.pop("slot")
+        self._note(done.event.kind, slot=slot if isinstance(slot, str) else None, **fields)
 
     async def _execute(self, desired: Desired, action: Action, node: Node | None) -> str:
         if action.kind in CLOUD_KINDS:
@@ -750,12 +709,3 @@ class Controller:
         """The status snapshot of a one-off pass (``apply``): no controller is running."""
         self._write_snapshot(result, (), running=False)
 
-
-def _rule_delay(error: BaseException, attempt: int, elapsed: float) -> float | None:
-    """The wait Google's retry rule gives a 429 / 5xx failure, or an operation still running
-    its own short one (None: the controller's exponential backoff applies)."""
-    if isinstance(error, OperationPending):
-        return error.delay  # looking again is cheap and sends nothing: no escalation
-    if isinstance(error, TransientCloudError) and retry.governs(error.status, error.code):
-        return retry.retry_delay(attempt, random.random(), error.retry_after, elapsed)
-    return None

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from reconciler.adapters.workload import (
+from reconciler.adapters.workload_wire import (
     _Frames,
     attempt_dir,
     check_attempt,
