@@ -79,9 +79,7 @@ def succeeded(action: Action, detail: str, memory: mem.Memory, now: float) -> Ou
     elif action.kind in SETUP_KINDS and action.instance is not None:
         gen = action.generation if action.kind != Kind.TMUX else 0
         memory = mem.record_setup(memory, action.slot, action.kind.value, action.instance, gen)
-    event = _event(
-        "action.succeeded", slot=action.slot, action=action.kind.value, outcome=detail
-    )
+    event = _event("action.succeeded", slot=action.slot, action=action.kind.value, outcome=detail)
     return Outcome(memory, event, None)
 
 
