@@ -36,20 +36,33 @@ Rules (each action carries a human reason; reasons are shown, never used to deci
   those of a ``paused`` slot; deletes of ACTIVE TPUs past ``settings.delete_guard`` not
   confirmed (``Plan.guard`` names the set); and every action while ``settings.suspend``.
 
+The values it returns (``Plan``, ``Action``, ``Kind``, ...) are ``core/plan_values.py``.
+
 No I/O, no clock (``now`` is an argument), no await.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import replace
 from typing import Final
 
 from reconciler.core import control
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
+from reconciler.core.plan_values import (
+    CLOUD_KINDS,
+    SETUP_KINDS,
+    SYMBOL,
+    UNBACKED_NEW_DECISIONS,
+    WORKLOAD_KINDS,
+    Action,
+    Held,
+    Kind,
+    Notice,
+    Plan,
+    RaceStatus,
+)
 from reconciler.model.desired import NO_HOLD, Desired, RaceGroupSpec, SlotSpec
 from reconciler.model.observed import (
     DEAD_STATES,
@@ -65,134 +78,22 @@ from reconciler.model.observed import (
 from reconciler.model.requests import CreateRequest
 from reconciler.model.tpu_zones import known_to_offer
 
-
-class Kind(StrEnum):
-    CREATE = "create"
-    DELETE = "delete"
-    REPLACE = "replace"  # delete a dead QR now; the create follows on a later pass
-    BOOTSTRAP = "bootstrap"
-    TAILSCALE = "tailscale"
-    TMUX = "tmux"
-    LAUNCH = "launch"
-    STOP = "stop"
-
-
-SYMBOL: Final = {
-    Kind.CREATE: "+",
-    Kind.DELETE: "-",
-    Kind.REPLACE: "-/+",
-    Kind.BOOTSTRAP: "~",
-    Kind.TAILSCALE: "~",
-    Kind.TMUX: "~",
-    Kind.LAUNCH: "~",
-    Kind.STOP: "~",
-}
-CLOUD_KINDS: Final = frozenset({Kind.CREATE, Kind.DELETE, Kind.REPLACE})
-SETUP_KINDS: Final = frozenset({Kind.BOOTSTRAP, Kind.TAILSCALE, Kind.TMUX})
-WORKLOAD_KINDS: Final = frozenset({Kind.LAUNCH, Kind.STOP})
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    kind: Kind
-    slot: str
-    zone: str
-    reason: str
-    destructive: bool = False
-    force: bool = False
-    create: CreateRequest | None = None
-    instance: str | None = None  # setup actions: the node instance they apply to
-    generation: int = 0
-    state: str | None = None  # the QR state this decision was made on ("NOT_QUEUED" if none)
-    workload: wl.WorkloadAct | None = None  # launch / stop: run id, attempt, grace
-    #: create: the zone is not known to offer the accelerator (``model.tpu_zones``, which may
-    #: be behind Google's list): it goes ahead, and ``plan`` says so next to it
-    unlisted_zone: bool = False
-
-    @property
-    def symbol(self) -> str:
-        return SYMBOL[self.kind]
-
-    @property
-    def key(self) -> str:
-        """Identity for backoff and "one action per slot in flight" (cloud kinds share one)."""
-        group = "cloud" if self.kind in CLOUD_KINDS else self.kind.value
-        return f"{self.zone}/{self.slot}:{group}"
-
-    @property
-    def fingerprint(self) -> str:
-        """Changes when the intent or the world behind this action changes."""
-        parts = (self.kind, self.slot, self.zone, self.state, self.instance, self.generation)
-        return hashlib.sha256(repr((parts, self.create, self.workload)).encode()).hexdigest()[:16]
-
-
-#: Permanent failures of one action key in a row after which a changed fingerprint no longer
-#: skips the backoff (see ``_Planner`` on permanent errors).
-UNBACKED_NEW_DECISIONS: Final = 3
-
-
-@dataclass(frozen=True, slots=True)
-class Held:
-    """An action not taken this pass, and why (backoff or a permanent error)."""
-
-    action: Action
-    why: str
-    until: float | None = None  # backoff: when it may run
-    rule: str | None = None  # held by control: "paused" | "guard" | "suspended"
-
-
-@dataclass(frozen=True, slots=True)
-class Notice:
-    key: str  # "<instance>:<event>", sent once
-    slot: str
-    event: str  # "active" | "preempted" | "failed"
-    title: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class RaceStatus:
-    name: str
-    count: int
-    winners: tuple[str, ...]
-    candidates: tuple[str, ...]
-
-    @property
-    def open(self) -> bool:
-        return len(self.winners) < self.count
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    actions: tuple[Action, ...] = ()
-    deferred: tuple[Held, ...] = ()
-    blocked: tuple[Held, ...] = ()
-    unmanaged: tuple[QueuedResource, ...] = ()
-    races: tuple[RaceStatus, ...] = ()
-    notices: tuple[Notice, ...] = ()
-    warnings: tuple[str, ...] = ()
-    decided_want: dict[str, str] = field(default_factory=dict)  # slot -> held/released
-    held: tuple[Held, ...] = ()  # waiting on the user: paused, guarded, suspended
-    suspended: bool = False
-    guard: control.Guard | None = None
-    releases: Mapping[str, control.Release] = field(default_factory=dict)  # released now
-    releases_at: Mapping[str, float] = field(default_factory=dict)  # held slots: when
-
-    @property
-    def empty(self) -> bool:
-        return not self.actions
-
-    @property
-    def cloud_actions(self) -> tuple[Action, ...]:
-        return tuple(a for a in self.actions if a.kind in CLOUD_KINDS)
-
-    def counts(self) -> tuple[int, int, int]:
-        """(to add, to change, to destroy), Terraform style: a replace counts as both."""
-        add = sum(a.kind in (Kind.CREATE, Kind.REPLACE) for a in self.actions)
-        change = sum(a.kind in SETUP_KINDS or a.kind in WORKLOAD_KINDS for a in self.actions)
-        destroy = sum(a.kind in (Kind.DELETE, Kind.REPLACE) for a in self.actions)
-        return add, change, destroy
-
+#: The plan's values live in ``core.plan_values``; importers may take them from here.
+__all__ = [
+    "CLOUD_KINDS",
+    "SETUP_KINDS",
+    "SYMBOL",
+    "UNBACKED_NEW_DECISIONS",
+    "WORKLOAD_KINDS",
+    "Action",
+    "Held",
+    "Kind",
+    "Notice",
+    "Plan",
+    "RaceStatus",
+    "in_motion",
+    "plan",
+]
 
 _RANK: Final = {QRState.ACTIVE: 0, QRState.PROVISIONING: 1}
 _EVENT_WORDS: Final = {

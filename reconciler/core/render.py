@@ -116,7 +116,17 @@ def age(stamp: str | None, now: float) -> str:
 
 
 _COLUMNS = (
-    "SLOT", "ZONE", "LATENCY", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RACE", "NOTE",
+    "SLOT",
+    "ZONE",
+    "LATENCY",
+    "ACCEL",
+    "WANT",
+    "STATE",
+    "FOR",
+    "NODE",
+    "IPS",
+    "RACE",
+    "NOTE",
 )
 
 

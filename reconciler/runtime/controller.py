@@ -16,6 +16,9 @@ Guarantees kept here:
 - a create or delete whose operation has not shown its outcome reads that operation back
   before anything is resent (``runtime.lro``);
 - nothing raised by the cloud, a setup step or a notifier ends the loop.
+
+Running the actions (dispatch, the adapters, settling each outcome) is ``runtime.actions``,
+mixed in here; the outcome policy itself is the pure ``core.outcome``.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ import logging
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from reconciler.adapters.cloud import Cloud
 from reconciler.adapters.confirm_file import clear_spent, read_confirmed
@@ -40,32 +43,22 @@ from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
 from reconciler.core import retry
 from reconciler.core import workload as wl
+from reconciler.core.outcome import rule_delay
 from reconciler.core.plan import (
-    CLOUD_KINDS,
-    SETUP_KINDS,
-    WORKLOAD_KINDS,
     Action,
-    Kind,
-    Notice,
     Plan,
     in_motion,
     plan,
 )
 from reconciler.core.schedule import hurries, next_interval, watching
 from reconciler.core.status import build_status
-from reconciler.errors import (
-    OperationPending,
-    PermanentError,
-    SetupFailed,
-    TemporaryError,
-    TransientCloudError,
-)
+from reconciler.errors import PermanentError, TemporaryError
 from reconciler.model.desired import Desired, Settings
-from reconciler.model.observed import Node, Observation
+from reconciler.model.observed import Observation
 from reconciler.model.status import ControllerInfo
 from reconciler.model.workload import WorkerProbe
 from reconciler.records import replace as replace_record
-from reconciler.runtime import lro
+from reconciler.runtime.actions import ActionTasks, SetupRunner
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.latency import LatencyProbes
@@ -86,19 +79,6 @@ log = logging.getLogger(__name__)
 CloudFactory = Callable[[Desired], Cloud]
 
 
-class SetupRunner(Protocol):
-    """Setup steps on an ACTIVE node; implemented in ``runtime.setup``."""
-
-    async def bootstrap(self, desired: Desired, action: Action, node: Node) -> None: ...
-    async def tailscale(self, desired: Desired, action: Action, node: Node) -> None: ...
-    async def tmux(self, desired: Desired, action: Action, node: Node) -> None: ...
-    async def tmux_inventory(
-        self, settings: Settings, active: set[str]
-    ) -> tuple[list[str], list[str]]: ...
-    async def notify(self, settings: Settings, notice: Notice) -> None: ...
-    async def aclose(self) -> None: ...
-
-
 @dataclass
 class PassResult:
     desired: Desired | None
@@ -108,7 +88,7 @@ class PassResult:
     observe_error: str | None = None
 
 
-class Controller:
+class Controller(ActionTasks):
     def __init__(
         self,
         *,
@@ -230,7 +210,7 @@ class Controller:
             if self._observe_failures == 1:
                 self._observe_failing_since = now
             elapsed = now - self._observe_failing_since
-            self._observe_retry = _rule_delay(e, self._observe_failures, elapsed)
+            self._observe_retry = rule_delay(e, self._observe_failures, elapsed, random.random())
             if self._observe_retry is not None:
                 self._observe_retry = max(retry.OBSERVE_FLOOR, self._observe_retry)
             if self._observe_retry is not None:
@@ -325,228 +305,12 @@ class Controller:
                 states[key] = before  # unseen, not gone: remember it until its zone answers
         self._last_states = states
 
-    # -- actions -----------------------------------------------------------------------------
-    def _dispatch(self, desired: Desired, observation: Observation, decided: Plan) -> list[Action]:
-        started = []
-        for action in decided.actions:
-            if action.key in self.in_flight:
-                continue
-            if self._completed_at.get(action.key, -1) > self._observed_from:
-                continue  # finished during this observation; the next pass sees its effect
-            if action.destructive and not self.allow_destructive:
-                continue
-            if action.kind in CLOUD_KINDS and action.kind != Kind.CREATE:
-                self._cancel_setup(action)
-            elif action.kind in SETUP_KINDS and self.setup is None:
-                continue
-            elif action.kind in WORKLOAD_KINDS:
-                if self.workloads is None or action.workload is None or action.instance is None:
-                    continue
-                if f"{action.zone}/{action.slot}:stop" in self.in_flight:
-                    continue  # the next attempt starts once the last one is stopped everywhere
-                before, self.memory = (
-                    self.memory,
-                    wl.record_sent(
-                        self.memory, action.slot, action.workload, action.instance, self.clock()
-                    ),
-                )
-                self._workloads_moved(desired, before)
-            node = observation.node(action.zone, action.slot)
-            task = asyncio.create_task(self._run(desired, action, node), name=action.key)
-            self.in_flight[action.key] = task
-            started.append(action)
-            if action.kind == Kind.DELETE and (rel := decided.releases.get(action.slot)):
-                self.events.emit(
-                    "slot.released", slot=action.slot, rule=rel.rule, reason=rel.reason
-                )
-        return started
-
-    def _cancel_setup(self, action: Action) -> None:
-        prefix = f"{action.zone}/{action.slot}:"
-        for key, task in list(self.in_flight.items()):
-            if key.startswith(prefix) and not key.endswith(":cloud"):
-                task.cancel()
-
-    def _note(self, kind: str, *, slot: str | None, **fields: Any) -> None:
-        """An event from an action's task. A write that fails (a full or read-only state disk)
-        is logged, never raised: the event log records what was done, and a record that cannot
-        be written must not leave the action in ``in_flight`` or its outcome out of memory."""
-        try:
-            self.events.emit(kind, slot=slot, **fields)
-        except OSError as e:
-            log.warning("event %s for %s not written: %s", kind, slot, e)
-
-    async def _run(self, desired: Desired, action: Action, node: Node | None) -> None:
-        # Everything from the first event to the last is inside one try: its finally always
-        # clears in_flight, whatever fails on the way.
-        try:
-            self._note(
-                "action.started",
-                slot=action.slot,
-                action=action.kind.value,
-                zone=action.zone,
-                reason=action.reason,
-                destructive=action.destructive,
-            )
-            detail = await self._execute(desired, action, node)
-        except asyncio.CancelledError:
-            self._note("action.cancelled", slot=action.slot, action=action.kind.value)
-            raise
-        except (TemporaryError, PermanentError) as e:
-            permanent = isinstance(e, PermanentError)
-            delay = e.delay if isinstance(e, TemporaryError) else 0.0
-            old = self.memory.error(action.key)
-            now = self.clock()
-            since = self._failing_since.setdefault(action.key, now) if old else now
-            self._failing_since[action.key] = since
-            exact = _rule_delay(e, (old.failures if old else 0) + 1, now - since)
-            self.memory = mem.record_failure(
-                self.memory,
-                action.key,
-                message=e.message,
-                now=self.clock(),
-                permanent=permanent,
-                fingerprint=action.fingerprint,
-                delay_hint=delay,
-                detail=e.log_tail if isinstance(e, SetupFailed) else "",
-                delay=exact,
-                counts=not isinstance(e, OperationPending),  # still running: no failure
-            )
-            self._note(
-                "action.failed",
-                slot=action.slot,
-                action=action.kind.value,
-                error=e.message,
-                retry="permanent" if permanent else "transient",
-                delay=None
-                if permanent
-                else self.memory.errors[action.key].not_before - self.clock(),
-            )
-        except Exception as e:  # a bug, not the world: keep the loop alive, back off, say so
-            log.exception("action %s failed unexpectedly", action.key)
-            self.memory = mem.record_failure(
-                self.memory,
-                action.key,
-                message=f"internal error: {e!r}",
-                now=self.clock(),
-                permanent=False,
-                fingerprint=action.fingerprint,
-                delay_hint=30.0,
-            )
-            self._note(
-                "action.failed",
-                slot=action.slot,
-                action=action.kind.value,
-                error=f"internal error: {e!r}",
-                retry="transient",
-            )
-        else:
-            self._failing_since.pop(action.key, None)
-            self.memory = mem.record_success(self.memory, action.key)
-            if action.kind == Kind.REPLACE:
-                self.memory = mem.record_dead_replaced(self.memory, action.slot, self.clock())
-            elif action.kind in SETUP_KINDS and action.instance is not None:
-                gen = action.generation if action.kind != Kind.TMUX else 0
-                self.memory = mem.record_setup(
-                    self.memory, action.slot, action.kind.value, action.instance, gen
-                )
-            self._note(
-                "action.succeeded", slot=action.slot, action=action.kind.value, outcome=detail
-            )
-        finally:
-            self.in_flight.pop(action.key, None)
-            self._completions += 1
-            self._completed_at[action.key] = self._completions
-            with contextlib.suppress(OSError):
-                self._save_memory()
-            self.wake.set()
-
-    async def _execute(self, desired: Desired, action: Action, node: Node | None) -> str:
-        if action.kind in CLOUD_KINDS:
-            cloud = await self._cloud_for(desired)
-            return await self._submit(cloud, action, desired.settings.fast_poll_interval)
-        if node is None:
-            raise TemporaryError(f"{action.slot}: node not observed yet", delay=5.0)
-        if action.kind in WORKLOAD_KINDS:
-            assert self.workloads is not None
-            if action.kind == Kind.LAUNCH:
-                await self.workloads.workload_launch(desired, action, node)
-                return "sent"
-            await self.workloads.workload_stop(desired, action, node)
-            return "stopped"
-        assert self.setup is not None
-        step: Callable[[Desired, Action, Node], Awaitable[None]] = {
-            Kind.BOOTSTRAP: self.setup.bootstrap,
-            Kind.TAILSCALE: self.setup.tailscale,
-            Kind.TMUX: self.setup.tmux,
-        }[action.kind]
-        await step(desired, action, node)
-        return "done"
-
     async def _probe(
         self, desired: Desired, observation: Observation
     ) -> dict[str, tuple[WorkerProbe, ...]]:
         if self.workloads is None:
             return {}
         return await self.prober.probe_all(self.workloads, desired, observation, self.memory)
-
-    async def _submit(self, cloud: Cloud, action: Action, recheck: float) -> str:
-        """A create or delete, unless the operation of the last one says not to resend (one
-        still running is looked at again after ``recheck`` s: the fast poll, at most 5 s)."""
-        kind = lro.KINDS[action.kind.value]
-        pending = self.memory.operation(action.key)
-        if pending is not None and pending.kind == kind:
-            try:
-                failure = await lro.previous_outcome(cloud, pending, recheck)  # raises: running
-            except PermanentError:  # the operation cannot be read (403, gone, garbage): it
-                failure = None  # says nothing, so it must not block the action; resend
-            self.memory = mem.forget_operation(self.memory, action.key)
-            if failure is not None:
-                self.events.emit(
-                    "operation.failed",
-                    slot=action.slot,
-                    operation=pending.name,
-                    error=failure.message,
-                )
-                raise failure
-        if action.kind == Kind.CREATE:
-            assert action.create is not None
-            submitted = await cloud.create_queued_resource(action.create)
-        else:
-            submitted = await cloud.delete_queued_resource(
-                action.zone, action.slot, force=action.force
-            )
-        if submitted.operation:
-            self.memory = mem.record_operation(
-                self.memory,
-                action.key,
-                mem.PendingOperation(
-                    submitted.operation, kind, action.zone, action.slot, self.clock()
-                ),
-            )
-        return submitted.outcome.value
-
-    def _send_notices(self, desired: Desired, decided: Plan) -> None:
-        if not desired.settings.ntfy_topic or self.setup is None or decided.suspended:
-            return  # suspended: the notices wait (they announce what is being done)
-        for notice in decided.notices:
-            self.memory = mem.record_notice(self.memory, notice.key)
-            task = asyncio.create_task(self._notify(desired.settings, notice))
-            self.in_flight[f"notify:{notice.key}"] = task
-
-    async def _notify(self, settings: Settings, notice: Notice) -> None:
-        assert self.setup is not None
-        try:
-            await self.setup.notify(settings, notice)
-            self._note("notify.sent", slot=notice.slot, event=notice.event)
-        except asyncio.CancelledError:
-            # Stopped before it went out: the next controller sends it (at least once).
-            self.memory = mem.forget_notice(self.memory, notice.key)
-            raise
-        except Exception as e:  # notices never stop the loop
-            self._note("notify.failed", slot=notice.slot, event=notice.event, error=str(e))
-        finally:
-            self.in_flight.pop(f"notify:{notice.key}", None)
 
     # -- snapshot ----------------------------------------------------------------------------
     async def _tmux_inventory(
@@ -749,13 +513,3 @@ class Controller:
     def write_snapshot(self, result: PassResult) -> None:
         """The status snapshot of a one-off pass (``apply``): no controller is running."""
         self._write_snapshot(result, (), running=False)
-
-
-def _rule_delay(error: BaseException, attempt: int, elapsed: float) -> float | None:
-    """The wait Google's retry rule gives a 429 / 5xx failure, or an operation still running
-    its own short one (None: the controller's exponential backoff applies)."""
-    if isinstance(error, OperationPending):
-        return error.delay  # looking again is cheap and sends nothing: no escalation
-    if isinstance(error, TransientCloudError) and retry.governs(error.status, error.code):
-        return retry.retry_delay(attempt, random.random(), error.retry_after, elapsed)
-    return None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.adapters.workload import encode_spec
+from reconciler.adapters.workload_wire import encode_spec
 from reconciler.model.workload import LaunchRequest
 
 pytestmark = pytest.mark.integration

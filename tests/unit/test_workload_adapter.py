@@ -6,10 +6,11 @@ import hashlib
 
 import pytest
 
-from reconciler.adapters.workload import (
+from reconciler.adapters.workload_wire import (
     _Frames,
     attempt_dir,
     check_attempt,
+    command_line,
     encode_spec,
     parse_probe,
 )
@@ -150,3 +151,8 @@ def test_the_wrapper_is_clean_bash() -> None:
     for argv in (["bash", "-n"], [require_tool("shellcheck"), "-s", "bash"]):
         done = subprocess.run([*argv, str(wrapper)], capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_command_line_quotes_every_word_for_the_remote_shell() -> None:
+    line = command_line("/home/u/.tpu-reconciler/bin/workload-abc.sh", "stop", "/a b/$x", 100)
+    assert line == "bash /home/u/.tpu-reconciler/bin/workload-abc.sh stop '/a b/$x' 100"

@@ -9,7 +9,8 @@ Data: ``_frame.load_frame`` reads the snapshot, the file and the lock; a worker 
 ``status.json``, ``events.jsonl`` and desired.yaml (one inotify watcher on their directories; no
 polling) and reloads on a change. A 1 s timer redraws the ages and re-probes the controller
 lock (a local flock, not the cloud). Keys map to edits in ``_keys``; edits run on a thread
-worker through ``IntentEditor.apply`` (source ``tui``), so the UI never waits on the file lock.
+worker through ``IntentEditor.apply`` (source ``tui``), so the UI never waits on the file lock
+(``_key_actions``: the result line, proposing, arming, applying, and the local keys).
 
 May: read the state directory and desired.yaml, apply intent edits, store the Tailscale key
 in the secret store, close a slot's tmux window (``intent.tmux``), copy to the clipboard, read
@@ -27,12 +28,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from textual import events, work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import ContentSwitcher, Footer, Input, RichLog, Static
 
 from reconciler.adapters.statedir import StateDir
-from reconciler.errors import EditConflict, NeedsConfirmation, ReconcilerError
+from reconciler.errors import ReconcilerError
 from reconciler.runtime.lock import read_holder
 from reconciler.surfaces.tui import _keys
 from reconciler.surfaces.tui._frame import (
@@ -44,8 +45,9 @@ from reconciler.surfaces.tui._frame import (
     load_frame,
     parse_file,
 )
+from reconciler.surfaces.tui._key_actions import KeyActions
 from reconciler.surfaces.tui._logs import UNAVAILABLE, LogSource, format_line
-from reconciler.surfaces.tui._widgets import ConfirmScreen, HelpScreen, SecretScreen, SlotTable
+from reconciler.surfaces.tui._widgets import HelpScreen, SlotTable
 
 if TYPE_CHECKING:
     from reconciler.intent.engine import IntentEditor
@@ -104,7 +106,7 @@ ModalScreen { align: center middle; }
 """
 
 
-class TpuApp(App[int]):
+class TpuApp(KeyActions):
     """``tpu-reconciler tui``. ``clock`` and ``holder`` (the controller probe) are arguments
     so a screen can be reproduced; ``watch=False`` leaves out the file watcher and the timer
     (snapshot tests drive ``reload`` themselves)."""
@@ -354,102 +356,7 @@ class TpuApp(App[int]):
     def on_slot_table_highlighted(self, event: SlotTable.Highlighted) -> None:
         self._pane_follow()
 
-    # -- the result line -------------------------------------------------------------------
-    def say(self, text: str, *, error: bool = False) -> None:
-        result = self.query_one("#result", Static)
-        result.update(text.replace("\n", " "))
-        result.set_class(error, "error")
-
-    # -- keys that edit --------------------------------------------------------------------
-    def _propose(self, key: str, make: Callable[[], _keys.Proposal]) -> None:
-        try:
-            proposal = make()
-        except _keys.Refusal as e:
-            self.say(str(e), error=True)
-            return
-        slot = self.query_one(SlotTable).selected
-        if proposal.twice and not self._second_press(key, slot):
-            self._arm(key, slot, proposal)
-            self.say(proposal.twice)
-            return
-        self._armed = None
-        if proposal.ask:
-
-            def answered(yes: bool | None) -> None:
-                if yes:
-                    self._apply(key, proposal)
-                else:
-                    self.say("nothing changed")
-
-            self.push_screen(ConfirmScreen(proposal.ask), answered)
-            return
-        self._apply(key, proposal)
-
-    def _arm(self, key: str, slot: str | None, what: Any) -> None:
-        self._armed = (key, slot, time.monotonic() + _keys.TWICE_WINDOW, what)
-
-    def _second_press(self, key: str, slot: str | None) -> bool:
-        armed = self._armed
-        return (
-            armed is not None
-            and armed[0] == key
-            and armed[1] == slot
-            and time.monotonic() <= armed[2]
-        )
-
-    def _apply(self, key: str, proposal: _keys.Proposal) -> None:
-        self._apply_in_thread(key, proposal, self.query_one(SlotTable).selected)
-
-    @work(thread=True, group="edits")
-    def _apply_in_thread(self, key: str, proposal: _keys.Proposal, slot: str | None) -> None:
-        from dataclasses import replace
-
-        try:
-            result = self.editor.apply(proposal.edit, source="tui", confirmed=proposal.confirmed)
-        except NeedsConfirmation as e:
-            again = replace(proposal, twice=None, confirmed=True)
-            self.call_from_thread(self._arm, key, slot, again)
-            self.call_from_thread(self.say, f"{e.message.split(';')[0]}: press {key} again")
-            return
-        except EditConflict as e:
-            self.call_from_thread(self.say, f"try again: {e}", error=True)
-            return
-        except ReconcilerError as e:
-            self.call_from_thread(self.say, f"refused: {e}", error=True)
-            return
-        self.edits_done += 1
-        line = _keys.result_line(result.status, result.notes, result.slots)
-        if key == "B":
-            # The bucket became the race group: the next one starts empty, and the next B
-            # reads the group as this edit left it (the watcher would, a second on).
-            self.bucket = ()
-            frame = self.full_frame({self.path.name}) if result.status == "changed" else None
-            frame = frame or self.frame
-            if frame is not None:
-                self.call_from_thread(self.show, frame)
-        self.call_from_thread(self.say, line)
-
-    def _rearmed(self, key: str) -> _keys.Proposal | None:
-        """A proposal armed by a refusal that needed confirmation, pressed again."""
-        armed = self._armed
-        slot = self.query_one(SlotTable).selected
-        if (
-            armed is not None
-            and isinstance(armed[3], _keys.Proposal)
-            and armed[3].twice is None
-            and self._second_press(key, slot)
-        ):
-            self._armed = None
-            return armed[3]
-        return None
-
-    def _edit_key(self, key: str, make: Callable[[], _keys.Proposal]) -> None:
-        again = self._rearmed(key)
-        if again is not None:
-            self._apply(key, again)
-            return
-        self._propose(key, make)
-
+    # -- keys that edit (the proposing and arming are ``_key_actions``) -------------------
     def action_hold(self) -> None:
         self._edit_key("c", lambda: _keys.hold(self.selected))
 
@@ -487,79 +394,6 @@ class TpuApp(App[int]):
 
     def action_restart_workload(self) -> None:
         self._edit_key("w", lambda: _keys.restart_workload(self.frame, self.selected))
-
-    # -- keys that act locally -------------------------------------------------------------
-    def action_close_tmux(self) -> None:
-        try:
-            prompt = _keys.close_tmux(self.selected)
-        except _keys.Refusal as e:
-            self.say(str(e), error=True)
-            return
-        slot = self.query_one(SlotTable).selected
-        if not self._second_press("x", slot):
-            self._arm("x", slot, None)
-            self.say(prompt)
-            return
-        self._armed = None
-        if slot is not None:
-            self._close_tmux(slot)
-
-    @work(exclusive=True, group="tmux")
-    async def _close_tmux(self, slot: str) -> None:
-        from reconciler.intent.tmux import REOPEN_NOTE, close_window
-
-        try:
-            closed = await close_window(self.editor, slot)
-        except ReconcilerError as e:
-            self.say(f"tmux: {e}", error=True)
-            return
-        self.say(f"closed {', '.join(closed)}; {REOPEN_NOTE}" if closed else "no window was open")
-
-    def action_copy_ssh(self) -> None:
-        slot = self.query_one(SlotTable).selected
-        if slot is None:
-            self.say("no slot selected", error=True)
-            return
-        self._copy_ssh(slot)
-
-    @work(exclusive=True, group="clipboard", thread=True)
-    def _copy_ssh(self, slot: str) -> None:
-        from reconciler.intent import views
-        from reconciler.surfaces.tui._clipboard import copy_local
-
-        try:
-            command = str(views.ssh_command(self.editor, slot)["command"])
-        except ReconcilerError as e:
-            self.call_from_thread(self.say, str(e), error=True)
-            return
-        self.call_from_thread(self.copy_to_clipboard, command)  # OSC 52
-        tool = copy_local(command, self.env)
-        via = "OSC 52" + (f" and {tool}" if tool else "")
-        self.call_from_thread(self.say, f"copied ({via}): {command}")
-
-    def action_tailscale_key(self) -> None:
-        def save(value: str | None) -> None:
-            if value:
-                self._save_key(value)
-            else:
-                self.say("nothing saved")
-
-        self.push_screen(SecretScreen("Tailscale auth key (input hidden):"), save)
-
-    @work(exclusive=True, group="secret", thread=True)
-    def _save_key(self, value: str) -> None:
-        from reconciler.adapters.secrets import TAILSCALE, SecretStore, clean_value
-
-        store = SecretStore.in_state_dir(self.state.root)
-        try:
-            store.set(TAILSCALE, clean_value(value))
-        except (ValueError, OSError, ReconcilerError) as e:  # messages never carry the value
-            text = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-            self.call_from_thread(self.say, f"not saved: {text}", error=True)
-            return
-        self.call_from_thread(
-            self.say, f"saved the Tailscale key in {store.path(TAILSCALE)} (0600); T turns it on"
-        )
 
     # -- panes -----------------------------------------------------------------------------
     def action_pane(self, name: str) -> None:

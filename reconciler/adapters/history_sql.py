@@ -1,0 +1,512 @@
+"""The capacity history's SQL: the schema, records as rows, and the queries that read them.
+
+Functions of a ``sqlite3.Connection`` the caller holds (``adapters/history_db.HistoryDB``, which
+owns the file, its transactions and its damage handling). Every repeated string is interned in
+``names`` (the caller's ``intern`` gives its id); times are integer milliseconds since the
+epoch, durations integer milliseconds (``_ms`` / ``_s``). ``samples`` reads everything
+``core.capacity`` needs per (zone, accelerator, mode); ``stats`` reads the same figures the
+fast way (checked against ``samples`` by the tests); ``transitions`` reads rows back for
+``--export csv``.
+
+May: run SQL on the connection it is given. May not: open, move or commit the file, or decide
+what a record means (``core.history``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final
+
+from reconciler.core.capacity import (
+    Open,
+    Place,
+    PlaceStats,
+    Samples,
+    km_quantile_sorted,
+    per_day,
+    percentile,
+    summarize,
+    with_open,
+)
+from reconciler.core.history import (
+    Lifetime,
+    LoserDeleted,
+    RaceWon,
+    Record,
+    Refusal,
+    Transition,
+    Wait,
+    WorkloadAttempt,
+)
+
+SCHEMA_VERSION: Final = 1
+
+SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS names(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS transitions(
+  at INTEGER NOT NULL, slot INTEGER, zone INTEGER, acc INTEGER, mode INTEGER,
+  before INTEGER, after INTEGER, code INTEGER, msg INTEGER);
+CREATE INDEX IF NOT EXISTS transition_codes ON transitions(zone, acc, mode, code)
+  WHERE code IS NOT NULL;
+CREATE TABLE IF NOT EXISTS waits(
+  zone INTEGER NOT NULL, acc INTEGER NOT NULL, mode INTEGER NOT NULL, served INTEGER NOT NULL,
+  t INTEGER NOT NULL, at INTEGER NOT NULL, slot INTEGER NOT NULL, to_prov INTEGER,
+  PRIMARY KEY(zone, acc, mode, served, t, at, slot)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS wait_prov ON waits(zone, acc, mode, to_prov)
+  WHERE to_prov IS NOT NULL;
+CREATE TABLE IF NOT EXISTS lifetimes(
+  zone INTEGER NOT NULL, acc INTEGER NOT NULL, mode INTEGER NOT NULL,
+  preempted INTEGER NOT NULL, lived INTEGER NOT NULL, at INTEGER NOT NULL, slot INTEGER NOT NULL,
+  PRIMARY KEY(zone, acc, mode, preempted, lived, at, slot)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS races(
+  at INTEGER NOT NULL, grp INTEGER, winner INTEGER, zone INTEGER,
+  loser INTEGER, loser_zone INTEGER, waited INTEGER, delete_ms INTEGER);
+CREATE TABLE IF NOT EXISTS refusals(
+  at INTEGER NOT NULL, slot INTEGER, zone INTEGER, acc INTEGER, mode INTEGER,
+  code INTEGER, msg INTEGER, closed INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS workload_attempts(
+  started_at INTEGER NOT NULL, slot INTEGER, zone INTEGER, acc INTEGER, run_id INTEGER,
+  attempt INTEGER NOT NULL, ended_at INTEGER, exit_code INTEGER, cause INTEGER);
+"""
+
+TABLES: Final = {
+    "transitions": "at",
+    "waits": "at",
+    "lifetimes": "at",
+    "races": "at",
+    "refusals": "at",
+    "workload_attempts": "started_at",
+}
+
+
+Rows = dict[str, list[tuple[Any, ...]]]
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
+
+
+def _s(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000.0
+
+
+def rows_of(
+    records: Iterable[Record], intern: Callable[[str | None], int | None]
+) -> tuple[int, Rows, list[tuple[Any, ...]]]:
+    """The rows of ``records`` per table, the loser deletes that update a race's row, and how
+    many records there were; ``intern`` gives a string's id in ``names``."""
+    rows: Rows = defaultdict(list)
+    deletes: list[tuple[Any, ...]] = []
+    n = 0
+
+    def place(zone: str, acc: str, mode: str) -> tuple[int | None, ...]:
+        return (intern(zone), intern(acc), intern(mode))
+
+    for r in records:
+        n += 1
+        if isinstance(r, Transition):
+            rows["transitions"].append(
+                (
+                    _ms(r.at),
+                    intern(r.slot),
+                    *place(r.zone, r.accelerator, r.mode),
+                    intern(r.before),
+                    intern(r.after),
+                    r.code,
+                    intern(r.message) if r.message else None,
+                )
+            )
+        elif isinstance(r, Wait):
+            served = r.to_active is not None
+            rows["waits"].append(
+                (
+                    *place(r.zone, r.accelerator, r.mode),
+                    int(served),
+                    _ms(r.to_active if served else r.waited),
+                    _ms(r.queued_at),
+                    intern(r.slot),
+                    _ms(r.to_provisioning),
+                )
+            )
+        elif isinstance(r, Lifetime):
+            rows["lifetimes"].append(
+                (
+                    *place(r.zone, r.accelerator, r.mode),
+                    int(r.end == "preempted"),
+                    _ms(r.seconds),
+                    _ms(r.ended_at),
+                    intern(r.slot),
+                )
+            )
+        elif isinstance(r, RaceWon):
+            for loser, zone, waited in r.losers or (("", "", 0.0),):
+                rows["races"].append(
+                    (
+                        _ms(r.at),
+                        intern(r.group),
+                        intern(r.winner),
+                        intern(r.zone),
+                        intern(loser or None),
+                        intern(zone or None),
+                        _ms(waited) if loser else None,
+                        None,
+                    )
+                )
+        elif isinstance(r, LoserDeleted):
+            deletes.append((_ms(r.seconds), intern(r.group), intern(r.slot), intern(r.zone)))
+        elif isinstance(r, Refusal):
+            rows["refusals"].append(
+                (
+                    _ms(r.at),
+                    intern(r.slot),
+                    *place(r.zone, r.accelerator, r.mode),
+                    r.code,
+                    intern(r.message),
+                    int(r.closed),
+                )
+            )
+        elif isinstance(r, WorkloadAttempt):
+            rows["workload_attempts"].append(
+                (
+                    _ms(r.started_at),
+                    intern(r.slot),
+                    intern(r.zone),
+                    intern(r.accelerator),
+                    intern(r.run_id),
+                    r.attempt,
+                    _ms(r.ended_at),
+                    r.exit_code,
+                    intern(r.cause or None),
+                )
+            )
+    return n, rows, deletes
+
+
+def insert(conn: sqlite3.Connection, rows: Rows, deletes: list[tuple[Any, ...]]) -> None:
+    """``rows_of``'s rows and deletes, inside the caller's transaction."""
+    for table, values in rows.items():
+        marks = ", ".join("?" * len(values[0]))
+        verb = "INSERT OR IGNORE" if table in ("waits", "lifetimes") else "INSERT"
+        conn.executemany(f"{verb} INTO {table} VALUES ({marks})", values)
+    for delete in deletes:
+        conn.execute(
+            "UPDATE races SET delete_ms=? WHERE rowid=(SELECT max(rowid) FROM races"
+            " WHERE grp=? AND loser=? AND loser_zone=? AND delete_ms IS NULL)",
+            delete,
+        )
+
+
+def read_names(conn: sqlite3.Connection, ids: Iterable[int] | None = None) -> dict[int, str]:
+    """Interned strings by id: all of them, or only ``ids``."""
+    if ids is None:
+        return {int(i): str(n) for i, n in conn.execute("SELECT id, name FROM names")}
+    wanted = sorted(set(ids))
+    marks = ", ".join("?" * len(wanted))
+    sql = f"SELECT id, name FROM names WHERE id IN ({marks})"
+    return {int(i): str(n) for i, n in conn.execute(sql, wanted)} if wanted else {}
+
+
+def lookup(conn: sqlite3.Connection, name: str) -> int | None:
+    row = conn.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def where_clause(
+    conn: sqlite3.Connection,
+    since: float | None,
+    zone: str | None,
+    accelerator: str | None,
+    mode: str | None,
+    *,
+    at: str = "at",
+) -> tuple[str, list[Any]] | None:
+    """A WHERE clause for the filters; None when a named value was never recorded."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if since is not None:
+        clauses.append(f"{at} >= ?")
+        args.append(_ms(since))
+    for column, value in (("zone", zone), ("acc", accelerator), ("mode", mode)):
+        if value is None:
+            continue
+        ident = lookup(conn, value)
+        if ident is None:
+            return None
+        clauses.append(f"{column} = ?")
+        args.append(ident)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
+
+
+def samples(
+    conn: sqlite3.Connection,
+    *,
+    since: float | None = None,
+    zone: str | None = None,
+    accelerator: str | None = None,
+    mode: str | None = None,
+) -> dict[Place, Samples]:
+    """Everything ``core.capacity`` needs per (zone, accelerator, mode)."""
+    where = where_clause(conn, since, zone, accelerator, mode)
+    if where is None:
+        return {}
+    clause, args = where
+    names = read_names(conn)
+    prov: dict[tuple[int, int, int], list[float]] = defaultdict(list)
+    active: dict[tuple[int, int, int], list[float]] = defaultdict(list)
+    unserved: dict[tuple[int, int, int], list[float]] = defaultdict(list)
+    lifetimes: dict[tuple[int, int, int], list[float]] = defaultdict(list)
+    held: dict[tuple[int, int, int], float] = defaultdict(float)
+    failures: dict[tuple[int, int, int], dict[int | str, int]] = defaultdict(dict)
+    refused: dict[tuple[int, int, int], int] = defaultdict(int)
+    closed: set[tuple[int, int, int]] = set()
+    last: dict[tuple[int, int, int], int] = {}
+    keys: set[tuple[int, int, int]] = set()
+
+    def seen(key: tuple[int, int, int], at: int) -> None:
+        keys.add(key)
+        if at > last.get(key, -1):
+            last[key] = at
+
+    for z, a, m, at, to_prov, served, t in conn.execute(
+        f"SELECT zone, acc, mode, at, to_prov, served, t FROM waits{clause}", args
+    ):
+        key = (z, a, m)
+        seen(key, at)
+        if served:
+            active[key].append(t / 1000.0)
+            prov[key].append(to_prov / 1000.0)
+        else:
+            unserved[key].append(t / 1000.0)
+    for z, a, m, at, lived, preempted in conn.execute(
+        f"SELECT zone, acc, mode, at, lived, preempted FROM lifetimes{clause}", args
+    ):
+        key = (z, a, m)
+        seen(key, at)
+        held[key] += lived / 1000.0
+        if preempted:
+            lifetimes[key].append(lived / 1000.0)
+    fclause = clause + (" AND " if clause else " WHERE ") + "code IS NOT NULL"
+    for z, a, m, code, n, at in conn.execute(
+        "SELECT zone, acc, mode, code, count(*), max(at) FROM transitions"
+        f"{fclause} GROUP BY zone, acc, mode, code",
+        args,
+    ):
+        key = (z, a, m)
+        seen(key, at)
+        failures[key][int(code)] = failures[key].get(int(code), 0) + int(n)
+    for z, a, m, code, n, c, at in conn.execute(
+        "SELECT zone, acc, mode, code, count(*), max(closed), max(at) FROM refusals"
+        f"{clause} GROUP BY zone, acc, mode, code",
+        args,
+    ):
+        key = (z, a, m)
+        seen(key, at)
+        label: int | str = int(code) if code is not None else "?"
+        failures[key][label] = failures[key].get(label, 0) + int(n)
+        refused[key] += int(n)
+        if c:
+            closed.add(key)
+    out: dict[Place, Samples] = {}
+    for key in keys:
+        place = (names.get(key[0], "?"), names.get(key[1], "?"), names.get(key[2], "?"))
+        out[place] = Samples(
+            to_provisioning=tuple(prov[key]),
+            to_active=tuple(active[key]),
+            unserved=tuple(unserved[key]),
+            lifetimes_preempted=tuple(lifetimes[key]),
+            held_seconds=held[key],
+            failures=failures[key],
+            refusals=refused[key],
+            closed=key in closed,
+            last_seen=last[key] / 1000.0 if key in last else None,
+        )
+    return out
+
+
+def stats(
+    conn: sqlite3.Connection,
+    *,
+    since: float | None = None,
+    zone: str | None = None,
+    accelerator: str | None = None,
+    mode: str | None = None,
+    open_: Mapping[Place, Open] | None = None,
+) -> list[PlaceStats]:
+    """The figures of ``core.capacity.summarize(samples(...))``, read the fast way:
+    waits come out of their clustered key already sorted per place (one ``group_concat``
+    per place and outcome, no per-row Python objects), percentiles of the time to
+    PROVISIONING and of lifetimes are picked by ``OFFSET`` from their indexes, failures
+    from a partial index. Checked against ``samples()`` by the tests."""
+    where = where_clause(conn, since, zone, accelerator, mode)
+    if where is None:
+        return summarize(with_open({}, open_ or {}))  # known only by what is open
+    clause, args = where
+    and_ = " AND " if clause else " WHERE "
+    per: dict[tuple[int, int, int], dict[str, Any]] = defaultdict(dict)
+
+    def seen(key: tuple[int, int, int], at: int | None) -> dict[str, Any]:
+        entry = per[key]
+        if at is not None and at > entry.get("last", -1):
+            entry["last"] = at
+        return entry
+
+    for z, a, m, served, values, at in conn.execute(
+        "SELECT zone, acc, mode, served, group_concat(t), max(at) FROM waits"
+        f"{clause} GROUP BY zone, acc, mode, served",
+        args,
+    ):
+        ordered = list(map(int, values.split(",")))  # milliseconds
+        ordered.sort()  # already in key order: a linear check
+        seen((z, a, m), at)["served" if served else "unserved"] = ordered
+    for key, entry in per.items():
+        entry["prov"] = _picks(
+            conn,
+            "to_prov",
+            "waits",
+            key,
+            clause,
+            and_ + "to_prov IS NOT NULL",
+            args,
+            len(entry.get("served", ())),
+            (50.0, 90.0),
+        )
+    for z, a, m, held, n, at in conn.execute(
+        "SELECT zone, acc, mode, sum(lived), sum(preempted), max(at) FROM lifetimes"
+        f"{clause} GROUP BY zone, acc, mode",
+        args,
+    ):
+        entry = seen((z, a, m), at)
+        entry["held"], entry["preemptions"] = held / 1000.0, int(n)
+        entry["lifetime"] = _picks(
+            conn,
+            "lived",
+            "lifetimes",
+            (z, a, m),
+            clause,
+            and_ + "preempted = 1",
+            args,
+            int(n),
+            (50.0,),
+        )[0]
+    for table, closed in (("transitions", "0"), ("refusals", "closed")):
+        extra = and_ + "code IS NOT NULL" if table == "transitions" else ""
+        for z, a, m, code, n, shut, at in conn.execute(
+            f"SELECT zone, acc, mode, code, count(*), max({closed}), max(at) FROM {table}"
+            f"{clause}{extra} GROUP BY zone, acc, mode, code",
+            args,
+        ):
+            entry = seen((z, a, m), at)
+            failures = entry.setdefault("failures", {})
+            label: int | str = int(code) if code is not None else "?"
+            failures[label] = failures.get(label, 0) + int(n)
+            entry["closed"] = bool(entry.get("closed") or shut)
+    names = read_names(conn, (i for key in per for i in key))
+    by_place: dict[Place, dict[str, Any]] = {
+        (names.get(k[0], "?"), names.get(k[1], "?"), names.get(k[2], "?")): e
+        for k, e in per.items()
+    }
+    for place, o in (open_ or {}).items():
+        entry = by_place.setdefault(place, {})
+        entry["waiting"] = [*entry.get("waiting", ()), *(round(w * 1000) for w in o.waiting)]
+        entry["held_open"] = entry.get("held_open", 0.0) + o.held
+    out = []
+    for place, e in by_place.items():
+        served, unserved = e.get("served", []), e.get("unserved", [])
+        waiting = sorted(e.get("waiting", ()))
+        censored = sorted(unserved + waiting) if waiting else unserved
+        held, n = e.get("held", 0.0) + e.get("held_open", 0.0), e.get("preemptions", 0)
+        failures = e.get("failures", {})
+        prov = e.get("prov", (None, None))
+        out.append(
+            PlaceStats(
+                zone=place[0],
+                accelerator=place[1],
+                mode=place[2],
+                samples=len(served),
+                unserved=len(unserved),
+                p50_provisioning=prov[0],
+                p90_provisioning=prov[1],
+                p50_active=_s(percentile(served, 50)),
+                p90_active=_s(percentile(served, 90)),
+                expected_wait=_s(km_quantile_sorted(served, censored)),
+                median_lifetime=e.get("lifetime"),
+                preemptions=n,
+                preemptions_per_day=per_day(n, held),
+                failures={
+                    str(k): v for k, v in sorted(failures.items(), key=lambda kv: str(kv[0]))
+                },
+                queue_closed=bool(e.get("closed")),
+                last_seen=e["last"] / 1000.0 if "last" in e else None,
+                waiting=len(waiting),
+            )
+        )
+    return sorted(out, key=lambda s: s.place)
+
+
+def _picks(
+    conn: sqlite3.Connection,
+    column: str,
+    table: str,
+    key: tuple[int, int, int],
+    clause: str,
+    extra: str,
+    args: list[Any],
+    n: int,
+    qs: tuple[float, ...],
+) -> tuple[float | None, ...]:
+    """Percentiles (as ``core.capacity.percentile``: linear between the closest ranks) of
+    one place's ``column``, reading only the two rows around each rank from its index."""
+    if n == 0:
+        return tuple(None for _ in qs)
+    place = " AND zone = ? AND acc = ? AND mode = ?"
+    sql = f"SELECT {column} FROM {table}{clause}{extra}{place} ORDER BY {column} LIMIT 2 OFFSET ?"
+    out: list[float | None] = []
+    for q in qs:
+        pos = (n - 1) * q / 100.0
+        low = int(pos)
+        got = [v / 1000.0 for (v,) in conn.execute(sql, [*args, *key, low])]
+        if not got:
+            out.append(None)
+            continue
+        hi = got[1] if len(got) > 1 else got[0]
+        out.append(got[0] + (hi - got[0]) * (pos - low))
+    return tuple(out)
+
+
+def transitions(
+    conn: sqlite3.Connection,
+    *,
+    since: float | None = None,
+    zone: str | None = None,
+    accelerator: str | None = None,
+    mode: str | None = None,
+) -> Iterator[Transition]:
+    """Every transition matching the filters, oldest first (for ``--export csv``)."""
+    where = where_clause(conn, since, zone, accelerator, mode)
+    if where is None:
+        return
+    clause, args = where
+    names = read_names(conn)
+
+    def name(i: int | None) -> str | None:
+        return None if i is None else names.get(i, "?")
+
+    for at, slot, z, a, m, before, after, code, msg in conn.execute(
+        "SELECT at, slot, zone, acc, mode, before, after, code, msg FROM transitions"
+        f"{clause} ORDER BY rowid",
+        args,
+    ):
+        yield Transition(
+            slot=name(slot) or "?",
+            zone=name(z) or "?",
+            accelerator=name(a) or "?",
+            mode=name(m) or "?",
+            before=name(before),
+            after=name(after),
+            at=at / 1000.0,
+            code=code,
+            message=name(msg) or "",
+        )

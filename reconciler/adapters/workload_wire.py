@@ -1,0 +1,166 @@
+"""The workload wrapper's wire format: what goes to it, what comes back, pure.
+
+What reaches the remote command line is validated here (``check_attempt``, ``attempt_dir``,
+``worker_dir``: slot by ``names.check_name``, run id, attempt) and quoted by ``command_line``;
+the launch spec travels on stdin as NUL-terminated records (``encode_spec``), framed with its
+length and SHA-256 (``frame``) so that a spec cut off in transit starts nothing. Back come one
+``probe`` line per worker (``parse_probe``) and the ``logs`` stream of ``@ <attempt> <n>``
+frames (``_Frames``). ``adapters/workload.py`` sends and reads these over pooled SSH.
+
+May: nothing but compute. May not: open connections, read secrets (their values are passed
+in), or let a user string reach a shell unquoted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import posixpath
+import shlex
+from collections.abc import Mapping
+from typing import Final
+
+from reconciler.errors import UnsafeName
+from reconciler.model.names import check_name
+from reconciler.model.workload import (
+    LaunchRequest,
+    LogLine,
+    WorkerProbe,
+    check_env_name,
+    check_run_id,
+)
+
+_MAX_ATTEMPT: Final = 1_000_000
+_PROBE_STATES: Final = frozenset({"alive", "exited", "missing"})
+
+
+# --- values that reach the remote command line ------------------------------------------------
+
+
+def check_attempt(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_ATTEMPT:
+        raise UnsafeName(f"invalid attempt {value!r}: expected a positive integer")
+    return value
+
+
+def _no_nul(what: str, value: str) -> str:
+    if not isinstance(value, str) or "\0" in value:
+        raise UnsafeName(f"invalid {what}: must be a string without NUL bytes")
+    return value
+
+
+def worker_dir(base: str, worker: int, slot: str) -> str:
+    """``<base>/w<worker>/<slot>``: everything of one slot on one worker."""
+    return posixpath.join(base, f"w{int(worker)}", check_name(slot))
+
+
+def attempt_dir(base: str, worker: int, slot: str, run_id: str, attempt: int) -> str:
+    """``<base>/w<worker>/<slot>/<run_id>/<attempt>``, every part validated."""
+    check_name(slot)
+    check_run_id(run_id)
+    check_attempt(attempt)
+    return _attempt_path(base, worker, slot, run_id, attempt)
+
+
+def _attempt_path(base: str, worker: int, slot: str, run_id: str, attempt: int) -> str:
+    """``attempt_dir`` for names the caller validated already (once per call, not per worker)."""
+    return f"{base}/w{int(worker)}/{slot}/{run_id}/{int(attempt)}"
+
+
+def encode_spec(req: LaunchRequest, secret_values: Mapping[str, bytes]) -> bytes:
+    """The wrapper's stdin: NUL-terminated ``workdir=``, ``env=NAME=VALUE``, then ``shell=CMD``
+    or one ``arg=`` per argv element, framed (``frame``). Refuses what the wrapper could not
+    carry (NUL bytes)."""
+    records: list[bytes] = []
+    if req.workdir:
+        records.append(b"workdir=" + _no_nul("workdir", req.workdir).encode())
+    for name, value in req.env.items():
+        value = _no_nul(f"value of {check_env_name(name)}", value)
+        records.append(f"env={name}=".encode() + value.encode())
+    for name, secret in secret_values.items():
+        if b"\0" in secret:
+            raise UnsafeName(f"the secret for {name} contains a NUL byte")
+        records.append(f"env={check_env_name(name)}=".encode() + secret)
+    if isinstance(req.command, str):
+        if not req.command.strip():
+            raise UnsafeName("empty workload command")
+        records.append(b"shell=" + _no_nul("command", req.command).encode())
+    else:
+        if not req.command:
+            raise UnsafeName("empty workload argv")
+        records += [b"arg=" + _no_nul("argument", a).encode() for a in req.command]
+    return frame(b"".join(r + b"\0" for r in records))
+
+
+def frame(body: bytes) -> bytes:
+    """``body`` and its last line ``end=<bytes> <sha256>``: the wrapper refuses a spec whose
+    frame is missing or does not match, so a spec cut off in transit starts nothing."""
+    return body + f"end={len(body)} {hashlib.sha256(body).hexdigest()}\n".encode()
+
+
+def parse_probe(index: int, output: str) -> WorkerProbe:
+    """One wrapper ``probe`` line (``state=alive pid=12 started=... code=- output=...``)."""
+    fields = dict(f.partition("=")[::2] for f in output.split())
+    state = fields.get("state")
+    if state not in _PROBE_STATES:
+        return WorkerProbe(index, "unknown", error=f"unreadable probe answer {output[:200]!r}")
+
+    def number(key: str) -> float | None:
+        try:
+            value = float(fields.get(key, "-"))
+        except ValueError:
+            return None
+        return value if math.isfinite(value) else None
+
+    pid, code = number("pid"), number("code")
+    return WorkerProbe(
+        index,
+        "alive" if state == "alive" else "exited" if state == "exited" else "missing",
+        exit_code=int(code) if code is not None and state == "exited" else None,
+        pid=int(pid) if pid is not None else None,
+        started_at=number("started"),
+        last_output_at=number("output"),
+    )
+
+
+class _Frames:
+    """The wrapper's ``logs`` stream: ``@ <attempt> <n>`` headers, each followed by n bytes of
+    that attempt's output; lines are cut at newlines, a partial line waits for its end (or for
+    the attempt to change, or the stream to end)."""
+
+    def __init__(self, worker: int) -> None:
+        self.worker = worker
+        self.attempt = 0
+        self._partial = b""
+
+    def header(self, line: bytes) -> tuple[int, int] | None:
+        """(attempt, bytes to read), or None for a heartbeat; ValueError when malformed."""
+        at, attempt, size = line.decode("ascii").split()
+        if at != "@":
+            raise ValueError(f"bad frame {line[:80]!r}")
+        if attempt == ".":
+            return None
+        return int(attempt), int(size)
+
+    def feed(self, attempt: int, data: bytes) -> list[LogLine]:
+        out = self.flush() if attempt != self.attempt else []
+        self.attempt = attempt
+        buffer = self._partial + data
+        *lines, self._partial = buffer.split(b"\n")
+        return out + [self._line(raw) for raw in lines]
+
+    def flush(self) -> list[LogLine]:
+        if not self._partial:
+            return []
+        partial, self._partial = self._partial, b""
+        return [self._line(partial)]
+
+    def _line(self, raw: bytes) -> LogLine:
+        text = raw.decode("utf-8", "replace").rstrip("\r").rsplit("\r", 1)[-1]
+        return LogLine(self.worker, self.attempt, text)
+
+
+def command_line(wrapper: str, verb: str, *args: str | int) -> str:
+    """``bash <wrapper> <verb> <args>...``, every word shell-quoted."""
+    words = ["bash", wrapper, verb, *(str(a) for a in args)]
+    return " ".join(shlex.quote(w) for w in words)

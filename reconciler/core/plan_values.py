@@ -1,0 +1,151 @@
+"""What a plan is: the values ``core.plan.plan`` returns (``Plan``, its ``Action``s and the
+ones ``Held`` back, ``Notice``s, ``RaceStatus``), and the action kinds.
+
+An action's ``key`` is its identity for backoff and for "one action per slot in flight" (the
+cloud kinds share one); its ``fingerprint`` changes when the intent or the world behind it
+changes, which is what lets a permanent error block only the decision it answered. How the
+planner decides is ``core/plan.py``; these are re-exported there.
+
+Values only: no I/O, no clock, no await.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Final
+
+from reconciler.core import control
+from reconciler.core import workload as wl
+from reconciler.model.observed import QueuedResource
+from reconciler.model.requests import CreateRequest
+
+
+class Kind(StrEnum):
+    CREATE = "create"
+    DELETE = "delete"
+    REPLACE = "replace"  # delete a dead QR now; the create follows on a later pass
+    BOOTSTRAP = "bootstrap"
+    TAILSCALE = "tailscale"
+    TMUX = "tmux"
+    LAUNCH = "launch"
+    STOP = "stop"
+
+
+SYMBOL: Final = {
+    Kind.CREATE: "+",
+    Kind.DELETE: "-",
+    Kind.REPLACE: "-/+",
+    Kind.BOOTSTRAP: "~",
+    Kind.TAILSCALE: "~",
+    Kind.TMUX: "~",
+    Kind.LAUNCH: "~",
+    Kind.STOP: "~",
+}
+CLOUD_KINDS: Final = frozenset({Kind.CREATE, Kind.DELETE, Kind.REPLACE})
+SETUP_KINDS: Final = frozenset({Kind.BOOTSTRAP, Kind.TAILSCALE, Kind.TMUX})
+WORKLOAD_KINDS: Final = frozenset({Kind.LAUNCH, Kind.STOP})
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    kind: Kind
+    slot: str
+    zone: str
+    reason: str
+    destructive: bool = False
+    force: bool = False
+    create: CreateRequest | None = None
+    instance: str | None = None  # setup actions: the node instance they apply to
+    generation: int = 0
+    state: str | None = None  # the QR state this decision was made on ("NOT_QUEUED" if none)
+    workload: wl.WorkloadAct | None = None  # launch / stop: run id, attempt, grace
+    #: create: the zone is not known to offer the accelerator (``model.tpu_zones``, which may
+    #: be behind Google's list): it goes ahead, and ``plan`` says so next to it
+    unlisted_zone: bool = False
+
+    @property
+    def symbol(self) -> str:
+        return SYMBOL[self.kind]
+
+    @property
+    def key(self) -> str:
+        """Identity for backoff and "one action per slot in flight" (cloud kinds share one)."""
+        group = "cloud" if self.kind in CLOUD_KINDS else self.kind.value
+        return f"{self.zone}/{self.slot}:{group}"
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes when the intent or the world behind this action changes."""
+        parts = (self.kind, self.slot, self.zone, self.state, self.instance, self.generation)
+        return hashlib.sha256(repr((parts, self.create, self.workload)).encode()).hexdigest()[:16]
+
+
+#: Permanent failures of one action key in a row after which a changed fingerprint no longer
+#: skips the backoff (see ``_Planner`` on permanent errors).
+UNBACKED_NEW_DECISIONS: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """An action not taken this pass, and why (backoff or a permanent error)."""
+
+    action: Action
+    why: str
+    until: float | None = None  # backoff: when it may run
+    rule: str | None = None  # held by control: "paused" | "guard" | "suspended"
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    key: str  # "<instance>:<event>", sent once
+    slot: str
+    event: str  # "active" | "preempted" | "failed"
+    title: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class RaceStatus:
+    name: str
+    count: int
+    winners: tuple[str, ...]
+    candidates: tuple[str, ...]
+
+    @property
+    def open(self) -> bool:
+        return len(self.winners) < self.count
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    actions: tuple[Action, ...] = ()
+    deferred: tuple[Held, ...] = ()
+    blocked: tuple[Held, ...] = ()
+    unmanaged: tuple[QueuedResource, ...] = ()
+    races: tuple[RaceStatus, ...] = ()
+    notices: tuple[Notice, ...] = ()
+    warnings: tuple[str, ...] = ()
+    decided_want: dict[str, str] = field(default_factory=dict)  # slot -> held/released
+    held: tuple[Held, ...] = ()  # waiting on the user: paused, guarded, suspended
+    suspended: bool = False
+    guard: control.Guard | None = None
+    releases: Mapping[str, control.Release] = field(default_factory=dict)  # released now
+    releases_at: Mapping[str, float] = field(default_factory=dict)  # held slots: when
+
+    @property
+    def empty(self) -> bool:
+        return not self.actions
+
+    @property
+    def cloud_actions(self) -> tuple[Action, ...]:
+        return tuple(a for a in self.actions if a.kind in CLOUD_KINDS)
+
+    def counts(self) -> tuple[int, int, int]:
+        """(to add, to change, to destroy), Terraform style: a replace counts as both."""
+        add = sum(a.kind in (Kind.CREATE, Kind.REPLACE) for a in self.actions)
+        change = sum(a.kind in SETUP_KINDS or a.kind in WORKLOAD_KINDS for a in self.actions)
+        destroy = sum(a.kind in (Kind.DELETE, Kind.REPLACE) for a in self.actions)
+        return add, change, destroy

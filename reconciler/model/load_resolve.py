@@ -1,0 +1,412 @@
+"""A schema-valid desired file -> ``Desired``: generators expanded, defaults applied, and the
+rules across the file checked (``model/load.py``'s second half).
+
+``resolve`` reports every problem at once, at the line the user has to change: duplicate
+names after generation, race membership, ``want`` only outside race groups, holds, generator
+sizes, a known runtime version. With a ``_Salvage`` (``model/load_salvage.py``: the schema
+refused part of the file) the checks that would only guess about the part left out are
+skipped, and a problem that follows from another is not reported beside it.
+
+Pure: values in, values out; no file is read.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from reconciler.errors import Diagnostic, InvalidDesiredState, UnsafeName
+from reconciler.model import names
+from reconciler.model.desired import (
+    DEFAULT_RUNTIME_VERSIONS,
+    Desired,
+    DesiredFile,
+    HoldSpec,
+    RaceGroupSpec,
+    Setup,
+    SetupSpec,
+    SlotSpec,
+    WorkloadModel,
+    WorkloadSpec,
+)
+from reconciler.model.holds import HoldKeys, resolve_hold
+from reconciler.model.holds import problems as hold_problems
+from reconciler.model.load_salvage import Loc, _Salvage
+
+#: Most slots a file may ask for (explicit and generated). plan() is measured at 10,000.
+MAX_SLOTS: Final = 10_000
+
+
+class _Positions(Protocol):
+    """Where a ``loc`` is in the file: its 1-based line and column (``model/load.py``)."""
+
+    def at(self, loc: Sequence[int | str], *, key: bool = False) -> tuple[int, int]: ...
+
+
+def _dedupe(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
+    seen: set[Diagnostic] = set()
+    out = []
+    for d in diags:
+        if d not in seen:
+            seen.add(d)
+            out.append(d)
+    return sorted(out, key=lambda d: (d.line, d.col))
+
+
+def _setup(defaults: Setup, own: Setup | None, scripts: Sequence[str]) -> SetupSpec:
+    """Built-in defaults, overlaid by ``defaults.setup``, overlaid by the slot's own flags."""
+    flags = {"bootstrap": False, "tailscale": False, "tmux": True}
+    for layer in (defaults, own):
+        for name in flags:
+            value = getattr(layer, name, None) if layer is not None else None
+            if value is not None:
+                flags[name] = value
+    chosen: Sequence[str] = scripts
+    for layer in (defaults, own):
+        if layer is not None and layer.scripts is not None:
+            chosen = layer.scripts
+    return SetupSpec(
+        **flags,
+        generation=defaults.generation + (own.generation if own is not None else 0),
+        scripts=tuple(chosen),
+    )
+
+
+#: A workload layer and where it was written (None: the layer has no workload block).
+Layer = tuple[WorkloadModel | None, Loc]
+
+
+def _workload(layers: Sequence[Layer], err: Callable[[Loc, str], object]) -> WorkloadSpec | None:
+    """Overlay workload blocks field by field (outermost first). A slot runs a workload when
+    some layer names a command; generations add up, as setup's do."""
+    merged: dict[str, Any] = {}
+    generation = 0
+    present = [(w, loc) for w, loc in layers if w is not None]
+    for w, _ in present:
+        merged.update({name: getattr(w, name) for name in w.model_fields_set})
+        generation += w.generation
+    if not present:
+        return None
+    loc = present[-1][1]
+    if merged.get("command") is None:
+        # defaults.workload alone may set policy without a command; any closer block must
+        # end up with one.
+        if present[-1][1][:1] != ("defaults",):
+            err((*loc, "workload"), "workload needs a command (here or in an outer block)")
+        return None
+    loc = (*loc, "workload")
+    w = WorkloadModel.model_validate(merged)
+    env = dict(w.env or {})
+    secrets = dict(w.secret_env or {})
+    for name in sorted(set(env) & set(secrets)):
+        err((*loc, "secret_env", name), f"{name!r} is set in both env and secret_env")
+    if w.restart == "always" and w.when_done == "release":
+        err(loc, "when_done: release never happens with restart: always (it relaunches)")
+    command = w.command
+    assert command is not None
+    return WorkloadSpec(
+        command=command if isinstance(command, str) else tuple(command),
+        workdir=w.workdir,
+        env=tuple(sorted(env.items())),
+        secret_env=tuple(sorted(secrets.items())),
+        restart=w.restart,
+        max_failures=w.max_failures,
+        stall_after=w.stall_after,
+        stop_grace=w.stop_grace,
+        when_done=w.when_done,
+        generation=generation,
+    )
+
+
+@dataclass
+class _Resolution:
+    """What ``resolve``'s steps share: the diagnostics so far and the slots made so far."""
+
+    model: DesiredFile
+    pos: _Positions
+    source: str
+    runtimes: dict[str, str]
+    diags: list[Diagnostic] = field(default_factory=list)
+    membership: dict[str, str] = field(default_factory=dict)  # slot -> its race group
+    slots: list[SlotSpec] = field(default_factory=list)
+    where: dict[str, Loc] = field(default_factory=dict)  # slot -> where it was defined
+    groups: dict[str, HoldKeys] = field(default_factory=dict)  # race group -> its model
+    group_layer: dict[str, Layer] = field(default_factory=dict)  # race group -> its workload
+    salvage: _Salvage | None = None  # the file's schema errors left these parts out
+    #: slot -> "needs a want" (it is in no race group); a race group's unknown member that
+    #: looks like this slot is the cause, and says so instead
+    unwanted: dict[str, Diagnostic] = field(default_factory=dict)
+
+    def workload(self, outer: Layer, slot: str, own: Layer) -> WorkloadSpec | None:
+        """defaults < generator (``outer``) < race group < the slot's own block (``own``)."""
+        group = self.group_layer.get(self.membership.get(slot, ""), (None, ()))
+        defaults: Layer = (self.model.defaults.workload, ("defaults",))
+        return _workload([defaults, outer, group, own], self.err)
+
+    def at(self, loc: Loc, *, key: bool = False) -> tuple[int, int]:
+        if self.salvage is not None:
+            loc = self.salvage.original(loc)
+        return self.pos.at(loc, key=key)
+
+    def err(self, loc: Loc, message: str, *, key: bool = False) -> Diagnostic | None:
+        if self.salvage is not None:
+            loc = self.salvage.original(loc)
+            if self.salvage.suspect(loc):
+                return None
+        line, col = self.pos.at(loc, key=key)
+        diag = Diagnostic(self.source, line, col, message)
+        self.diags.append(diag)
+        return diag
+
+    def needs_want(self, slot: str, loc: Loc, message: str) -> None:
+        """A slot in no race group without a ``want`` (unless a race group the schema refused
+        may have listed it)."""
+        s = self.salvage
+        if s is not None and (s.members_uncertain or slot in s.members_left_out):
+            return
+        diag = self.err(loc, message)
+        if diag is not None:
+            self.unwanted[slot] = diag
+
+    def add(self, spec: SlotSpec, loc: Loc) -> None:
+        if spec.name in self.where:
+            first = self.at(self.where[spec.name])
+            self.err(loc, f"duplicate slot name {spec.name!r} (first defined at line {first[0]})")
+            return
+        self.where[spec.name] = loc
+        self.slots.append(spec)
+
+    def runtime_for(self, accelerator: str, explicit: str | None, loc: Loc) -> str:
+        if explicit:
+            return explicit
+        family = names.accelerator_family(accelerator)
+        if family in self.runtimes:
+            return self.runtimes[family]
+        if self.salvage is not None and self.salvage.runtimes_uncertain:
+            return ""
+        self.err(
+            loc,
+            f"no runtime version for {accelerator!r}: set runtime_version here or "
+            f"settings.runtime_versions.{family}",
+        )
+        return ""
+
+    def raise_if_invalid(self) -> None:
+        if self.diags:
+            raise InvalidDesiredState(_dedupe(self.diags))
+
+
+def resolve(
+    model: DesiredFile,
+    pos: _Positions,
+    source: str,
+    digest: str,
+    *,
+    prior: Sequence[Diagnostic] = (),
+    salvage: _Salvage | None = None,
+) -> Desired:
+    """Expand generators, apply defaults and check the cross-field rules. Every problem is
+    reported at once, with ``prior`` (the schema's): ``salvage`` is then what the schema
+    let through, and the checks that would only guess about the rest are skipped."""
+    settings = model.settings
+    runtimes = {**DEFAULT_RUNTIME_VERSIONS, **settings.runtime_versions}
+    r = _Resolution(model, pos, source, runtimes, diags=list(prior), salvage=salvage)
+    _race_membership(r)
+    _check_holds(r)
+    _written_slots(r)
+    if _check_generator_sizes(r):
+        _generated_slots(r)
+        _check_race_groups(r, names_known=salvage is None or not salvage.names_uncertain)
+    else:
+        _check_race_groups(r, names_known=False)
+    r.raise_if_invalid()
+    slots = r.slots
+    groups = tuple(
+        RaceGroupSpec(name=g.name, count=g.count, slots=tuple(g.slots), paused=g.paused)
+        for g in model.race_groups
+    )
+    return Desired(
+        project=model.project,
+        settings=settings,
+        slots=tuple(slots),
+        race_groups=groups,
+        source=source,
+        digest=digest,
+    )
+
+
+def _race_membership(r: _Resolution) -> None:
+    """Which group each slot races in (``r.membership``); duplicates are diagnosed."""
+    model, err, membership = r.model, r.err, r.membership
+    group_names: set[str] = set()
+    for gi, rg in enumerate(model.race_groups):
+        r.group_layer[rg.name] = (rg.workload, ("race_groups", gi))
+        if rg.name in group_names:
+            err(("race_groups", gi, "name"), f"duplicate race group name {rg.name!r}")
+        group_names.add(rg.name)
+        seen_here: set[str] = set()
+        for si, name in enumerate(rg.slots):
+            if name in seen_here:
+                err(("race_groups", gi, "slots", si), f"{name!r} is listed twice in this group")
+            elif name in membership:
+                err(
+                    ("race_groups", gi, "slots", si),
+                    f"slot {name!r} is already in race group {membership[name]!r}; "
+                    "a slot can race in one group only",
+                )
+            else:
+                membership[name] = rg.name
+            seen_here.add(name)
+
+
+def _check_holds(r: _Resolution) -> None:
+    """The time and pause keys of every slot, generator and race group (``model/holds``)."""
+    blocks: list[tuple[Loc, HoldKeys]] = [(("slots", i), m) for i, m in enumerate(r.model.slots)]
+    blocks += [(("generate", i), m) for i, m in enumerate(r.model.generate)]
+    blocks += [(("race_groups", i), m) for i, m in enumerate(r.model.race_groups)]
+    r.groups.update((g.name, g) for g in r.model.race_groups)
+    for where, keys in blocks:
+        for key, message in hold_problems(keys):
+            r.err((*where, key), message, key=True)
+
+
+def _hold(r: _Resolution, keys: HoldKeys, group: str | None) -> HoldSpec:
+    """A slot's holds: its own keys, else its race group's."""
+    return resolve_hold(keys, r.groups.get(group) if group else None)
+
+
+def _written_slots(r: _Resolution) -> None:
+    """The slots written out under ``slots:``, with defaults applied."""
+    model, err, add, runtime_for = r.model, r.err, r.add, r.runtime_for
+    settings, defaults, membership, slots = model.settings, model.defaults, r.membership, r.slots
+    for i, slot in enumerate(model.slots):
+        loc: Loc = ("slots", i)
+        group = membership.get(slot.name)
+        if group is not None and slot.want is not None:
+            err(
+                (*loc, "want"),
+                f"slot {slot.name!r} races in group {group!r}, which decides whether it is held; "
+                "remove 'want' here",
+                key=True,
+            )
+        if group is None and slot.want is None:
+            r.needs_want(
+                slot.name,
+                (*loc, "name"),
+                f"slot {slot.name!r} needs 'want: held' or 'want: released' "
+                "(or membership in a race group)",
+            )
+        add(
+            SlotSpec(
+                name=slot.name,
+                zone=slot.zone,
+                accelerator=slot.accelerator,
+                mode=slot.mode or defaults.mode,
+                runtime_version=runtime_for(slot.accelerator, slot.runtime_version, (*loc, "name")),
+                want=slot.want if group is None else None,
+                race_group=group,
+                valid_until_seconds=int(slot.valid_until) if slot.valid_until else None,
+                setup=_setup(defaults.setup, slot.setup, settings.setup_scripts),
+                order=len(slots),
+                hold=_hold(r, slot, group),
+                workload=r.workload((None, ()), slot.name, (slot.workload, loc)),
+            ),
+            (*loc, "name"),
+        )
+
+
+def _check_generator_sizes(r: _Resolution) -> bool:
+    """Refuse generators that repeat a zone or bring the file past ``MAX_SLOTS`` (checked
+    before anything is expanded, so a huge count costs nothing)."""
+    model, err = r.model, r.err
+    asked = len(model.slots)
+    for gi, gen in enumerate(model.generate):
+        loc = ("generate", gi)
+        for zi, zone in enumerate(gen.zones):
+            if zone in gen.zones[:zi]:
+                err((*loc, "zones", zi), f"zone {zone!r} is listed twice")
+        asked += len(set(gen.zones)) * sum(gen.accelerators.values())
+        if asked > MAX_SLOTS:
+            err(loc, f"this generator brings the file past {MAX_SLOTS:,} slots; ask for fewer")
+            return False
+    return True
+
+
+def _generated_slots(r: _Resolution) -> None:
+    """The slots the ``generate:`` entries expand to, named by ``names.slot_name``."""
+    model, err, add, runtime_for = r.model, r.err, r.add, r.runtime_for
+    settings, defaults, membership, slots = model.settings, model.defaults, r.membership, r.slots
+    for gi, gen in enumerate(model.generate):
+        loc = ("generate", gi)
+        mode = gen.mode or defaults.mode
+        for zone in dict.fromkeys(gen.zones):
+            code = settings.zone_codes.get(zone) or names.zone_code(zone)
+            for accelerator, count in gen.accelerators.items():
+                for index in range(1, count + 1):
+                    try:
+                        name = names.slot_name(mode, accelerator, code, index)
+                    except UnsafeName as e:
+                        err(loc, f"generated name is invalid: {e}")
+                        continue
+                    group = membership.get(name)
+                    if group is None and gen.want is None:
+                        r.needs_want(
+                            name,
+                            loc,
+                            f"generated slot {name!r} needs a 'want' on this generator "
+                            "(or membership in a race group)",
+                        )
+                    add(
+                        SlotSpec(
+                            name=name,
+                            zone=zone,
+                            accelerator=accelerator,
+                            mode=mode,
+                            runtime_version=runtime_for(accelerator, gen.runtime_version, loc),
+                            want=gen.want if group is None else None,
+                            race_group=group,
+                            valid_until_seconds=int(gen.valid_until) if gen.valid_until else None,
+                            setup=_setup(defaults.setup, gen.setup, settings.setup_scripts),
+                            order=len(slots),
+                            generated=True,
+                            hold=_hold(r, gen, group),
+                            workload=r.workload((gen.workload, loc), name, (None, ())),
+                        ),
+                        loc,
+                    )
+
+
+def _check_race_groups(r: _Resolution, *, names_known: bool) -> None:
+    """Every candidate of a race group is a known slot, and ``count`` fits the candidates.
+
+    An unknown candidate that looks like a slot in no race group and without a ``want`` is
+    the cause of that slot's "needs a want": one problem, reported here, where the fix is
+    (adding the ``want`` would hold a TPU the race was meant to decide)."""
+    model, err, where = r.model, r.err, r.where
+    left_out = r.salvage.slots_left_out if r.salvage is not None else set()
+    for gi, rg in enumerate(model.race_groups):
+        for si, name in enumerate(rg.slots):
+            if name in where or not names_known or name in left_out:
+                continue
+            loc = ("race_groups", gi, "slots", si)
+            free = [n for n in r.unwanted if n in where]
+            meant = difflib.get_close_matches(name, free, n=1) or difflib.get_close_matches(
+                name, list(where), n=1
+            )
+            if meant and meant[0] in r.unwanted:
+                r.diags.remove(r.unwanted.pop(meant[0]))
+                err(
+                    loc,
+                    f"unknown slot {name!r} (did you mean {meant[0]!r}? that slot is in no "
+                    "race group and has no 'want')",
+                )
+            else:
+                hint = f" (did you mean {meant[0]!r}?)" if meant else ""
+                err(loc, f"unknown slot {name!r}{hint}")
+        if rg.count > len(rg.slots):
+            err(
+                ("race_groups", gi, "count"),
+                f"count {rg.count} is more than the {len(rg.slots)} candidates",
+            )

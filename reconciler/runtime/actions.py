@@ -1,0 +1,267 @@
+"""The controller's actions: each one dispatched as its own task, run through an adapter, and
+its outcome settled into memory and the event log.
+
+``ActionTasks`` is the half of ``runtime.controller.Controller`` that acts; the controller's
+pass decides (``core.plan``) and calls ``_dispatch`` with the plan. Guarantees kept here:
+
+- never two actions for one slot's cloud key at once (``in_flight``), and an action that
+  finished during the observation a plan was made from is not sent again by that plan;
+- a cloud delete or replace cancels the slot's setup steps still running;
+- a create or delete whose operation has not shown its outcome reads that operation back
+  before anything is resent (``runtime.lro``);
+- what an outcome does to memory, and which event says so, is the pure ``core.outcome``; an
+  event that cannot be written is logged, never raised (``_note``), so ``in_flight`` is
+  always cleared and the outcome always reaches memory;
+- a notice is sent at least once: one cancelled before it went out is forgotten, so the next
+  controller sends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from reconciler.adapters.cloud import Cloud
+from reconciler.core import memory as mem
+from reconciler.core import workload as wl
+from reconciler.core.outcome import outcome
+from reconciler.core.plan import (
+    CLOUD_KINDS,
+    SETUP_KINDS,
+    WORKLOAD_KINDS,
+    Action,
+    Kind,
+    Notice,
+    Plan,
+)
+from reconciler.errors import PermanentError, TemporaryError
+from reconciler.model.desired import Desired, Settings
+from reconciler.model.observed import Node, Observation
+from reconciler.runtime import lro
+from reconciler.runtime.events import EventLog
+from reconciler.runtime.workloads import WorkloadPort
+
+log = logging.getLogger("reconciler.runtime.controller")  # one logger for the whole controller
+
+
+class SetupRunner(Protocol):
+    """Setup steps on an ACTIVE node; implemented in ``runtime.setup``."""
+
+    async def bootstrap(self, desired: Desired, action: Action, node: Node) -> None: ...
+    async def tailscale(self, desired: Desired, action: Action, node: Node) -> None: ...
+    async def tmux(self, desired: Desired, action: Action, node: Node) -> None: ...
+    async def tmux_inventory(
+        self, settings: Settings, active: set[str]
+    ) -> tuple[list[str], list[str]]: ...
+    async def notify(self, settings: Settings, notice: Notice) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+class ActionTasks:
+    """Dispatch, run and settle actions; mixed into ``Controller``, which owns the state below."""
+
+    memory: mem.Memory
+    events: EventLog
+    setup: SetupRunner | None
+    workloads: WorkloadPort | None
+    clock: Callable[[], float]
+    allow_destructive: bool
+    in_flight: dict[str, asyncio.Task[None]]
+    wake: asyncio.Event
+    _completions: int
+    _completed_at: dict[str, int]
+    _observed_from: int
+    _failing_since: dict[str, float]
+
+    # Provided by ``Controller``:
+    async def _cloud_for(self, desired: Desired) -> Cloud:
+        raise NotImplementedError
+
+    def _save_memory(self) -> None:
+        raise NotImplementedError
+
+    def _workloads_moved(self, desired: Desired, before: mem.Memory) -> None:
+        raise NotImplementedError
+
+    def _dispatch(self, desired: Desired, observation: Observation, decided: Plan) -> list[Action]:
+        started = []
+        for action in decided.actions:
+            if action.key in self.in_flight:
+                continue
+            if self._completed_at.get(action.key, -1) > self._observed_from:
+                continue  # finished during this observation; the next pass sees its effect
+            if action.destructive and not self.allow_destructive:
+                continue
+            if action.kind in CLOUD_KINDS and action.kind != Kind.CREATE:
+                self._cancel_setup(action)
+            elif action.kind in SETUP_KINDS and self.setup is None:
+                continue
+            elif action.kind in WORKLOAD_KINDS:
+                if self.workloads is None or action.workload is None or action.instance is None:
+                    continue
+                if f"{action.zone}/{action.slot}:stop" in self.in_flight:
+                    continue  # the next attempt starts once the last one is stopped everywhere
+                before, self.memory = (
+                    self.memory,
+                    wl.record_sent(
+                        self.memory, action.slot, action.workload, action.instance, self.clock()
+                    ),
+                )
+                self._workloads_moved(desired, before)
+            node = observation.node(action.zone, action.slot)
+            task = asyncio.create_task(self._run(desired, action, node), name=action.key)
+            self.in_flight[action.key] = task
+            started.append(action)
+            if action.kind == Kind.DELETE and (rel := decided.releases.get(action.slot)):
+                self.events.emit(
+                    "slot.released", slot=action.slot, rule=rel.rule, reason=rel.reason
+                )
+        return started
+
+    def _cancel_setup(self, action: Action) -> None:
+        prefix = f"{action.zone}/{action.slot}:"
+        for key, task in list(self.in_flight.items()):
+            if key.startswith(prefix) and not key.endswith(":cloud"):
+                task.cancel()
+
+    def _note(self, kind: str, *, slot: str | None, **fields: Any) -> None:
+        """An event from an action's task. A write that fails (a full or read-only state disk)
+        is logged, never raised: the event log records what was done, and a record that cannot
+        be written must not leave the action in ``in_flight`` or its outcome out of memory."""
+        try:
+            self.events.emit(kind, slot=slot, **fields)
+        except OSError as e:
+            log.warning("event %s for %s not written: %s", kind, slot, e)
+
+    async def _run(self, desired: Desired, action: Action, node: Node | None) -> None:
+        # Everything from the first event to the last is inside one try: its finally always
+        # clears in_flight, whatever fails on the way.
+        try:
+            self._note(
+                "action.started",
+                slot=action.slot,
+                action=action.kind.value,
+                zone=action.zone,
+                reason=action.reason,
+                destructive=action.destructive,
+            )
+            detail = await self._execute(desired, action, node)
+        except asyncio.CancelledError:
+            self._note("action.cancelled", slot=action.slot, action=action.kind.value)
+            raise
+        except Exception as e:
+            if not isinstance(e, TemporaryError | PermanentError):  # a bug, not the world
+                log.exception("action %s failed unexpectedly", action.key)
+            self._settle(action, e)
+        else:
+            self._settle(action, detail)
+        finally:
+            self.in_flight.pop(action.key, None)
+            self._completions += 1
+            self._completed_at[action.key] = self._completions
+            with contextlib.suppress(OSError):
+                self._save_memory()
+            self.wake.set()
+
+    def _settle(self, action: Action, result: str | Exception) -> None:
+        """Memory and the event after an action ended, by the pure ``core.outcome`` policy."""
+        done = outcome(
+            action,
+            result,
+            self.memory,
+            self.clock(),
+            self._failing_since.get(action.key),
+            random.random(),
+        )
+        self.memory = done.memory
+        if done.failing_since is None:
+            self._failing_since.pop(action.key, None)
+        else:
+            self._failing_since[action.key] = done.failing_since
+        fields = dict(done.event.fields)
+        slot = fields.pop("slot")
+        self._note(done.event.kind, slot=slot if isinstance(slot, str) else None, **fields)
+
+    async def _execute(self, desired: Desired, action: Action, node: Node | None) -> str:
+        if action.kind in CLOUD_KINDS:
+            cloud = await self._cloud_for(desired)
+            return await self._submit(cloud, action, desired.settings.fast_poll_interval)
+        if node is None:
+            raise TemporaryError(f"{action.slot}: node not observed yet", delay=5.0)
+        if action.kind in WORKLOAD_KINDS:
+            assert self.workloads is not None
+            if action.kind == Kind.LAUNCH:
+                await self.workloads.workload_launch(desired, action, node)
+                return "sent"
+            await self.workloads.workload_stop(desired, action, node)
+            return "stopped"
+        assert self.setup is not None
+        step: Callable[[Desired, Action, Node], Awaitable[None]] = {
+            Kind.BOOTSTRAP: self.setup.bootstrap,
+            Kind.TAILSCALE: self.setup.tailscale,
+            Kind.TMUX: self.setup.tmux,
+        }[action.kind]
+        await step(desired, action, node)
+        return "done"
+
+    async def _submit(self, cloud: Cloud, action: Action, recheck: float) -> str:
+        """A create or delete, unless the operation of the last one says not to resend (one
+        still running is looked at again after ``recheck`` s: the fast poll, at most 5 s)."""
+        kind = lro.KINDS[action.kind.value]
+        pending = self.memory.operation(action.key)
+        if pending is not None and pending.kind == kind:
+            try:
+                failure = await lro.previous_outcome(cloud, pending, recheck)  # raises: running
+            except PermanentError:  # the operation cannot be read (403, gone, garbage): it
+                failure = None  # says nothing, so it must not block the action; resend
+            self.memory = mem.forget_operation(self.memory, action.key)
+            if failure is not None:
+                self.events.emit(
+                    "operation.failed",
+                    slot=action.slot,
+                    operation=pending.name,
+                    error=failure.message,
+                )
+                raise failure
+        if action.kind == Kind.CREATE:
+            assert action.create is not None
+            submitted = await cloud.create_queued_resource(action.create)
+        else:
+            submitted = await cloud.delete_queued_resource(
+                action.zone, action.slot, force=action.force
+            )
+        if submitted.operation:
+            self.memory = mem.record_operation(
+                self.memory,
+                action.key,
+                mem.PendingOperation(
+                    submitted.operation, kind, action.zone, action.slot, self.clock()
+                ),
+            )
+        return submitted.outcome.value
+
+    def _send_notices(self, desired: Desired, decided: Plan) -> None:
+        if not desired.settings.ntfy_topic or self.setup is None or decided.suspended:
+            return  # suspended: the notices wait (they announce what is being done)
+        for notice in decided.notices:
+            self.memory = mem.record_notice(self.memory, notice.key)
+            task = asyncio.create_task(self._notify(desired.settings, notice))
+            self.in_flight[f"notify:{notice.key}"] = task
+
+    async def _notify(self, settings: Settings, notice: Notice) -> None:
+        assert self.setup is not None
+        try:
+            await self.setup.notify(settings, notice)
+            self._note("notify.sent", slot=notice.slot, event=notice.event)
+        except asyncio.CancelledError:
+            # Stopped before it went out: the next controller sends it (at least once).
+            self.memory = mem.forget_notice(self.memory, notice.key)
+            raise
+        except Exception as e:  # notices never stop the loop
+            self._note("notify.failed", slot=notice.slot, event=notice.event, error=str(e))
+        finally:
+            self.in_flight.pop(f"notify:{notice.key}", None)
