@@ -130,7 +130,7 @@ async def test_logs_pane_on_an_emulated_node_says_nothing_answers_there(tmp_path
     )
     write_status(state.status, StatusSnapshot(slots=(row,)))
     app = TpuApp(path, state, log_source=default_source(path, state), watch=False)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await pilot.press("l")
         log = app.query_one("#logs")
@@ -138,6 +138,10 @@ async def test_logs_pane_on_an_emulated_node_says_nothing_answers_there(tmp_path
         def shown() -> str:
             return "\n".join(str(line.text) for line in log.lines)  # type: ignore[attr-defined]
 
-        assert await eventually(lambda: "no machine stands behind it" in shown(), 10), shown()
+        # folded to the pane's width at 80 columns, not cut off mid-sentence
+        assert await eventually(
+            lambda: "no machine stands behind it" in " ".join(shown().split()), 10
+        ), shown()
+        assert all(len(line) <= 80 for line in shown().splitlines())
         assert "no SSH user" not in shown()
         await pilot.press("q")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import textwrap
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -446,7 +447,11 @@ class TpuApp(KeyActions):
             async for line in self.log_source(row):
                 log.write(format_line(line))
         except ReconcilerError as e:
-            log.write(f"logs stopped: {e}")
+            # The pane does not wrap program output; a message of ours is folded to its width
+            # instead of being cut off mid-sentence.
+            width = max(20, log.size.width - 2)
+            for part in textwrap.wrap(f"logs stopped: {e}", width) or [""]:
+                log.write(part)
 
     # -- filter, reload, help, quit --------------------------------------------------------
     def action_filter(self) -> None:
