@@ -37,6 +37,7 @@ from reconciler.errors import (
 )
 from reconciler.intent.engine import EditResult, IntentEditor
 from reconciler.model import names
+from reconciler.model.addresses import is_documentation_address
 from reconciler.model.desired import Desired
 from reconciler.model.stamps import epoch_or_none
 from reconciler.model.status import SlotStatus, StatusSnapshot, encode
@@ -220,6 +221,11 @@ def format_slot_info(doc: Mapping[str, Any]) -> str:
     )
     ssh = doc.get("ssh") or {}
     lines.append(f"ssh: {ssh['command']}" if ssh.get("available") else f"ssh: {ssh.get('why')}")
+    if ssh.get("available") and is_documentation_address(str(ssh.get("ip"))):
+        lines.append(
+            f"     (an emulated node: no machine stands behind {ssh.get('ip')}, so this "
+            "command cannot connect)"
+        )
     lines.append(f"last error: {obs.get('last_error') or '-'}")
     lines.append(f"created {obs.get('create_time') or '-'}   instance {obs.get('instance') or '-'}")
     setup = obs.get("setup") or {}

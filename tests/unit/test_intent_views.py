@@ -209,3 +209,11 @@ def test_slot_info_in_words_is_what_info_and_the_tui_show(store: IntentEditor) -
         "setup: bootstrap failed, tailscale off, generation 2",
         f"  {log}",  # the message is said once, as the last error
     ]
+
+
+def test_slot_info_says_an_emulated_nodes_ssh_command_cannot_connect(store: IntentEditor) -> None:
+    write_json(store.state.status, snapshot(row("small", "ACTIVE", ips=["203.0.113.7"],
+               instance="small@17")))  # fmt: skip
+    lines = views.format_slot_info(views.slot_info(store, "small")).splitlines()
+    assert lines[3].startswith("ssh: ssh ") and "203.0.113.7" in lines[3]
+    assert "emulated node: no machine stands behind 203.0.113.7" in lines[4]
