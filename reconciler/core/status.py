@@ -10,6 +10,7 @@ fresh observation. The values are ``model/status``'s dataclasses; the schema is 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,7 +39,6 @@ from reconciler.model.status import (
     TmuxStatus,
     encode,
 )
-from reconciler.records import replace
 
 __all__ = [
     "STATUS_SCHEMA",

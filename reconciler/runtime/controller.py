@@ -28,6 +28,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from dataclasses import replace as replace_record
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.adapters.cloud import Cloud
@@ -64,7 +65,6 @@ from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
 from reconciler.model.status import ControllerInfo
 from reconciler.model.workload import WorkerProbe
-from reconciler.records import replace as replace_record
 from reconciler.runtime import lro
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
