@@ -222,7 +222,7 @@ class DemoFailed(ReconcilerError):
     """The demo's story did not happen as told (a step timed out or the controller misbehaved)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Diagnostic:
     """One problem in desired.yaml, at a 1-based line and column."""
 

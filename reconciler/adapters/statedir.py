@@ -38,7 +38,7 @@ def default_state_dir(desired_file: Path, env: Mapping[str, str] | None = None) 
     return base / "tpu-reconciler" / f"{absolute.stem}-{tag}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StateDir:
     root: Path
 

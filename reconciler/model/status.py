@@ -7,8 +7,7 @@ all use these classes: ``core/status.build_status`` makes a ``StatusSnapshot``,
 
 May: define frozen values and convert them to and from JSON-ready dicts (pure).
 May not: do I/O, or import anything beyond the standard library (``status`` imports this).
-The classes are plain frozen dataclasses (``slots=True``); copy one with
-``dataclasses.replace``.
+The classes are plain frozen dataclasses; copy one with ``dataclasses.replace``.
 
 JSON rules (``to_json`` / ``from_json``, one small codec driven by the dataclass fields):
 
@@ -31,7 +30,6 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
-from operator import attrgetter
 from typing import Any, Final, TypeVar
 
 STATUS_SCHEMA: Final = "tpu-reconciler.status.v1"
@@ -50,7 +48,7 @@ def _extra() -> Any:
     return field(default_factory=dict, repr=False, hash=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ControllerInfo:
     """Whether a controller holds the lock, and its pid (0: running, pid not yet known)."""
 
@@ -59,7 +57,7 @@ class ControllerInfo:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class DesiredInfo:
     """The desired file the snapshot was made from: valid or not (its errors), its digest."""
 
@@ -70,7 +68,7 @@ class DesiredInfo:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SetupStatus:
     """Per slot: ``off | waiting | pending | done | failed`` for each setup step."""
 
@@ -81,7 +79,7 @@ class SetupStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TmuxStatus:
     """Per slot: the window the mirror keeps (None when the slot does not want one)."""
 
@@ -90,7 +88,7 @@ class TmuxStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ExpectedWaitStatus:
     """Per waiting slot, from the capacity history: the median time from queued to ACTIVE in
     its zone, accelerator and mode, and how many requests that figure stands on."""
@@ -100,7 +98,7 @@ class ExpectedWaitStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class WorkerStatus:
     """One worker of a workload's attempt, as the last probe saw it."""
 
@@ -110,7 +108,7 @@ class WorkerStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class WorkloadStatus:
     """Per slot: its workload's run and attempt. ``state`` is one of pending, starting,
     running, succeeded, failed, stopping, interrupted, gave-up, unknown."""
@@ -128,7 +126,7 @@ class WorkloadStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SlotStatus:
     """One row: a managed slot (``setup``/``tmux`` set) or an unmanaged QR (they are None)."""
 
@@ -160,7 +158,7 @@ class SlotStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RaceGroupStatus:
     """A race: ``count`` winners wanted among ``candidates``; ``open`` while short."""
 
@@ -173,7 +171,7 @@ class RaceGroupStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ActionStatus:
     """One planned action, as ``plan`` shows it (``symbol`` is ``+``, ``-``, ``-/+``, ``~``)."""
 
@@ -188,7 +186,7 @@ class ActionStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class DeferredActionStatus(ActionStatus):
     """An action the planner holds back until ``until`` (ISO time, None = no set time)."""
 
@@ -196,14 +194,14 @@ class DeferredActionStatus(ActionStatus):
     until: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class BlockedActionStatus(ActionStatus):
     """An action the planner refuses to take (needs an explicit intent)."""
 
     why: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class HeldActionStatus(ActionStatus):
     """An action held back at the user's word: ``rule`` is ``paused``, ``guard`` or
     ``suspended`` (see ``core/control``)."""
@@ -212,7 +210,7 @@ class HeldActionStatus(ActionStatus):
     rule: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class GuardStatus:
     """Deletes of ACTIVE TPUs the delete guard holds; ``command`` confirms exactly these."""
 
@@ -224,7 +222,7 @@ class GuardStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PlanStatus:
     """The pending plan: its summary line, the actions, and what is deferred or blocked."""
 
@@ -239,7 +237,7 @@ class PlanStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TmuxInventoryStatus:
     """The snapshot's top-level ``tmux``: every ``tpu-*`` window, and the orphaned ones."""
 
@@ -248,7 +246,7 @@ class TmuxInventoryStatus:
     extra: Mapping[str, Any] = _extra()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StatusSnapshot:
     """The whole document. ``controller`` is filled from the lock by readers; ``in_flight`` is
     only in the controller's own snapshot, ``note`` only in one made without a controller."""
@@ -281,28 +279,26 @@ class StatusSnapshot:
 
 
 # --- the codec ---------------------------------------------------------------------------------
-# Worked out once per class from its fields and type hints: which keys the fields read, which
-# are required, which were added after v1 (left out while at their default), and how the few
+# Worked out once per class from its fields and type hints: which keys the fields read, their
+# defaults, which fields were added after v1 (left out while at their default), and how the few
 # fields holding tuples or nested dataclasses convert. Plain fields (str, int, bool, None) are
 # taken as they are.
 
 _Convert = Callable[[Any], Any]
+_NOTHING: Final = object()  # a required field's place in a class's template of defaults
 
 
 class _Codec:
     """How one dataclass is read from and written to JSON."""
 
-    __slots__ = ("added", "cls", "decoders", "encoders", "get", "known", "names", "required")
+    __slots__ = ("added", "cls", "decoders", "encoders", "known", "template")
 
     def __init__(self, cls: type) -> None:
         self.cls = cls
         own = [f for f in fields(cls) if f.name != "extra"]
-        self.names = tuple(f.name for f in own)
-        self.known = frozenset(self.names)  # the JSON keys the fields read
-        self.get = attrgetter(*self.names)  # an instance's field values, in field order
-        self.required = tuple(
-            f.name for f in own if f.default is MISSING and f.default_factory is MISSING
-        )
+        self.known = frozenset(f.name for f in own)  # the JSON keys the fields read
+        # every field with its default (_NOTHING: required): what a decoded value starts from
+        self.template = {f.name: _NOTHING if f.default is MISSING else f.default for f in own}
         self.added = tuple((f.name, f.default) for f in own if f.metadata.get(_ADDED))
         # (name, decoder, None allowed) and (name, encoder) of the fields needing conversion
         self.decoders: list[tuple[str, _Convert, bool]] = []
@@ -314,32 +310,38 @@ class _Codec:
                 self.encoders.append((f.name, encoder))
 
     def decode(self, data: Any) -> Any:
+        """The value of a JSON object. Its fields are set as one dict (the template of
+        defaults updated with ``data``) rather than one by one through the frozen
+        ``__init__``: a 1,000-slot snapshot decodes in 47 M instructions instead of 111 M.
+        The result equals ``cls(**fields)``."""
         if type(data) is not dict:
             raise ValueError(f"{self.cls.__name__}: expected an object, got {type(data).__name__}")
-        known = self.known
-        if known.issuperset(data):
-            values, extra = dict(data), {}
+        values = self.template.copy()
+        values.update(data)
+        if len(values) == len(self.template):
+            extra = {}
         else:  # keys no field knows: kept aside, in their order
-            values = {k: v for k, v in data.items() if k in known}
-            extra = {k: v for k, v in data.items() if k not in known}
-        for name in self.required:
-            if name not in values:
-                raise ValueError(f"{self.cls.__name__}: {name!r} is missing")
+            extra = {k: values.pop(k) for k in data if k not in self.known}
+        if _NOTHING in values.values():
+            missing = next(k for k, v in values.items() if v is _NOTHING)
+            raise ValueError(f"{self.cls.__name__}: {missing!r} is missing")
         for name, decoder, optional in self.decoders:
-            if name in values and (values[name] is not None or not optional):
+            if name in data and (values[name] is not None or not optional):
                 values[name] = decoder(values[name])
-        return self.cls(**values, extra=extra)
+        values["extra"] = extra
+        obj: Any = object.__new__(self.cls)
+        obj.__dict__.update(values)
+        return obj
 
     def encode(self, obj: Any) -> dict[str, Any]:
-        got = self.get(obj)
-        out = dict(zip(self.names, got if len(self.names) > 1 else (got,), strict=True))
+        out: dict[str, Any] = obj.__dict__.copy()  # every field, in field order
+        extra: Mapping[str, Any] = out.pop("extra")
         for name, default in self.added:
             if out[name] == default:
                 del out[name]
         for name, encoder in self.encoders:
             if name in out and out[name] is not None:
                 out[name] = encoder(out[name])
-        extra: Mapping[str, Any] = obj.extra
         if extra:
             out.update(extra)
         return out
