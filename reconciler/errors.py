@@ -49,10 +49,10 @@ cloud said" in one clause and still read its retry intent.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from reconciler.exitcodes import EX_CONFIRM, EX_REFUSED, EX_TEMPFAIL, EX_UNAVAILABLE
-from reconciler.records import record
 
 
 class ReconcilerError(Exception):
@@ -222,7 +222,7 @@ class DemoFailed(ReconcilerError):
     """The demo's story did not happen as told (a step timed out or the controller misbehaved)."""
 
 
-@record(frozen=True)  # a dataclass to mypy; `status` imports this module (reconciler/records)
+@dataclass(frozen=True)
 class Diagnostic:
     """One problem in desired.yaml, at a 1-based line and column."""
 

@@ -5,8 +5,6 @@ One state directory per desired file (``--state-dir``, ``$TPU_RECONCILER_STATE_D
 
     controller.lock      flock held by the running controller; contains its pid
     status.json          snapshot written after every pass (schema tpu-reconciler.status.v1)
-    status.json.marshal  the same snapshot, faster to load; used only while it matches
-                         status.json byte for byte (adapters/status_file)
     events.jsonl         append-only event log (transitions, actions, results, errors)
     memory.json          controller memory: backoff, setup records, notices sent
     audit.jsonl          append-only record of every intent edit (source, operation id, diff)
@@ -23,9 +21,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-
-from reconciler.records import record
 
 
 def default_state_dir(desired_file: Path, env: Mapping[str, str] | None = None) -> Path:
@@ -41,7 +38,7 @@ def default_state_dir(desired_file: Path, env: Mapping[str, str] | None = None) 
     return base / "tpu-reconciler" / f"{absolute.stem}-{tag}"
 
 
-@record(frozen=True)  # a dataclass to mypy; `status` imports this module (reconciler/records)
+@dataclass(frozen=True)
 class StateDir:
     root: Path
 

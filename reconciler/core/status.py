@@ -10,6 +10,7 @@ fresh observation. The values are ``model/status``'s dataclasses; the schema is 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Any
 
 from reconciler.core import latency as lat
@@ -42,7 +43,6 @@ from reconciler.model.status import (
     encode,
 )
 from reconciler.model.times import utc_text
-from reconciler.records import replace
 
 __all__ = [
     "STATUS_SCHEMA",

@@ -31,6 +31,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from dataclasses import replace as replace_record
 from typing import TYPE_CHECKING
 
 from reconciler.adapters.cloud import Cloud
@@ -57,7 +58,6 @@ from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Observation
 from reconciler.model.status import ControllerInfo
 from reconciler.model.workload import WorkerProbe
-from reconciler.records import replace as replace_record
 from reconciler.runtime.actions import ActionTasks, SetupRunner
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog

@@ -6,6 +6,7 @@ gcloud's boilerplate never stands in for the cause."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from reconciler.adapters import gcloud_stderr
@@ -16,7 +17,6 @@ from reconciler.core.status import build_status
 from reconciler.model.desired import Desired
 from reconciler.model.observed import Observation
 from reconciler.model.status import StatusSnapshot, to_json
-from reconciler.records import replace
 from tests.support.worlds import Z1, active, desired, setup, slot, world
 
 NOW = 1_796_032_800.0

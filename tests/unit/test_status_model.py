@@ -6,6 +6,7 @@ back must be byte-identical to what the controller wrote, whatever it holds."""
 from __future__ import annotations
 
 import json
+from dataclasses import FrozenInstanceError, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,6 @@ import pytest
 
 from reconciler.adapters.status_file import read_status, write_status
 from reconciler.errors import StatusUnreadable
-from reconciler.model import status as model
 from reconciler.model.status import (
     STATUS_SCHEMA,
     SetupStatus,
@@ -25,7 +25,6 @@ from reconciler.model.status import (
     from_json,
     to_json,
 )
-from reconciler.records import FrozenInstanceError, field, record
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "status.json"
 
@@ -100,12 +99,12 @@ def test_another_schema_or_an_unusable_shape_is_refused(doc: Any) -> None:
 
 
 def test_an_added_field_is_written_only_when_set() -> None:
-    @record(frozen=True, eq=False, repr=False)
-    class Row(model._Value):
+    @dataclass(frozen=True)
+    class Row:
         name: str
         old: str | None = None
         new: str | None = added()
-        extra: Any = field(default_factory=dict, repr=False)
+        extra: Any = field(default_factory=dict, repr=False, hash=False)
 
     assert encode(Row(name="a")) == {"name": "a", "old": None}
     assert encode(Row(name="a", new="x")) == {"name": "a", "old": None, "new": "x"}
@@ -128,11 +127,9 @@ def test_the_file_reader_reports_a_broken_snapshot(tmp_path: Path) -> None:
 
 
 def test_keys_come_in_field_order_however_the_value_was_made() -> None:
-    """``encode`` copies a record's ``__dict__``: built by ``__init__``, by ``replace`` or by
-    decoding, and for a subclass whose fields follow the base's ``extra``, the keys are in
-    field order (the on-disk order)."""
+    """Built by ``__init__``, by ``replace`` or by decoding, and for a subclass whose fields
+    follow the base's ``extra``, the keys are in field order (the on-disk order)."""
     from reconciler.model.status import DeferredActionStatus
-    from reconciler.records import replace
 
     order = ["symbol", "kind", "slot", "zone", "reason", "destructive", "why", "until"]
     built = DeferredActionStatus(until="2026-12-01T00:00:00Z", symbol="+", why="later")
@@ -146,66 +143,38 @@ def test_keys_come_in_field_order_however_the_value_was_made() -> None:
     assert list(encode(row))[-2:] == ["instance", "paused"]  # an added field, once it is set
 
 
-def test_the_cache_is_used_only_for_the_exact_bytes_it_was_made_from(tmp_path: Path) -> None:
-    """``status.json.marshal`` may speed a read up, never change its answer: it is taken only
-    while ``status.json`` holds the very bytes it was made with; otherwise the JSON decides."""
-    import marshal
-
-    from reconciler.adapters.status_file import _cached, cache_path
-
-    path = tmp_path / "status.json"
-    snapshot = from_json(json.loads(golden_text()))
-    write_status(path, snapshot)
-    cache = cache_path(path)
-    assert cache.name == "status.json.marshal" and cache.stat().st_mode & 0o777 == 0o600
-    assert _cached(path, path.read_bytes()) == json.loads(path.read_bytes())  # it is used
-
-    # someone else writes status.json (same length even): the JSON is read, not the cache
-    other = from_json(json.loads(golden_text().replace("od-v48-usc2b-1", "od-v48-usc2b-9")))
-    path.write_text(json.dumps(to_json(other), separators=(",", ":")) + "\n", encoding="utf-8")
-    assert _cached(path, path.read_bytes()) is None
-    assert read_status(path) == other
-
-    # a damaged cache, a cache from another Python or format, or none at all: the JSON again
-    write_status(path, snapshot)
-    stamp, document = marshal.loads(cache.read_bytes())
-    for blob in (
-        cache.read_bytes()[:100],
-        b"not marshal",
-        marshal.dumps(([*stamp[:1], (2, 7), *stamp[2:]], document)),
-        marshal.dumps(("another-format", document)),
-    ):
-        cache.write_bytes(blob)
-        assert _cached(path, path.read_bytes()) is None
-        assert read_status(path) == snapshot
-    cache.unlink()
-    assert read_status(path) == snapshot
-
-    # a broken status.json is reported even while a cache of its old bytes lies beside it
-    write_status(path, snapshot)
-    path.write_text('{"schema_version": "tpu-reconciler.status.v1", "slots": [', encoding="utf-8")
-    with pytest.raises(StatusUnreadable):
-        read_status(path)
-
-
-def test_status_reads_a_cached_snapshot_without_parsing_json(tmp_path: Path) -> None:
-    """With the controller's cache in place, ``status`` never imports the JSON parser."""
+def test_status_from_a_snapshot_loads_none_of_the_heavy_libraries(tmp_path: Path) -> None:
+    """``status`` with a snapshot to show imports neither the desired-file loader (pydantic,
+    ruamel) nor what other commands use (MCP, Textual, SSH, HTTP, tmux)."""
+    import shutil
     import subprocess
     import sys
 
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
-    write_status(state / "status.json", from_json(json.loads(golden_text())))
+    shutil.copy(GOLDEN, state)
     code = (
         "import sys\n"
         "from reconciler.surfaces.cli import main\n"
-        f"code = main(['-f', {str(tmp_path / 'd.yaml')!r}, '--state-dir', {str(state)!r},"
+        f"code = main(['-f', {str(tmp_path / 'desired.yaml')!r}, '--state-dir', {str(state)!r},"
         " 'status'])\n"
-        "print(code, 'json' in sys.modules, file=sys.stderr)\n"
+        "heavy = {'pydantic', 'ruamel.yaml', 'mcp', 'textual', 'asyncssh', 'httpx', 'libtmux'}\n"
+        "print(code, sorted(heavy & set(sys.modules)), file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stderr.strip() == "0 False"
+    assert done.stderr.strip() == "0 []"
     assert "od-v48-usc2b-1" in done.stdout
+
+
+def test_status_values_are_plain_dataclasses() -> None:
+    """``dataclasses.replace``, ``fields`` and ``asdict`` work on every status value."""
+    import dataclasses
+
+    snapshot = from_json(json.loads(golden_text()))
+    row = dataclasses.replace(snapshot.slots[0], state="FAILED")
+    assert row.state == "FAILED" and row.name == snapshot.slots[0].name
+    assert [f.name for f in dataclasses.fields(SetupStatus)][-1] == "extra"
+    assert dataclasses.asdict(snapshot)["slots"][0]["name"] == snapshot.slots[0].name
 
 
 def test_a_slots_round_trip_is_written_only_when_known_and_read_back() -> None:

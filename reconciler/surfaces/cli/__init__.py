@@ -6,13 +6,12 @@ light at module level: heavy libraries (mcp, asyncssh, libtmux, rich) are import
 handler, so ``status`` does not pay for the MCP SDK. A handler takes the parsed namespace and
 returns the exit code; it is named ``"module:function"`` so only the chosen one is imported.
 
-``status`` and ``status --json`` in their plain spellings skip argparse altogether
-(``_quick``: the command people run in loops). Any other run builds only its own command's
-sub-parsers: ``_COMMANDS`` says which module registers each top-level command, and
-``build_parser(argv)`` imports and registers just that module when ``argv`` names one
-(building every module's sub-parsers was a quarter of ``status``). Without a known command
-(``--help``, no command, a typo, an unusual option spelling) the whole tree is built, as
-``build_parser()`` always does, so help, errors and completion see every command.
+A run builds only its own command's sub-parsers: ``_COMMANDS`` says which module registers
+each top-level command, and ``build_parser(argv)`` imports and registers just that module when
+``argv`` names one (building every module's sub-parsers was a quarter of ``status``, the
+command people run in loops). Without a known command (``--help``, no command, a typo, an
+unusual option spelling) the whole tree is built, as ``build_parser()`` always does, so help,
+errors and completion see every command.
 """
 
 from __future__ import annotations
@@ -135,16 +134,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from reconciler.surfaces.cli._quick import parse
-
     argv = sys.argv[1:] if argv is None else argv
-    args = parse(argv)  # `status [--json]` without argparse; None for anything else
-    if args is None:
-        parser = build_parser(argv)
-        args = parser.parse_args(argv)
-        if getattr(args, "handler", None) is None:
-            parser.print_help(sys.stderr)
-            return EX_USAGE
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    if getattr(args, "handler", None) is None:
+        parser.print_help(sys.stderr)
+        return EX_USAGE
     handler = args.handler
     module_name, _, func_name = handler.partition(":")
     func = getattr(importlib.import_module(module_name), func_name)

@@ -403,9 +403,10 @@ def _print_status(args: argparse.Namespace, doc: StatusSnapshot) -> int:
 
 
 def _live_status(args: argparse.Namespace) -> StatusSnapshot | None:
+    from dataclasses import replace
+
     from reconciler.core.status import build_status
     from reconciler.model.status import ControllerInfo
-    from reconciler.records import replace
     from reconciler.runtime.history import store_hints
     from reconciler.runtime.lock import read_holder
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.adapters.status_file import read_status
 from reconciler.errors import StatusUnreadable
 from reconciler.model.status import ControllerInfo, StatusSnapshot
-from reconciler.records import replace
 
 if TYPE_CHECKING:
     import argparse
