@@ -42,6 +42,7 @@ from types import MappingProxyType
 from typing import Final, Literal
 
 from reconciler.core.memory import Memory
+from reconciler.core.workload_health import adopted, lost_worker, make_run_id, unsent
 from reconciler.core.workload_memory import PriorAttempt, WorkerSeen, WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.durations import format_duration
@@ -128,20 +129,10 @@ def where(observed: Observation, spec: SlotSpec, sent_to: str | None) -> Where:
 # --- memory rules ----------------------------------------------------------------------------
 
 
-def _b36(n: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while True:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-        if n == 0:
-            return out
-
-
 def new_run(w: WorkloadSpec, now: float) -> WorkloadMemory:
-    """A fresh run: id from the generation and the time it was decided (unique per slot, and
-    a path component on the workers), attempt 1, no failures."""
-    run_id = f"g{w.generation}-{_b36(max(0, int(now * 1000)))}"
+    """A fresh run: id from the generation, the command and the time it was decided (unique
+    per slot, a path component on the workers; ``workload_health``), attempt 1, no failures."""
+    run_id = make_run_id(w.generation, w.identity, now)
     return WorkloadMemory(
         run_id=run_id, generation=w.generation, identity=w.identity, policy=w.policy, since=now
     )
@@ -188,6 +179,7 @@ def _next_attempt(
         "policy": w.policy,
         "started_at": None,
         "prior": PriorAttempt(prev.attempt, prev.instance, prev.started_at, prev.workers),
+        "missing_since": None,
     }
     fields.update(kw)
     return replace(prev, **fields)  # type: ignore[arg-type]
@@ -278,9 +270,18 @@ def fold(
     if seen is None:
         return prev
     if prev.phase in ("starting", "running"):
+        took = adopted(prev.run_id, prev.attempt, seen) if prev.phase == "starting" else None
+        if took is not None:  # launched before a restart that could not remember it
+            run_id, attempt = took
+            detail = f"took over run {run_id} attempt {attempt}, already launched"
+            return replace(prev, run_id=run_id, attempt=attempt, workers=(), detail=detail)
         bad = _exit_detail(seen)
         if bad is not None:
             return _fail(prev, w, bad, seen, now)
+        gap_since, lost = lost_worker(seen, prev.missing_since, now)
+        if lost is not None:
+            return _fail(replace(prev, missing_since=None), w, lost, seen, now)
+        prev = replace(prev, missing_since=gap_since)
         known = not any(p.state == "unknown" for p in seen)
         if known and seen and all(p.state == "exited" for p in seen):
             if w.restart == "always":
@@ -318,6 +319,11 @@ def observe(
             continue
         at = where(observed, spec, prev.instance if prev else None)
         new = fold(prev, spec.workload, at, probes.get(spec.name), now)
+        if new is not None:  # a launch that started nothing anywhere says why
+            error = memory.error(f"{spec.zone}/{spec.name}:launch")
+            message = error.message if error else None
+            why = unsent(new.phase, [s.state for s in new.workers], message)
+            new = replace(new, unsent=why) if why != new.unsent else new
         if new is None:
             workloads.pop(spec.name, None)
         elif new != prev:
@@ -545,7 +551,9 @@ def decide(
     if wm.phase == "pending":
         launch = (wm.attempt, "relaunch" if wm.attempt > 1 else "start")
     elif wm.phase == "starting" and here and seen is not None:
-        if any(p.state == "missing" for p in seen) and _exit_detail(seen) is None:
+        if any(p.state == "missing" and p.adopt is None for p in seen) and (
+            _exit_detail(seen) is None
+        ):
             launch = (wm.attempt, "resend")
     elif wm.phase == "interrupted" and w.restart != "never":
         launch = (wm.attempt + 1, "preempted")
@@ -608,6 +616,8 @@ def state_of(wm: WorkloadMemory | None) -> WorkloadState:
         return "pending"
     if wm.unknown and wm.phase in ("starting", "running", "stopping"):
         return "unknown"
+    if wm.phase == "starting" and wm.unsent:
+        return "pending"  # nothing was started: the detail says why
     phase: WorkloadState = wm.phase  # type: ignore[assignment]
     return phase
 
@@ -622,7 +632,12 @@ def describe(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: float) -> s
         return state
     running_for = now - wm.since if state == "running" else None
     max_failures = w.max_failures if w is not None else None
-    return format_workload(state, running_for, wm.attempt, wm.failures, max_failures, wm.detail)
+    detail = _detail(wm)
+    return format_workload(state, running_for, wm.attempt, wm.failures, max_failures, detail)
+
+
+def _detail(wm: WorkloadMemory) -> str:
+    return f"not started: {wm.unsent}" if wm.phase == "starting" and wm.unsent else wm.detail
 
 
 def status(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: float) -> WorkloadStatus | None:
@@ -645,6 +660,6 @@ def status(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: float) -> Wor
             for s in (wm.workers if wm else ())
         ),
         last_lines=wm.last_lines if wm else (),
-        detail=wm.detail if wm else "",
+        detail=_detail(wm) if wm else "",
         summary=describe(wm, w, now),
     )
