@@ -9,7 +9,8 @@
 - **A worker that left no record.** A worker whose attempt was launched (``started_at``) but
   which answers *missing* (no lock held, no exit record, no process: its disk filled before
   the record, the machine rebooted) while its peers are alive or exited is a failure once it
-  has been so for ``LOST_GRACE`` seconds (``lost_worker``): the job is stopped and relaunched
+  has been so for ``LOST_GRACE`` seconds (``lost_worker``; so is one that holds its twin
+  run instead, when a crash cut a launch off between workers): the job is stopped and relaunched
   by the usual failure rules, never left *running* with a hole in it. A probe that did not
   answer (*unknown*) is no evidence either way: it neither starts nor ends that grace.
 - **Nothing sent.** An attempt recorded as sent whose launch failed before any worker started
@@ -74,9 +75,14 @@ def lost_worker(
     seen: Sequence[WorkerProbe], missing_since: float | None, now: float, grace: float = LOST_GRACE
 ) -> tuple[float | None, str | None]:
     """(when the gap was first seen, failure detail once it outlasted ``grace``). The gap: a
-    worker the attempt was launched on answers "missing" while another is alive or exited.
-    An unknown worker keeps the clock as it was and decides nothing."""
-    lost = [p for p in seen if p.state == "missing" and p.started_at is not None]
+    worker the attempt was launched on answers "missing" while another is alive or exited (or
+    one that holds another launch of the same work instead: a launch a crash cut off between
+    workers). An unknown worker keeps the clock as it was and decides nothing."""
+    lost = [
+        p
+        for p in seen
+        if p.state == "missing" and (p.started_at is not None or p.adopt is not None)
+    ]
     peers = any(p.state in ("alive", "exited") for p in seen)
     if not lost or not peers:
         unknown = any(p.state == "unknown" for p in seen)
@@ -86,6 +92,8 @@ def lost_worker(
         return since, None
     workers = ", ".join(str(p.index) for p in lost)
     plural = "s" if len(lost) > 1 else ""
+    if all(p.adopt is not None for p in lost):
+        return since, f"worker{plural} {workers} run{'' if plural else 's'} another launch of it"
     return since, (
         f"worker{plural} {workers} left no exit record while the others ran "
         "(disk full or rebooted?)"

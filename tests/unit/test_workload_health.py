@@ -98,6 +98,17 @@ def test_lost_worker_counts_from_the_first_gap_and_fails_after_the_grace() -> No
     assert why is not None and "workers 1, 3" in why
 
 
+def test_workers_split_between_two_launches_of_the_same_work_fail_after_the_grace() -> None:
+    """A crash cut the first launch off between workers: 0 and 1 hold it, 2 and 3 started the
+    restart's own. Nothing is adopted (the workers disagree) and it is not left starting."""
+    twin = health.make_run_id(1, "aaaaaaaabbbb", 100.0)
+    split = [WorkerProbe(0, "missing", adopt=f"{twin}/1"), WorkerProbe(1, "missing",
+             adopt=f"{twin}/1"), WorkerProbe(2, "alive"), WorkerProbe(3, "alive")]  # fmt: skip
+    assert health.adopted(health.make_run_id(1, "aaaaaaaabbbb", 200.0), 1, split) is None
+    assert health.lost_worker(split, 0.0, GRACE - 1) == (0.0, None)
+    assert health.lost_worker(split, 0.0, GRACE)[1] == "workers 0, 1 run another launch of it"
+
+
 def test_lost_worker_never_fires_on_a_probe_that_failed_or_a_launch_not_arrived() -> None:
     unreachable = [WorkerProbe(0, "alive"), WorkerProbe(1, "unknown", error="ssh: timeout")]
     assert health.lost_worker(unreachable, None, 1e9) == (None, None)
