@@ -120,7 +120,19 @@ def parse_probe(index: int, output: str) -> WorkerProbe:
         pid=int(pid) if pid is not None else None,
         started_at=number("started"),
         last_output_at=number("output"),
+        adopt=_adopt(fields.get("adopt")) if state == "missing" else None,
     )
+
+
+def _adopt(value: str | None) -> str | None:
+    """``<run_id>/<attempt>`` the wrapper names for adoption, or None when it is not one."""
+    run_id, _, attempt = (value or "").partition("/")
+    try:
+        check_run_id(run_id)
+        check_attempt(int(attempt))
+    except (UnsafeName, ValueError):
+        return None
+    return f"{run_id}/{int(attempt)}"
 
 
 class _Frames:

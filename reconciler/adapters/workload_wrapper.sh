@@ -14,11 +14,19 @@
 #   started      "<epoch seconds> <boot id>": the attempt was launched (never twice)
 #   pid          the program's pid = its process group (it runs under its own setsid)
 #   exit         "code=N signal=NAME|none stopped=yes|no ended=<epoch>", written even when killed
+#   exit.reserve, pid.reserve  space set aside at launch: with the disk full, the record is
+#                written into its reserve in place (no new blocks) and renamed over
 #   stop         a stop was requested; a launch arriving after it starts nothing
 #   output.log   the program's stdout and stderr
 # SLOTDIR/current holds "<run_id>/<attempt>" of the latest launch on this worker, and
 # SLOTDIR/launch.lock serialises launches of the slot's attempts on this worker, so "no other
 # attempt holds the chips" is checked and the new one started in one step.
+#
+# A run id is "g<generation>-<identity>-<stamp>": two runs with the same first two parts run the
+# same command of the same generation. When the latest launch here is such a run, not stopped,
+# and the request is attempt 1 of another one, the launch starts nothing and answers
+# "adopt <run_id>/<attempt>" (a controller that could not save which run it launched, restarted,
+# finds it), and the probe of the new one answers "state=missing adopt=<run_id>/<attempt>".
 #
 # The spec (NUL-terminated records "workdir=P", "env=NAME=VALUE", "shell=COMMAND" or
 # "arg=ARG"...) goes from stdin into a 0600 file that is unlinked as soon as the supervisor
@@ -45,6 +53,40 @@ write_atomic() { # file text
     printf '%s\n' "$2" >"$1.tmp.$$" && mv -f -- "$1.tmp.$$" "$1"
 }
 
+RESERVE=256 # bytes set aside for a record: one block, written in place later
+reserve() { # file: its reserve, written now while there is room
+    printf '%*s\n' $((RESERVE - 1)) '' >"$1.reserve"
+}
+
+record() { # file text: atomically; with the disk full, in place in its reserve, then renamed
+    if write_atomic "$1" "$2" 2>/dev/null; then
+        rm -f -- "$1.tmp.$$" "$1.reserve"
+        return 0
+    fi
+    rm -f -- "$1.tmp.$$"
+    [ -e "$1.reserve" ] && [ ${#2} -lt "$RESERVE" ] || return 1
+    # 1<> opens without truncating: the bytes go into the reserve's blocks; padded to its size
+    printf '%-*s\n' $((RESERVE - 1)) "$2" 1<>"$1.reserve" && mv -f -- "$1.reserve" "$1"
+}
+
+key_of() { # run id -> $key ("g<generation>-<identity>", empty for ids without one)
+    key=
+    [[ $1 =~ ^(g[0-9]+-[0-9a-f]{8})-[0-9a-z]+$ ]] && key=${BASH_REMATCH[1]}
+}
+
+adoptable() { # slotdir run attempt -> $adopt: the latest launch here, if it is this run's twin
+    local key mine prev=
+    adopt=
+    [ "$3" = 1 ] && [ -r "$1/current" ] || return 1
+    read -r prev <"$1/current" 2>/dev/null || return 1
+    key_of "$2"
+    mine=$key
+    key_of "${prev%/*}"
+    [ -n "$mine" ] && [ "$key" = "$mine" ] && [ "${prev%/*}" != "$2" ] || return 1
+    [ -e "$1/$prev/started" ] && [ ! -e "$1/$prev/stop" ] || return 1
+    adopt=$prev
+}
+
 framed() { # file: whole, with its "end=<bytes> <sha256>" last line matching what precedes it
     local f=$1 trailer size len
     trailer=$(tail -c 200 -- "$f" | tr '\0' '\n' | tail -n 1) || return 1
@@ -57,7 +99,7 @@ framed() { # file: whole, with its "end=<bytes> <sha256>" last line matching wha
 
 launch() {
     local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
-    local slotdir=${dir%/*/*} prev=
+    local slotdir=${dir%/*/*} prev='' adopt=''
     DRAIN=1 # until the spec is read, every way out reads it first
     mkdir -p -- "$dir" || die 74 "cannot create $dir"
     # The slot's lock first, then the attempt's (stop takes only the attempt's): from the check
@@ -69,6 +111,11 @@ launch() {
     if [ -e "$dir/started" ] || [ -e "$dir/stop" ]; then
         cat >/dev/null # the spec, unread: let the sender finish writing it
         echo already
+        exit 0
+    fi
+    if adoptable "$slotdir" "$run" "$attempt"; then
+        cat >/dev/null
+        echo "adopt $adopt"
         exit 0
     fi
     # One process holds the TPU: never start over a previous attempt still running here.
@@ -92,8 +139,15 @@ launch() {
     exec 7<"$dir/spec"
     rm -f -- "$dir/spec"
     : >>"$dir/output.log"
-    write_atomic "$dir/started" "${EPOCHREALTIME:-$(date +%s)} $BOOT_ID"
-    write_atomic "$slotdir/current" "$run/$attempt"
+    if ! reserve "$dir/exit" || ! reserve "$dir/pid"; then
+        rm -f -- "$dir/exit.reserve" "$dir/pid.reserve"
+        die 74 "cannot set aside room for the exit record (is the disk full?); nothing was started"
+    fi
+    if ! write_atomic "$dir/started" "${EPOCHREALTIME:-$(date +%s)} $BOOT_ID" ||
+        ! write_atomic "$slotdir/current" "$run/$attempt"; then
+        rm -f -- "$dir/started" "$dir"/*.tmp.* "$slotdir"/current.tmp.* "$dir"/*.reserve
+        die 74 "cannot write the launch records (is the disk full?); nothing was started"
+    fi
     setsid bash "$0" supervise "$dir" "$worker" "$workers" "$slot" "$run" "$attempt" \
         <&7 7<&- 9>&- 5>&- >>"$dir/output.log" 2>&1 &
     echo launched
@@ -125,7 +179,7 @@ supervise() {
     finish() { # code signal
         stopped=no
         [ -e "$dir/stop" ] && stopped=yes
-        write_atomic "$dir/exit" "code=$1 signal=$2 stopped=$stopped ended=$EPOCHREALTIME"
+        record "$dir/exit" "code=$1 signal=$2 stopped=$stopped ended=$EPOCHREALTIME"
         exit 0
     }
     # shellcheck disable=SC2088  # a literal "~/..." from the spec, expanded here
@@ -146,7 +200,7 @@ supervise() {
         ;;
     esac
     pid=$!
-    write_atomic "$dir/pid" "$pid"
+    record "$dir/pid" "$pid"
     wait "$pid"
     code=$?
     sig=none
@@ -155,9 +209,14 @@ supervise() {
 }
 
 probe() { # one line: state=alive|exited|missing pid=.. started=.. code=.. output=..
-    local dir=$1 started=- boot=- pid=- out=- code=- state rec
+    local dir=$1 started=- boot=- pid=- out=- code=- state rec adopt attempt=${1##*/} run
     if [ ! -e "$dir/started" ]; then
-        echo "state=missing"
+        run=${dir%/*}
+        if adoptable "${run%/*}" "${run##*/}" "$attempt"; then
+            echo "state=missing adopt=$adopt"
+        else
+            echo "state=missing"
+        fi
         return 0
     fi
     read -r started boot <"$dir/started"

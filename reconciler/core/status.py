@@ -248,7 +248,12 @@ def workload_summary(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: flo
         return state
     running_for = now - wm.since if state == "running" else None
     max_failures = w.max_failures if w is not None else None
-    return format_workload(state, running_for, wm.attempt, wm.failures, max_failures, wm.detail)
+    detail = _workload_detail(wm)
+    return format_workload(state, running_for, wm.attempt, wm.failures, max_failures, detail)
+
+
+def _workload_detail(wm: WorkloadMemory) -> str:
+    return f"not started: {wm.unsent}" if wm.phase == "starting" and wm.unsent else wm.detail
 
 
 def workload_status(
@@ -269,7 +274,7 @@ def workload_status(
             for s in (wm.workers if wm else ())
         ),
         last_lines=wm.last_lines if wm else (),
-        detail=wm.detail if wm else "",
+        detail=_workload_detail(wm) if wm else "",
         summary=workload_summary(wm, w, now),
     )
 

@@ -304,7 +304,9 @@ def decide(
     if wm.phase == "pending":
         launch = (wm.attempt, "relaunch" if wm.attempt > 1 else "start")
     elif wm.phase == "starting" and here and seen is not None:
-        if any(p.state == "missing" for p in seen) and exit_detail(seen) is None:
+        if any(p.state == "missing" and p.adopt is None for p in seen) and (
+            exit_detail(seen) is None
+        ):
             launch = (wm.attempt, "resend")
     elif wm.phase == "interrupted" and w.restart != "never":
         launch = (wm.attempt + 1, "preempted")
@@ -367,5 +369,7 @@ def state_of(wm: WorkloadMemory | None) -> WorkloadState:
         return "pending"
     if wm.unknown and wm.phase in ("starting", "running", "stopping"):
         return "unknown"
+    if wm.phase == "starting" and wm.unsent:
+        return "pending"  # nothing was started: the detail says why
     phase: WorkloadState = wm.phase  # type: ignore[assignment]
     return phase

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Final
 
 from reconciler.core.memory import Memory
+from reconciler.core.workload_health import adopted, lost_worker, make_run_id, unsent
 from reconciler.core.workload_memory import PriorAttempt, WorkerSeen, WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.durations import format_duration
@@ -74,20 +75,10 @@ def where(observed: Observation, spec: SlotSpec, sent_to: str | None) -> Where:
 # --- memory rules ----------------------------------------------------------------------------
 
 
-def _b36(n: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while True:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-        if n == 0:
-            return out
-
-
 def new_run(w: WorkloadSpec, now: float) -> WorkloadMemory:
-    """A fresh run: id from the generation and the time it was decided (unique per slot, and
-    a path component on the workers), attempt 1, no failures."""
-    run_id = f"g{w.generation}-{_b36(max(0, int(now * 1000)))}"
+    """A fresh run: id from the generation, the command and the time it was decided (unique
+    per slot, a path component on the workers; ``workload_health``), attempt 1, no failures."""
+    run_id = make_run_id(w.generation, w.identity, now)
     return WorkloadMemory(
         run_id=run_id, generation=w.generation, identity=w.identity, policy=w.policy, since=now
     )
@@ -134,6 +125,7 @@ def _next_attempt(
         "policy": w.policy,
         "started_at": None,
         "prior": PriorAttempt(prev.attempt, prev.instance, prev.started_at, prev.workers),
+        "missing_since": None,
     }
     fields.update(kw)
     return replace(prev, **fields)  # type: ignore[arg-type]
@@ -224,9 +216,18 @@ def fold(
     if seen is None:
         return prev
     if prev.phase in ("starting", "running"):
+        took = adopted(prev.run_id, prev.attempt, seen) if prev.phase == "starting" else None
+        if took is not None:  # launched before a restart that could not remember it
+            run_id, attempt = took
+            detail = f"took over run {run_id} attempt {attempt}, already launched"
+            return replace(prev, run_id=run_id, attempt=attempt, workers=(), detail=detail)
         bad = exit_detail(seen)
         if bad is not None:
             return _fail(prev, w, bad, seen, now)
+        gap_since, lost = lost_worker(seen, prev.missing_since, now)
+        if lost is not None:
+            return _fail(replace(prev, missing_since=None), w, lost, seen, now)
+        prev = replace(prev, missing_since=gap_since)
         known = not any(p.state == "unknown" for p in seen)
         if known and seen and all(p.state == "exited" for p in seen):
             if w.restart == "always":
@@ -264,6 +265,11 @@ def observe(
             continue
         at = where(observed, spec, prev.instance if prev else None)
         new = fold(prev, spec.workload, at, probes.get(spec.name), now)
+        if new is not None:  # a launch that started nothing anywhere says why
+            error = memory.error(f"{spec.zone}/{spec.name}:launch")
+            message = error.message if error else None
+            why = unsent(new.phase, [s.state for s in new.workers], message)
+            new = replace(new, unsent=why) if why != new.unsent else new
         if new is None:
             workloads.pop(spec.name, None)
         elif new != prev:

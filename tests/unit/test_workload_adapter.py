@@ -104,6 +104,14 @@ def test_probe_answers() -> None:
     assert garbage.state == "unknown" and garbage.error
 
 
+def test_a_probe_names_the_run_to_adopt_only_when_it_is_a_valid_one() -> None:
+    twin = parse_probe(1, "state=missing adopt=g1-0a1b2c3d-kx1/1")
+    assert twin == WorkerProbe(1, "missing", adopt="g1-0a1b2c3d-kx1/1")
+    for bad in ("../../x/1", "g1-0a1b2c3d-kx1/0", "g1-0a1b2c3d-kx1/", "G1/1", "g1-x/1;rm"):
+        assert parse_probe(1, f"state=missing adopt={bad}").adopt is None, bad
+    assert parse_probe(1, "state=alive adopt=g1-0a1b2c3d-kx1/1").adopt is None
+
+
 def test_log_frames_cut_lines_and_keep_partials_until_their_end() -> None:
     frames = _Frames(3)
     assert frames.header(b"@ . 0\n") is None
