@@ -106,6 +106,8 @@ class Controller(ActionTasks):
         self.store, self.state, self.events, self.setup = store, state, events, setup
         self.history = history  # capacity history: fed one look per pass, writes off-thread
         self.lock = lock  # held by the caller; followed to each new inode of the desired file
+        #: why memory or the last snapshot could not be saved when ``run`` stopped, if so
+        self.unsaved: OSError | None = None
         # The setup runner doubles as the workload port when it has the methods (LiveSetup).
         self.workloads = workloads or (setup if isinstance(setup, WorkloadPort) else None)
         self.prober = Prober()
@@ -426,7 +428,13 @@ class Controller(ActionTasks):
                     result = await self.reconcile()
                     delay = self.next_interval(result)
                     failures = 0
-                except Exception as e:  # e.g. a full disk: say so, back off, keep running
+                except OSError as e:  # a full or read-only state disk: foreseen, no traceback
+                    failures += 1
+                    log.error("reconcile pass failed: the state directory: %s", e)
+                    with contextlib.suppress(Exception):
+                        self.events.emit("controller.error", error=repr(e))
+                    delay = min(300.0, 5.0 * 2.0 ** min(failures - 1, 6))
+                except Exception as e:  # a bug, not the world: say so, back off, keep running
                     failures += 1
                     log.exception("reconcile pass failed")
                     with contextlib.suppress(Exception):
@@ -451,10 +459,12 @@ class Controller(ActionTasks):
                 await asyncio.to_thread(self.history.close)
             with contextlib.suppress(OSError):  # a full or read-only state dir: stop anyway
                 self.events.emit("controller.stopped", pid=os.getpid())
-            with contextlib.suppress(OSError):
+            try:
                 self._save_memory()
                 if self._last is not None:
                     self._write_snapshot(self._last, self._last_errors, running=False)
+            except OSError as e:  # stopped all the same; the caller says so and exits 78
+                self.unsaved = e
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Let in-flight cloud calls and notices finish (they are short); cancel long setup

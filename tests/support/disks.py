@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,5 +72,28 @@ def read_only_file(path: Path) -> Iterator[None]:
     try:
         _mount("-o", "remount,bind,ro", str(path))
         yield
+    finally:
+        _umount(path)
+
+
+@contextlib.contextmanager
+def read_only_dir(path: Path) -> Iterator[Path]:
+    """``path`` bind-mounted over itself and remounted read-only (a state disk gone read-only
+    under a running program); writable again afterwards."""
+    _mount("--bind", str(path), str(path))
+    try:
+        # A file being written through the new mount at that instant makes the remount "busy":
+        # try again for a moment before giving up.
+        for _ in range(40):
+            done = subprocess.run(
+                [require_tool("mount"), "-o", "remount,bind,ro", str(path)],
+                capture_output=True, timeout=30,
+            )  # fmt: skip
+            if done.returncode == 0:
+                break
+            time.sleep(0.05)
+        else:
+            _mount("-o", "remount,bind,ro", str(path))  # fails (or skips) with mount's words
+        yield path
     finally:
         _umount(path)

@@ -356,6 +356,13 @@ def run_cmd(args: argparse.Namespace) -> int:
     except OSError as e:  # a state directory made read-only or full under us
         _err(f"cannot use the state directory {state.root}: {e.strerror or e}")
         return EX_CONFIG
+    if controller.unsaved is not None:  # stopped, but its memory could not be kept
+        _err(
+            f"stopped without saving its state in {state.root}: "
+            f"{controller.unsaved.strerror or controller.unsaved}; make it writable before "
+            "the next start"
+        )
+        return EX_CONFIG
     return EX_OK
 
 
