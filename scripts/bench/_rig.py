@@ -159,13 +159,16 @@ def terminate(proc: subprocess.Popen[Any], *, timeout: float) -> None:
 class EmulatorProcess:
     """``python -m reconciler emulator serve`` with a scenario, so its CPU is not ours."""
 
-    def __init__(self, directory: Path, scenario: str, *, speed: float = 1.0) -> None:
+    def __init__(
+        self, directory: Path, scenario: str, *, speed: float = 1.0, ip_pool: str | None = None
+    ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / "scenario.yaml"
         path.write_text(scenario, encoding="utf-8")
+        pool = ["--ip-pool", ip_pool] if ip_pool else []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "reconciler", "emulator", "serve", "--port", "0",
-             "--speed", str(speed), "--scenario", str(path), "--project", PROJECT],
+             "--speed", str(speed), "--scenario", str(path), "--project", PROJECT, *pool],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
             text=True, cwd=REPO,
         )  # fmt: skip
@@ -187,9 +190,9 @@ class EmulatorProcess:
 
 @contextmanager
 def emulator_process(
-    directory: Path, scenario: str, *, speed: float = 1.0
+    directory: Path, scenario: str, *, speed: float = 1.0, ip_pool: str | None = None
 ) -> Iterator[EmulatorProcess]:
-    emu = EmulatorProcess(directory, scenario, speed=speed)
+    emu = EmulatorProcess(directory, scenario, speed=speed, ip_pool=ip_pool)
     try:
         yield emu
     finally:

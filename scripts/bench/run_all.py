@@ -57,6 +57,7 @@ BENCHES = (
     Bench("workload_reaction", (), ("--rounds", "2"), 300, False),
     Bench("history_cost", ("--passes", "20"), ("--passes", "8"), 300, True),
     Bench("history_query", (), ("--transitions", "200000"), 400, False),
+    Bench("quiet_poll", (), ("--window", "15"), 300, True),
 )
 
 
