@@ -284,7 +284,13 @@ def format_status(snapshot: StatusSnapshot, now: float) -> str:
     desired = snapshot.desired
     head = [
         f"desired: {desired.file} "
-        + ("(valid)" if desired.valid else "(INVALID — last valid intent in force)"),
+        + (
+            "(valid)"
+            if desired.valid
+            else "(INVALID — last valid intent in force)"
+            if desired.digest
+            else "(INVALID — no valid intent yet: nothing acts)"
+        ),
         "controller: " + (f"running (pid {ctl.pid})" if ctl.running else "not running"),
         snapshot_line(snapshot, now),
     ]

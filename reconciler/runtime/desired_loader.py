@@ -97,7 +97,8 @@ class DesiredLoader:
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
-            return self._settle(NO_CONTENT, None, (self._diag("file not found"),))
+            missing = "file not found (write one with `tpu-reconciler init`, or point -f at yours)"
+            return self._settle(NO_CONTENT, None, (self._diag(missing),))
         except IsADirectoryError:
             return self._settle(NO_CONTENT, None, (self._diag("is a directory, not a file"),))
         except OSError as e:

@@ -137,7 +137,10 @@ def test_missing_file_then_created(desired_path: Path) -> None:
     store = DesiredLoader(desired_path, {})
     missing = store.load()
     assert missing.desired is None and missing.digest == NO_CONTENT
-    assert [str(d) for d in missing.errors] == [f"{desired_path}:1:1: file not found"]
+    assert [str(d) for d in missing.errors] == [
+        f"{desired_path}:1:1: file not found (write one with `tpu-reconciler init`, or point -f "
+        "at yours)"
+    ]
     desired_path.write_text(VALID)
     assert store.load().changed
     desired_path.unlink()

@@ -68,7 +68,13 @@ def _head(snapshot: StatusSnapshot, now: float, interval: float) -> list[tuple[s
     lines = [
         (
             f"desired: {desired.file} "
-            + ("(valid)" if desired.valid else "(INVALID: last valid intent in force)"),
+            + (
+                "(valid)"
+                if desired.valid
+                else "(INVALID: last valid intent in force)"
+                if desired.digest
+                else "(INVALID: no valid intent yet: nothing acts)"
+            ),
             "" if desired.valid else "bold red",
         ),
         (
