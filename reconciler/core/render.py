@@ -288,7 +288,7 @@ def format_status(snapshot: StatusSnapshot, now: float) -> str:
             "(valid)"
             if desired.valid
             else "(INVALID — last valid intent in force)"
-            if desired.digest
+            if desired.digest is not None
             else "(INVALID — no valid intent yet: nothing acts)"
         ),
         "controller: " + (f"running (pid {ctl.pid})" if ctl.running else "not running"),

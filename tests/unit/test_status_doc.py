@@ -261,3 +261,10 @@ def test_each_row_shows_its_zones_round_trip_where_something_is_held_there() -> 
     assert header.split()[:3] == ["SLOT", "ZONE", "LATENCY"]
     assert lines[0].split()[:3] == ["held-v4", Z1, "~141ms"]
     assert lines[1].split()[:3] == ["c-use1d", Z3, "-"]
+
+
+def test_status_text_without_any_valid_intent_says_nothing_acts() -> None:
+    doc = status(desired=None, plan=None, errors=["desired.yaml:1:1: file not found"])
+    text = format_status(from_json(doc), now=NOW)
+    assert "INVALID — no valid intent yet: nothing acts" in text
+    assert "last valid intent in force" not in text

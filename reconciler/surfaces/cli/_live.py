@@ -72,7 +72,7 @@ def _head(snapshot: StatusSnapshot, now: float, interval: float) -> list[tuple[s
                 "(valid)"
                 if desired.valid
                 else "(INVALID: last valid intent in force)"
-                if desired.digest
+                if desired.digest is not None
                 else "(INVALID: no valid intent yet: nothing acts)"
             ),
             "" if desired.valid else "bold red",
