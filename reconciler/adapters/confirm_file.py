@@ -25,16 +25,20 @@ def confirm_path(state: StateDir) -> Path:
     return state.root / "confirm.json"
 
 
-def _read(state: StateDir) -> Any:
+def read_confirmation(state: StateDir) -> Any:
+    """The confirmation document, or None when there is none. A file that cannot be read or
+    parsed reads as ``{}``: it confirms nothing, and is spent (so the controller removes it)."""
     try:
         return read_json(confirm_path(state))
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return None
+    except (OSError, ValueError):
+        return {}
 
 
 def read_confirmed(state: StateDir, *, digest: str | None, now: float) -> frozenset[str]:
     """The deletes confirmed for the intent ``digest`` at ``now`` (empty when none)."""
-    return confirmed_deletes(_read(state), digest=digest, now=now)
+    return confirmed_deletes(read_confirmation(state), digest=digest, now=now)
 
 
 def write_confirmation(
@@ -47,18 +51,23 @@ def write_confirmation(
     return str(document["fingerprint"])
 
 
+def remove_confirmation(state: StateDir) -> bool:
+    """Delete ``confirm.json``; True when there was one."""
+    try:
+        confirm_path(state).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def clear_spent(
     state: StateDir, *, digest: str | None, now: float, present: Collection[str]
 ) -> bool:
     """Remove ``confirm.json`` when it confirms nothing any more or all its deletes are done;
     True when a file was removed."""
-    path = confirm_path(state)
-    if not path.exists():
+    document = read_confirmation(state)
+    if document is None or not confirmation_spent(
+        document, digest=digest, now=now, present=present
+    ):
         return False
-    if not confirmation_spent(_read(state), digest=digest, now=now, present=present):
-        return False
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False
-    return True
+    return remove_confirmation(state)

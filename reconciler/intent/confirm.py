@@ -21,19 +21,23 @@ from reconciler.adapters.confirm_file import write_confirmation
 from reconciler.errors import EditRejected
 from reconciler.intent.engine import IntentEditor
 from reconciler.intent.views import read_snapshot
-from reconciler.model.status import GuardStatus
+from reconciler.model.status import GuardStatus, StatusSnapshot
 
 
 def guarded(store: IntentEditor) -> GuardStatus | None:
     """The snapshot's guard (the deletes it holds), None when nothing waits."""
-    snap = read_snapshot(store)
+    return _guard_of(read_snapshot(store))
+
+
+def _guard_of(snap: StatusSnapshot | None) -> GuardStatus | None:
     guard = snap.plan.guard if snap is not None and snap.plan is not None else None
     return guard if guard is not None and guard.deletes else None
 
 
 def confirm_deletes(store: IntentEditor, fingerprint: str | None = None) -> dict[str, Any]:
     """Confirm the guarded deletes shown now; ``{"status": "confirmed" | "nothing", ...}``."""
-    guard = guarded(store)
+    snap = read_snapshot(store)  # once: the guard and the intent it was shown under
+    guard = _guard_of(snap)
     if guard is None:
         if fingerprint:
             raise EditRejected(
@@ -47,7 +51,6 @@ def confirm_deletes(store: IntentEditor, fingerprint: str | None = None) -> dict
             "look again (`tpu-reconciler status`) and confirm what is shown"
         )
     deletes = list(guard.deletes)
-    snap = read_snapshot(store)
     digest = snap.desired.digest if snap is not None else None
     token = write_confirmation(store.state, deletes, digest=digest, now=time.time())
     return {

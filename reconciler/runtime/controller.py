@@ -35,7 +35,11 @@ from dataclasses import replace as replace_record
 from typing import TYPE_CHECKING
 
 from reconciler.adapters.cloud import Cloud
-from reconciler.adapters.confirm_file import clear_spent, read_confirmed
+from reconciler.adapters.confirm_file import (
+    read_confirmation,
+    read_confirmed,
+    remove_confirmation,
+)
 from reconciler.adapters.files import read_json, write_json
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
@@ -239,10 +243,16 @@ class Controller(ActionTasks):
             wl.observe(self.memory, desired, observation, probes, now),
         )
         self._workloads_moved(desired, before)
-        confirmed = read_confirmed(self.state, digest=desired.digest, now=now)
+        confirmation = read_confirmation(self.state)  # one read a pass; usually absent
+        confirmed = control_rules.confirmed_deletes(confirmation, digest=desired.digest, now=now)
         decided = plan(desired, observation, self.memory, now, windows, confirmed, probes=probes)
-        present = control_rules.present_delete_ids(observation)
-        if clear_spent(self.state, digest=desired.digest, now=now, present=present):
+        spent = confirmation is not None and control_rules.confirmation_spent(
+            confirmation,
+            digest=desired.digest,
+            now=now,
+            present=control_rules.present_delete_ids(observation),
+        )
+        if spent and remove_confirmation(self.state):
             self._note("confirm.cleared", slot=None)
         self._note_control(decided)
         if self.history is not None:
