@@ -130,6 +130,16 @@ _COLUMNS = (
 )
 
 
+
+
+def status_columns(snapshot: StatusSnapshot) -> tuple[str, ...]:
+    """The names of ``status_rows``' cells, in order: a WORKLOAD cell comes before NOTE when
+    any slot has a workload."""
+    if any(s.workload for s in snapshot.slots):
+        return (*_COLUMNS[:-1], "WORKLOAD", _COLUMNS[-1])
+    return _COLUMNS
+
+
 _QUIET: Final = frozenset(("off", "done", "waiting"))  # setup states the NOTE column leaves out
 _NOTE_WIDTH: Final = 60  # an error longer than this is cut in NOTE and shown whole below
 
@@ -307,10 +317,7 @@ def format_status(snapshot: StatusSnapshot, now: float) -> str:
     if snapshot.history_error:
         head.append(f"capacity history not written: {snapshot.history_error}")
     rows = status_rows(snapshot, now)
-    columns: tuple[str, ...] = _COLUMNS
-    if any(s.workload for s in snapshot.slots):
-        columns = (*_COLUMNS[:-1], "WORKLOAD", _COLUMNS[-1])
-    body = format_table(columns, rows) if rows else "no slots"
+    body = format_table(status_columns(snapshot), rows) if rows else "no slots"
     tail = [*error_lines(snapshot, now), *(race_line(race) for race in snapshot.race_groups)]
     orphans = snapshot.tmux.orphans
     if orphans:

@@ -30,14 +30,10 @@ if TYPE_CHECKING:
 
     from reconciler.model.status import StatusSnapshot
 
-COLUMNS: Final = (
-    "SLOT", "ZONE", "LATENCY", "ACCEL", "WANT", "STATE", "FOR", "NODE", "IPS", "RACE", "NOTE",
-)  # the cells of core/render.status_rows, in its order
-#: ... and when any slot has a workload: status_rows adds its cell before NOTE.
-WITH_WORKLOAD: Final = (*COLUMNS[:-1], "WORKLOAD", "NOTE")
-#: Which columns to show at a terminal width (the widest set that fits is used).
-LAYOUTS: Final = (
-    (110, COLUMNS),
+#: Which columns to show at a terminal width (the widest set that fits is used); None: every
+#: column ``core.render.status_columns`` names for the snapshot.
+LAYOUTS: Final[tuple[tuple[int, tuple[str, ...] | None], ...]] = (
+    (110, None),
     (80, ("SLOT", "ZONE", "WANT", "STATE", "FOR", "NODE", "NOTE")),
     (0, ("SLOT", "STATE", "FOR", "NOTE")),
 )
@@ -57,7 +53,7 @@ def state_style(state: str) -> str:
     return "dim"  # NOT_QUEUED, UNKNOWN
 
 
-def columns_for(width: int) -> Sequence[str]:
+def columns_for(width: int) -> Sequence[str] | None:
     return next(cols for least, cols in LAYOUTS if width >= least)
 
 
@@ -117,15 +113,13 @@ def render(snapshot: StatusSnapshot, now: float, width: int, interval: float) ->
     from rich.table import Table
     from rich.text import Text
 
-    from reconciler.core.render import status_rows
+    from reconciler.core.render import status_columns, status_rows
 
-    full = status_rows(snapshot, now)
-    names = WITH_WORKLOAD if full and len(full[0]) == len(WITH_WORKLOAD) else COLUMNS
-    shown = [n for n in columns_for(width) if n in names]
-    if names is WITH_WORKLOAD and width >= LAYOUTS[0][0]:
-        shown.insert(shown.index("NOTE"), "WORKLOAD")
+    names = status_columns(snapshot)
+    layout = columns_for(width)
+    shown = list(names) if layout is None else [n for n in layout if n in names]
     index = [names.index(name) for name in shown]
-    rows = [[row[i] for i in index] for row in full]
+    rows = [[row[i] for i in index] for row in status_rows(snapshot, now)]
     natural = [max([len(name), *(len(r[c]) for r in rows)]) for c, name in enumerate(shown)]
     others = sum(n for n, name in zip(natural, shown, strict=True) if name != "NOTE")
     note_room = width - others - 2 * (len(shown) - 1)
