@@ -10,10 +10,7 @@ real gcloud pointed at a local endpoint that refuses (403) and counts its reques
 
 from __future__ import annotations
 
-import http.server
-import json
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +28,7 @@ from reconciler.model.status import (
     WorkloadStatus,
 )
 from tests.support.cli import clean_env, run_cli
+from tests.support.oslogin import RefusingOsLogin, refusing_oslogin
 from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.integration
@@ -147,62 +145,45 @@ def test_ssh_print_on_an_emulated_node_prints_the_command_and_says_nothing_answe
     assert took < 2  # no lookup: the user is not needed to say nothing answers
 
 
-class Refusing(http.server.BaseHTTPRequestHandler):
-    hits: list[str] = []
-
-    def do_GET(self) -> None:
-        Refusing.hits.append(self.path)
-        error = {"code": 403, "message": "caller lacks OS Login", "status": "PERMISSION_DENIED"}
-        body = json.dumps({"error": error}).encode()
-        self.send_response(403)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+@pytest.fixture
+def refusing() -> Iterator[RefusingOsLogin]:
+    with refusing_oslogin("caller lacks OS Login") as server:
+        yield server
 
 
 @pytest.fixture
-def refusing_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+def refusing_env(tmp_path: Path, refusing: RefusingOsLogin) -> dict[str, str]:
     gcloud = require_tool("gcloud")
-    Refusing.hits = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
     (tmp_path / "token").write_text("test-token\n")
-    env = clean_env(
+    return clean_env(
         {
             "PATH": str(Path(gcloud).parent) + ":/usr/bin:/bin",
             "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"),
-            "CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN": f"http://127.0.0.1:{server.server_port}/",
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN": refusing.url,
             "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(tmp_path / "token"),
             "CLOUDSDK_CORE_PROJECT": "test-project",
             "CLOUDSDK_CORE_ACCOUNT": "alice@example.com",
             "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
         }
     )
-    try:
-        yield env
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.parametrize("verb", [("logs",), ("ssh", "--print")])
 def test_a_failing_oslogin_lookup_is_one_line_and_not_repeated(
-    world: tuple[Path, StateDir], refusing_env: dict[str, str], verb: tuple[str, ...]
+    world: tuple[Path, StateDir],
+    refusing_env: dict[str, str],
+    refusing: RefusingOsLogin,
+    verb: tuple[str, ...],
 ) -> None:
     done, took = cli(world, verb[0], "train-real", *verb[1:], env=refusing_env)
     first = one_line(
         done, EX_UNAVAILABLE, "OS Login user", "caller lacks OS Login", "settings.ssh_user"
     )
     assert "gcloud feedback" not in first and took < 10  # gcloud itself takes a second or two
-    assert len(Refusing.hits) == 1
+    assert len(refusing.hits) == 1
     _, state = world
     assert (state.root / "oslogin_user.failed").exists()
 
     again, took = cli(world, verb[0], "train-real", *verb[1:], env=refusing_env)
     assert one_line(again, EX_UNAVAILABLE, "settings.ssh_user") == first
-    assert len(Refusing.hits) == 1 and took < 5  # remembered: no second lookup
+    assert len(refusing.hits) == 1 and took < 5  # remembered: no second lookup

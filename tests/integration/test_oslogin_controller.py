@@ -14,13 +14,11 @@ the steady interval meanwhile, also while forty retries wait on a slow lookup.
 from __future__ import annotations
 
 import asyncio
-import http.server
 import json
 import os
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,8 @@ from reconciler.runtime.controller import Controller
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.setup import LiveSetup
+from tests.support.oslogin import RefusingOsLogin
+from tests.support.oslogin import refusing_oslogin as refusing_oslogin_server
 from tests.support.tools import require_tool
 from tests.support.waiting import eventually
 
@@ -44,43 +44,10 @@ SLOTS = 40
 IPS = [f"127.0.0.{i}" for i in range(100, 104)]
 
 
-@dataclass
-class Refusing:
-    """A local OS Login endpoint that answers every request 403 PERMISSION_DENIED."""
-
-    url: str = ""
-    hits: list[str] = field(default_factory=list)
-    delay: float = 0.0  # seconds before each answer (a slow network)
-
-
 @pytest.fixture
-def refusing_oslogin() -> Iterator[Refusing]:
-    state = Refusing()
-    error = {"code": 403, "message": "OS Login is refused here", "status": "PERMISSION_DENIED"}
-    body = json.dumps({"error": error}).encode()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            state.hits.append(self.path)
-            time.sleep(state.delay)
-            self.send_response(403)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_port}/"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
+def refusing_oslogin() -> Iterator[RefusingOsLogin]:
+    with refusing_oslogin_server() as server:
+        yield server
 
 
 @dataclass
@@ -108,7 +75,7 @@ class World:
 
 @pytest.fixture
 async def world(
-    refusing_oslogin: Refusing,
+    refusing_oslogin: RefusingOsLogin,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     tmux_socket: str,
@@ -187,7 +154,7 @@ def tmux_errors(world: World) -> dict[str, Any]:
 
 
 async def test_forty_slots_share_one_failed_lookup_per_backoff_window(
-    running: World, refusing_oslogin: Refusing
+    running: World, refusing_oslogin: RefusingOsLogin
 ) -> None:
     world = running
     await until("every slot's tmux step failed once", lambda: len(tmux_errors(world)) == SLOTS)
