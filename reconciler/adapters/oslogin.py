@@ -214,9 +214,13 @@ class UserResolver:
         now = self.clock()
         if self._failure is not None and self._failure.waiting(now):
             return self._failure  # waiting either way: no need to read the record
-        candidates = [f for f in (self._failure, read_failure(self.failed_path)) if f]
-        newest = max(candidates, key=lambda f: f.at, default=None)
+        newest = self._newest_failure()
         return newest if newest is not None and newest.waiting(now) else None
+
+    def _newest_failure(self) -> LookupFailure | None:
+        """The later of this resolver's failure and the state dir's record (one read)."""
+        candidates = [f for f in (self._failure, read_failure(self.failed_path)) if f]
+        return max(candidates, key=lambda f: f.at, default=None)
 
     async def resolve(self, *, refresh: bool = False) -> str:
         """The cached user, else one lookup — unless a failed one is still in its backoff,
@@ -230,15 +234,10 @@ class UserResolver:
             if not refresh and (cached := read_cached(self.cache)) is not None:
                 return cached  # found by the lookup this call waited for
             now = self.clock()
-            waiting = None if refresh else self.pending_failure()
-            if waiting is not None:
-                self._failure = waiting
-                raise waiting.error(now)
-            previous = max(
-                (f for f in (self._failure, read_failure(self.failed_path)) if f),
-                key=lambda f: f.at,
-                default=None,
-            )
+            previous = self._newest_failure()
+            if not refresh and previous is not None and previous.waiting(now):
+                self._failure = previous
+                raise previous.error(now)
             self.lookups += 1
             try:
                 user = await lookup(gcloud=self.gcloud, env=self.env, timeout=self.timeout)
