@@ -23,6 +23,7 @@ from typing import Final
 
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
+from reconciler.core.workload_health import unsent
 
 SETTLE: Final = 0.2  # the shortest interval ever returned
 JITTER: Final = 0.1  # +-10 %
@@ -73,12 +74,15 @@ def watching(memory: Memory, zones: Mapping[str, str]) -> bool:
     idle = {
         slot
         for slot, w in memory.workloads.items()
-        if w.phase == "starting"
-        and not any(seen.state in ("alive", "exited") for seen in w.workers)
-        and slot in zones
-        and memory.error(f"{zones[slot]}/{slot}:launch") is not None
+        if slot in zones
+        and unsent(w.phase, [s.state for s in w.workers], _launch_error(memory, zones[slot], slot))
     }
     if idle:
         kept = {slot: w for slot, w in memory.workloads.items() if slot not in idle}
         memory = replace(memory, workloads=MappingProxyType(kept))
     return wl.watching(memory)
+
+
+def _launch_error(memory: Memory, zone: str, slot: str) -> str | None:
+    error = memory.error(f"{zone}/{slot}:launch")
+    return error.message if error is not None else None
