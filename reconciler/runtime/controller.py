@@ -63,7 +63,7 @@ from reconciler.model.observed import Observation
 from reconciler.model.status import ControllerInfo
 from reconciler.model.workload import WorkerProbe
 from reconciler.runtime.actions import ActionTasks, SetupRunner
-from reconciler.runtime.desired_loader import DesiredLoader
+from reconciler.runtime.desired_loader import DesiredLoader, LoadResult
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.latency import LatencyProbes
 from reconciler.runtime.workloads import (
@@ -137,6 +137,7 @@ class Controller(ActionTasks):
         self._failing_since: dict[str, float] = {}  # action key -> first failure in a row
         self._last_states: dict[tuple[str, str], str] = {}
         self._last_digest: str | None = None
+        self._audited: Desired | None = None  # the intent last written to the audit log
         self._last_errors: tuple[str, ...] = ()
         self._last: PassResult | None = None
         self._observed_at: float | None = None
@@ -181,6 +182,17 @@ class Controller(ActionTasks):
             self._backend = self._cloud.backend
         return self._cloud
 
+    def _audit_load(self, loaded: LoadResult) -> None:
+        """The new intent in the audit log, with the file's owner at load (``adapters/audit``);
+        a state directory the controller cannot write is said by the pass, not here."""
+        from reconciler.adapters.audit import file_change
+
+        if loaded.desired is None or not loaded.current_valid:
+            return
+        with contextlib.suppress(OSError):
+            file_change(self.state, self._audited, loaded.desired, loaded.file_uid, self.clock())
+        self._audited = loaded.desired
+
     # -- one pass ----------------------------------------------------------------------------
     async def reconcile(self) -> PassResult:
         loaded = self.store.load()
@@ -191,6 +203,7 @@ class Controller(ActionTasks):
         if desired is not None and desired.digest != self._last_digest:
             self.events.emit("desired.loaded", digest=desired.digest, slots=len(desired.slots))
             self._last_digest = desired.digest
+            self._audit_load(loaded)
         elif self._last_errors and not errors and desired is not None:  # restored as it was
             self.events.emit("desired.valid", digest=desired.digest, slots=len(desired.slots))
         self._last_errors = errors
