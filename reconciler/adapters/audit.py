@@ -21,12 +21,13 @@ May: append to the audit log, read it. May not: rewrite, truncate or rotate it.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from reconciler.adapters.files import append_jsonl, read_jsonl
 from reconciler.adapters.lab import user_name
 from reconciler.adapters.statedir import StateDir
-from reconciler.model.desired import Desired
+from reconciler.model.desired import Desired, SlotSpec
 from reconciler.model.times import utc_text
 
 
@@ -38,6 +39,11 @@ def read_audit(state: StateDir) -> Iterator[dict[str, Any]]:
     return read_jsonl(state.audit)
 
 
+def _same(spec: SlotSpec) -> SlotSpec:
+    """A slot as compared across intents: its place in the file is not a change of it."""
+    return replace(spec, order=0)
+
+
 def intent_changes(before: Desired | None, after: Desired) -> dict[str, list[str]]:
     """Slots (and race groups) added, removed and changed between two intents."""
     old = {s.name: s for s in before.slots} if before is not None else {}
@@ -47,7 +53,7 @@ def intent_changes(before: Desired | None, after: Desired) -> dict[str, list[str
     return {
         "added": [n for n in new if n not in old],
         "removed": [n for n in old if n not in new],
-        "changed": [n for n in new if n in old and new[n] != old[n]],
+        "changed": [n for n in new if n in old and _same(new[n]) != _same(old[n])],
         "groups_changed": sorted(
             n
             for n in new_groups.keys() | old_groups.keys()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
@@ -29,6 +30,7 @@ from reconciler.errors import NotYourSlot
 from reconciler.intent.edits import Edit, EditContext, set_key
 from reconciler.model.desired import Desired
 from reconciler.model.policy import Policy, refusal
+from reconciler.model.status import StatusSnapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +102,27 @@ def stamp(ctx: EditContext, edit: Edit, actor: Actor, policy: Policy) -> None:
         owner = spec.owner if spec is not None and spec.owner else actor.user
         set_key(entry, "owner", owner)
         ctx.note(f"{name!r}: owner: {owner}")
+
+
+def owned_views(
+    desired: Desired | None,
+    snapshot: StatusSnapshot | None,
+    slots: list[dict[str, Any]],
+    race_groups: list[dict[str, Any]],
+    owner: str | None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The MCP ``list_slots`` rows with ``owner`` on the owned ones (from desired.yaml, else
+    the snapshot), and with ``owner`` given only that user's rows and the race groups that
+    have one of them among their candidates (as ``core/owners.only_owner`` for ``status``)."""
+    known = {s.name: s.owner for s in snapshot.slots if s.owner} if snapshot else {}
+    if desired is not None:
+        known = {s.name: s.owner for s in desired.slots if s.owner}
+    for view in slots:
+        if view.get("name") in known:
+            view["owner"] = known[view["name"]]
+    if owner is None:
+        return slots, race_groups
+    kept = [v for v in slots if v.get("owner") == owner]
+    names = {v["name"] for v in kept}
+    groups = [g for g in race_groups if names.intersection(g.get("candidates") or ())]
+    return kept, groups
