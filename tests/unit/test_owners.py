@@ -287,3 +287,16 @@ async def test_the_controller_audits_each_new_intent_with_the_files_owner(
         ("file", me, [], ["alpha"]),
     ]
     assert records[1]["file_owner"] == pwd.getpwuid(me).pw_name
+
+
+def test_doctor_accepts_a_labs_state_directory_but_not_open_secrets() -> None:
+    from reconciler.runtime.doctor import PathFacts, check_state_dir
+
+    lab = PathFacts("/s", 1001, 0o2770, True)
+    secrets = PathFacts("/s/secrets", 1001, 0o2700, True)
+    assert check_state_dir("/s", [lab, secrets], 1002).status == "ok"  # a member, not its owner
+    leaked = PathFacts("/s/secrets/tailscale", 1001, 0o640, False)
+    failed = check_state_dir("/s", [lab, secrets, leaked], 1001)
+    assert failed.status == "fail" and "/s/secrets/tailscale (0640)" in failed.detail
+    private = PathFacts("/s", 1001, 0o770, True)  # group-open but not a lab's: as before
+    assert check_state_dir("/s", [private], 1001).status == "warn"
