@@ -5,6 +5,7 @@ status filter. The two-user journey with real Unix users is tests/integration/te
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import stat
@@ -300,3 +301,37 @@ def test_doctor_accepts_a_labs_state_directory_but_not_open_secrets() -> None:
     assert failed.status == "fail" and "/s/secrets/tailscale (0640)" in failed.detail
     private = PathFacts("/s", 1001, 0o770, True)  # group-open but not a lab's: as before
     assert check_state_dir("/s", [private], 1001).status == "warn"
+
+
+def test_status_owner_and_list_slots_owner_show_one_persons_slots(tmp_path: Path) -> None:
+    from reconciler.intent import views
+    from tests.support.cli import run_cli
+
+    bob = editor(tmp_path, "bob", policy=None)
+    done = run_cli("-f", str(bob.path), "--state-dir", str(bob.state.root), "status",
+                   "--owner", "alice", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert [(s["name"], s["owner"]) for s in shown["slots"]] == [
+        ("a1", "alice"),
+        ("c1", "alice"),
+        ("c2", "alice"),
+    ]
+    listed = views.list_slots(bob, "alice")
+    assert [(s["name"], s["owner"]) for s in listed["slots"]] == [
+        ("a1", "alice"),
+        ("c1", "alice"),
+        ("c2", "alice"),
+    ]
+    assert [g["name"] for g in listed["race_groups"]] == ["g"]
+    everyone = views.list_slots(bob)["slots"]
+    assert [s.get("owner") for s in everyone] == ["alice", None, "alice", "alice"]
+
+
+def test_the_tui_filter_owner_name_keeps_that_persons_rows() -> None:
+    from reconciler.surfaces.tui._app import _matches
+    from reconciler.surfaces.tui._frame import SlotRow
+
+    mine, theirs = SlotRow("a1", owner="alice"), SlotRow("alice-ish", owner="bob")
+    assert _matches(mine, "owner:alice") and not _matches(theirs, "owner:alice")
+    assert _matches(theirs, "alice")  # plain text still looks in the name
