@@ -15,7 +15,9 @@ Guarantees kept here:
   intent or the world changes;
 - a create or delete whose operation has not shown its outcome reads that operation back
   before anything is resent (``runtime.lro``);
-- nothing raised by the cloud, a setup step or a notifier ends the loop.
+- nothing raised by the cloud, a setup step or a notifier ends the loop;
+- every new intent is logged (``desired.loaded``) and audited (``adapters/audit.file_change``)
+  with the desired file's owner when it was read: a hand edit is its saver's.
 
 Running the actions (dispatch, the adapters, settling each outcome) is ``runtime.actions``,
 mixed in here; the outcome policy itself is the pure ``core.outcome``.
@@ -41,6 +43,7 @@ from reconciler.adapters.confirm_file import (
     remove_confirmation,
 )
 from reconciler.adapters.files import read_json, write_json
+from reconciler.adapters.lab import user_name
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
 from reconciler.core import control as control_rules
@@ -201,7 +204,12 @@ class Controller(ActionTasks):
         if errors != self._last_errors and errors:
             self.events.emit("desired.invalid", errors=list(errors), in_force=bool(desired))
         if desired is not None and desired.digest != self._last_digest:
-            self.events.emit("desired.loaded", digest=desired.digest, slots=len(desired.slots))
+            owner = (
+                {"file_owner": user_name(loaded.file_uid)} if loaded.file_uid is not None else {}
+            )
+            self.events.emit(
+                "desired.loaded", digest=desired.digest, slots=len(desired.slots), **owner
+            )
             self._last_digest = desired.digest
             self._audit_load(loaded)
         elif self._last_errors and not errors and desired is not None:  # restored as it was

@@ -288,6 +288,10 @@ async def test_the_controller_audits_each_new_intent_with_the_files_owner(
         ("file", me, [], ["alpha"]),
     ]
     assert records[1]["file_owner"] == pwd.getpwuid(me).pw_name
+    from reconciler.runtime.events import read_events
+
+    loads = [e for e in read_events(c.state.events) if e["kind"] == "desired.loaded"]
+    assert [e["file_owner"] for e in loads] == [pwd.getpwuid(me).pw_name] * 2
 
 
 def test_doctor_accepts_a_labs_state_directory_but_not_open_secrets() -> None:
