@@ -143,8 +143,7 @@ def make_shared(
     written = not path.exists()
     if written:
         atomic_write(path, policy_text(admins), mode=POLICY_MODE)
-    os.chown(path, -1, gid)
-    os.chmod(path, POLICY_MODE)
+        os.chown(path, -1, gid)
     return SharedSetup(group, written, tuple(_desired_notes(desired, gid, group)))
 
 

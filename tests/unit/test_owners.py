@@ -339,3 +339,33 @@ def test_the_tui_filter_owner_name_keeps_that_persons_rows() -> None:
     mine, theirs = SlotRow("a1", owner="alice"), SlotRow("alice-ish", owner="bob")
     assert _matches(mine, "owner:alice") and not _matches(theirs, "owner:alice")
     assert _matches(theirs, "alice")  # plain text still looks in the name
+
+
+def test_make_shared_gives_the_state_directory_to_the_group_and_keeps_secrets(
+    tmp_path: Path,
+) -> None:
+    import grp
+
+    from reconciler.adapters.lab import make_shared
+    from reconciler.adapters.secrets import SecretStore
+    from reconciler.errors import ServiceError
+
+    group = grp.getgrgid(os.getegid()).gr_name  # one's own group: no root needed
+    state = StateDir(tmp_path / "state").ensure()
+    atomic_write(state.status, "{}")
+    SecretStore(state.secrets).set("tailscale", b"tskey-x")
+    desired = tmp_path / "desired.yaml"
+    desired.write_text("project: proj-1\n")
+    done = make_shared(state, group, admins=["carol"], desired=desired)
+    assert done.policy_written
+    assert stat.S_IMODE(state.root.stat().st_mode) == SHARED_DIR
+    assert stat.S_IMODE(state.status.stat().st_mode) == 0o660
+    assert stat.S_IMODE((state.secrets / "tailscale").stat().st_mode) == 0o600
+    assert stat.S_IMODE(policy_path(state).stat().st_mode) == POLICY_MODE
+    assert stat.S_IMODE(desired.stat().st_mode) & 0o060 == 0o060
+    assert read_policy(state) == Policy(admins=frozenset({"carol"}))
+    atomic_write(policy_path(state), "admins: [dave]\n", mode=POLICY_MODE)
+    assert not make_shared(state, group, admins=["carol"], desired=desired).policy_written
+    assert read_policy(state).admins == frozenset({"dave"})  # its owner's edit is kept
+    with pytest.raises(ServiceError, match="no group"):
+        make_shared(state, "no-such-group-x", admins=[], desired=desired)

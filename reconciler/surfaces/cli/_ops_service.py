@@ -78,7 +78,7 @@ def _warn_if_invalid(path: Path, env: dict[str, str]) -> None:
 
 def _share(args: argparse.Namespace, spec: Any) -> None:
     """``--shared GROUP``: the state directory and its policy file for a lab (adapters/lab)."""
-    from reconciler.adapters.lab import make_shared, policy_path, user_name
+    from reconciler.adapters.lab import make_shared, policy_path, read_policy, user_name
     from reconciler.adapters.statedir import StateDir
     from reconciler.errors import ServiceError, UnsafeName
     from reconciler.model.names import check_user
@@ -95,6 +95,9 @@ def _share(args: argparse.Namespace, spec: Any) -> None:
     )
     for line in done.notes:
         print(f"note: {line}")
+    problem = read_policy(state).problem
+    if problem is not None:
+        print(f"note: the policy grants nothing until it is fixed: {problem}")
 
 
 @_refusals
