@@ -186,11 +186,12 @@ class Controller(ActionTasks):
         return self._cloud
 
     def _audit_load(self, loaded: LoadResult) -> None:
-        """The new intent in the audit log, with the file's owner at load (``adapters/audit``);
-        a state directory the controller cannot write is said by the pass, not here."""
+        """The new intent in the audit log, with the file's owner at load (``adapters/audit``),
+        by a controller that acts on it (``plan``'s does not); a state directory the controller
+        cannot write is said by the pass, not here."""
         from reconciler.adapters.audit import file_change
 
-        if loaded.desired is None or not loaded.current_valid:
+        if loaded.desired is None or not loaded.current_valid or not self.allow_destructive:
             return
         with contextlib.suppress(OSError):
             file_change(self.state, self._audited, loaded.desired, loaded.file_uid, self.clock())

@@ -369,3 +369,13 @@ def test_make_shared_gives_the_state_directory_to_the_group_and_keeps_secrets(
     assert read_policy(state).admins == frozenset({"dave"})  # its owner's edit is kept
     with pytest.raises(ServiceError, match="no group"):
         make_shared(state, "no-such-group-x", admins=[], desired=desired)
+
+
+async def test_a_plan_only_controller_audits_nothing(tmp_path: Path) -> None:
+    from tests.support.fakecloud import FakeCloud
+    from tests.unit.test_controller_passes import make
+
+    c = make(tmp_path, FakeCloud())
+    c.allow_destructive = False  # as `plan` builds it
+    await c.reconcile()
+    assert list(read_audit(c.state)) == []
