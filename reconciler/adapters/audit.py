@@ -7,9 +7,9 @@ Two writers:
 - every intent edit (``intent/engine.py``): its result, ``source`` (cli, mcp, tui), ``user``
   and ``uid`` (the Unix user running the edit), the diff;
 - the controller that acts (``run``, ``apply``; not ``plan``), for every new intent it loads
-  (``file_change``): ``source: "file"``, the
-  file's owner at load (``file_owner``, ``file_uid``: a hand edit saved by an editor belongs to
-  whoever saved it) and which slots the change added, removed or changed. An edit made through
+  (``file_change``): ``source: "file"``, the file's owner at load (``file_owner``,
+  ``file_uid``: a hand edit saved by an editor belongs to whoever saved it) and which slots
+  the change added, removed or changed. An edit made through
   the tool is therefore recorded twice, by the edit and by the load; a hand edit once.
 
 The file is 0600, or 0660 in a shared lab's state directory (every member's edit appends).
