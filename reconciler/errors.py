@@ -26,7 +26,8 @@ Errors also carry the *exit code* a command returns for them (``exit_code``, nam
     │   ├── ControllerAlreadyRunning     a second controller for the same desired file  exit 75
     │   ├── EditRejected                 an intent edit refused (unknown slot, op-id reuse)
     │   │   ├── InvalidEdit              ... because the file is or would become invalid
-    │   │   └── NeedsConfirmation        ... because it may delete capacity, unconfirmed  exit 2
+    │   │   ├── NeedsConfirmation        ... because it may delete capacity, unconfirmed  exit 2
+    │   │   └── NotYourSlot              ... because another lab member owns it         exit 77
     │   ├── ServiceError                 `service install/uninstall` refused
     │   └── InitError                    `init` cannot write a valid starter file
     ├── InvalidDesiredState              desired.yaml does not validate (diagnostics attached)
@@ -52,7 +53,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from reconciler.exitcodes import EX_CONFIRM, EX_REFUSED, EX_TEMPFAIL, EX_UNAVAILABLE
+from reconciler.exitcodes import (
+    EX_CONFIRM,
+    EX_NOPERM,
+    EX_REFUSED,
+    EX_TEMPFAIL,
+    EX_UNAVAILABLE,
+)
 
 
 class ReconcilerError(Exception):
@@ -196,6 +203,17 @@ class NeedsConfirmation(EditRejected):
     """The edit can make the controller delete capacity and the caller did not confirm."""
 
     exit_code: ClassVar[int] = EX_CONFIRM
+
+
+class NotYourSlot(EditRejected):
+    """The edit changes a slot or race group another user owns, and the lab's policy does not
+    let this user do that; the message says whose it is."""
+
+    exit_code: ClassVar[int] = EX_NOPERM
+
+    def __init__(self, message: str, *, owner: str) -> None:
+        super().__init__(message)
+        self.owner = owner
 
 
 class ServiceError(PermanentError):

@@ -22,6 +22,28 @@ from typing import Any, Final
 
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
+#: A shared lab's state directory (``service install --shared``): setgid, group rwx.
+SHARED_DIR = 0o2770
+SHARED_FILE = 0o660
+
+
+def is_shared_dir(path: Path) -> bool:
+    """Whether ``path`` is a shared lab's directory: setgid and group-writable. Private files
+    written into it are made group read-write; a private subdirectory (``secrets/``, 0700)
+    is not shared, even though it inherits the setgid bit."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return mode & 0o2070 == 0o2070
+
+
+def shared_mode(directory: Path, mode: int) -> int:
+    """``mode`` for a file in ``directory``: a private file in a shared lab's directory is
+    group read-write, so every member's edit and the controller can use it."""
+    if mode == PRIVATE_FILE and is_shared_dir(directory):
+        return SHARED_FILE
+    return mode
 
 
 def ensure_private_dir(path: Path) -> Path:
@@ -37,7 +59,7 @@ def ensure_private_dir(path: Path) -> Path:
         with contextlib.suppress(FileExistsError):  # another process made it meanwhile
             directory.mkdir(mode=PRIVATE_DIR)
     with contextlib.suppress(PermissionError):
-        if path.stat().st_mode & 0o777 != PRIVATE_DIR:
+        if path.stat().st_mode & 0o777 != PRIVATE_DIR and not is_shared_dir(path):
             path.chmod(PRIVATE_DIR)
     return path
 
@@ -52,7 +74,7 @@ def fsync_dir(path: Path) -> None:
 
 def _file_mode(path: Path, mode: int | None) -> int:
     if mode is not None:
-        return mode
+        return shared_mode(path.parent, mode)
     try:
         return path.stat().st_mode & 0o777
     except FileNotFoundError:
@@ -114,12 +136,24 @@ def append_jsonl(path: Path, record: dict[str, Any]) -> None:
     """Append one JSON line with a single write(2) on an O_APPEND descriptor, so concurrent
     appenders never interleave within a line; fsync so a crash keeps what was reported."""
     line = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+    fd = open_shared(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, line)
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def open_shared(path: Path, flags: int) -> int:
+    """``os.open`` creating a private file (0600), or in a shared lab's directory one the
+    group may read and write (0660, whatever the umask; only the file's owner can set it)."""
+    mode = shared_mode(path.parent, PRIVATE_FILE)
+    fd = os.open(path, flags, mode)
+    if mode != PRIVATE_FILE:
+        with contextlib.suppress(PermissionError):
+            if os.fstat(fd).st_mode & 0o777 != mode:
+                os.fchmod(fd, mode)
+    return fd
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:

@@ -1,13 +1,16 @@
 """Where tpu-reconciler keeps its state, and the name of every file in it.
 
 One state directory per desired file (``--state-dir``, ``$TPU_RECONCILER_STATE_DIR``, or
-``$XDG_STATE_HOME/tpu-reconciler/<file-stem>-<hash of its absolute path>``), 0700, holding:
+``$XDG_STATE_HOME/tpu-reconciler/<file-stem>-<hash of its absolute path>``), 0700 (a shared
+lab's: 2770, its group's; ``adapters/lab``), holding:
 
     controller.lock      flock held by the running controller; contains its pid
     status.json          snapshot written after every pass (schema tpu-reconciler.status.v1)
     events.jsonl         append-only event log (transitions, actions, results, errors)
     memory.json          controller memory: backoff, setup records, notices sent
-    audit.jsonl          append-only record of every intent edit (source, operation id, diff)
+    audit.jsonl          append-only record of every intent edit (source, user, operation id,
+                         diff) and of every intent the controller loaded (file owner)
+    policy.yaml          a shared lab's policy (``adapters/lab``), owned by the controller's user
     intent.lock          flock serialising intent edits from MCP and CLI
     operations.json      MCP/CLI operation ids and their results (idempotent replays)
     known_hosts          SSH host keys pinned per node instance and worker

@@ -237,6 +237,7 @@ def _managed_row(
         paused=spec.hold.paused,
         releases_at=iso(releases_at),
         workload=workload_status(memory.workload(spec.name), spec.workload, now),
+        owner=spec.owner,
     )
 
 

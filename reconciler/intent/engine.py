@@ -25,8 +25,13 @@ type: its own ``apply`` changes the round-trip tree.
    window left is microseconds.) An editor that saves a buffer it read *before* our write
    overwrites our edit, as it would any other change: only the editor can prevent that (vim
    and emacs warn that the file changed on disk).
-6. Append an audit record (source, operation id, unified diff, timestamps) and the operation
-   record, still under the lock.
+6. Append an audit record (source, operation id, unified diff, timestamps, and the Unix user
+   who made it) and the operation record, still under the lock.
+
+Who: the edit is made by the Unix user running the process (``intent.owners``), never by a
+name passed in. Before anything is written, an edit of a slot or race group another user owns
+is refused (``NotYourSlot``) unless the lab's policy (``adapters/lab.read_policy``) allows it;
+what the edit creates or touches unowned gets that user as ``owner:`` in a shared lab.
 """
 
 from __future__ import annotations
@@ -43,19 +48,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from reconciler.adapters.files import append_jsonl, swap_in
+from reconciler.adapters.audit import append_audit
+from reconciler.adapters.files import open_shared, swap_in
+from reconciler.adapters.lab import read_policy
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import (
     EditConflict,
     EditRejected,
     InvalidDesiredState,
     InvalidEdit,
+    NeedsConfirmation,
 )
+from reconciler.intent import owners
 from reconciler.intent.edits import Edit, EditContext
 from reconciler.intent.operations import OperationLog, check_operation_id
 from reconciler.intent.roundtrip import Doc
 from reconciler.model.desired import Desired
 from reconciler.model.load import parse_desired
+from reconciler.model.policy import Policy
 from reconciler.model.times import utc_text
 
 MAX_ATTEMPTS: Final = 20
@@ -77,6 +87,7 @@ class EditResult:
     ts: str
     slots: tuple[str, ...] = ()  # the slots the edit is about
     attempts: int = 1
+    user: str = ""  # the Unix user who made the edit
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -121,6 +132,8 @@ class IntentEditor:
         self.lock_timeout = lock_timeout
         self.operations = OperationLog(state.root / "operations.json")
         self._last: tuple[str, Desired] | None = None
+        self.actor = owners.current_actor()
+        self.policy = Policy.private()  # read again under the lock by every edit
 
     @property
     def source(self) -> str:
@@ -129,7 +142,7 @@ class IntentEditor:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         self.state.ensure()
-        fd = os.open(self.state.intent_lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_shared(self.state.intent_lock, os.O_RDWR | os.O_CREAT)
         try:
             deadline = time.monotonic() + self.lock_timeout
             delay = 0.001
@@ -184,7 +197,16 @@ class IntentEditor:
             ) from None
         doc = Doc(text, self.source)
         ctx = EditContext(doc=doc, desired=before, confirmed=confirmed)
-        edit.apply(ctx)
+        try:
+            edit.apply(ctx)
+        except NeedsConfirmation:
+            # whose it is comes before "are you sure": find what the edit would touch
+            trial = EditContext(doc=Doc(text, self.source), desired=before, confirmed=True)
+            edit.apply(trial)
+            owners.check(trial, edit, self.actor, self.policy)
+            raise
+        owners.check(ctx, edit, self.actor, self.policy)
+        owners.stamp(ctx, edit, self.actor, self.policy)
         new = doc.sync()
         try:
             self.parse(new)
@@ -207,6 +229,7 @@ class IntentEditor:
         if operation_id is not None:
             check_operation_id(operation_id)
         with self.locked():
+            self.policy = read_policy(self.state)
             if operation_id is not None:
                 stored = self.operations.lookup(operation_id, edit.fingerprint)
                 if stored is not None:
@@ -214,7 +237,7 @@ class IntentEditor:
             op = operation_id or f"{source}-{os.urandom(6).hex()}"
             result = self._commit(edit, op, confirmed=confirmed)
             record = {**result.to_dict(), "source": source, "summary": edit.summary()}
-            append_jsonl(self.state.audit, record)
+            append_audit(self.state, {**record, "uid": self.actor.uid})
             if operation_id is not None:
                 self.operations.record(
                     operation_id, edit.fingerprint, edit.summary(), result.ts, result.to_dict()
@@ -292,4 +315,5 @@ class IntentEditor:
             ts=_now(),
             slots=tuple(dict.fromkeys(touched)),
             attempts=attempts,
+            user=self.actor.user,
         )

@@ -156,25 +156,32 @@ def _said_once(observed: dict[str, Any]) -> dict[str, Any]:
     return {**observed, "setup": {**setup, "detail": log or None}}
 
 
-def list_slots(store: IntentEditor) -> dict[str, Any]:
+def list_slots(store: IntentEditor, owner: str | None = None) -> dict[str, Any]:
+    """Every slot; with ``owner``, only the slots that user holds (``intent/owners``)."""
+    from reconciler.intent.owners import owned_views
+
     desired, errors = _desired(store)
     snap = read_snapshot(store)
     rows = _rows(snap)
     slots = [_slot_view(s, rows.get(s.name)) for s in desired.slots] if desired else []
     listed = {s["name"] for s in slots}
     slots += [_slot_view(None, r) for n, r in rows.items() if n not in listed]
+    race_groups = (
+        [encode(r) for r in snap.race_groups]
+        if snap and snap.race_groups
+        else [
+            {"name": g.name, "count": g.count, "candidates": list(g.slots)}
+            for g in (desired.race_groups if desired else ())
+        ]
+    )
+    slots, race_groups = owned_views(desired, snap, slots, race_groups, owner)
     return _doc(
         file=str(store.path),
         desired_valid=desired is not None,
         desired_errors=errors,
         snapshot=_snapshot_meta(store, snap),
         slots=slots,
-        race_groups=[encode(r) for r in snap.race_groups]
-        if snap and snap.race_groups
-        else [
-            {"name": g.name, "count": g.count, "candidates": list(g.slots)}
-            for g in (desired.race_groups if desired else ())
-        ],
+        race_groups=race_groups,
     )
 
 

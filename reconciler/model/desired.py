@@ -147,6 +147,13 @@ EnvValue = Annotated[str, BeforeValidator(_env_value)]
 Command = Annotated[str | list[str], BeforeValidator(_command)]
 
 
+#: What ``owner:`` means on a slot and a race group (set by intent edits; see docs/security.md).
+_OWNER_DOC: Final = (
+    "Unix user who holds it (set by intent edits from the user running them); "
+    "else its race group's, else its generator's."
+)
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
@@ -301,6 +308,7 @@ class SlotModel(_Model):
     workload: WorkloadModel | None = Field(
         None, description="The program to run on every worker; see workload."
     )
+    owner: UserName | None = Field(None, description=_OWNER_DOC)
 
 
 class RaceGroupModel(_Model):
@@ -316,6 +324,9 @@ class RaceGroupModel(_Model):
     paused: bool = Field(False, description=_HOLD_DOC["paused"])
     workload: WorkloadModel | None = Field(
         None, description="Run on whichever candidate wins; see workload."
+    )
+    owner: UserName | None = Field(
+        None, description="Unix user who holds it; its candidates' owner unless they name one."
     )
 
 
@@ -337,6 +348,7 @@ class GeneratorModel(_Model):
     hold_until: Moment | None = Field(None, description=_HOLD_DOC["hold_until"])
     paused: bool = Field(False, description=_HOLD_DOC["paused"])
     workload: WorkloadModel | None = Field(None, description="As on slots.")
+    owner: UserName | None = Field(None, description="As on slots; its slots' owner.")
 
 
 class DesiredFile(_Model):
@@ -428,6 +440,7 @@ class SlotSpec:
     generated: bool = False
     hold: HoldSpec = NO_HOLD
     workload: WorkloadSpec | None = None
+    owner: str | None = None  # its own ``owner:``, else its race group's, else its generator's
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,6 +449,7 @@ class RaceGroupSpec:
     count: int
     slots: tuple[str, ...]
     paused: bool = False
+    owner: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

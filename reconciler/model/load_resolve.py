@@ -224,7 +224,9 @@ def resolve(
     r.raise_if_invalid()
     slots = r.slots
     groups = tuple(
-        RaceGroupSpec(name=g.name, count=g.count, slots=tuple(g.slots), paused=g.paused)
+        RaceGroupSpec(
+            name=g.name, count=g.count, slots=tuple(g.slots), paused=g.paused, owner=g.owner
+        )
         for g in model.race_groups
     )
     return Desired(
@@ -277,6 +279,14 @@ def _hold(r: _Resolution, keys: HoldKeys, group: str | None) -> HoldSpec:
     return resolve_hold(keys, r.groups.get(group) if group else None)
 
 
+def _group_owner(r: _Resolution, group: str | None) -> str | None:
+    """The ``owner:`` of race group ``group`` (None: no group, or it names no owner)."""
+    for model in r.model.race_groups if group else ():
+        if model.name == group:
+            return model.owner
+    return None
+
+
 def _written_slots(r: _Resolution) -> None:
     """The slots written out under ``slots:``, with defaults applied."""
     model, err, add, runtime_for = r.model, r.err, r.add, r.runtime_for
@@ -312,6 +322,7 @@ def _written_slots(r: _Resolution) -> None:
                 order=len(slots),
                 hold=_hold(r, slot, group),
                 workload=r.workload((None, ()), slot.name, (slot.workload, loc)),
+                owner=slot.owner or _group_owner(r, group),
             ),
             (*loc, "name"),
         )
@@ -373,6 +384,7 @@ def _generated_slots(r: _Resolution) -> None:
                             generated=True,
                             hold=_hold(r, gen, group),
                             workload=r.workload((gen.workload, loc), name, (None, ())),
+                            owner=_group_owner(r, group) or gen.owner,
                         ),
                         loc,
                     )

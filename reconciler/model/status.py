@@ -155,6 +155,7 @@ class SlotStatus:
     expected_wait: ExpectedWaitStatus | None = added()
     # round trip to the slot's zone (TCP connect to a held node's SSH port); None: none held
     latency_ms: float | None = added()
+    owner: str | None = added()  # the Unix user who holds it (desired.yaml ``owner:``)
     extra: Mapping[str, Any] = _extra()
 
 

@@ -15,7 +15,9 @@ Guarantees kept here:
   intent or the world changes;
 - a create or delete whose operation has not shown its outcome reads that operation back
   before anything is resent (``runtime.lro``);
-- nothing raised by the cloud, a setup step or a notifier ends the loop.
+- nothing raised by the cloud, a setup step or a notifier ends the loop;
+- every new intent is logged (``desired.loaded``) and audited (``adapters/audit.file_change``)
+  with the desired file's owner when it was read: a hand edit is its saver's.
 
 Running the actions (dispatch, the adapters, settling each outcome) is ``runtime.actions``,
 mixed in here; the outcome policy itself is the pure ``core.outcome``.
@@ -41,6 +43,7 @@ from reconciler.adapters.confirm_file import (
     remove_confirmation,
 )
 from reconciler.adapters.files import read_json, write_json
+from reconciler.adapters.lab import user_name
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
 from reconciler.core import control as control_rules
@@ -63,7 +66,7 @@ from reconciler.model.observed import Observation
 from reconciler.model.status import ControllerInfo
 from reconciler.model.workload import WorkerProbe
 from reconciler.runtime.actions import ActionTasks, SetupRunner
-from reconciler.runtime.desired_loader import DesiredLoader
+from reconciler.runtime.desired_loader import DesiredLoader, LoadResult
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.latency import LatencyProbes
 from reconciler.runtime.workloads import (
@@ -137,6 +140,7 @@ class Controller(ActionTasks):
         self._failing_since: dict[str, float] = {}  # action key -> first failure in a row
         self._last_states: dict[tuple[str, str], str] = {}
         self._last_digest: str | None = None
+        self._audited: Desired | None = None  # the intent last written to the audit log
         self._last_errors: tuple[str, ...] = ()
         self._last: PassResult | None = None
         self._observed_at: float | None = None
@@ -181,6 +185,18 @@ class Controller(ActionTasks):
             self._backend = self._cloud.backend
         return self._cloud
 
+    def _audit_load(self, loaded: LoadResult) -> None:
+        """The new intent in the audit log, with the file's owner at load (``adapters/audit``),
+        by a controller that acts on it (``plan``'s does not); a state directory the controller
+        cannot write is said by the pass, not here."""
+        from reconciler.adapters.audit import file_change
+
+        if loaded.desired is None or not loaded.current_valid or not self.allow_destructive:
+            return
+        with contextlib.suppress(OSError):
+            file_change(self.state, self._audited, loaded.desired, loaded.file_uid, self.clock())
+        self._audited = loaded.desired
+
     # -- one pass ----------------------------------------------------------------------------
     async def reconcile(self) -> PassResult:
         loaded = self.store.load()
@@ -189,8 +205,14 @@ class Controller(ActionTasks):
         if errors != self._last_errors and errors:
             self.events.emit("desired.invalid", errors=list(errors), in_force=bool(desired))
         if desired is not None and desired.digest != self._last_digest:
-            self.events.emit("desired.loaded", digest=desired.digest, slots=len(desired.slots))
+            owner = (
+                {"file_owner": user_name(loaded.file_uid)} if loaded.file_uid is not None else {}
+            )
+            self.events.emit(
+                "desired.loaded", digest=desired.digest, slots=len(desired.slots), **owner
+            )
             self._last_digest = desired.digest
+            self._audit_load(loaded)
         elif self._last_errors and not errors and desired is not None:  # restored as it was
             self.events.emit("desired.valid", digest=desired.digest, slots=len(desired.slots))
         self._last_errors = errors

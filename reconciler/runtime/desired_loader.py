@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,7 @@ class LoadResult:
     errors: tuple[Diagnostic, ...]  # what is wrong with the file as it is now
     changed: bool  # the intent in force changed with this load
     digest: str  # sha256 of the bytes read; NO_CONTENT when nothing could be read
+    file_uid: int | None = None  # who owned the file read (a hand edit is its saver's)
 
 
 def _same_intent(a: Desired | None, b: Desired | None) -> bool:
@@ -95,7 +97,9 @@ class DesiredLoader:
 
     def load(self) -> LoadResult:
         try:
-            data = self.path.read_bytes()
+            with self.path.open("rb") as f:
+                uid = os.fstat(f.fileno()).st_uid
+                data = f.read()
         except FileNotFoundError:
             missing = "file not found (write one with `tpu-reconciler init`, or point -f at yours)"
             return self._settle(NO_CONTENT, None, (self._diag(missing),))
@@ -116,7 +120,7 @@ class DesiredLoader:
             return self._settle(digest, None, errors)
         except Exception as e:  # a parser bug must not end the controller or drop the intent
             return self._settle(digest, None, (self._diag(f"internal error while parsing: {e!r}"),))
-        return self._settle(digest, desired, ())
+        return dataclasses.replace(self._settle(digest, desired, ()), file_uid=uid)
 
     def _diag(self, message: str) -> Diagnostic:
         return Diagnostic(self.source, 1, 1, message)

@@ -246,6 +246,8 @@ def check_state_dir(root: str, facts: Sequence[PathFacts] | None, my_uid: int) -
     """``facts[0]`` is the state directory itself, then its secrets."""
     if facts is None:
         return ok("state_dir", f"{root} does not exist yet (the controller creates it 0700)")
+    if facts[0].mode & 0o2070 == 0o2070:  # a lab's, from `service install --shared`
+        return _shared_state_dir(root, facts)
     foreign = [f for f in facts if f.uid != my_uid]
     if foreign:
         return Check(
@@ -265,6 +267,21 @@ def check_state_dir(root: str, facts: Sequence[PathFacts] | None, my_uid: int) -
             f"chmod -R go-rwx {root}",
         )
     return ok("state_dir", f"{root} (0700, yours)")
+
+
+def _shared_state_dir(root: str, facts: Sequence[PathFacts]) -> Check:
+    """A lab's state directory is its group's on purpose; only its secrets must stay private
+    (a member other than the controller's user cannot list them, and sees none here)."""
+    loose = [f for f in facts[1:] if f.mode & 0o077]
+    if loose:
+        listed = ", ".join(f"{f.path} ({f.mode:04o})" for f in loose)
+        return Check(
+            "state_dir",
+            "fail",
+            f"secrets open to others: {listed}",
+            f"chmod -R go-rwx {root}/secrets",
+        )
+    return ok("state_dir", f"{root} (a lab's: setgid, group read-write; secrets private)")
 
 
 def check_controller(pid: int | None) -> Check:

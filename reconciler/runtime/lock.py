@@ -128,9 +128,10 @@ class ControllerLock:
         if self._fd is not None:
             raise RuntimeError("ControllerLock is already held by this object")
         self.state_dir.ensure()
-        from reconciler.adapters.files import PRIVATE_FILE  # not on read_holder's fast path
+        from reconciler.adapters.files import open_shared  # not on read_holder's fast path
 
-        fd = os.open(self.state_dir.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
+        # 0600, or 0660 in a shared lab's state directory: members' `status` probes it too
+        fd = open_shared(self.state_dir.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
         try:
             deadline = time.monotonic() + _ACQUIRE_GRACE
             while not _try_flock(fd, fcntl.LOCK_EX):

@@ -85,6 +85,7 @@ class UnitSpec:
     state_dir: Path  # absolute
     environment: Mapping[str, str] = field(default_factory=dict)
     pythonpath: str | None = None  # set when the interpreter cannot import this package alone
+    shared: bool = False  # a lab's controller: files it creates are the group's too (UMask)
 
 
 def _plain(value: str, what: str) -> str:
@@ -152,7 +153,7 @@ def unit_text(spec: UnitSpec) -> str:
             "# started must outlive it: windows are never closed by tpu-reconciler.",
             "KillMode=process",
             "TimeoutStopSec=90",
-            "UMask=0077",
+            f"UMask={'0007' if spec.shared else '0077'}",
             "NoNewPrivileges=yes",
             "",
             "[Install]",

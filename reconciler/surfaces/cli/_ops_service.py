@@ -5,7 +5,11 @@ that start it; only ``--now`` runs them. ``uninstall`` stops and disables the un
 systemctl is there) and removes the file. ``status`` says whether the unit file exists, whether
 it is what ``install`` would write now, and what systemd thinks of it.
 
-May: write/remove the unit file, run systemctl --user, print. May not: touch the state dir.
+``install --shared GROUP`` also makes the state directory a lab's (``adapters/lab``): the
+group's, setgid and group read-write, with a policy file owned by the installing user.
+
+May: write/remove the unit file, run systemctl --user, print. May not: touch the state dir
+(but for ``install --shared``, through ``adapters/lab``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ def _spec(args: argparse.Namespace, env: dict[str, str]) -> tuple[Any, str, Path
         state_dir=state_dir(args).root.expanduser().resolve(),
         environment=service.carried_environment(env),
         pythonpath=service.pythonpath_for(python, env),
+        shared=bool(getattr(args, "shared", None)),
     )
     name = service.unit_name(service.instance_name(desired))
     return spec, name, service.unit_dir(env) / name
@@ -71,6 +76,30 @@ def _warn_if_invalid(path: Path, env: dict[str, str]) -> None:
         )
 
 
+def _share(args: argparse.Namespace, spec: Any) -> None:
+    """``--shared GROUP``: the state directory and its policy file for a lab (adapters/lab)."""
+    from reconciler.adapters.lab import make_shared, policy_path, read_policy, user_name
+    from reconciler.adapters.statedir import StateDir
+    from reconciler.errors import ServiceError, UnsafeName
+    from reconciler.model.names import check_user
+
+    state = StateDir(spec.state_dir)
+    try:
+        admins = [check_user(a) for a in args.admin or [user_name(os.geteuid())]]
+    except UnsafeName as e:
+        raise ServiceError(f"--admin: {e}") from None
+    done = make_shared(state, args.shared, admins=admins, desired=spec.desired_file)
+    print(
+        f"shared: {state.root} belongs to group {done.group} (setgid, group read-write); "
+        f"policy {policy_path(state)} {'written' if done.policy_written else 'kept as it is'}"
+    )
+    for line in done.notes:
+        print(f"note: {line}")
+    problem = read_policy(state).problem
+    if problem is not None:
+        print(f"note: the policy grants nothing until it is fixed: {problem}")
+
+
 @_refusals
 def install_command(args: argparse.Namespace) -> int:
     from reconciler.runtime import service
@@ -79,6 +108,8 @@ def install_command(args: argparse.Namespace) -> int:
     if not Path(args.file).is_file():
         return _err(f"{args.file} does not exist: write it first (tpu-reconciler init)")
     spec, name, path = _spec(args, env)
+    if args.shared:
+        _share(args, spec)
     change = service.write_unit(path, service.unit_text(spec), force=args.force)
     print(f"{change} {path}")
     _warn_if_invalid(Path(args.file), env)

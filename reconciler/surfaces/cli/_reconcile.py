@@ -71,6 +71,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--interval", type=float, default=2.0, help="seconds between --watch refreshes (default 2)"
     )
+    p.add_argument(
+        "--owner", metavar="USER", default=None, help="only the slots USER holds (owner:)"
+    )
     p.set_defaults(handler=f"{__name__}:status_cmd")
 
     p = sub.add_parser("demo", help="see it work in a minute on the built-in emulator")
@@ -382,7 +385,9 @@ def status_cmd(args: argparse.Namespace) -> int:
         doc = _live_status(args)
         if doc is None:
             return EX_REFUSED
-        return _print_status(args, doc)
+        from reconciler.surfaces.cli._snapshot import for_owner
+
+        return _print_status(args, for_owner(args, doc))
     # Read, print, exit: everything this allocates (modules, a 1,000-slot snapshot, its rows)
     # lives until the process ends and forms no garbage cycles, yet the cyclic collector would
     # traverse it all every few thousand allocations and again at exit (~35 M instructions,

@@ -38,7 +38,18 @@ def current_status(args: argparse.Namespace) -> StatusSnapshot:
     if snapshot is None:
         snapshot = desired_only_status(args, note)
     pid = read_holder(state) if state.root.exists() else None
+    snapshot = for_owner(args, snapshot)
     return replace(snapshot, controller=ControllerInfo(pid is not None, pid))
+
+
+def for_owner(args: argparse.Namespace, snapshot: StatusSnapshot) -> StatusSnapshot:
+    """Only ``--owner``'s slots when it is given (``core/owners.only_owner``)."""
+    owner = getattr(args, "owner", None)
+    if not owner:
+        return snapshot
+    from reconciler.core.owners import only_owner
+
+    return only_owner(snapshot, owner)
 
 
 def desired_only_status(args: argparse.Namespace, note: str) -> StatusSnapshot:

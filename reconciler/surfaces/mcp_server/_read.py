@@ -37,11 +37,12 @@ def _since(text: str | None) -> float | None:
 
 def register(server: MCPServer, store: IntentEditor) -> None:
     @server.tool(annotations=READ)
-    def list_slots() -> dict[str, Any]:
-        """Every slot: desired intent (want, race group, setup flags) joined with what the
-        controller last observed (state, IPs, setup, tmux) and the snapshot's age. Without a
-        snapshot, desired only (and says so). Unmanaged TPUs (not in the file) are listed too."""
-        return guard(lambda: views.list_slots(store))
+    def list_slots(owner: str | None = None) -> dict[str, Any]:
+        """Every slot: desired intent (want, race group, setup flags, owner) joined with what
+        the controller last observed (state, IPs, setup, tmux) and the snapshot's age. Without a
+        snapshot, desired only (and says so). Unmanaged TPUs (not in the file) are listed too.
+        ``owner``: only the slots that Unix user holds, and their race groups."""
+        return guard(lambda: views.list_slots(store, owner))
 
     @server.tool(annotations=READ)
     def slot_info(name: str) -> dict[str, Any]:

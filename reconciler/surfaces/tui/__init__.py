@@ -25,7 +25,9 @@ def start_command(file: Path, state_dir: Path | None) -> str:
     return shlex.join([*argv, "run"])
 
 
-def main(file: Path, state_dir: Path | None, *, theme: str = "dark") -> int:
+def main(
+    file: Path, state_dir: Path | None, *, theme: str = "dark", owner: str | None = None
+) -> int:
     from reconciler.adapters.statedir import StateDir, default_state_dir
     from reconciler.surfaces.tui._app import TpuApp
     from reconciler.surfaces.tui._logs import default_source
@@ -38,5 +40,6 @@ def main(file: Path, state_dir: Path | None, *, theme: str = "dark") -> int:
         start_command=start_command(file, state_dir),
         log_source=default_source(file, state),
         theme=f"textual-{theme}",
+        owner=owner,
     )
     return app.run() or 0

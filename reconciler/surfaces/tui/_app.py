@@ -60,7 +60,7 @@ NAVIGATION: Final = (
     ("g G", "first / last slot (also home / end)"),
     ("pgdn pgup", "a page down / up"),
     ("→ ←", "scroll the table sideways (a narrow one leaves columns out: i shows all)"),
-    ("/", "filter the slots (escape clears)"),
+    ("/", "filter the slots, owner:NAME for one person's (escape clears)"),
 )
 KEYS: Final = (
     ("c", "hold the slot (want: held)"),
@@ -152,6 +152,7 @@ class TpuApp(KeyActions):
         watch: bool = True,
         theme: str = "textual-dark",
         env: dict[str, str] | None = None,
+        owner: str | None = None,
     ) -> None:
         super().__init__()
         self.file = file
@@ -167,7 +168,7 @@ class TpuApp(KeyActions):
         self.theme = theme
         self.frame: Frame | None = None
         self.bucket: tuple[str, ...] = ()
-        self.filter_text = ""
+        self.filter_text = f"owner:{owner}" if owner else ""
         self.pane = "plan"
         self._armed: tuple[str, str | None, float, Any] | None = None
         self._stop = asyncio.Event()
@@ -216,7 +217,12 @@ class TpuApp(KeyActions):
             yield RichLog(id="events", max_lines=500, wrap=False, auto_scroll=True)
             yield RichLog(id="logs", max_lines=5000, wrap=False, auto_scroll=True)
             yield Static(id="info")
-        yield Input(placeholder="filter: part of a slot, zone, accelerator or state", id="filter")
+        yield Input(
+            value=self.filter_text,
+            placeholder="filter: part of a slot, zone, accelerator or state; owner:NAME",
+            id="filter",
+            classes="shown" if self.filter_text else "",
+        )
         yield Static("? for help", id="result", markup=False)
         yield Footer()
 
@@ -275,7 +281,7 @@ class TpuApp(KeyActions):
 
     def _table(self, frame: Frame) -> None:
         needle = self.filter_text.lower()
-        rows = [s for s in frame.slots if not needle or needle in _haystack(s)]
+        rows = [s for s in frame.slots if not needle or _matches(s, needle)]
         self.query_one(SlotTable).show(rows, frame.now, self.bucket)
 
     def _races(self, frame: Frame) -> str:
@@ -507,3 +513,11 @@ def tilde(text: str) -> str:
 
 def _haystack(row: SlotRow) -> str:
     return f"{row.name} {row.zone} {row.accelerator} {row.state} {row.want_cell()}".lower()
+
+
+def _matches(row: SlotRow, needle: str) -> bool:
+    """The filter box: ``owner:NAME`` keeps the slots NAME holds; other text is looked for in
+    the row's name, zone, accelerator, state and want."""
+    if needle.startswith("owner:"):
+        return (row.owner or "").lower() == needle.removeprefix("owner:").strip()
+    return needle in _haystack(row)

@@ -85,6 +85,7 @@ class SlotRow:
     create_time: str | None = None
     last_error: str | None = None
     latency_ms: float | None = None  # round trip to the slot's zone, when something is held there
+    owner: str | None = None  # the Unix user who holds it (desired.yaml ``owner:``)
 
     @property
     def running(self) -> bool:
@@ -290,6 +291,7 @@ def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
         create_time=_text(slot.create_time) or None,
         last_error=_text(slot.last_error) or None,
         latency_ms=slot.latency_ms,
+        owner=(spec.owner if spec is not None else None) or slot.owner,
     )
 
 
@@ -303,6 +305,7 @@ def _desired_only(desired: Desired) -> list[SlotRow]:
             want=s.want or "",
             race_group=s.race_group,
             generated=s.generated,
+            owner=s.owner,
         )
         for s in desired.slots
     ]
