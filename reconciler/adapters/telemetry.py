@@ -5,8 +5,10 @@ open: the chip probe (``adapters/telemetry_probe.py``, its text sent as ``python
 python of the private venv ``setup.telemetry`` installs at ``~/.tpu-reconciler/telemetry``,
 else the worker's ``python3``). Each request is one line and one JSON answer on it, so a probe
 pass asks the wrapper and the chip probe at once over the same connection and waits for the
-slower of two answers, not for a new channel. Any failure closes that channel (a late answer
-must never be read as the next one's); the next request opens it again.
+slower of two answers, not for a new channel. An answer not back in time is read and dropped
+before the next request (a late answer is never taken for the next one's), so a probe slow to
+start on a busy worker is kept, not restarted each pass; any other failure closes the channel
+and the next request opens it again.
 
 ``read`` gives a worker's ``WorkerTelemetry`` (figures the service did not give are unknown),
 ``stop_holders`` ends the processes holding the chips (SIGTERM, grace, SIGKILL, done by the
@@ -63,10 +65,10 @@ def devices() -> tuple[str, ...]:
     return tuple(p for p in text.split(":") if p) if text else DEVICES
 
 
-def command(base: str, patterns: tuple[str, ...]) -> str:
+def command(base: str, wrapper: str, patterns: tuple[str, ...]) -> str:
     """The probe's command line: the venv's python if installed, else ``python3``."""
     venv = shlex.quote(f"{base}/telemetry/bin/python")
-    args = " ".join(shlex.quote(a) for a in ("serve", base, *patterns))
+    args = " ".join(shlex.quote(a) for a in ("serve", base, "--wrapper", wrapper, *patterns))
     return f'p={venv}; [ -x "$p" ] || p=python3; exec "$p" -c {shlex.quote(_probe_text())} {args}'
 
 
@@ -74,28 +76,56 @@ def command(base: str, patterns: tuple[str, ...]) -> str:
 class _Channel:
     process: asyncssh.SSHClientProcess[bytes] | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    owed: int = 0  # answers still to come for requests that timed out (read and dropped first)
+    ready: bool = False  # it has answered: the workload's probe may go through it
 
 
-async def _ask(pooled: _Pooled, request: str, timeout: float | None) -> dict[str, Any]:
+def _line(answer: bytes) -> bytes:
+    if not answer.endswith(b"\n"):
+        raise EOFError("the chip probe's channel closed")
+    return answer
+
+
+def _channel(pooled: _Pooled) -> _Channel:
     channel = pooled.channels.get(_CHANNEL)
     if channel is None:
         channel = pooled.channels[_CHANNEL] = _Channel()
+    assert isinstance(channel, _Channel)
+    return channel
+
+
+async def _ask_line(pooled: _Pooled, request: str, timeout: float | None) -> bytes:
+    channel = _channel(pooled)
     async with channel.lock:
         if channel.process is None:
             channel.process = await pooled.conn.create_process(
-                command(pooled.base, devices()), encoding=None, stderr=asyncssh.DEVNULL
+                command(pooled.base, pooled.wrapper, devices()),
+                encoding=None,
+                stderr=asyncssh.DEVNULL,
             )
+        process = channel.process
         try:
-            channel.process.stdin.write(request.encode() + b"\n")
             async with asyncio.timeout(timeout):
-                answer = await channel.process.stdout.readline()
-            if not answer.endswith(b"\n"):
-                raise EOFError("the chip probe's channel closed")
+                while channel.owed:  # a late answer is never read as this one's
+                    _line(await process.stdout.readline())
+                    channel.owed -= 1
+                process.stdin.write(request.encode() + b"\n")
+                channel.owed += 1
+                answer = _line(await process.stdout.readline())
+                channel.owed -= 1
+        except TimeoutError:  # slow (a probe starting on a busy worker): keep the channel
+            raise
         except BaseException:
             with contextlib.suppress(Exception):
-                channel.process.close()
-            channel.process = None
+                process.close()
+            channel.process, channel.owed, channel.ready = None, 0, False
             raise
+    channel.ready = True
+    return answer
+
+
+async def _ask(pooled: _Pooled, request: str, timeout: float | None) -> dict[str, Any]:
+    answer = await _ask_line(pooled, request, timeout)
     try:
         value = json.loads(answer)
     except ValueError:
@@ -158,10 +188,24 @@ def parse(value: dict[str, Any]) -> WorkerTelemetry:
     return WorkerTelemetry(chips=chips, holders=holders, metrics=str(value.get("metrics", "")))
 
 
-async def with_chips(pooled: _Pooled, index: int, wrapper_answer: Awaitable[str]) -> WorkerProbe:
-    """The wrapper's probe and the chip probe of one worker, asked at once on the same
-    connection. A failed chip probe leaves the workload's probe as it is, its chips unknown
-    (``metrics`` says why)."""
+async def with_chips(pooled: _Pooled, index: int, directory: str) -> WorkerProbe:
+    """The workload's probe of one worker and its chips. Once the chip probe has answered, one
+    request on its channel brings both (it asks the wrapper on the worker); before that (it is
+    starting) or when that fails, the wrapper's own channel is asked at the same time as the
+    chip probe. A failed chip probe leaves the workload's probe as it is, its chips unknown
+    (``metrics`` says why): telemetry never makes a worker *unknown*."""
+    if _channel(pooled).ready:
+        try:
+            line = await _ask_line(pooled, f"probe {directory}", CHIPS_TIMEOUT)
+            state, _, chips = line.decode("utf-8", "replace").partition("\t")
+            if state.startswith("state="):
+                return replace(parse_probe(index, state), telemetry=parse(json.loads(chips)))
+        except (ValueError, TypeError, KeyError, asyncssh.Error, OSError, EOFError):
+            pass  # asked the two-channel way below
+    return await _with_chips(pooled, index, pooled.ask(f"probe {directory}", None))
+
+
+async def _with_chips(pooled: _Pooled, index: int, wrapper_answer: Awaitable[str]) -> WorkerProbe:
     chips_task = asyncio.ensure_future(read(pooled, CHIPS_TIMEOUT))
     try:
         probe = parse_probe(index, await wrapper_answer)

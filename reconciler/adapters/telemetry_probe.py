@@ -14,6 +14,9 @@ line in, one JSON line out:
     default 8431). A figure the service does not give is ``null`` (unknown). Holders are the
     processes with one of the device files open (``/proc/*/fd``): pid, command, user, age in
     seconds, device, and the workload slot and run id from their environment when readable.
+``probe <attempt dir>`` (started with ``--wrapper PATH``)
+    the workload wrapper's probe line (from its ``serve``, kept running), a tab, and the
+    ``chips`` answer: the workload's state and its chips in one request and one answer.
 ``kill <grace_ms> <pid> ...``
     SIGTERM to each pid that still holds a device, SIGKILL to those left after the grace;
     answers ``{"stopped": [pids], "left": [pids]}``.
@@ -30,6 +33,7 @@ import json
 import os
 import pwd
 import signal
+import subprocess
 import sys
 import time
 import urllib.request
@@ -228,23 +232,67 @@ def _kill(devices: list[str], grace: float, pids: list[int]) -> dict[str, Any]:
     return {"stopped": [p for p in targets if p not in holding], "left": sorted(holding)}
 
 
+class Wrapper:
+    """The workload wrapper's ``serve``, kept running: its probe answer and the chips go back
+    as one line (``<wrapper answer>\\t<chips JSON>``), one request and one answer a pass."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.process: subprocess.Popen[str] | None = None
+
+    def probe(self, directory: str) -> str:
+        if self.process is None or self.process.poll() is not None:
+            self.process = subprocess.Popen(
+                ["bash", self.path, "serve"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"probe {directory}\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer.endswith("\n"):
+            self.process = None
+            raise EOFError("the wrapper's serve ended")
+        return answer.strip()
+
+
+def _chips(metrics: Metrics, patterns: list[str]) -> dict[str, Any]:
+    devices = _devices(patterns)
+    chips, why = metrics.read()
+    holders = _holders(devices)
+    for chip in chips:
+        i = chip["index"]
+        chip["holders"] = (
+            [h["pid"] for h in holders if h["device"] == devices[i]] if i < len(devices) else []
+        )
+    return {"chips": chips, "holders": holders, "metrics": why}
+
+
 def serve(base: str, patterns: list[str]) -> None:
     metrics = Metrics(base)
+    wrapper: Wrapper | None = None
+    if patterns[:1] == ["--wrapper"] and len(patterns) >= 2:
+        wrapper, patterns = Wrapper(patterns[1]), patterns[2:]
     for line in sys.stdin:
         words = line.split()
+        if words[:1] == ["probe"] and len(words) == 2 and wrapper is not None:
+            try:
+                state = wrapper.probe(words[1])
+            except Exception as exc:
+                state = f"error {type(exc).__name__}"
+            try:
+                chips = _chips(metrics, patterns)
+            except Exception as exc:
+                chips = {"chips": [], "holders": [], "metrics": f"{type(exc).__name__}: {exc}"}
+            sys.stdout.write(state + "\t" + json.dumps(chips, separators=(",", ":")) + "\n")
+            sys.stdout.flush()
+            continue
         try:
             if words[:1] == ["chips"]:
-                devices = _devices(patterns)
-                chips, why = metrics.read()
-                holders = _holders(devices)
-                for chip in chips:
-                    i = chip["index"]
-                    chip["holders"] = (
-                        [h["pid"] for h in holders if h["device"] == devices[i]]
-                        if i < len(devices)
-                        else []
-                    )
-                answer: dict[str, Any] = {"chips": chips, "holders": holders, "metrics": why}
+                answer: dict[str, Any] = _chips(metrics, patterns)
             elif words[:1] == ["kill"] and len(words) >= 2:
                 pids = [int(p) for p in words[2:]]
                 answer = _kill(_devices(patterns), int(words[1]) / 1000, pids)
@@ -258,5 +306,5 @@ def serve(base: str, patterns: list[str]) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] != "serve":
-        sys.exit("usage: telemetry_probe.py serve BASE [DEVICE-GLOB ...]")
+        sys.exit("usage: telemetry_probe.py serve BASE [--wrapper PATH] [DEVICE-GLOB ...]")
     serve(sys.argv[2], sys.argv[3:])

@@ -189,7 +189,7 @@ class WorkloadRunner(WorkerPool):
             if not telemetry:
                 answer = await pooled.ask(f"probe {directory}", None)
                 return parse_probe(worker.index, answer)
-            return await with_chips(pooled, worker.index, pooled.ask(f"probe {directory}", None))
+            return await with_chips(pooled, worker.index, directory)
 
         outcomes = await self._everywhere(node, "probing", job, timeout=self.probe_timeout)
         return tuple(

@@ -16,10 +16,7 @@ import getpass
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from concurrent import futures
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,52 +32,12 @@ from tests.integration.test_workload_controller import (
     workload,
 )
 from tests.support.cli import clean_env, run_cli
-
-grpc = pytest.importorskip("grpc", reason="the test extra (grpcio) is not installed")
-pb = pytest.importorskip("tpu_info.proto.tpu_metric_service_pb2")
-pb_grpc = pytest.importorskip("tpu_info.proto.tpu_metric_service_pb2_grpc")
+from tests.support.fake_tpu_runtime import FakeRuntime, Script, start, worker_files
 
 pytestmark = pytest.mark.integration
 
 GIB = 1024**3
 CHIPS = 4  # a v4 worker
-
-
-@dataclass
-class Script:
-    """What every fake runtime answers right now."""
-
-    duty: float = 97.0
-    used: int = 7 * GIB
-    total: int = 8 * GIB
-    vanished: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-class FakeRuntime(pb_grpc.RuntimeMetricServiceServicer):  # type: ignore[misc]
-    def __init__(self, script: Script) -> None:
-        self.script = script
-        self.calls = 0
-
-    def GetRuntimeMetric(self, request: Any, context: Any) -> Any:
-        self.calls += 1
-        answer = pb.MetricResponse()
-        with self.script.lock:
-            s = self.script
-            if s.vanished:
-                return answer
-            answer.metric.name = request.metric_name
-            for chip in range(CHIPS):
-                m = answer.metric.metrics.add()
-                m.attribute.key = "device-id"
-                m.attribute.value.int_attr = chip
-                if request.metric_name == "tpu.runtime.tensorcore.dutycycle.percent":
-                    m.gauge.as_double = s.duty
-                elif request.metric_name == "tpu.runtime.hbm.memory.usage.bytes":
-                    m.gauge.as_int = s.used
-                elif request.metric_name == "tpu.runtime.hbm.memory.total.bytes":
-                    m.gauge.as_int = s.total
-        return answer
 
 
 @pytest.fixture
@@ -90,24 +47,13 @@ def runtimes() -> Iterator[Callable[[SetupWorld], tuple[Script, list[FakeRuntime
 
     def make(world: SetupWorld) -> tuple[Script, list[FakeRuntime]]:
         assert world.cluster is not None
-        script = Script()
+        script = Script(chips=CHIPS)
         fakes = []
         for host in world.cluster.hosts:
-            fake = FakeRuntime(script)
-            server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-            pb_grpc.add_RuntimeMetricServiceServicer_to_server(fake, server)
-            port = server.add_secure_port("localhost:0", grpc.local_server_credentials())
-            server.start()
+            server, fake, port = start(script)
             servers.append(server)
             fakes.append(fake)
-            base = host.directory / "home" / ".tpu-reconciler"
-            (base / "telemetry" / "bin").mkdir(parents=True, exist_ok=True)
-            (base / "tpu-env").write_text(
-                f"ACCELERATOR_TYPE: 'v4-32'\nTPU_RUNTIME_METRICS_PORTS: '{port}'\n"
-            )
-            python = base / "telemetry" / "bin" / "python"
-            python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
-            python.chmod(0o755)
+            worker_files(host.directory / "home", port)
         return script, fakes
 
     yield make
