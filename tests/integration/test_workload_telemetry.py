@@ -110,6 +110,11 @@ async def test_busy_chips_are_shown_vanished_metrics_fail_nothing_idle_ones_rela
                      env=env)  # fmt: skip
     assert status.returncode == 0, status.stderr
     assert "TPU 97% · HBM 28/32 GiB" in status.stdout
+    info = run_cli("-f", str(world.harness.path), "--state-dir", str(world.state.root), "info",
+                   "alpha", env=env)  # fmt: skip
+    assert info.returncode == 0, info.stderr
+    assert "chips: TPU 97% · HBM 28/32 GiB (least busy worker)" in info.stdout
+    assert "  w3: 0 97% 7.0/8.0 GiB  1 97% 7.0/8.0 GiB" in info.stdout
 
     # the metrics vanish: unknown, and unknown is never idle
     with script.lock:
@@ -177,6 +182,13 @@ async def test_a_process_holding_the_chips_blocks_the_launch_until_take_tpu_stop
     detail = shown(world)["detail"]
     assert f"(user {getpass.getuser()}, " in detail and "on worker 0" in detail, detail
     assert shown(world)["state"] == "pending"
+    assert blocked in world.slot("alpha")["last_error"]
+
+    def plan_waits() -> bool:  # the next launch waits in the plan with the reason
+        deferred = world.snapshot()["plan"].get("deferred") or []
+        return any(d["kind"] == "launch" and blocked in d["why"] for d in deferred)
+
+    await world.until("the plan says why the launch waits", plan_waits, timeout=20)
     await asyncio.sleep(1.0)
     assert ran(world) == [[]] * 4 and proc.poll() is None  # nothing started, nothing stopped
 

@@ -157,3 +157,33 @@ def test_the_probe_answer_is_read_and_what_it_lacks_is_unknown() -> None:
     assert parse({"chips": [], "metrics": "port 8431: _InactiveRpcError"}).metrics.startswith(
         "port 8431"
     )
+
+
+def test_every_surface_shows_the_figure_only_with_telemetry() -> None:
+    from reconciler.core.render import _workload
+    from reconciler.intent.views import format_slot_info
+    from reconciler.model.status import ChipStatus, WorkerStatus, WorkloadStatus
+    from reconciler.surfaces.tui._frame import _workload_cell
+
+    plain = WorkloadStatus(state="running", attempt=2)
+    chips = (ChipStatus(0, 97.0, 7 * GIB, 8 * GIB, (41,)), ChipStatus(1))
+    told = replace(
+        plain, tpu="TPU 97% · HBM 28/32 GiB", workers=(WorkerStatus(0, "alive", chips=chips),)
+    )
+    assert _workload(told, 0.0) == "running · attempt 2 · TPU 97% · HBM 28/32 GiB"  # status
+    assert _workload(plain, 0.0) == "running · attempt 2"
+    assert _workload_cell(told) == "running a2 · TPU 97%"  # the TUI's column
+    assert _workload_cell(plain) == "running a2"
+    info = format_slot_info(
+        {
+            "name": "a",
+            "chips": {"tpu": told.tpu, "workers": [{"index": 0, "chips": [
+                {"index": 0, "duty_cycle": 97.0, "hbm_used": 7 * GIB, "hbm_total": 8 * GIB,
+                 "holders": [41]},
+                {"index": 1, "duty_cycle": None, "hbm_used": None, "hbm_total": None},
+            ]}]},
+        }
+    )  # fmt: skip
+    assert "chips: TPU 97% · HBM 28/32 GiB (least busy worker)" in info
+    assert "  w0: 0 97% 7.0/8.0 GiB pids 41  1 ? ?" in info
+    assert "chips:" not in format_slot_info({"name": "a"})
