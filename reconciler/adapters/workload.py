@@ -17,6 +17,8 @@ Every call is one short remote request per worker, all workers at once:
 ``bash <wrapper> launch|stop|logs ...`` as an exec, and a probe as one line on the worker's
 ``wrapper serve`` channel, opened once per pooled connection and kept (a probe pass then costs
 a request and an answer packet per worker, not a channel; any failure closes that channel).
+With ``telemetry`` (``setup.telemetry``) the probe goes through the chip probe's channel
+instead, which answers the wrapper's probe and the chips in one line (``adapters/telemetry.py``).
 
 Names reaching the command line are validated first (slot: ``names.check_name``, run id, env
 names, secret names); values travel on stdin as

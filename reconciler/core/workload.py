@@ -18,9 +18,9 @@ The decision table (restart: never | on-preemption | on-failure | always):
 =====================================  ===================================================
 all workers exited 0                   succeeded; no relaunch (``always``: next attempt);
                                        ``when_done: release`` releases the slot
-a worker exited non-zero, or stalled   failed, one failure: stop the others; relaunch when
-                                       restart is on-failure/always and failures <=
-                                       max_failures, else gave-up (or failed, for never /
+a worker exited non-zero, stalled, or  failed, one failure: stop the others; relaunch when
+every chip idle for ``idle_after``     restart is on-failure/always and failures <=
+(``core/telemetry.py``)                max_failures, else gave-up (or failed, for never /
                                        on-preemption); nothing relaunched until the
                                        generation is bumped or the workload changes
 node preempted / re-created            interrupted: on the new node, once set up, the next
