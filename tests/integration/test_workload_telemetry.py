@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.setup_world import ZONE, NtfyServer, SetupWorld
+from tests.integration.test_mcp_server import call, session
 from tests.integration.test_workload_controller import (
     JOB,
     kill_workloads,
@@ -115,6 +116,12 @@ async def test_busy_chips_are_shown_vanished_metrics_fail_nothing_idle_ones_rela
     assert info.returncode == 0, info.stderr
     assert "chips: TPU 97% · HBM 28/32 GiB (least busy worker)" in info.stdout
     assert "  w3: 0 97% 7.0/8.0 GiB  1 97% 7.0/8.0 GiB" in info.stdout
+    files = ("--file", str(world.harness.path), "--state-dir", str(world.state.root))
+    async with session(world.harness.path.parent, "reconciler.surfaces.mcp_server", *files) as s:
+        doc = await call(s, "workload_status", name="alpha")
+    mcp = doc["slots"][0]["workload"]
+    assert mcp["tpu"] == "TPU 97% · HBM 28/32 GiB"
+    assert [len(w["chips"]) for w in mcp["workers"]] == [CHIPS] * 4
 
     # the metrics vanish: unknown, and unknown is never idle
     with script.lock:
