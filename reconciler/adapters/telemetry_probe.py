@@ -32,6 +32,7 @@ import glob
 import json
 import os
 import pwd
+import re
 import signal
 import subprocess
 import sys
@@ -149,10 +150,15 @@ def _per_chip(values: dict[int, float], chips: int) -> dict[int, float]:
     return values
 
 
+def _natural(path: str) -> list[Any]:
+    """``/dev/accel2`` before ``/dev/accel10``: chip N is the N-th device."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
+
+
 def _devices(patterns: list[str]) -> list[str]:
     found: list[str] = []
     for pattern in patterns:
-        found += sorted(glob.glob(pattern))
+        found += sorted(glob.glob(pattern), key=_natural)
     return found
 
 
