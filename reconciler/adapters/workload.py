@@ -17,6 +17,8 @@ Every call is one short remote request per worker, all workers at once:
 ``bash <wrapper> launch|stop|logs ...`` as an exec, and a probe as one line on the worker's
 ``wrapper serve`` channel, opened once per pooled connection and kept (a probe pass then costs
 a request and an answer packet per worker, not a channel; any failure closes that channel).
+With ``telemetry`` (``setup.telemetry``) the probe goes through the chip probe's channel
+instead, which answers the wrapper's probe and the chips in one line (``adapters/telemetry.py``).
 
 Names reaching the command line are validated first (slot: ``names.check_name``, run id, env
 names, secret names); values travel on stdin as
@@ -53,6 +55,7 @@ import asyncssh
 from reconciler.adapters.secrets import SecretStore, check_secret_name
 from reconciler.adapters.ssh import Worker, check_dialable
 from reconciler.adapters.statedir import StateDir
+from reconciler.adapters.telemetry import with_chips
 from reconciler.adapters.workload_pool import WorkerPool, _Pooled
 from reconciler.adapters.workload_wire import (
     _attempt_path,
@@ -160,7 +163,7 @@ class WorkloadRunner(WorkerPool):
         self._raise_failures(node, f"launching {req.slot}", outcomes)
 
     async def probe(
-        self, node: Node, slot: str, run_id: str, attempt: int
+        self, node: Node, slot: str, run_id: str, attempt: int, *, telemetry: bool = False
     ) -> tuple[WorkerProbe, ...]:
         """One short command per worker. Never raises: a worker whose probe failed (SSH down,
         timeout, bad answer) is ``"unknown"`` with the reason in ``error``. A node without
@@ -185,8 +188,10 @@ class WorkloadRunner(WorkerPool):
         async def job(pooled: _Pooled, worker: Worker) -> WorkerProbe:
             directory = _attempt_path(pooled.base, worker.index, slot, run_id, attempt)
             # bounded by the timeout of the whole worker in _everywhere
-            answer = await pooled.ask(f"probe {directory}", None)
-            return parse_probe(worker.index, answer)
+            if not telemetry:
+                answer = await pooled.ask(f"probe {directory}", None)
+                return parse_probe(worker.index, answer)
+            return await with_chips(pooled, worker.index, directory)
 
         outcomes = await self._everywhere(node, "probing", job, timeout=self.probe_timeout)
         return tuple(

@@ -26,7 +26,7 @@ import secrets as _random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 import asyncssh
 
@@ -67,6 +67,8 @@ class _Pooled:
     #: ``wrapper serve`` on its own channel: one request line and one answer per probe
     prober: asyncssh.SSHClientProcess[bytes] | None = None
     probe_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: other long-lived channels on this connection, by name (``adapters/telemetry.py``)
+    channels: dict[str, Any] = field(default_factory=dict)
 
     async def ask(self, request: str, timeout: float | None) -> str:
         """One answer of the probe channel (opened on first use). Any failure closes the

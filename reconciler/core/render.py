@@ -228,7 +228,8 @@ def _workload(w: WorkloadStatus | None, now: float) -> str:
     if w.state == "running" and w.since:
         with contextlib.suppress(ValueError):
             running_for = now - epoch(w.since)
-    return format_workload(w.state, running_for, w.attempt, w.failures, w.max_failures, w.detail)
+    cell = format_workload(w.state, running_for, w.attempt, w.failures, w.max_failures, w.detail)
+    return f"{cell} · {w.tpu}" if w.tpu else cell
 
 
 def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:

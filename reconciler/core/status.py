@@ -19,6 +19,7 @@ from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
 from reconciler.core.render import action_note, format_workload, one_line, plan_summary
+from reconciler.core.telemetry import chips_status, tpu_figure
 from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.observed import Observation, QueuedResource
@@ -250,7 +251,9 @@ def workload_summary(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: flo
     running_for = now - wm.since if state == "running" else None
     max_failures = w.max_failures if w is not None else None
     detail = _workload_detail(wm)
-    return format_workload(state, running_for, wm.attempt, wm.failures, max_failures, detail)
+    cell = format_workload(state, running_for, wm.attempt, wm.failures, max_failures, detail)
+    tpu = tpu_figure(wm)
+    return f"{cell} · {tpu}" if tpu else cell
 
 
 def _workload_detail(wm: WorkloadMemory) -> str:
@@ -271,12 +274,13 @@ def workload_status(
         max_failures=w.max_failures if w else None,
         since=iso(wm.since) if wm is not None else None,
         workers=tuple(
-            WorkerStatus(index=s.index, state=s.state, exit_code=s.exit_code)
+            WorkerStatus(index=s.index, state=s.state, exit_code=s.exit_code, chips=chips_status(s))
             for s in (wm.workers if wm else ())
         ),
         last_lines=wm.last_lines if wm else (),
         detail=_workload_detail(wm) if wm else "",
         summary=workload_summary(wm, w, now),
+        tpu=tpu_figure(wm),
     )
 
 

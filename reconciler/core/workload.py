@@ -18,9 +18,9 @@ The decision table (restart: never | on-preemption | on-failure | always):
 =====================================  ===================================================
 all workers exited 0                   succeeded; no relaunch (``always``: next attempt);
                                        ``when_done: release`` releases the slot
-a worker exited non-zero, or stalled   failed, one failure: stop the others; relaunch when
-                                       restart is on-failure/always and failures <=
-                                       max_failures, else gave-up (or failed, for never /
+a worker exited non-zero, stalled, or  failed, one failure: stop the others; relaunch when
+every chip idle for ``idle_after``     restart is on-failure/always and failures <=
+(``core/telemetry.py``)                max_failures, else gave-up (or failed, for never /
                                        on-preemption); nothing relaunched until the
                                        generation is bumped or the workload changes
 node preempted / re-created            interrupted: on the new node, once set up, the next
@@ -42,6 +42,7 @@ from types import MappingProxyType
 from typing import Final, Literal
 
 from reconciler.core.memory import Memory
+from reconciler.core.telemetry import IDLE
 from reconciler.core.workload_fold import AFTER_FAILURE, LIVE, exit_detail, ran
 from reconciler.core.workload_fold import SUCCEEDED_BEFORE as SUCCEEDED_BEFORE
 from reconciler.core.workload_fold import Probes as Probes
@@ -74,7 +75,7 @@ class WorkloadAct:
 @dataclass(frozen=True, slots=True)
 class WorkloadNotice:
     key: str
-    event: str  # "gave-up" | "succeeded" | "relaunched" | "workload-failed"
+    event: str  # "gave-up" | "succeeded" | "relaunched" | "workload-failed" | "workload-idle"
     title: str
     message: str
 
@@ -242,6 +243,8 @@ def _notices(spec: SlotSpec, wm: WorkloadMemory) -> tuple[WorkloadNotice, ...]:
                 f"{wm.detail}; {wm.failures} failures; bump workload.generation to retry",
             ),
         )
+    if wm.phase == "failed" and wm.relaunch and wm.detail.startswith(IDLE):
+        return (idle_notice(spec.name, key, wm.detail),)
     if wm.phase == "failed" and not wm.relaunch:
         return (
             WorkloadNotice(
@@ -252,6 +255,12 @@ def _notices(spec: SlotSpec, wm: WorkloadMemory) -> tuple[WorkloadNotice, ...]:
             ),
         )
     return ()
+
+
+def idle_notice(slot: str, key: str, detail: str) -> WorkloadNotice:
+    return WorkloadNotice(
+        f"{key}:idle", "workload-idle", f"{slot} workload idle", f"{detail}; relaunching"
+    )
 
 
 def decide(

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Final
 
 from reconciler.core.memory import Memory
+from reconciler.core.telemetry import idle_check
 from reconciler.core.workload_health import adopted, lost_worker, make_run_id, unsent
 from reconciler.core.workload_memory import PriorAttempt, WorkerSeen, WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
@@ -100,7 +101,10 @@ def _summarise(prev: WorkloadMemory, seen: Sequence[WorkerProbe]) -> WorkloadMem
         times.append(prev.last_output_at)
     return replace(
         prev,
-        workers=tuple(WorkerSeen(p.index, p.state, p.exit_code) for p in seen),
+        workers=tuple(
+            WorkerSeen(p.index, p.state, p.exit_code, p.telemetry.chips if p.telemetry else None)
+            for p in seen
+        ),
         unknown=any(p.state == "unknown" for p in seen),
         last_output_at=max(times) if times else None,
     )
@@ -126,6 +130,7 @@ def _next_attempt(
         "started_at": None,
         "prior": PriorAttempt(prev.attempt, prev.instance, prev.started_at, prev.workers),
         "missing_since": None,
+        "idle_since": None,
     }
     fields.update(kw)
     return replace(prev, **fields)  # type: ignore[arg-type]
@@ -228,6 +233,14 @@ def fold(
         if lost is not None:
             return _fail(replace(prev, missing_since=None), w, lost, seen, now)
         prev = replace(prev, missing_since=gap_since)
+        chips = [p.telemetry.chips if p.telemetry else None for p in seen]
+        idle_since, idle = idle_check(
+            chips if prev.phase == "running" else [], prev.idle_since, now, w.idle_after,
+            w.idle_below,
+        )  # fmt: skip
+        if idle is not None:
+            return _fail(replace(prev, idle_since=None), w, idle, seen, now)
+        prev = replace(prev, idle_since=idle_since) if idle_since != prev.idle_since else prev
         known = not any(p.state == "unknown" for p in seen)
         if known and seen and all(p.state == "exited" for p in seen):
             if w.restart == "always":

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final
 
+from reconciler.model.telemetry import ChipReading
+
 #: Phases kept in memory (the user-facing states minus "unknown", which is a probe result).
 PHASES: Final = frozenset(
     {
@@ -35,6 +37,8 @@ class WorkerSeen:
     index: int
     state: str  # a WorkerState
     exit_code: int | None = None
+    #: the chips as the last probe read them (None: not read); only shown, never saved
+    chips: tuple[ChipReading, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,7 @@ class WorkloadMemory:
     prior: PriorAttempt | None = None  # the attempt before it, when the fold moved on at once
     missing_since: float | None = None  # a launched worker answers "missing" while others run
     unsent: str = ""  # phase starting: why the launch started nothing anywhere ("" = sent)
+    idle_since: float | None = None  # every chip of every worker idle since (``idle_after``)
 
 
 def to_dict(w: WorkloadMemory) -> dict[str, Any]:
@@ -99,6 +104,7 @@ def to_dict(w: WorkloadMemory) -> dict[str, Any]:
         # written only when set: files of earlier versions stay byte-identical
         **({"missing_since": w.missing_since} if w.missing_since is not None else {}),
         **({"unsent": w.unsent} if w.unsent else {}),
+        **({"idle_since": w.idle_since} if w.idle_since is not None else {}),
     }
 
 
@@ -167,12 +173,14 @@ def from_dict(d: Any) -> WorkloadMemory:
         prior=_prior_from_dict(d.get("prior")),
         missing_since=_optional_float(d.get("missing_since")),
         unsent=str(d.get("unsent", "")),
+        idle_since=_optional_float(d.get("idle_since")),
     )
     optional = (
         w.last_output_at,
         w.started_at,
         w.prior.started_at if w.prior else None,
         w.missing_since,
+        w.idle_since,
     )
     times = [w.since] + [t for t in optional if t is not None]
     if not all(math.isfinite(t) for t in times) or w.attempt < 1 or w.failures < 0:

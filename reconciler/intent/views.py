@@ -138,6 +138,15 @@ def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
         if row
         else None
     )
+    shown = (row.get("workload") or {}) if row else {}
+    if shown.get("tpu"):  # setup.telemetry: the chips of every worker
+        out["chips"] = {
+            "tpu": shown["tpu"],
+            "workers": [
+                {"index": w.get("index"), "chips": w.get("chips") or []}
+                for w in shown.get("workers") or ()
+            ],
+        }
     return out
 
 
@@ -246,7 +255,22 @@ def format_slot_info(doc: Mapping[str, Any]) -> str:
     tmux = obs.get("tmux") or {}
     if tmux.get("target"):
         lines.append(f"tmux: {tmux['target']} ({'open' if tmux.get('open') else 'not open'})")
+    chips = doc.get("chips") or {}
+    if chips:
+        lines.append(f"chips: {chips.get('tpu')} (least busy worker)")
+        for w in chips.get("workers") or ():
+            lines.append(
+                f"  w{w.get('index')}: " + "  ".join(map(_chip_text, w.get("chips") or ()))
+            )
     return "\n".join(lines)
+
+
+def _chip_text(chip: Mapping[str, Any]) -> str:
+    """``0 97% 28.1/32.0 GiB``; ``?`` for a figure not read."""
+    duty, used, total = chip.get("duty_cycle"), chip.get("hbm_used"), chip.get("hbm_total")
+    hbm = f"{used / 1024**3:.1f}/{total / 1024**3:.1f} GiB" if used is not None and total else "?"
+    held = f" pids {','.join(map(str, chip['holders']))}" if chip.get("holders") else ""
+    return f"{chip.get('index')} {'?' if duty is None else f'{duty:.0f}%'} {hbm}{held}"
 
 
 def _ssh_user(store: IntentEditor, desired: Desired | None) -> str | None:

@@ -174,6 +174,11 @@ class Setup(_Model):
     bootstrap: bool | None = Field(None, description="Run setup scripts on every worker over SSH.")
     tailscale: bool | None = Field(None, description="Join the node to your tailnet.")
     tmux: bool | None = Field(None, description="Keep a tmux SSH window open to worker 0.")
+    telemetry: bool | None = Field(
+        None,
+        description="Read the chips on every worker (duty cycle, HBM, holders): bootstrap "
+        "installs the probe's client into a private venv there.",
+    )
     generation: int = Field(
         0, ge=0, le=1_000_000, description="Bump to re-run setup on the same node."
     )
@@ -215,6 +220,19 @@ class WorkloadModel(_Model):
     )
     generation: int = Field(
         0, ge=0, le=1_000_000, description="Bump to restart it deliberately (a new run id)."
+    )
+    idle_after: Seconds | None = Field(
+        None,
+        description="Every chip of every worker under idle_below percent duty cycle this long "
+        "while it runs = failed (a hang), e.g. 20m; needs setup.telemetry.",
+    )
+    idle_below: float = Field(
+        1.0, gt=0, le=100, description="The duty cycle (percent) under which a chip is idle."
+    )
+    take_tpu: bool = Field(
+        False,
+        description="Before a launch, stop processes of others holding the chips (SIGTERM, "
+        "stop_grace, SIGKILL) instead of waiting for them.",
     )
 
 
@@ -382,6 +400,7 @@ class SetupSpec:
     tmux: bool = True
     generation: int = 0
     scripts: tuple[str, ...] = ()
+    telemetry: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,6 +432,9 @@ class WorkloadSpec:
     stop_grace: float = 60.0
     when_done: str = "keep"
     generation: int = 0
+    idle_after: float | None = None
+    idle_below: float = 1.0
+    take_tpu: bool = False
 
     @property
     def identity(self) -> str:
@@ -421,7 +443,14 @@ class WorkloadSpec:
 
     @property
     def policy(self) -> str:
-        how = (self.restart, self.max_failures, self.stall_after, self.when_done)
+        how: tuple[object, ...] = (
+            self.restart,
+            self.max_failures,
+            self.stall_after,
+            self.when_done,
+        )
+        if self.idle_after is not None:  # only when set: the policy of older files stays
+            how += (self.idle_after, self.idle_below)
         return hashlib.sha256(repr(how).encode()).hexdigest()[:12]
 
 

@@ -67,10 +67,15 @@ def _setup(defaults: Setup, own: Setup | None, scripts: Sequence[str]) -> SetupS
     for layer in (defaults, own):
         if layer is not None and layer.scripts is not None:
             chosen = layer.scripts
+    telemetry = False
+    for layer in (defaults, own):
+        if layer is not None and layer.telemetry is not None:
+            telemetry = layer.telemetry
     return SetupSpec(
         **flags,
         generation=defaults.generation + (own.generation if own is not None else 0),
         scripts=tuple(chosen),
+        telemetry=telemetry,
     )
 
 
@@ -117,6 +122,9 @@ def _workload(layers: Sequence[Layer], err: Callable[[Loc, str], object]) -> Wor
         stop_grace=w.stop_grace,
         when_done=w.when_done,
         generation=generation,
+        idle_after=w.idle_after,
+        idle_below=w.idle_below,
+        take_tpu=w.take_tpu,
     )
 
 

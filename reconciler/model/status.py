@@ -99,6 +99,18 @@ class ExpectedWaitStatus:
 
 
 @dataclass(frozen=True)
+class ChipStatus:
+    """One chip of a worker (``setup.telemetry``); a figure not read is null (unknown)."""
+
+    index: int = 0
+    duty_cycle: float | None = None  # TensorCore duty cycle, percent
+    hbm_used: int | None = None  # bytes
+    hbm_total: int | None = None  # bytes
+    holders: tuple[int, ...] = ()  # pids with the chip's device file open
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True)
 class WorkerStatus:
     """One worker of a workload's attempt, as the last probe saw it."""
 
@@ -106,6 +118,7 @@ class WorkerStatus:
     state: str = "unknown"  # alive | exited | missing | unknown
     exit_code: int | None = None
     extra: Mapping[str, Any] = _extra()
+    chips: tuple[ChipStatus, ...] = added(())
 
 
 @dataclass(frozen=True)
@@ -124,6 +137,7 @@ class WorkloadStatus:
     detail: str = ""  # why it failed / gave up / was interrupted
     summary: str = ""  # the status table's cell, e.g. "running 2h13m · attempt 3"
     extra: Mapping[str, Any] = _extra()
+    tpu: str = added("")  # the least busy worker's chips: "TPU 97% · HBM 28/32 GiB"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from reconciler.errors import UnsafeName
+from reconciler.model.telemetry import WorkerTelemetry
 
 WorkerState = Literal["alive", "exited", "missing", "unknown"]
 
@@ -55,6 +56,8 @@ class WorkerProbe:
     #: state "missing": "<run_id>/<attempt>" of the same generation and command launched on
     #: this worker instead (a launch this controller could not remember), to adopt
     adopt: str | None = None
+    #: the chips and their holders (``setup.telemetry``); None: not read this pass
+    telemetry: WorkerTelemetry | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,8 +195,8 @@ class ActionTasks:
         if action.kind in WORKLOAD_KINDS:
             assert self.workloads is not None
             if action.kind == Kind.LAUNCH:
-                await self.workloads.workload_launch(desired, action, node)
-                return "sent"
+                said = await self.workloads.workload_launch(desired, action, node)
+                return f"sent; {said}" if said else "sent"
             await self.workloads.workload_stop(desired, action, node)
             return "stopped"
         assert self.setup is not None

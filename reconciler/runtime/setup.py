@@ -127,12 +127,16 @@ class LiveSetup:
 
         spec = self._spec(desired, action)
         workers = self._workers(spec.name, desired.settings, node)
-        if not spec.setup.scripts:
+        if not spec.setup.scripts and not spec.setup.telemetry:
             raise PermanentError(
                 f"{spec.name}: setup.bootstrap is on but no scripts are configured "
                 "(settings.setup_scripts or the slot's setup.scripts)"
             )
         scripts = resolve_scripts(self.base_dir, spec.setup.scripts)
+        if spec.setup.telemetry:  # the chip probe's client, in a private venv on the worker
+            from reconciler.adapters.telemetry import setup_script
+
+            scripts += (setup_script(),)
         settings = desired.settings
         result = await bootstrap(
             node.instance,
@@ -239,14 +243,31 @@ class LiveSetup:
             self._runner_key = wanted
         return self._runner
 
-    async def workload_launch(self, desired: Desired, action: Action, node: Node) -> None:
+    async def workload_launch(self, desired: Desired, action: Action, node: Node) -> str | None:
+        """Launch the attempt; with ``setup.telemetry`` or ``workload.take_tpu`` first make
+        sure no other process holds the chips (``adapters.telemetry.clear_before_launch``).
+        Returns what was done besides the launch (stray holders stopped), if anything."""
         spec = self._spec(desired, action)
         if action.workload is None or spec.workload is None:
             raise PermanentError(f"{action.slot}: no workload to launch")
         self._refuse_emulated(spec.name, desired.settings, node)  # before any lookup
         await self._user(desired.settings)  # a failed lookup: one line, not one per worker
         runner = await self.workload_runner(desired.settings)
+        said = ""
+        if spec.setup.telemetry or spec.workload.take_tpu:
+            from reconciler.adapters.telemetry import clear_before_launch
+
+            said = await clear_before_launch(
+                runner,
+                node,
+                spec.name,
+                take=spec.workload.take_tpu,
+                grace=spec.workload.stop_grace,
+            )
+            if said:
+                log.warning("%s: %s", spec.name, said)
         await runner.launch(node, wl.launch_request(spec, action.workload, len(node.endpoints)))
+        return said or None
 
     async def workload_stop(self, desired: Desired, action: Action, node: Node) -> None:
         act = action.workload
@@ -258,10 +279,19 @@ class LiveSetup:
         await runner.stop(node, action.slot, act.run_id, act.attempt, act.grace)
 
     async def workload_probe(
-        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int
+        self,
+        settings: Settings,
+        node: Node,
+        slot: str,
+        run_id: str,
+        attempt: int,
+        *,
+        telemetry: bool = False,
     ) -> tuple[WorkerProbe, ...]:
         runner = await self.workload_runner(settings)
-        probes: tuple[WorkerProbe, ...] = await runner.probe(node, slot, run_id, attempt)
+        probes: tuple[WorkerProbe, ...] = await runner.probe(
+            node, slot, run_id, attempt, telemetry=telemetry
+        )
         return probes
 
     async def workload_tail(

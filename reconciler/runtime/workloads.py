@@ -32,10 +32,17 @@ PROBE_TIMEOUT: Final = 5.0
 
 @runtime_checkable
 class WorkloadPort(Protocol):
-    async def workload_launch(self, desired: Desired, action: Action, node: Node) -> None: ...
+    async def workload_launch(self, desired: Desired, action: Action, node: Node) -> str | None: ...
     async def workload_stop(self, desired: Desired, action: Action, node: Node) -> None: ...
     async def workload_probe(
-        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int
+        self,
+        settings: Settings,
+        node: Node,
+        slot: str,
+        run_id: str,
+        attempt: int,
+        *,
+        telemetry: bool = False,
     ) -> tuple[WorkerProbe, ...]: ...
     async def workload_tail(
         self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int, worker: int
@@ -62,17 +69,26 @@ class Prober:
         self, port: WorkloadPort, desired: Desired, observation: Observation, memory: Memory
     ) -> dict[str, tuple[WorkerProbe, ...]]:
         wanted: dict[tuple[str, str, int, str], Node] = {}
+        chips: set[str] = set()
         for spec, wm in wl.probe_targets(desired, observation, memory):
             qr = observation.qr(spec.zone, spec.name)
             node = observation.node(spec.zone, (qr.node_id if qr else None) or spec.name)
             if node is not None:
                 wanted[(spec.name, wm.run_id, wm.attempt, node.instance)] = node
+                if spec.setup.telemetry:
+                    chips.add(spec.name)
         for key in [k for k in self._tasks if k not in wanted]:
             self._tasks.pop(key).cancel()
         for key, node in wanted.items():
             if key not in self._tasks:
                 slot, run_id, attempt, _ = key
-                probe = port.workload_probe(desired.settings, node, slot, run_id, attempt)
+                probe = (
+                    port.workload_probe(
+                        desired.settings, node, slot, run_id, attempt, telemetry=True
+                    )
+                    if slot in chips
+                    else port.workload_probe(desired.settings, node, slot, run_id, attempt)
+                )
                 self._tasks[key] = asyncio.create_task(probe)
         if not wanted:
             return {}

@@ -256,10 +256,13 @@ class Frame:
 
 
 def _workload_cell(workload: Any) -> str:
-    """``running``, or ``running a2`` from the second attempt on; empty without a workload."""
+    """``running``, or ``running a2`` from the second attempt on; empty without a workload.
+    With chip telemetry, the least busy worker's duty cycle follows: ``running · TPU 97%``."""
     state = _text(getattr(workload, "state", None))
     attempt = getattr(workload, "attempt", 0)
-    return f"{state} a{attempt}" if state and isinstance(attempt, int) and attempt > 1 else state
+    cell = f"{state} a{attempt}" if state and isinstance(attempt, int) and attempt > 1 else state
+    tpu = _text(getattr(workload, "tpu", None))
+    return f"{cell} · {tpu.split(' · ')[0]}" if cell and tpu else cell
 
 
 def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
