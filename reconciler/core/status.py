@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
 
+from reconciler.core import flex, node_health
 from reconciler.core import latency as lat
 from reconciler.core import workload as wl
 from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
@@ -21,7 +22,7 @@ from reconciler.core.plan import Action, Plan
 from reconciler.core.render import action_note, format_workload, one_line, plan_summary
 from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
-from reconciler.model.observed import Observation, QueuedResource
+from reconciler.model.observed import Node, Observation, QueuedResource
 from reconciler.model.status import (
     STATUS_SCHEMA,
     ActionStatus,
@@ -31,11 +32,13 @@ from reconciler.model.status import (
     ExpectedWaitStatus,
     GuardStatus,
     HeldActionStatus,
+    MaintenanceStatus,
     PlanStatus,
     RaceGroupStatus,
     SetupStatus,
     SlotStatus,
     StatusSnapshot,
+    SymptomStatus,
     TmuxInventoryStatus,
     TmuxStatus,
     WorkerStatus,
@@ -180,6 +183,30 @@ def _qr_fields(qr: QueuedResource, observed: Observation) -> dict[str, Any]:
         "ips": tuple(node.ips()) if node else (),
         "create_time": qr.create_time,
         "labelled": qr.managed,
+        **_signal_fields(qr, node),
+    }
+
+
+def _signal_fields(qr: QueuedResource, node: Node | None) -> dict[str, Any]:
+    """A flex-start run's end and the node's health signals (``core/node_health``)."""
+    out: dict[str, Any] = {"ends_at": qr.termination_time}
+    if node is None:
+        return out
+    m = node.maintenance
+    return out | {
+        "symptoms": tuple(
+            SymptomStatus(x.kind, x.worker, x.details, x.create_time) for x in node.symptoms
+        ),
+        "maintenance": None
+        if m is None
+        else MaintenanceStatus(
+            kind=m.kind,
+            status=m.status,
+            window_start=m.window_start,
+            window_end=m.window_end,
+            can_reschedule=m.can_reschedule,
+        ),
+        "health_note": node_health.note(node),
     }
 
 
@@ -237,6 +264,7 @@ def _managed_row(
         paused=spec.hold.paused,
         releases_at=iso(releases_at),
         workload=workload_status(memory.workload(spec.name), spec.workload, now),
+        expired=flex.expired(spec, qr, now),
     )
 
 

@@ -34,7 +34,7 @@ from reconciler.model.durations import parse_duration
 from reconciler.model.times import parse_instant
 from reconciler.model.workload import Restart, WhenDone, check_env_name, check_secret_name
 
-Mode = Literal["spot", "on-demand", "reserved"]
+Mode = Literal["spot", "on-demand", "reserved", "flex-start"]
 Want = Literal["held", "released"]
 Backend = Literal["gcloud", "rest"]
 CredentialSource = Literal["gcloud", "adc"]
@@ -158,6 +158,14 @@ _HOLD_DOC: Final = {
     "hold_for": "Release once the node has been ACTIVE this long (per node instance).",
     "hold_until": "Release at this time (ISO 8601 with offset).",
     "paused": "Nothing is created, deleted or set up for it; what it holds stays held.",
+}
+
+#: Descriptions of the flex-start keys, shared by slots and generators.
+_FLEX_DOC: Final = {
+    "max_run_duration": "mode flex-start only (required there): how long the TPU runs once "
+    "provisioned, at most 7d; then the cloud deletes it and the slot reads expired.",
+    "renew": "mode flex-start only: queue again once each run has ended (default false: an "
+    "expired run stays expired).",
 }
 
 
@@ -284,7 +292,9 @@ class SlotModel(_Model):
     accelerator: Accelerator = Field(
         description="Accelerator type as gcloud spells it: v4-8, v6e-64."
     )
-    mode: Mode | None = Field(None, description="spot, on-demand or reserved; else defaults.mode.")
+    mode: Mode | None = Field(
+        None, description="spot, on-demand, reserved or flex-start; else defaults.mode."
+    )
     runtime_version: RuntimeVersion | None = Field(
         None, description="Runtime version; else settings.runtime_versions by family."
     )
@@ -301,6 +311,8 @@ class SlotModel(_Model):
     workload: WorkloadModel | None = Field(
         None, description="The program to run on every worker; see workload."
     )
+    max_run_duration: Seconds | None = Field(None, description=_FLEX_DOC["max_run_duration"])
+    renew: bool | None = Field(None, description=_FLEX_DOC["renew"])
 
 
 class RaceGroupModel(_Model):
@@ -337,6 +349,8 @@ class GeneratorModel(_Model):
     hold_until: Moment | None = Field(None, description=_HOLD_DOC["hold_until"])
     paused: bool = Field(False, description=_HOLD_DOC["paused"])
     workload: WorkloadModel | None = Field(None, description="As on slots.")
+    max_run_duration: Seconds | None = Field(None, description=_FLEX_DOC["max_run_duration"])
+    renew: bool | None = Field(None, description=_FLEX_DOC["renew"])
 
 
 class DesiredFile(_Model):
@@ -428,6 +442,8 @@ class SlotSpec:
     generated: bool = False
     hold: HoldSpec = NO_HOLD
     workload: WorkloadSpec | None = None
+    max_run_seconds: int | None = None  # mode flex-start: the run's length
+    renew: bool = False  # mode flex-start: queue again after each run's end
 
 
 @dataclass(frozen=True, slots=True)
