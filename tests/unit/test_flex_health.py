@@ -246,3 +246,14 @@ def test_flex_keys_resolve() -> None:
     )
     (spec,) = parse_desired(text, "d.yaml").slots
     assert (spec.mode, spec.max_run_seconds, spec.renew) == ("flex-start", 7 * 86400, True)
+
+
+def test_the_wrapper_spec_exports_the_termination_time() -> None:
+    from reconciler.adapters.workload_wire import encode_spec
+
+    spec = replace(FLEX, workload=WorkloadSpec(command="true"))
+    act = flex.with_end(WorkloadAct("launch", "r1", 1), flex_qr(QRState.ACTIVE))
+    wire = encode_spec(launch_request(spec, act, 1), {})
+    assert f"env=TPU_RECONCILER_TERMINATION_TIME={END}\0".encode() in wire
+    plain = encode_spec(launch_request(spec, WorkloadAct("launch", "r1", 1), 1), {})
+    assert b"TERMINATION_TIME" not in plain
