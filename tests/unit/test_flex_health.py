@@ -257,3 +257,19 @@ def test_the_wrapper_spec_exports_the_termination_time() -> None:
     assert f"env=TPU_RECONCILER_TERMINATION_TIME={END}\0".encode() in wire
     plain = encode_spec(launch_request(spec, WorkloadAct("launch", "r1", 1), 1), {})
     assert b"TERMINATION_TIME" not in plain
+
+
+def test_info_and_events_say_the_signals() -> None:
+    from reconciler.intent.views import format_slot_info
+    from reconciler.surfaces.cli._ops_events import format_event
+
+    observed = {"state": "ACTIVE", "ends_at": END, "health_note": "health TIMEOUT — wait"}
+    text = format_slot_info({"name": "f", "observed": observed})
+    assert f"flex-start run: ends at {END}" in text
+    assert "node signals: health TIMEOUT — wait" in text
+    ended = format_slot_info({"name": "f", "observed": {"state": "SUSPENDED", "expired": True}})
+    assert "flex-start run: ended (expired)" in ended
+    record = {"ts": END, "seq": 1, "kind": "node.health", "slot": "f", "zone": Z1,
+              "signals": ["health TIMEOUT"]}  # fmt: skip
+    line = format_event(record)
+    assert "health TIMEOUT" in line and "signals=" not in line  # said, not dumped
