@@ -27,7 +27,10 @@ slots:
 
 
 def _slot(h: Harness) -> dict[str, object]:
-    return next(s for s in h.snapshot()["slots"] if s["name"] == "flex")
+    """The slot's row of the controller's last snapshot ({} before there is one)."""
+    if not h.state.status.exists():
+        return {}
+    return next((s for s in h.snapshot()["slots"] if s["name"] == "flex"), {})
 
 
 async def test_a_flex_start_run_ends_expired_and_is_not_queued_again(running: Harness) -> None:
@@ -91,3 +94,17 @@ async def test_node_signals_are_shown_and_never_acted_on(running: Harness) -> No
     assert '"node.health"' in events
     await asyncio.sleep(2)
     assert [r.method for r in h.mutations()] == ["POST"]
+
+
+async def test_a_zone_without_flex_start_is_a_permanent_error_in_the_clouds_words(
+    running: Harness,
+) -> None:
+    h = running
+    h.emulator.reject_flex_start(ZONE, "v6e-8")
+    h.write(desired_text(FLEX, poll_interval="0.2s"))
+    words = 'FLEX_START provisioning model is not supported for accelerator type "v6e-8"'
+    await h.until("the refusal shown", lambda: words in str(_slot(h).get("last_error")), timeout=30)
+    blocked = h.snapshot()["plan"]["blocked"]
+    assert [b["slot"] for b in blocked] == ["flex"] and words in blocked[0]["why"]
+    await asyncio.sleep(2)  # ten passes: a permanent refusal is not sent again
+    assert len([r for r in h.emulator.requests() if r.key == "POST queuedResources.create"]) == 1
