@@ -273,3 +273,15 @@ def test_info_and_events_say_the_signals() -> None:
               "signals": ["health TIMEOUT"]}  # fmt: skip
     line = format_event(record)
     assert "health TIMEOUT" in line and "signals=" not in line  # said, not dumped
+
+
+@pytest.mark.parametrize(("mode", "end"), [("flex-start", "expired"), ("spot", "preempted")])
+def test_the_capacity_history_counts_a_run_end_as_no_preemption(mode: str, end: str) -> None:
+    from reconciler.core.history import Lifetime, Seen, Tracker
+
+    tracker = Tracker()
+    out = []
+    for now, state in ((0, "ACTIVE"), (3600, "SUSPENDED")):
+        look = Seen(slot="f", zone=Z1, state=state, accelerator="v6e-8", mode=mode)
+        out += tracker.step([look], now, gone_zones=[Z1], complete=True)
+    assert [r.end for r in out if isinstance(r, Lifetime)] == [end]
