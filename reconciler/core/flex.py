@@ -4,8 +4,9 @@ A flex-start run ends at its ``terminationTime``: the cloud deletes the VMs and 
 queued resource. That is the end the user asked for, not a preemption: the slot reads
 *expired* and nothing is queued again unless the slot says ``renew: true`` (then the dead QR
 is replaced once per end, like a preempted one). A suspension well before the end time is an
-interruption and is re-queued as usual. The zone's refusal of flex-start is a permanent error
-of the create (``model/flex.rejected``) and is blocked like any other.
+interruption and is re-queued as usual. A zone's refusal of flex-start (``FLEX_START
+provisioning model is not supported for accelerator type ...``, INVALID_ARGUMENT) is a
+permanent error of the create, blocked and shown in the cloud's words like any other.
 
 Pure: ``now`` is an argument; no I/O.
 """

@@ -21,8 +21,6 @@ PROVISIONING_MODEL: Final = "FLEX_START"
 END_SLACK: Final = 120.0
 #: A notice goes out this long before a run's end.
 ENDING_NOTICE: Final = 30 * 60.0
-#: What a zone answers when it does not offer flex-start for the accelerator (the start of it).
-REJECTION: Final = "FLEX_START provisioning model is not supported"
 
 
 def problems(mode: str, max_run: float | None, renew: bool | None) -> list[tuple[str, str]]:
@@ -41,8 +39,3 @@ def problems(mode: str, max_run: float | None, renew: bool | None) -> list[tuple
         if renew is not None:
             out.append(("renew", f"renew needs mode flex-start, not {mode}"))
     return out
-
-
-def rejected(message: str) -> bool:
-    """True when a cloud error is the zone's refusal of flex-start (permanent for that zone)."""
-    return REJECTION in message
