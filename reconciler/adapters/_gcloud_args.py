@@ -14,7 +14,7 @@ from typing import Final, Literal
 
 from reconciler.errors import UnsafeName
 from reconciler.model import names
-from reconciler.model.requests import CreateRequest, window
+from reconciler.model.requests import CreateRequest, max_run, window
 from reconciler.model.times import utc_text
 
 QR: Final = ("compute", "tpus", "queued-resources")
@@ -27,6 +27,7 @@ _MODE_FLAGS: Final[Mapping[str, tuple[str, ...]]] = {
     "spot": ("--spot",),
     "reserved": ("--reserved",),
     "on-demand": (),
+    "flex-start": ("--provisioning-model=flex-start",),  # with `gcloud alpha` (v2alpha1)
 }
 
 
@@ -36,11 +37,15 @@ def labels_arg(labels: Mapping[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
-def list_args(kind: Literal["queued-resources", "tpu-vm"], zone: str) -> list[str]:
-    """List every QR or node of one zone, or of all zones with ``zone="-"``."""
+def list_args(
+    kind: Literal["queued-resources", "tpu-vm"], zone: str, *, alpha: bool = False
+) -> list[str]:
+    """List every QR or node of one zone, or of all zones with ``zone="-"``; ``alpha``: QRs
+    through ``gcloud alpha`` (v2alpha1: a flex-start run's ``terminationTime``)."""
     if zone != ALL_ZONES:
         names.check_zone(zone)
-    return [*(QR if kind == "queued-resources" else VM), "list", f"--zone={zone}"]
+    head = ("alpha",) if alpha and kind == "queued-resources" else ()
+    return [*head, *(QR if kind == "queued-resources" else VM), "list", f"--zone={zone}"]
 
 
 def window_args(request: CreateRequest) -> list[str]:
@@ -62,8 +67,11 @@ def create_args(request: CreateRequest) -> list[str]:
     """One QR with one node of the same name, issued ``--async`` (no waiting on operations)."""
     name = names.check_name(request.name)
     if request.mode not in _MODE_FLAGS:
-        raise UnsafeName(f"invalid mode {request.mode!r}: expected spot, on-demand or reserved")
+        raise UnsafeName(
+            f"invalid mode {request.mode!r}: expected spot, on-demand, reserved or flex-start"
+        )
     args = [
+        *(("alpha",) if request.mode == "flex-start" else ()),
         *QR,
         "create",
         name,
@@ -73,6 +81,8 @@ def create_args(request: CreateRequest) -> list[str]:
         f"--runtime-version={names.check_runtime_version(request.runtime_version)}",
         *_MODE_FLAGS[request.mode],
     ]
+    if request.mode == "flex-start":
+        args.append(f"--max-run-duration={max_run(request)}s")
     if request.network is not None:
         args.append(f"--network={names.check_network(request.network)}")
     if request.subnetwork is not None:

@@ -68,6 +68,7 @@ class GcloudCloud:
         concurrency: int = 8,
         timeout: float = 60.0,
         quota_project: str | None = None,
+        alpha_reads: bool = False,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -75,6 +76,7 @@ class GcloudCloud:
             raise ValueError("timeout must be positive")
         self.project = names.check_project(project)
         self.quota_setting = names.check_project(quota_project) if quota_project else None
+        self.alpha_reads = alpha_reads  # list QRs with `gcloud alpha` (flex-start's end time)
         self._gcloud = gcloud
         self._rest: Any = None  # a RestCloud for get_operation, made on first use
         environ = dict(os.environ if env is None else env)
@@ -157,7 +159,7 @@ class GcloudCloud:
     # --- internals -------------------------------------------------------------------------
 
     async def _observe_zone(self, zone: str) -> tuple[tuple[QueuedResource, ...], tuple[Node, ...]]:
-        qr_argv = args.list_args("queued-resources", zone)
+        qr_argv = args.list_args("queued-resources", zone, alpha=self.alpha_reads)
         node_argv = args.list_args("tpu-vm", zone)
         results: Sequence[Any] = await asyncio.gather(
             self._call(Operation.LIST, qr_argv),

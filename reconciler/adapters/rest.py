@@ -46,6 +46,7 @@ from reconciler.adapters.auth import (
 from reconciler.adapters.cloud import OperationStatus, Outcome, Submitted, readable_operation
 from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation, check, classify_body
 from reconciler.errors import PermanentCloudError, TransientCloudError, UnsafeName
+from reconciler.model import flex
 from reconciler.model.names import (
     ZONE_RE,
     check_accelerator,
@@ -63,7 +64,7 @@ from reconciler.model.observed import (
     node_from_api,
     queued_resource_from_api,
 )
-from reconciler.model.requests import CreateRequest, queueing_policy
+from reconciler.model.requests import CreateRequest, max_run, queueing_policy
 
 #: Items asked for per list page: a poll stays one request per collection up to this many QRs
 #: (the server may return fewer; pagination still follows nextPageToken).
@@ -90,7 +91,10 @@ ENDPOINT_ENV: Final = "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"
 #: A list longer than this many pages is treated as a broken server, not read forever.
 MAX_PAGES: Final = 1000
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain"})
-_MODES: Final = frozenset({"spot", "on-demand", "reserved"})
+_MODES: Final = frozenset({"spot", "on-demand", "reserved", flex.MODE})
+#: The API version that speaks flex-start (creates of flex-start slots, and the QR list
+#: while the file has one).
+ALPHA: Final = "v2alpha1"
 #: What the model's parsers raise on JSON of the wrong shape (ValueError by contract; the
 #: others when a nested field has the wrong type): all mean "malformed", none may crash us.
 _PARSE_ERRORS: Final = (ValueError, TypeError, AttributeError, KeyError)
@@ -116,8 +120,11 @@ class RestCloud:
         page_size: int = PAGE_SIZE,
         quota_project: str | None = None,
         adc: bool = False,
+        alpha_reads: bool = False,
     ) -> None:
         env = os.environ if env is None else env
+        #: list queued resources on v2alpha1 (it alone reports a flex-start run's end)
+        self.alpha_reads = alpha_reads
         self.quota_setting = check_project(quota_project) if quota_project else None
         self.page_size = max(1, int(page_size))
         self.project = check_project(project)
@@ -127,6 +134,7 @@ class RestCloud:
             token_provider if token_provider is not None else token_provider_from_env(env, adc=adc)
         )
         self._base = f"{self.endpoint}v2/projects/{self.project}/locations/"
+        self._alpha = f"{self.endpoint}{ALPHA}/projects/{self.project}/locations/"
         self._slots = asyncio.Semaphore(max(1, concurrency))
         self._refresh_lock = asyncio.Lock()
         self._owns_client = client is None
@@ -157,8 +165,9 @@ class RestCloud:
 
     async def observe(self, zones: Collection[str] | None) -> Observation:
         wanted = None if zones is None else frozenset(check_zone(z) for z in zones)
+        qr_base = self._alpha if self.alpha_reads else self._base
         (qr_items, qr_gone), (node_items, node_gone) = await _both(
-            self._list_all("queuedResources"), self._list_all("nodes")
+            self._list_all("queuedResources", qr_base), self._list_all("nodes")
         )
         try:
             qrs = {q.key: q for q in map(queued_resource_from_api, qr_items)}
@@ -179,7 +188,8 @@ class RestCloud:
 
     async def create_queued_resource(self, request: CreateRequest) -> Submitted:
         body = create_body(self.project, request)
-        url = f"{self._base}{request.zone}/queuedResources"
+        base = self._alpha if request.mode == flex.MODE else self._base
+        url = f"{base}{request.zone}/queuedResources"
         answer = await self._call(
             Operation.CREATE, "POST", url, params={"queuedResourceId": request.name}, body=body
         )
@@ -233,9 +243,11 @@ class RestCloud:
     def _qr_url(self, zone: str, name: str) -> str:
         return f"{self._base}{check_zone(zone)}/queuedResources/{check_name(name)}"
 
-    async def _list_all(self, collection: str) -> tuple[list[Any], set[str]]:
+    async def _list_all(
+        self, collection: str, base: str | None = None
+    ) -> tuple[list[Any], set[str]]:
         """Every item of ``locations/-/<collection>`` over all pages, and ``unreachable[]``."""
-        url = f"{self._base}-/{collection}"
+        url = f"{base or self._base}-/{collection}"
         items: list[Any] = []
         unreachable: set[str] = set()
         seen: set[str] = set()
@@ -395,7 +407,9 @@ def create_body(project: str, request: CreateRequest, now: float | None = None) 
     check_name(request.name)
     zone = check_zone(request.zone)
     if request.mode not in _MODES:
-        raise UnsafeName(f"invalid mode {request.mode!r}: expected spot, on-demand or reserved")
+        raise UnsafeName(
+            f"invalid mode {request.mode!r}: expected spot, on-demand, reserved or flex-start"
+        )
     check_labels(request.labels)
     network: dict[str, Any] = {"enableExternalIps": not request.internal_ips}
     if request.network:
@@ -411,6 +425,9 @@ def create_body(project: str, request: CreateRequest, now: float | None = None) 
         body["spot"] = {}
     elif request.mode == "reserved":
         body["reservationName"] = f"{parent}/reservations/-"
+    elif request.mode == flex.MODE:  # v2alpha1, as `gcloud alpha ... --provisioning-model`
+        body["provisioningModel"] = flex.PROVISIONING_MODEL
+        body["runDuration"] = {"maxRunDuration": f"{max_run(request)}s"}
     body["tpu"] = {
         "nodeSpec": [
             {

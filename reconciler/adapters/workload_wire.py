@@ -23,6 +23,7 @@ from typing import Final
 from reconciler.errors import UnsafeName
 from reconciler.model.names import check_name
 from reconciler.model.workload import (
+    RESERVED_ENV_PREFIX,
     LaunchRequest,
     LogLine,
     WorkerProbe,
@@ -77,6 +78,9 @@ def encode_spec(req: LaunchRequest, secret_values: Mapping[str, bytes]) -> bytes
     for name, value in req.env.items():
         value = _no_nul(f"value of {check_env_name(name)}", value)
         records.append(f"env={name}=".encode() + value.encode())
+    if req.termination_time:  # the wrapper's own variable: no check_env_name
+        end = _no_nul("termination time", req.termination_time)
+        records.append(f"env={RESERVED_ENV_PREFIX}TERMINATION_TIME={end}".encode())
     for name, secret in secret_values.items():
         if b"\0" in secret:
             raise UnsafeName(f"the secret for {name} contains a NUL byte")

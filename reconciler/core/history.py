@@ -66,7 +66,7 @@ class Lifetime:
     mode: str
     ready_at: float
     ended_at: float
-    end: str  # "preempted" | "deleted"
+    end: str  # "preempted" | "deleted" | "expired" (a flex-start run's end)
 
     @property
     def seconds(self) -> float:
@@ -244,6 +244,8 @@ class Tracker:
             t.queued_at = None
         if t.active_at is not None:
             end = "deleted" if deleted else "preempted"
+            if end == "preempted" and t.mode == "flex-start":
+                end = "expired"  # a flex-start run suspended at its end: no preemption
             out.append(Lifetime(slot, zone, t.accelerator, t.mode, t.active_at, now, end))
             t.active_at = None
 

@@ -47,7 +47,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Final
 
-from reconciler.core import control
+from reconciler.core import control, flex, node_health
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan_values import (
@@ -129,6 +129,7 @@ def _create_request(desired: Desired, spec: SlotSpec, now: float) -> CreateReque
         labels={MANAGED_LABEL: MANAGED_VALUE},
         valid_after_seconds=after,
         valid_after_time=at,
+        max_run_seconds=spec.max_run_seconds,
     )
 
 
@@ -241,6 +242,9 @@ class _Planner:
                 )
             else:
                 self.propose(action)
+        elif flex.expired(spec, qr, self.now):  # the run's end, not a preemption
+            if flex.renews(spec, qr, self.now):
+                self.propose(_delete(self.observed, qr, flex.ended_reason(qr), Kind.REPLACE))
         elif qr.state in DEAD_STATES:
             self.propose(_delete(self.observed, qr, _dead_reason(qr), Kind.REPLACE))
         elif qr.state == QRState.UNKNOWN:
@@ -321,8 +325,10 @@ class _Planner:
         probes = self.probes.get(spec.name) if self.probes is not None else None
         held = self.decided.get(spec.name) == "held"
         d = wl.decide(spec, wm, held=held, at=at, set_up=set_up, probes=probes, now=self.now)
+        qr = self.observed.qr(spec.zone, spec.name)
         for act, reason in d.acts:
             kind = Kind.LAUNCH if act.verb == "launch" else Kind.STOP
+            act = flex.with_end(act, qr)
             self.propose(
                 Action(
                     kind,
@@ -357,9 +363,18 @@ class _Planner:
             title = f"{spec.name} {_EVENT_WORDS[event]}"
             self.notices.append(Notice(key, spec.name, event, title, text()))
 
+    def signal_notices(self, spec: SlotSpec) -> None:
+        """Flex-start's run ending and ended, and the node's health signals: told, once
+        each; none of them is by itself a reason to act."""
+        qr = self.observed.qr(spec.zone, spec.name)
+        node = self.observed.node(spec.zone, (qr.node_id if qr else None) or spec.name)
+        found = flex.notices(spec, qr, self.now)
+        found += node_health.notices(spec.name, node if qr is not None else None, ())
+        self.notices += [n for n in found if n.key not in self.memory.notified]
+
     def dead_notices(self, spec: SlotSpec) -> None:
         qr = self.observed.qr(spec.zone, spec.name)
-        if qr is None or qr.state not in DEAD_STATES:
+        if qr is None or qr.state not in DEAD_STATES or flex.expired(spec, qr, self.now):
             return
         instance = f"{spec.name}@{qr.create_time or '?'}"
         held = self.decided.get(spec.name) == "held"
@@ -452,6 +467,7 @@ def plan(
         if spec.workload is not None or spec.name in memory.workloads:
             p.workload(spec)
         p.dead_notices(spec)
+        p.signal_notices(spec)
     unmanaged = _unmanaged(desired, observed.queued_resources)
     if desired.settings.prune:
         for qr in unmanaged:

@@ -177,7 +177,22 @@ def _note(row: SlotStatus, now: float) -> str:
     wait = row.expected_wait
     if wait is not None and wait.p50_seconds is not None:
         parts.append(f"p50 {format_duration(wait.p50_seconds)} here, {wait.samples} samples")
+    parts += _run_notes(row, now)
     return ", ".join(parts)
+
+
+def _run_notes(row: SlotStatus, now: float) -> list[str]:
+    """A flex-start run's end (``ends in 5h12m``, ``expired: ...``) and the node's health
+    signals with what the user can do (``health_note``)."""
+    out = []
+    if row.expired:
+        out.append("expired: flex-start run ended (renew: true, or release and hold, for more)")
+    elif row.ends_at and row.state == "ACTIVE":
+        with contextlib.suppress(ValueError):
+            out.append(f"ends {_when(epoch(row.ends_at), now)}")
+    if row.health_note:
+        out.append(str(row.health_note))
+    return out
 
 
 def _control_note(row: SlotStatus, now: float) -> str:
@@ -248,7 +263,7 @@ def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:
             format_latency(s.latency_ms),
             str(s.accelerator or ""),
             str(s.want or "-"),
-            str(s.state or ""),
+            "expired" if s.expired else str(s.state or ""),
             since,
             str(s.node_state or ""),
             ip_text,

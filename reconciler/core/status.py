@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
 
+from reconciler.core import flex, node_health
 from reconciler.core import latency as lat
 from reconciler.core import workload as wl
 from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
@@ -22,7 +23,7 @@ from reconciler.core.render import action_note, format_workload, one_line, plan_
 from reconciler.core.telemetry import chips_status, tpu_figure
 from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
-from reconciler.model.observed import Observation, QueuedResource
+from reconciler.model.observed import Node, Observation, QueuedResource
 from reconciler.model.status import (
     STATUS_SCHEMA,
     ActionStatus,
@@ -32,11 +33,13 @@ from reconciler.model.status import (
     ExpectedWaitStatus,
     GuardStatus,
     HeldActionStatus,
+    MaintenanceStatus,
     PlanStatus,
     RaceGroupStatus,
     SetupStatus,
     SlotStatus,
     StatusSnapshot,
+    SymptomStatus,
     TmuxInventoryStatus,
     TmuxStatus,
     WorkerStatus,
@@ -181,6 +184,30 @@ def _qr_fields(qr: QueuedResource, observed: Observation) -> dict[str, Any]:
         "ips": tuple(node.ips()) if node else (),
         "create_time": qr.create_time,
         "labelled": qr.managed,
+        **_signal_fields(qr, node),
+    }
+
+
+def _signal_fields(qr: QueuedResource, node: Node | None) -> dict[str, Any]:
+    """A flex-start run's end and the node's health signals (``core/node_health``)."""
+    out: dict[str, Any] = {"ends_at": qr.termination_time}
+    if node is None:
+        return out
+    m = node.maintenance
+    return out | {
+        "symptoms": tuple(
+            SymptomStatus(x.kind, x.worker, x.details, x.create_time) for x in node.symptoms
+        ),
+        "maintenance": None
+        if m is None
+        else MaintenanceStatus(
+            kind=m.kind,
+            status=m.status,
+            window_start=m.window_start,
+            window_end=m.window_end,
+            can_reschedule=m.can_reschedule,
+        ),
+        "health_note": node_health.note(node),
     }
 
 
@@ -239,6 +266,7 @@ def _managed_row(
         releases_at=iso(releases_at),
         workload=workload_status(memory.workload(spec.name), spec.workload, now),
         owner=spec.owner,
+        expired=flex.expired(spec, qr, now),
     )
 
 

@@ -70,6 +70,7 @@ class WorkloadAct:
     grace: float = DEFAULT_GRACE
     why: str = ""  # launch: start | relaunch | resend | preempted; stop: failed | removed |
     #                released | changed
+    ends_at: str | None = None  # launch on a flex-start run: its terminationTime
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,6 +368,7 @@ def launch_request(spec: SlotSpec, act: WorkloadAct, workers: int) -> LaunchRequ
         env=dict(w.env),
         secret_env=dict(w.secret_env),
         workers=workers,
+        termination_time=act.ends_at,
     )
 
 

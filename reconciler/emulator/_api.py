@@ -15,6 +15,9 @@ Served subset (what gcloud ``compute tpus queued-resources`` and ``tpu-vm`` use)
     POST   /v2/projects/P/locations/Z/nodes/ID:getGuestAttributes
     GET    /v2/projects/P/locations/Z/operations/ID
 
+each also under ``/v2alpha1/`` (gcloud alpha), whose queued resources add flex-start's
+``provisioningModel`` and ``runDuration``;
+
 and of OS Login v1 (what ``gcloud compute os-login describe-profile`` asks, with
 ``CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN`` pointing here):
 
@@ -33,7 +36,9 @@ from reconciler.emulator import _records as rec
 from reconciler.emulator._records import ApiError
 from reconciler.emulator._world import World
 
-_LOC = r"^/v2/projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)"
+_LOC = r"^/(?P<version>v2|v2alpha1)/projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)"
+#: Fields of a QueuedResource only v2alpha1 knows (v2 refuses them as unknown names).
+_ALPHA_FIELDS = ("provisioningModel", "runDuration")
 ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     ("GET", re.compile(_LOC + r"/queuedResources/?$"), "queuedResources.list"),
     ("POST", re.compile(_LOC + r"/queuedResources/?$"), "queuedResources.create"),
@@ -81,7 +86,7 @@ def dispatch(
 
 def _list_qrs(world: World, p: dict[str, str], q: dict[str, str], _: Any, size: int) -> rec.JSON:
     def render(r: rec.QRRecord) -> rec.JSON:
-        return rec.render_qr(r, p["project"], world.clock)
+        return rec.render_qr(r, p["project"], world.clock, alpha=_alpha(p))
 
     return _list(world, p, q, size, "queuedResources", world.qrs, render)
 
@@ -149,14 +154,25 @@ def _page(
     return page, base64.urlsafe_b64encode(json.dumps(page[-1][0]).encode()).decode()
 
 
+def _alpha(p: dict[str, str]) -> bool:
+    return p.get("version") == "v2alpha1"
+
+
 def _create(world: World, p: dict[str, str], q: dict[str, str], body: Any, _: int) -> rec.JSON:
+    unknown = [k for k in _ALPHA_FIELDS if isinstance(body, dict) and k in body]
+    if unknown and not _alpha(p):
+        raise ApiError(
+            "INVALID_ARGUMENT",
+            f"Invalid JSON payload received. Unknown name \"{unknown[0]}\" at 'queued_resource'",
+        )
     op = world.create(p["project"], p["zone"], q.get("queuedResourceId"), body)
     world.settle(world.t)
     return rec.render_op(op, p["project"], world.clock)
 
 
 def _get_qr(world: World, p: dict[str, str], _q: dict[str, str], _b: Any, _s: int) -> rec.JSON:
-    return rec.render_qr(world.get(p["zone"], p["id"]), p["project"], world.clock)
+    q = world.get(p["zone"], p["id"])
+    return rec.render_qr(q, p["project"], world.clock, alpha=_alpha(p))
 
 
 def _delete(world: World, p: dict[str, str], q: dict[str, str], _b: Any, _s: int) -> rec.JSON:

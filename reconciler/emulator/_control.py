@@ -17,6 +17,9 @@ own; errors come back in Google's error shape with HTTP 400 / 404.
     POST   /_emulator/advance     {seconds}
     POST   /_emulator/speed       {speed}
     POST   /_emulator/queued-resources   {zone, name, accelerator?, mode?, labels?, state?, ...}
+    POST   /_emulator/end-run     {zone, name}      a flex-start run ends now
+    POST   /_emulator/flex-rejection {zone, accelerator?, rejected?}
+    POST   /_emulator/node-health {zone, node, health?, symptoms?, maintenance?}
     GET    /_emulator/requests                    {"requests": [...], "counts": {...}}
     DELETE /_emulator/requests
 """
@@ -63,6 +66,11 @@ class Emulator(Protocol):
     def advance(self, seconds: float) -> None: ...
     def set_speed(self, speed: float) -> None: ...
     def clear_requests(self) -> None: ...
+    def end_run(self, zone: str, name: str) -> None: ...
+    def reject_flex_start(
+        self, zone: str, accelerator: str | None = ..., rejected: bool = ...
+    ) -> None: ...
+    def set_node_health(self, zone: str, node: str, **fields: Any) -> None: ...
 
 
 _Action = Callable[[Emulator, dict[str, Any]], Any]
@@ -122,6 +130,11 @@ ROUTES: dict[tuple[str, str], _Action] = {
     ("POST", "advance"): lambda e, a: e.advance(float(a["seconds"])),
     ("POST", "speed"): lambda e, a: e.set_speed(float(a["speed"])),
     ("POST", "queued-resources"): _add,
+    ("POST", "end-run"): lambda e, a: e.end_run(a["zone"], a["name"]),
+    ("POST", "flex-rejection"): lambda e, a: e.reject_flex_start(
+        a["zone"], a.get("accelerator"), bool(a.get("rejected", True))
+    ),
+    ("POST", "node-health"): lambda e, a: e.set_node_health(a.pop("zone"), a.pop("node"), **a),
     ("GET", "requests"): _requests,
     ("DELETE", "requests"): lambda e, a: e.clear_requests(),
 }

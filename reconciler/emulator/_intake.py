@@ -45,7 +45,23 @@ def from_request(zone: str, qr_id: str | None, body: Any, *, seq: int, now: floa
     tier = {k: body[k] for k in TIER_FIELDS if k in body}
     policy = body.get("queueingPolicy")
     policy = policy if isinstance(policy, dict) else None
-    return QRRecord(zone, qr_id, seq, node_id, accelerator, node, tier, policy, now)
+    record = QRRecord(zone, qr_id, seq, node_id, accelerator, node, tier, policy, now)
+    record.max_run = flex_run(body)
+    return record
+
+
+def flex_run(body: dict[str, Any]) -> float | None:
+    """A flex-start create's run length in seconds (v2alpha1), None for any other model."""
+    model = body.get("provisioningModel")
+    if model in (None, "PROVISIONING_MODEL_UNSPECIFIED", "STANDARD", "SPOT"):
+        return None
+    if model != "FLEX_START":
+        raise ApiError("INVALID_ARGUMENT", f"unsupported provisioningModel {model!r}")
+    run = (body.get("runDuration") or {}).get("maxRunDuration")
+    m = _DURATION.match(str(run or ""))
+    if m is None or not 0 < float(m.group(1)) <= 7 * 86400:
+        raise ApiError("INVALID_ARGUMENT", "FLEX_START needs runDuration.maxRunDuration <= 7d")
+    return float(m.group(1))
 
 
 def from_scenario(spec: ScenarioQueuedResource, *, seq: int, now: float) -> QRRecord:

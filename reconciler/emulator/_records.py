@@ -155,6 +155,9 @@ class NodeRecord:
     state: str = "CREATING"
     # (internal ip, external ip or None), worker 0 first; filled when the node becomes READY
     endpoints: list[tuple[str, str | None]] = field(default_factory=list)
+    health: str | None = None  # set from the control API; else HEALTHY while READY
+    symptoms: list[JSON] = field(default_factory=list)  # ``Symptom`` JSON, as given
+    maintenance: JSON | None = None  # ``UpcomingMaintenance`` JSON, as given
 
 
 @dataclass(slots=True)
@@ -178,6 +181,8 @@ class QRRecord:
     node: NodeRecord | None = None
     create_op: str | None = None
     delete_ops: list[str] = field(default_factory=list)
+    max_run: float | None = None  # flex-start: runDuration.maxRunDuration in seconds
+    ends: float | None = None  # flex-start: when the run ends (set once ACTIVE)
 
     @property
     def capacity_key(self) -> tuple[str, str]:
@@ -207,7 +212,24 @@ def location(project: str, zone: str) -> str:
     return f"projects/{project}/locations/{zone}"
 
 
-def render_qr(qr: QRRecord, project: str, clock: Clock) -> JSON:
+def flex_rejected(accelerator: str, zone: str) -> str:
+    """What a zone answers a flex-start create it does not offer."""
+    return (
+        f'FLEX_START provisioning model is not supported for accelerator type "{accelerator}" '
+        f'in location "{zone}"'
+    )
+
+
+def _flex_fields(qr: QRRecord, clock: Clock) -> JSON:
+    """v2alpha1's ``provisioningModel`` and ``runDuration`` of a flex-start QR."""
+    run: JSON = {"maxRunDuration": f"{int(qr.max_run or 0)}s"}
+    if qr.ends is not None:
+        run["terminationTime"] = clock.stamp(qr.ends)
+    return {"provisioningModel": "FLEX_START", "runDuration": run}
+
+
+def render_qr(qr: QRRecord, project: str, clock: Clock, *, alpha: bool = True) -> JSON:
+    """``alpha``: as v2alpha1 shows it (a flex-start QR's fields); False for v2."""
     state: JSON = {"state": qr.state}
     data = STATE_DATA.get(qr.state)
     if data == "failedData":
@@ -230,6 +252,8 @@ def render_qr(qr: QRRecord, project: str, clock: Clock) -> JSON:
     body.update(copy.deepcopy(qr.tier))
     if qr.queueing_policy:
         body["queueingPolicy"] = copy.deepcopy(qr.queueing_policy)
+    if alpha and qr.max_run is not None:
+        body.update(_flex_fields(qr, clock))
     return body
 
 
@@ -261,8 +285,14 @@ def render_node(node: NodeRecord, qr: QRRecord, project: str, clock: Clock) -> J
         "schedulingConfig": scheduling,
         "shieldedInstanceConfig": {},
     }
-    if node.state == "READY":
+    if node.health is not None:
+        body["health"] = node.health
+    elif node.state == "READY":
         body["health"] = "HEALTHY"
+    if node.symptoms:
+        body["symptoms"] = copy.deepcopy(node.symptoms)
+    if node.maintenance:
+        body["upcomingMaintenance"] = copy.deepcopy(node.maintenance)
     for key in ("labels", "metadata", "tags", "description", "dataDisks"):
         if spec.get(key):
             body[key] = copy.deepcopy(spec[key])

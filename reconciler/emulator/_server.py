@@ -292,6 +292,31 @@ class Emulator:
             world.settle(world.t)
             return rec.render_qr(q, self.project, world.clock)
 
+    def end_run(self, zone: str, name: str) -> None:
+        """End a flex-start (or any running) QR's run now: its VMs deleted, QR -> SUSPENDED."""
+        with self._lock:
+            self._control(lambda w: w.end_run(w.get(zone, name)))
+
+    def reject_flex_start(
+        self, zone: str, accelerator: str | None = None, rejected: bool = True
+    ) -> None:
+        """Refuse flex-start creates in ``zone`` (for ``accelerator``, else for every type)
+        with the cloud's INVALID_ARGUMENT message."""
+        with self._lock:
+            key = (zone, accelerator)
+            (self._world.flex_rejections.add if rejected else self._world.flex_rejections.discard)(
+                key
+            )
+
+    def set_node_health(self, zone: str, node: str, **fields: Any) -> None:
+        """A node's ``health``, ``symptoms`` (list of Symptom JSON) and ``maintenance`` (an
+        UpcomingMaintenance JSON); a key left out stays, null clears it."""
+        unknown = set(fields) - {"health", "symptoms", "maintenance"}
+        if unknown:
+            raise ValueError(f"unknown node health field(s): {', '.join(sorted(unknown))}")
+        with self._lock:
+            self._control(lambda w: w.set_node_health(zone, node, fields))
+
     def _control(self, action: Any) -> None:
         world = self._settled()
         try:

@@ -11,6 +11,7 @@ Lifecycle of a queued resource (timings from ``Timings``):
                                   \\-> WAITING_FOR_RESOURCES (no capacity) -> PROVISIONING
     queued past validUntil, or no capacity with shortage=fail -> FAILED (code 8)
     preempted -> SUSPENDING --suspend--> SUSPENDED (stateInitiator SERVICE)
+    flex-start run over (ACTIVE + maxRunDuration) -> node deleted, SUSPENDING -> SUSPENDED
     deleted   -> DELETING --delete--> gone (its capacity unit returns)
 
 A QR holds one unit of (zone, accelerator) capacity from PROVISIONING until its deletion
@@ -71,6 +72,8 @@ class World:
         ]
         self.ip_pool = ip_pool
         self.os_login_user: str = scenario.os_login_user
+        #: (zone, accelerator or None for every type) refusing flex-start creates
+        self.flex_rejections: set[tuple[str, str | None]] = set()
         self._ips_in_use: set[str] = set()
         self._ip_rr = 0
         self._internal = 0
@@ -107,6 +110,8 @@ class World:
                 times.append(q.next_at)
             if q.deadline is not None and q.state in QUEUED:
                 times.append(q.deadline)
+            if q.ends is not None and q.state == "ACTIVE":
+                times.append(q.ends)
         times.extend(o.due_at for o in self.ops.values() if o.due_at is not None and not o.done)
         return min(times, default=None)
 
@@ -125,6 +130,8 @@ class World:
         for q in sorted(self.qrs.values(), key=lambda r: r.seq):
             if q.deadline is not None and q.deadline <= t and q.state in QUEUED:
                 self._fail(q, "RESOURCE_EXHAUSTED", rec.expired(q.name, q.zone))
+            elif q.ends is not None and q.ends <= t and q.state == "ACTIVE":
+                self.end_run(q)
             elif q.next_at is not None and q.next_at <= t:
                 q.next_at = None
                 self._advance(q)
@@ -166,6 +173,8 @@ class World:
                 self._fail(q, "RESOURCE_EXHAUSTED", rec.no_capacity(q.zone))
         elif q.state == "PROVISIONING":
             q.state = "ACTIVE"
+            if q.max_run is not None:  # flex-start: the run's clock starts now
+                q.ends = self.t + q.max_run
             if q.node is not None:
                 q.node.state = "READY"
                 self._assign_endpoints(q)
@@ -296,6 +305,9 @@ class World:
             raise ApiError("ALREADY_EXISTS", f"Resource '{name}' already exists")
         if (zone, q.node_id) in self.nodes:
             raise ApiError("ALREADY_EXISTS", f"Node '{q.node_id}' already exists in {zone}")
+        rejected = {(zone, None), (zone, q.accelerator)} & self.flex_rejections
+        if q.max_run is not None and rejected:
+            raise ApiError("INVALID_ARGUMENT", rec.flex_rejected(q.accelerator, zone))
         failing = self._take_op_failure("create", zone, q.name)
         if failing is not None:
             return self._failing_op(zone, "create", q.name, failing)
@@ -424,6 +436,32 @@ class World:
         node.state = "PREEMPTED"
         q.state, q.initiator = "SUSPENDING", "SERVICE"
         q.next_at = self.t + self.timings.suspend
+
+    def end_run(self, q: QRRecord) -> None:
+        """A flex-start run is over: its VMs are deleted and the QR goes SUSPENDING, then
+        SUSPENDED (stateInitiator SERVICE); the QR keeps its capacity unit until deleted."""
+        if q.state not in ("PROVISIONING", "ACTIVE"):
+            raise ApiError("FAILED_PRECONDITION", f"queued resource {q.name} is not running")
+        q.ends = min(q.ends if q.ends is not None else self.t, self.t)
+        if q.node is not None:
+            self.nodes.pop((q.zone, q.node.name), None)
+            self._ips_in_use.difference_update(ext for _, ext in q.node.endpoints if ext)
+            q.node = None
+        q.state, q.initiator = "SUSPENDING", "SERVICE"
+        q.next_at = self.t + self.timings.suspend
+
+    def set_node_health(self, zone: str, node_name: str, fields: dict[str, Any]) -> None:
+        """Set a node's ``health``, ``symptoms`` and ``upcomingMaintenance`` (each key given;
+        null clears it)."""
+        node = self.nodes.get((zone, node_name))
+        if node is None:
+            raise ApiError("NOT_FOUND", f"Resource 'nodes/{node_name}' was not found")
+        if "health" in fields:
+            node.health = fields["health"]
+        if "symptoms" in fields:
+            node.symptoms = [dict(s) for s in fields["symptoms"] or []]
+        if "maintenance" in fields:
+            node.maintenance = dict(fields["maintenance"]) if fields["maintenance"] else None
 
     def fail(self, zone: str, name: str, status: str, message: str) -> None:
         self._fail(self.get(zone, name), status, message)

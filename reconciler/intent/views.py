@@ -107,6 +107,9 @@ _OBSERVED: Final = (
     "latency_ms",
 )
 
+#: Shown only when the snapshot has them: a flex-start run's end, the node's own signals.
+_SIGNALS: Final = ("ends_at", "expired", "symptoms", "maintenance", "health_note")
+
 
 def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -134,7 +137,11 @@ def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
         out["want"] = None
         out["note"] = "not in desired.yaml: unmanaged, shown but never deleted"
     out["observed"] = (
-        _said_once({k: row.get(k) for k in _OBSERVED} | {"decided_want": row.get("want")})
+        _said_once(
+            {k: row.get(k) for k in _OBSERVED}
+            | {k: row[k] for k in _SIGNALS if k in row}
+            | {"decided_want": row.get("want")}
+        )
         if row
         else None
     )
@@ -242,6 +249,13 @@ def format_slot_info(doc: Mapping[str, Any]) -> str:
             f"     (an emulated node: no machine stands behind {ssh.get('ip')}, so this "
             "command cannot connect)"
         )
+    if obs.get("ends_at") or obs.get("expired"):
+        lines.append(
+            "flex-start run: "
+            + ("ended (expired)" if obs.get("expired") else f"ends at {obs['ends_at']}")
+        )
+    if obs.get("health_note"):
+        lines.append(f"node signals: {obs['health_note']}")
     lines.append(f"last error: {obs.get('last_error') or '-'}")
     lines.append(f"created {obs.get('create_time') or '-'}   instance {obs.get('instance') or '-'}")
     setup = obs.get("setup") or {}

@@ -34,7 +34,7 @@ from reconciler.model.durations import parse_duration
 from reconciler.model.times import parse_instant
 from reconciler.model.workload import Restart, WhenDone, check_env_name, check_secret_name
 
-Mode = Literal["spot", "on-demand", "reserved"]
+Mode = Literal["spot", "on-demand", "reserved", "flex-start"]
 Want = Literal["held", "released"]
 Backend = Literal["gcloud", "rest"]
 CredentialSource = Literal["gcloud", "adc"]
@@ -165,6 +165,14 @@ _HOLD_DOC: Final = {
     "hold_for": "Release once the node has been ACTIVE this long (per node instance).",
     "hold_until": "Release at this time (ISO 8601 with offset).",
     "paused": "Nothing is created, deleted or set up for it; what it holds stays held.",
+}
+
+#: Descriptions of the flex-start keys, shared by slots and generators.
+_FLEX_DOC: Final = {
+    "max_run_duration": "mode flex-start only (required there): how long the TPU runs once "
+    "provisioned, at most 7d; then the cloud deletes it and the slot reads expired.",
+    "renew": "mode flex-start only: queue again once each run has ended (default false: an "
+    "expired run stays expired).",
 }
 
 
@@ -309,7 +317,9 @@ class SlotModel(_Model):
     accelerator: Accelerator = Field(
         description="Accelerator type as gcloud spells it: v4-8, v6e-64."
     )
-    mode: Mode | None = Field(None, description="spot, on-demand or reserved; else defaults.mode.")
+    mode: Mode | None = Field(
+        None, description="spot, on-demand, reserved or flex-start; else defaults.mode."
+    )
     runtime_version: RuntimeVersion | None = Field(
         None, description="Runtime version; else settings.runtime_versions by family."
     )
@@ -327,6 +337,8 @@ class SlotModel(_Model):
         None, description="The program to run on every worker; see workload."
     )
     owner: UserName | None = Field(None, description=_OWNER_DOC)
+    max_run_duration: Seconds | None = Field(None, description=_FLEX_DOC["max_run_duration"])
+    renew: bool | None = Field(None, description=_FLEX_DOC["renew"])
 
 
 class RaceGroupModel(_Model):
@@ -367,6 +379,8 @@ class GeneratorModel(_Model):
     paused: bool = Field(False, description=_HOLD_DOC["paused"])
     workload: WorkloadModel | None = Field(None, description="As on slots.")
     owner: UserName | None = Field(None, description="As on slots; its slots' owner.")
+    max_run_duration: Seconds | None = Field(None, description=_FLEX_DOC["max_run_duration"])
+    renew: bool | None = Field(None, description=_FLEX_DOC["renew"])
 
 
 class DesiredFile(_Model):
@@ -470,6 +484,8 @@ class SlotSpec:
     hold: HoldSpec = NO_HOLD
     workload: WorkloadSpec | None = None
     owner: str | None = None  # its own ``owner:``, else its race group's, else its generator's
+    max_run_seconds: int | None = None  # mode flex-start: the run's length
+    renew: bool = False  # mode flex-start: queue again after each run's end
 
 
 @dataclass(frozen=True, slots=True)

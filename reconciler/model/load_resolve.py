@@ -18,15 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from reconciler.errors import Diagnostic, InvalidDesiredState, UnsafeName
-from reconciler.model import names
+from reconciler.model import flex, names
 from reconciler.model.desired import (
     DEFAULT_RUNTIME_VERSIONS,
     Desired,
     DesiredFile,
+    GeneratorModel,
     HoldSpec,
     RaceGroupSpec,
     Setup,
     SetupSpec,
+    SlotModel,
     SlotSpec,
     WorkloadModel,
     WorkloadSpec,
@@ -146,6 +148,7 @@ class _Resolution:
     #: slot -> "needs a want" (it is in no race group); a race group's unknown member that
     #: looks like this slot is the cause, and says so instead
     unwanted: dict[str, Diagnostic] = field(default_factory=dict)
+    flex_checked: set[Loc] = field(default_factory=set)  # entries whose flex keys were checked
 
     def workload(self, outer: Layer, slot: str, own: Layer) -> WorkloadSpec | None:
         """defaults < generator (``outer``) < race group < the slot's own block (``own``)."""
@@ -329,11 +332,26 @@ def _written_slots(r: _Resolution) -> None:
                 setup=_setup(defaults.setup, slot.setup, settings.setup_scripts),
                 order=len(slots),
                 hold=_hold(r, slot, group),
+                **_flex(r, slot, slot.mode or defaults.mode, loc),
                 workload=r.workload((None, ()), slot.name, (slot.workload, loc)),
                 owner=slot.owner or _group_owner(r, group),
             ),
             (*loc, "name"),
         )
+
+
+def _flex(r: _Resolution, entry: SlotModel | GeneratorModel, mode: str, loc: Loc) -> Any:
+    """A slot's flex-start fields (``model/flex``); each broken rule is reported at its key
+    (once per generator, not once per slot it makes)."""
+    if loc not in r.flex_checked:
+        r.flex_checked.add(loc)
+        for key, message in flex.problems(mode, entry.max_run_duration, entry.renew):
+            if key in entry.model_fields_set:
+                r.err((*loc, key), message, key=True)
+            else:
+                r.err(loc, message)
+    run = entry.max_run_duration
+    return {"max_run_seconds": int(run) if run else None, "renew": bool(entry.renew)}
 
 
 def _check_generator_sizes(r: _Resolution) -> bool:
@@ -391,6 +409,7 @@ def _generated_slots(r: _Resolution) -> None:
                             order=len(slots),
                             generated=True,
                             hold=_hold(r, gen, group),
+                            **_flex(r, gen, mode, loc),
                             workload=r.workload((gen.workload, loc), name, (None, ())),
                             owner=_group_owner(r, group) or gen.owner,
                         ),

@@ -140,7 +140,7 @@ def zone_code(zone: str) -> str:
     return f"{head}{sub[0]}{digits}{letter}"
 
 
-MODE_PREFIX: Final = {"spot": "spot", "on-demand": "od", "reserved": "res"}
+MODE_PREFIX: Final = {"spot": "spot", "on-demand": "od", "reserved": "res", "flex-start": "flex"}
 
 
 def slot_name(mode: str, accelerator: str, code: str, index: int) -> str:

@@ -87,11 +87,12 @@ class QueuedResource:
     node_id: str | None = None
     accelerator_type: str | None = None
     runtime_version: str | None = None
-    mode: str | None = None  # "spot" | "reserved" | "on-demand"
+    mode: str | None = None  # "spot" | "reserved" | "on-demand" | "flex-start"
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     create_time: str | None = None
     error: ErrorInfo | None = None
     raw_state: str = ""  # the API's own word when ``state`` is UNKNOWN
+    termination_time: str | None = None  # v2alpha1 runDuration.terminationTime (flex-start)
 
     @property
     def managed(self) -> bool:
@@ -110,6 +111,27 @@ class NetworkEndpoint:
 
 
 @dataclass(frozen=True, slots=True)
+class Symptom:
+    """One of a node's ``symptoms[]``: OUT_OF_MEMORY, HBM_OUT_OF_MEMORY, MESH_BUILD_FAIL, ..."""
+
+    kind: str  # symptomType
+    worker: str | None = None  # workerId
+    details: str = ""
+    create_time: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Maintenance:
+    """A node's ``upcomingMaintenance``: when, what kind, and whether it can be moved."""
+
+    kind: str | None = None  # type: SCHEDULED | UNSCHEDULED
+    status: str | None = None  # maintenanceStatus: PENDING | ONGOING
+    window_start: str | None = None
+    window_end: str | None = None
+    can_reschedule: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str  # node id
     zone: str
@@ -122,6 +144,9 @@ class Node:
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     queued_resource: str | None = None  # full resource name of the owning QR
     raw_state: str = ""
+    symptoms: tuple[Symptom, ...] = ()
+    maintenance: Maintenance | None = None  # upcomingMaintenance
+    health_description: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -247,8 +272,10 @@ def _queued_resource(data: Any) -> QueuedResource:
             accelerator = node.get("acceleratorType")
             runtime = node.get("runtimeVersion")
             labels = _str_map(node.get("labels"))
-    if "spot" in data:
-        mode: str | None = "spot"
+    if data.get("provisioningModel") == "FLEX_START":
+        mode: str | None = "flex-start"
+    elif "spot" in data:
+        mode = "spot"
     elif data.get("reservationName") or (
         isinstance(data.get("guaranteed"), dict) and data["guaranteed"].get("reserved")
     ):
@@ -269,6 +296,39 @@ def _queued_resource(data: Any) -> QueuedResource:
         create_time=data.get("createTime") if isinstance(data.get("createTime"), str) else None,
         error=error,
         raw_state=str(raw_state or ""),
+        termination_time=_text((data.get("runDuration") or {}).get("terminationTime")),
+    )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _symptoms(value: Any) -> tuple[Symptom, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(
+        Symptom(
+            kind=_text(s.get("symptomType")) or "SYMPTOM_TYPE_UNSPECIFIED",
+            worker=_text(s.get("workerId")),
+            details=_text(s.get("details")) or "",
+            create_time=_text(s.get("createTime")),
+        )
+        for s in value
+        if isinstance(s, dict)
+    )
+
+
+def _maintenance(value: Any) -> Maintenance | None:
+    if not isinstance(value, dict) or not value:
+        return None
+    can = value.get("canReschedule")
+    return Maintenance(
+        kind=_text(value.get("type")),
+        status=_text(value.get("maintenanceStatus")),
+        window_start=_text(value.get("windowStartTime")),
+        window_end=_text(value.get("windowEndTime")),
+        can_reschedule=can if isinstance(can, bool) else None,
     )
 
 
@@ -307,4 +367,7 @@ def _node(data: Any) -> Node:
             data.get("queuedResource") if isinstance(data.get("queuedResource"), str) else None
         ),
         raw_state=str(raw_state or ""),
+        symptoms=_symptoms(data.get("symptoms")),
+        maintenance=_maintenance(data.get("upcomingMaintenance")),
+        health_description=_text(data.get("healthDescription")),
     )

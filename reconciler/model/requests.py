@@ -24,7 +24,7 @@ class CreateRequest:
     zone: str
     accelerator_type: str
     runtime_version: str
-    mode: str  # "spot" | "on-demand" | "reserved"
+    mode: str  # "spot" | "on-demand" | "reserved" | "flex-start"
     network: str | None = None
     subnetwork: str | None = None
     valid_until_seconds: int | None = None
@@ -32,6 +32,7 @@ class CreateRequest:
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     valid_after_seconds: int | None = None  # start_after: relative to the create
     valid_after_time: float | None = None  # start_at: epoch seconds
+    max_run_seconds: int | None = None  # mode flex-start: runDuration.maxRunDuration
 
 
 def _positive(name: str, value: object) -> int:
@@ -55,6 +56,11 @@ def window(request: CreateRequest) -> tuple[int | None, float | None, int | None
         at,
         None if until is None else _positive("valid_until_seconds", until),
     )
+
+
+def max_run(request: CreateRequest) -> int:
+    """A flex-start create's run length in seconds, checked (UnsafeName when missing)."""
+    return _positive("max_run_seconds", request.max_run_seconds)
 
 
 def queueing_policy(request: CreateRequest, now: float) -> dict[str, Any] | None:

@@ -141,6 +141,29 @@ class WorkloadStatus:
 
 
 @dataclass(frozen=True)
+class SymptomStatus:
+    """One of the node's ``symptoms[]`` (``kind`` is the API's ``symptomType``)."""
+
+    kind: str = ""
+    worker: str | None = None
+    details: str = ""
+    create_time: str | None = None
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True)
+class MaintenanceStatus:
+    """The node's ``upcomingMaintenance``: SCHEDULED / UNSCHEDULED, PENDING / ONGOING."""
+
+    kind: str | None = None
+    status: str | None = None
+    window_start: str | None = None
+    window_end: str | None = None
+    can_reschedule: bool | None = None
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True)
 class SlotStatus:
     """One row: a managed slot (``setup``/``tmux`` set) or an unmanaged QR (they are None)."""
 
@@ -170,6 +193,13 @@ class SlotStatus:
     # round trip to the slot's zone (TCP connect to a held node's SSH port); None: none held
     latency_ms: float | None = added()
     owner: str | None = added()  # the Unix user who holds it (desired.yaml ``owner:``)
+    # flex-start: when the run ends (terminationTime, UTC), and whether it has ended
+    ends_at: str | None = added()
+    expired: bool = added(False)
+    # the node's own signals, shown and never acted on; ``health_note`` says what to do
+    symptoms: tuple[SymptomStatus, ...] = added(())
+    maintenance: MaintenanceStatus | None = added()
+    health_note: str | None = added()
     extra: Mapping[str, Any] = _extra()
 
 

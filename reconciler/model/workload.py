@@ -70,6 +70,7 @@ class LaunchRequest:
     env: Mapping[str, str]  # plain values
     secret_env: Mapping[str, str]  # ENV_NAME -> secret name in the secret store
     workers: int  # count (TPU_RECONCILER_WORKERS)
+    termination_time: str | None = None  # flex-start: TPU_RECONCILER_TERMINATION_TIME
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 
 from reconciler.adapters.cloud import Cloud
+from reconciler.model import flex
 from reconciler.model.desired import Desired
 
 
@@ -25,6 +26,7 @@ def make_cloud(desired: Desired, env: Mapping[str, str] | None = None) -> Cloud:
             env=env,
             quota_project=settings.quota_project,
             adc=settings.credentials == "adc",
+            alpha_reads=flex_wanted(desired),
         )
     from reconciler.adapters.gcloud import GcloudCloud
 
@@ -33,4 +35,11 @@ def make_cloud(desired: Desired, env: Mapping[str, str] | None = None) -> Cloud:
         concurrency=settings.concurrency,
         env=env,
         quota_project=settings.quota_project,
+        alpha_reads=flex_wanted(desired),
     )
+
+
+def flex_wanted(desired: Desired) -> bool:
+    """True when a slot is flex-start: queued resources are then read on v2alpha1, the only
+    version that says when a run ends (``terminationTime``)."""
+    return any(s.mode == flex.MODE for s in desired.slots)

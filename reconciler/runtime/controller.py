@@ -49,7 +49,7 @@ from reconciler.adapters.status_file import write_status
 from reconciler.core import control as control_rules
 from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
-from reconciler.core import retry
+from reconciler.core import node_health, retry
 from reconciler.core import workload as wl
 from reconciler.core.outcome import rule_delay
 from reconciler.core.plan import (
@@ -66,6 +66,7 @@ from reconciler.model.observed import Observation
 from reconciler.model.status import ControllerInfo
 from reconciler.model.workload import WorkerProbe
 from reconciler.runtime.actions import ActionTasks, SetupRunner
+from reconciler.runtime.backends import flex_wanted
 from reconciler.runtime.desired_loader import DesiredLoader, LoadResult
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.latency import LatencyProbes
@@ -139,6 +140,7 @@ class Controller(ActionTasks):
         self._observe_failing_since = 0.0
         self._failing_since: dict[str, float] = {}  # action key -> first failure in a row
         self._last_states: dict[tuple[str, str], str] = {}
+        self._last_health: dict[tuple[str, str], tuple[str, ...]] = {}
         self._last_digest: str | None = None
         self._audited: Desired | None = None  # the intent last written to the audit log
         self._last_errors: tuple[str, ...] = ()
@@ -176,7 +178,10 @@ class Controller(ActionTasks):
 
     async def _cloud_for(self, desired: Desired) -> Cloud:
         s = desired.settings
-        key = (desired.project, s.backend, s.concurrency, s.quota_project, s.credentials)
+        key: tuple[object, ...] = (
+            *(desired.project, s.backend, s.concurrency, s.quota_project, s.credentials),
+            flex_wanted(desired),  # flex-start slots are read on v2alpha1
+        )
         if self._cloud is None or key != self._cloud_key:
             if self._cloud is not None:
                 await self._cloud.aclose()
@@ -338,6 +343,11 @@ class Controller(ActionTasks):
             else:
                 states[key] = before  # unseen, not gone: remember it until its zone answers
         self._last_states = states
+        health = {n.key: node_health.signals(n) for n in observation.nodes}
+        for key, found in health.items():  # told as they appear or change; never acted on
+            if found != self._last_health.get(key, ()):
+                self.events.emit("node.health", slot=key[1], zone=key[0], signals=list(found))
+        self._last_health = health
 
     async def _probe(
         self, desired: Desired, observation: Observation

@@ -80,20 +80,23 @@ CASES: list[tuple[str, str, list[str]]] = [
         "slot-mode",
         H + "slots:\n" + A + "    mode: ondemand\n    want: held\n",
         [
-            "6:11: mode must be one of spot, on-demand or reserved; got 'ondemand' "
+            "6:11: mode must be one of spot, on-demand, reserved or flex-start; got 'ondemand' "
             "(did you mean 'on-demand'?)"
         ],
     ),
     (
         "defaults-mode",
         H + "defaults:\n  mode: Spot\n",
-        ["3:9: mode must be one of spot, on-demand or reserved; got 'Spot' (did you mean 'spot'?)"],
+        [
+            "3:9: mode must be one of spot, on-demand, reserved or flex-start; got 'Spot' "
+            "(did you mean 'spot'?)"
+        ],
     ),
     (
         "generator-mode",
         H + "generate:\n  - mode: preemptible\n    zones: [us-central2-b]\n"
         "    accelerators: {v4-8: 1}\n    want: held\n",
-        ["3:11: mode must be one of spot, on-demand or reserved; got 'preemptible'"],
+        ["3:11: mode must be one of spot, on-demand, reserved or flex-start; got 'preemptible'"],
     ),
     (
         "want",
@@ -218,7 +221,7 @@ CASES: list[tuple[str, str, list[str]]] = [
         "race_groups:\n  - {name: g, slots: [a, c]}\n",
         [
             "3:18: poll_interval: expected a duration like 30, '30s', '2m' or '6h', got 'soon'",
-            "5:61: mode must be one of spot, on-demand or reserved; got 'ondemand' "
+            "5:61: mode must be one of spot, on-demand, reserved or flex-start; got 'ondemand' "
             "(did you mean 'on-demand'?)",
             "6:12: slot 'b' needs 'want: held' or 'want: released' (or membership in a race group)",
             "8:26: unknown slot 'c'",

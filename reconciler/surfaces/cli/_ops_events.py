@@ -106,6 +106,7 @@ _SALIENT: Final[Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
     "desired.invalid": _invalid,
     "controller.started": lambda r: f"pid {r.get('pid')}, {r.get('file')}",
     "controller.stopped": lambda r: f"pid {r.get('pid')}",
+    "node.health": lambda r: "; ".join(map(str, r.get("signals") or [])) or "healthy again",
     "notify.sent": lambda r: str(r.get("event")),
     "notify.failed": lambda r: f"{r.get('event')}: {r.get('error')}",
 }

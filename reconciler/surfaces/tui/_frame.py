@@ -118,7 +118,7 @@ class SlotRow:
             self.zone,
             format_latency(self.latency_ms),
             self.accelerator,
-            {"on-demand": "od", "reserved": "res"}.get(self.mode, self.mode),
+            {"on-demand": "od", "reserved": "res", "flex-start": "flex"}.get(self.mode, self.mode),
             self.want_cell(),
             self.state,
             format_duration(now - self.since) if self.since is not None else "",
@@ -272,13 +272,14 @@ def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
     workload = getattr(slot, "workload", None)  # added by the workload feature, when present
     health = slot.health
     sick = f"/{_text(health)}" if health and health != "HEALTHY" else ""
+    sick += " !" if slot.symptoms or slot.maintenance else ""  # the info pane says what
     return SlotRow(
         name=_text(slot.name),
         zone=_text(slot.zone),
         accelerator=_text(slot.accelerator),
         mode=_text(slot.mode),
         want=_text(slot.want),
-        state=_text(slot.state, "UNKNOWN"),
+        state="expired" if slot.expired else _text(slot.state, "UNKNOWN"),
         since=_ts(slot.state_since),
         node=_text(slot.node_state) + sick,
         ips=tuple(_text(ip) for ip in slot.ips),

@@ -1,0 +1,93 @@
+"""Flex-start's rules: when a run has ended (``expired``), what follows, and its notices.
+
+A flex-start run ends at its ``terminationTime``: the cloud deletes the VMs and suspends the
+queued resource. That is the end the user asked for, not a preemption: the slot reads
+*expired* and nothing is queued again unless the slot says ``renew: true`` (then the dead QR
+is replaced once per end, like a preempted one). A suspension well before the end time is an
+interruption and is re-queued as usual. A zone's refusal of flex-start (``FLEX_START
+provisioning model is not supported for accelerator type ...``, INVALID_ARGUMENT) is a
+permanent error of the create, blocked and shown in the cloud's words like any other.
+
+Pure: ``now`` is an argument; no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from reconciler.core.plan_values import Notice
+from reconciler.core.workload import WorkloadAct
+from reconciler.model import flex
+from reconciler.model.desired import SlotSpec
+from reconciler.model.durations import format_duration
+from reconciler.model.observed import QRState, QueuedResource
+from reconciler.model.stamps import epoch
+
+_ENDED = frozenset({QRState.SUSPENDING, QRState.SUSPENDED})
+
+
+def ends_at(qr: QueuedResource | None) -> float | None:
+    """The run's ``terminationTime`` as epoch seconds (None: unknown or not flex-start)."""
+    if qr is None or not qr.termination_time:
+        return None
+    try:
+        return epoch(qr.termination_time)
+    except ValueError:
+        return None
+
+
+def expired(spec: SlotSpec, qr: QueuedResource | None, now: float) -> bool:
+    """True when a flex-start slot's run is over: the cloud suspended its QR at (or after)
+    the end time, or without telling one (a v2 read, where only the suspension is seen)."""
+    if spec.mode != flex.MODE or qr is None or qr.state not in _ENDED:
+        return False
+    end = ends_at(qr)
+    return end is None or now >= end - flex.END_SLACK
+
+
+def renews(spec: SlotSpec, qr: QueuedResource, now: float) -> bool:
+    """Replace the ended run's QR (``renew: true``, once it is SUSPENDED)."""
+    return spec.renew and qr.state == QRState.SUSPENDED and expired(spec, qr, now)
+
+
+def ended_reason(qr: QueuedResource) -> str:
+    when = f" at {qr.termination_time}" if qr.termination_time else ""
+    return f"flex-start run ended{when}; renew: true, queue a new run"
+
+
+def notices(spec: SlotSpec, qr: QueuedResource | None, now: float) -> list[Notice]:
+    """``ending`` once per run when 30 minutes are left; ``expired`` once when it is over."""
+    if spec.mode != flex.MODE or qr is None:
+        return []
+    run = f"{spec.name}@{qr.create_time or '?'}"
+    end = ends_at(qr)
+    if expired(spec, qr, now):
+        then = "queueing a new run (renew: true)" if spec.renew else "not queued again"
+        return [
+            Notice(
+                f"{run}:expired",
+                spec.name,
+                "expired",
+                f"{spec.name} flex-start run ended",
+                f"{spec.accelerator} in {spec.zone}: its VMs are deleted; {then}",
+            )
+        ]
+    if qr.state == QRState.ACTIVE and end is not None and 0 < end - now <= flex.ENDING_NOTICE:
+        return [
+            Notice(
+                f"{run}:ending",
+                spec.name,
+                "ending",
+                f"{spec.name} flex-start run ends in {format_duration(end - now)}",
+                f"{spec.accelerator} in {spec.zone} is deleted at {qr.termination_time}: "
+                "save your work",
+            )
+        ]
+    return []
+
+
+def with_end(act: WorkloadAct, qr: QueuedResource | None) -> WorkloadAct:
+    """A launch carries the run's end (``TPU_RECONCILER_TERMINATION_TIME``) when known."""
+    if act.verb != "launch" or qr is None or not qr.termination_time:
+        return act
+    return replace(act, ends_at=qr.termination_time)

@@ -1,0 +1,41 @@
+"""Flex-start (Dynamic Workload Scheduler) as values: the keys' rules and the API's words.
+
+A flex-start slot asks for capacity that runs at most ``max_run_duration`` (up to 7 days) once
+provisioned; then the cloud deletes the VMs and the queued resource goes SUSPENDED. That end is
+*expired*, not a preemption. Only the v2alpha1 API (and ``gcloud alpha``) speaks it:
+``QueuedResource.provisioningModel: FLEX_START`` and ``runDuration {maxRunDuration,
+terminationTime}``. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+MODE: Final = "flex-start"
+#: The longest run the API grants a flex-start request.
+MAX_RUN_SECONDS: Final = 7 * 86400
+#: ``QueuedResource.provisioningModel`` for flex-start (v2alpha1).
+PROVISIONING_MODEL: Final = "FLEX_START"
+#: The run is over when the cloud suspended the QR no earlier than this before its
+#: ``terminationTime`` (an earlier suspension is an interruption, re-queued as usual).
+END_SLACK: Final = 120.0
+#: A notice goes out this long before a run's end.
+ENDING_NOTICE: Final = 30 * 60.0
+
+
+def problems(mode: str, max_run: float | None, renew: bool | None) -> list[tuple[str, str]]:
+    """``(key, message)`` for each rule a slot's flex-start keys break."""
+    out: list[tuple[str, str]] = []
+    if mode == MODE:
+        if max_run is None:
+            out.append(("mode", "mode flex-start needs 'max_run_duration' (at most 7d)"))
+        elif max_run > MAX_RUN_SECONDS:
+            out.append(("max_run_duration", "max_run_duration is at most 7d for flex-start"))
+        elif max_run < 60:
+            out.append(("max_run_duration", "max_run_duration is at least 60s"))
+    else:
+        if max_run is not None:
+            out.append(("max_run_duration", f"max_run_duration needs mode flex-start, not {mode}"))
+        if renew is not None:
+            out.append(("renew", f"renew needs mode flex-start, not {mode}"))
+    return out
