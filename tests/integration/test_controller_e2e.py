@@ -216,6 +216,13 @@ def _run_controller(h: Harness, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def _seen_active(h: Harness) -> bool:
+    if not h.state.status.exists():
+        return False
+    rows = h.snapshot().get("slots", [])
+    return any(r.get("name") == "alpha" and r.get("state") == "ACTIVE" for r in rows)
+
+
 async def test_kill_9_then_restart_creates_no_duplicate(harness: Harness, tmp_path: Path) -> None:
     h = harness
     h.write(desired_text(HELD))
@@ -229,6 +236,9 @@ async def test_kill_9_then_restart_creates_no_duplicate(harness: Harness, tmp_pa
         await h.until(
             "alpha ACTIVE", lambda: h.state_of("us-central2-b", "alpha") == "ACTIVE", timeout=30
         )
+        # Only the restarted controller can have written a snapshot showing it ACTIVE: it is
+        # past its start (signal handlers installed) and has acted on what it saw.
+        await h.until("the restarted controller saw it ACTIVE", lambda: _seen_active(h), timeout=30)
         await asyncio.sleep(1.0)
         creates = [r for r in h.mutations() if r.method == "POST"]
         accepted = [r for r in creates if r.status < 300]
