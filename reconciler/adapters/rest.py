@@ -427,6 +427,10 @@ def create_body(project: str, request: CreateRequest, now: float | None = None) 
             }
         ]
     }
+    if request.node_count > 1:  # multislice: nodes <name>-0 ... instead of one named node
+        spec = body["tpu"]["nodeSpec"][0]
+        del spec["nodeId"]
+        spec["multisliceParams"] = {"nodeCount": request.node_count, "nodeIdPrefix": request.name}
     return body
 
 

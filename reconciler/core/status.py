@@ -21,6 +21,7 @@ from reconciler.core.plan import Action, Plan
 from reconciler.core.render import action_note, format_workload, one_line, plan_summary
 from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
+from reconciler.model.multislice import slice_rows
 from reconciler.model.observed import Observation, QueuedResource
 from reconciler.model.status import (
     STATUS_SCHEMA,
@@ -180,6 +181,7 @@ def _qr_fields(qr: QueuedResource, observed: Observation) -> dict[str, Any]:
         "ips": tuple(node.ips()) if node else (),
         "create_time": qr.create_time,
         "labelled": qr.managed,
+        **({"slices": slice_rows(node)} if node is not None and node.slices else {}),
     }
 
 

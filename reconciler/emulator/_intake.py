@@ -35,6 +35,7 @@ def from_request(zone: str, qr_id: str | None, body: Any, *, seq: int, now: floa
         raise ApiError("INVALID_ARGUMENT", "the emulator supports exactly one tpu.nodeSpec")
     node = specs[0].get("node")
     node_id = specs[0].get("nodeId")
+    count, node_id = _multislice(qr_id, specs[0].get("multisliceParams"), node_id)
     if not isinstance(node, dict) or not isinstance(node_id, str) or not node_id:
         raise ApiError("INVALID_ARGUMENT", "nodeSpec needs a node and a nodeId")
     accelerator = node.get("acceleratorType")
@@ -45,7 +46,27 @@ def from_request(zone: str, qr_id: str | None, body: Any, *, seq: int, now: floa
     tier = {k: body[k] for k in TIER_FIELDS if k in body}
     policy = body.get("queueingPolicy")
     policy = policy if isinstance(policy, dict) else None
-    return QRRecord(zone, qr_id, seq, node_id, accelerator, node, tier, policy, now)
+    q = QRRecord(zone, qr_id, seq, node_id, accelerator, node, tier, policy, now)
+    q.node_count = count
+    return q
+
+
+def _multislice(qr_id: str, params: Any, node_id: Any) -> tuple[int, Any]:
+    """(node count, node id or multislice prefix) of a nodeSpec: ``multisliceParams`` (count
+    > 1, prefix default the QR id) instead of a ``nodeId``, as the v2 API documents."""
+    if params is None:
+        return 1, node_id
+    if node_id is not None:
+        raise ApiError("INVALID_ARGUMENT", "nodeSpec takes a nodeId or multisliceParams, not both")
+    count = params.get("nodeCount") if isinstance(params, dict) else None
+    if isinstance(count, str) and count.isdigit():
+        count = int(count)
+    if not isinstance(count, int) or isinstance(count, bool) or count <= 1:
+        raise ApiError("INVALID_ARGUMENT", "multisliceParams.nodeCount must be greater than 1")
+    prefix = params.get("nodeIdPrefix") or qr_id
+    if not isinstance(prefix, str) or not NAME_RE.fullmatch(prefix):
+        raise ApiError("INVALID_ARGUMENT", f"invalid multisliceParams.nodeIdPrefix {prefix!r}")
+    return count, prefix
 
 
 def from_scenario(spec: ScenarioQueuedResource, *, seq: int, now: float) -> QRRecord:
@@ -66,7 +87,9 @@ def from_scenario(spec: ScenarioQueuedResource, *, seq: int, now: float) -> QRRe
     if spec.valid_until is not None:
         policy = {"validUntilDuration": f"{int(spec.valid_until)}s"}
     node_id = spec.node_id or spec.name
-    return QRRecord(spec.zone, spec.name, seq, node_id, spec.accelerator, node, tier, policy, now)
+    q = QRRecord(spec.zone, spec.name, seq, node_id, spec.accelerator, node, tier, policy, now)
+    q.node_count = spec.slices
+    return q
 
 
 def apply_policy(q: QRRecord, clock: Clock) -> None:

@@ -178,10 +178,22 @@ class QRRecord:
     node: NodeRecord | None = None
     create_op: str | None = None
     delete_ops: list[str] = field(default_factory=list)
+    node_count: int = 1  # multislice: nodes <node_id>-0 ... (node_id is then the prefix)
+    slices: list[NodeRecord] = field(default_factory=list)  # a multislice QR's nodes, 1 ...
 
     @property
     def capacity_key(self) -> tuple[str, str]:
         return (self.zone, self.accelerator)
+
+    @property
+    def all_nodes(self) -> list[NodeRecord]:
+        """Its node, or a multislice QR's every node (slice 0 first)."""
+        return ([self.node] if self.node is not None else []) + self.slices
+
+    def node_ids(self) -> list[str]:
+        if self.node_count <= 1:
+            return [self.node_id]
+        return [f"{self.node_id}-{i}" for i in range(self.node_count)]
 
     def snapshot(self) -> QRRecord:
         snap = copy.copy(self)
@@ -225,6 +237,12 @@ def render_qr(qr: QRRecord, project: str, clock: Clock) -> JSON:
                 {"parent": parent, "nodeId": qr.node_id, "node": copy.deepcopy(qr.node_spec)}
             ]
         },
+    }
+    if qr.node_count > 1:
+        spec = body["tpu"]["nodeSpec"][0]
+        del spec["nodeId"]
+        spec["multisliceParams"] = {"nodeCount": qr.node_count, "nodeIdPrefix": qr.node_id}
+    body |= {
         "state": state,
     }
     body.update(copy.deepcopy(qr.tier))
@@ -257,6 +275,7 @@ def render_node(node: NodeRecord, qr: QRRecord, project: str, clock: Clock) -> J
         "networkConfig": network,
         "networkEndpoints": [_endpoint(ip, ext) for ip, ext in node.endpoints],
         "queuedResource": f"{parent}/queuedResources/{qr.name}",
+        **({"multisliceNode": True} if qr.node_count > 1 else {}),
         "serviceAccount": account,
         "schedulingConfig": scheduling,
         "shieldedInstanceConfig": {},

@@ -153,7 +153,7 @@ class World:
 
     def _advance(self, q: QRRecord) -> None:
         if q.state == "CREATING":
-            if self._shortage_fails(q) and self._free(q.capacity_key) <= 0:
+            if self._shortage_fails(q) and self._free(q.capacity_key) < q.node_count:
                 self._fail(q, "RESOURCE_EXHAUSTED", rec.no_capacity(q.zone))
                 return
             q.state = "ACCEPTED"
@@ -166,9 +166,9 @@ class World:
                 self._fail(q, "RESOURCE_EXHAUSTED", rec.no_capacity(q.zone))
         elif q.state == "PROVISIONING":
             q.state = "ACTIVE"
-            if q.node is not None:
-                q.node.state = "READY"
-                self._assign_endpoints(q)
+            for node in q.all_nodes:
+                node.state = "READY"
+            self._assign_endpoints(q)
         elif q.state == "SUSPENDING":
             q.state = "SUSPENDED"
         elif q.state == "DELETING":
@@ -180,7 +180,7 @@ class World:
             key=lambda r: r.seq,
         )
         for q in waiting:
-            if q.valid_after <= self.t and self._free(q.capacity_key) > 0:
+            if q.valid_after <= self.t and self._free(q.capacity_key) >= q.node_count:
                 self._provision(q)
 
     def _provision(self, q: QRRecord) -> None:
@@ -188,16 +188,21 @@ class World:
         q.holds = True
         q.deadline = None
         q.next_at = self.t + self.timings.activate
-        node = NodeRecord(q.zone, q.node_id, 7_000_000_000_000_000_000 + q.seq, q.name, self.t)
-        q.node = node
-        self.nodes[(q.zone, q.node_id)] = node
+        uid = 7_000_000_000_000_000_000 + q.seq  # slice i: + i * 10^12
+        made = [
+            NodeRecord(q.zone, n, uid + i * 10**12, q.name, self.t)
+            for i, n in enumerate(q.node_ids())
+        ]
+        q.node, q.slices = made[0], made[1:]
+        self.nodes.update(((q.zone, n.name), n) for n in made)
 
     def _assign_endpoints(self, q: QRRecord) -> None:
-        assert q.node is not None
         external = (q.node_spec.get("networkConfig") or {}).get("enableExternalIps", True)
-        q.node.endpoints = [(self._internal_ip(), None) for _ in range(worker_count(q.accelerator))]
-        if external is not False:
-            q.node.endpoints = [(ip, self._take_ip()) for ip, _ in q.node.endpoints]
+        for node in q.all_nodes:  # every slice of a multislice QR: its own workers and IPs
+            workers = worker_count(q.accelerator)
+            node.endpoints = [(self._internal_ip(), None) for _ in range(workers)]
+            if external is not False:
+                node.endpoints = [(ip, self._take_ip()) for ip, _ in node.endpoints]
 
     def _internal_ip(self) -> str:
         self._internal += 1
@@ -244,9 +249,9 @@ class World:
 
     def _remove(self, q: QRRecord) -> None:
         del self.qrs[(q.zone, q.name)]
-        if q.node is not None:
-            self.nodes.pop((q.zone, q.node.name), None)
-            self._ips_in_use.difference_update(ext for _, ext in q.node.endpoints if ext)
+        for node in q.all_nodes:
+            self.nodes.pop((q.zone, node.name), None)
+            self._ips_in_use.difference_update(ext for _, ext in node.endpoints if ext)
         q.holds = False
         for op_id in q.delete_ops:
             op = self.ops[(q.zone, op_id)]
@@ -278,7 +283,7 @@ class World:
 
     def used(self, zone: str, accelerator: str) -> int:
         key = (zone, accelerator)
-        return sum(1 for q in self.qrs.values() if q.holds and q.capacity_key == key)
+        return sum(q.node_count for q in self.qrs.values() if q.holds and q.capacity_key == key)
 
     # --- requests ----------------------------------------------------------------------------
 
@@ -294,8 +299,9 @@ class World:
         if (zone, q.name) in self.qrs:
             name = f"{rec.location(project, zone)}/queuedResources/{q.name}"
             raise ApiError("ALREADY_EXISTS", f"Resource '{name}' already exists")
-        if (zone, q.node_id) in self.nodes:
-            raise ApiError("ALREADY_EXISTS", f"Node '{q.node_id}' already exists in {zone}")
+        for node_id in q.node_ids():
+            if (zone, node_id) in self.nodes:
+                raise ApiError("ALREADY_EXISTS", f"Node '{node_id}' already exists in {zone}")
         failing = self._take_op_failure("create", zone, q.name)
         if failing is not None:
             return self._failing_op(zone, "create", q.name, failing)
@@ -326,7 +332,7 @@ class World:
                 q.next_at = None
                 self._advance(q)
             if state == "SUSPENDED":
-                self.preempt(q.zone, q.node_id)
+                self.preempt(q.zone, q.node_ids()[0])
                 q.state, q.next_at = "SUSPENDED", None
         return q
 
@@ -386,8 +392,8 @@ class World:
             q.state, q.initiator = "DELETING", "USER"
             q.deadline = None
             q.next_at = self.t + self.timings.delete
-            if q.node is not None:
-                q.node.state = "DELETING"
+            for node in q.all_nodes:
+                node.state = "DELETING"
         return op
 
     def add_op_failure(self, failure: OperationFailure) -> None:

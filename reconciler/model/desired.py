@@ -161,6 +161,14 @@ _HOLD_DOC: Final = {
 }
 
 
+#: Most slices one multislice queued resource may ask for.
+MAX_SLICES: Final = 64
+_SLICES_DOC: Final = (
+    "Slices of this accelerator in one queued resource (multislice, nodes <slot>-0 ... "
+    "<slot>-N-1); the slot is ACTIVE when every slice is READY."
+)
+
+
 class Setup(_Model):
     """Setup flags; unset fields inherit from ``defaults.setup``."""
 
@@ -301,6 +309,7 @@ class SlotModel(_Model):
     workload: WorkloadModel | None = Field(
         None, description="The program to run on every worker; see workload."
     )
+    slices: int = Field(1, ge=1, le=MAX_SLICES, description=_SLICES_DOC)
 
 
 class RaceGroupModel(_Model):
@@ -337,6 +346,7 @@ class GeneratorModel(_Model):
     hold_until: Moment | None = Field(None, description=_HOLD_DOC["hold_until"])
     paused: bool = Field(False, description=_HOLD_DOC["paused"])
     workload: WorkloadModel | None = Field(None, description="As on slots.")
+    slices: int = Field(1, ge=1, le=MAX_SLICES, description="As on slots.")
 
 
 class DesiredFile(_Model):
@@ -428,6 +438,7 @@ class SlotSpec:
     generated: bool = False
     hold: HoldSpec = NO_HOLD
     workload: WorkloadSpec | None = None
+    slices: int = 1  # > 1: one multislice QR of this many nodes <name>-0 ... <name>-(N-1)
 
 
 @dataclass(frozen=True, slots=True)

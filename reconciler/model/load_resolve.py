@@ -312,6 +312,7 @@ def _written_slots(r: _Resolution) -> None:
                 order=len(slots),
                 hold=_hold(r, slot, group),
                 workload=r.workload((None, ()), slot.name, (slot.workload, loc)),
+                slices=slot.slices,
             ),
             (*loc, "name"),
         )
@@ -373,6 +374,7 @@ def _generated_slots(r: _Resolution) -> None:
                             generated=True,
                             hold=_hold(r, gen, group),
                             workload=r.workload((gen.workload, loc), name, (None, ())),
+                            slices=gen.slices,
                         ),
                         loc,
                     )

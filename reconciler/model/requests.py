@@ -32,6 +32,7 @@ class CreateRequest:
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     valid_after_seconds: int | None = None  # start_after: relative to the create
     valid_after_time: float | None = None  # start_at: epoch seconds
+    node_count: int = 1  # > 1: a multislice QR of this many nodes <name>-0 ... (same prefix)
 
 
 def _positive(name: str, value: object) -> int:

@@ -127,6 +127,18 @@ class WorkloadStatus:
 
 
 @dataclass(frozen=True)
+class SliceStatus:
+    """One slice of a multislice slot: its node, state and workers' addresses."""
+
+    index: int = 0
+    node: str = ""
+    state: str | None = None
+    workers: int = 0
+    ips: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True)
 class SlotStatus:
     """One row: a managed slot (``setup``/``tmux`` set) or an unmanaged QR (they are None)."""
 
@@ -155,6 +167,7 @@ class SlotStatus:
     expected_wait: ExpectedWaitStatus | None = added()
     # round trip to the slot's zone (TCP connect to a held node's SSH port); None: none held
     latency_ms: float | None = added()
+    slices: tuple[SliceStatus, ...] = added(())  # multislice: one per slice, slice 0 first
     extra: Mapping[str, Any] = _extra()
 
 

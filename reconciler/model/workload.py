@@ -67,6 +67,7 @@ class LaunchRequest:
     env: Mapping[str, str]  # plain values
     secret_env: Mapping[str, str]  # ENV_NAME -> secret name in the secret store
     workers: int  # count (TPU_RECONCILER_WORKERS)
+    slices: int = 1  # multislice: TPU_RECONCILER_SLICES; each worker's slice set by the wrapper
 
 
 @dataclass(frozen=True, slots=True)

@@ -246,7 +246,8 @@ class LiveSetup:
         self._refuse_emulated(spec.name, desired.settings, node)  # before any lookup
         await self._user(desired.settings)  # a failed lookup: one line, not one per worker
         runner = await self.workload_runner(desired.settings)
-        await runner.launch(node, wl.launch_request(spec, action.workload, len(node.endpoints)))
+        request = wl.launch_request(spec, action.workload, len(node.endpoints), node)
+        await runner.launch(node, request)
 
     async def workload_stop(self, desired: Desired, action: Action, node: Node) -> None:
         act = action.workload
