@@ -138,6 +138,10 @@ def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
         if row
         else None
     )
+    if spec is not None and spec.slices > 1:  # multislice: N slices, each slice's node below
+        out["slices"] = spec.slices
+    if row and row.get("slices") and out["observed"] is not None:
+        out["observed"]["slices"] = row["slices"]
     return out
 
 

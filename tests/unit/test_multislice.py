@@ -16,6 +16,7 @@ from reconciler.core.memory import Memory, observe
 from reconciler.core.plan import Kind, plan
 from reconciler.core.render import status_rows
 from reconciler.core.status import build_status
+from reconciler.intent.views import _slot_view, format_slot_info
 from reconciler.model import multislice
 from reconciler.model.desired import Desired, WorkloadSpec
 from reconciler.model.load import parse_desired
@@ -235,6 +236,11 @@ def test_status_shows_every_slice() -> None:
         (1, "a-1", "CREATING", 2),
     ]
     assert "2 slices READY/CREATING" in " ".join(status_rows(snap, 0.0)[0])
+    view = _slot_view(want.slots[0], row)  # info, the TUI's info pane and MCP slot_info
+    assert view["slices"] == 2 and view["observed"]["slices"][1]["node"] == "a-1"
+    text = format_slot_info({**view, "ssh": {"available": False, "why": "-"}})
+    assert "  slice 0: node a-0 READY, 2 workers  10.0.0.2  10.0.0.3" in text.splitlines()
+    assert "  slice 1: node a-1 CREATING, 2 workers  10.0.1.2  10.0.1.3" in text.splitlines()
 
 
 def test_history_and_quota_count_every_slice() -> None:
