@@ -22,6 +22,7 @@ from reconciler.model.desired import Desired, WorkloadSpec
 from reconciler.model.load import parse_desired
 from reconciler.model.observed import Node, NodeState, Observation, QRState, QueuedResource
 from reconciler.model.requests import CreateRequest
+from reconciler.surfaces.tui._frame import _slot_row
 from tests.support.worlds import Z1, brief, desired, node, qr, slot, world
 
 IPS = (("10.0.0.2", "10.0.0.3"), ("10.0.1.2", "10.0.1.3"))
@@ -236,6 +237,7 @@ def test_status_shows_every_slice() -> None:
         (1, "a-1", "CREATING", 2),
     ]
     assert "2 slices READY/CREATING" in " ".join(status_rows(snap, 0.0)[0])
+    assert _slot_row(row, want).node == "CREATING 1/2 slices"  # the TUI's NODE cell
     view = _slot_view(want.slots[0], row)  # info, the TUI's info pane and MCP slot_info
     assert view["slices"] == 2 and view["observed"]["slices"][1]["node"] == "a-1"
     text = format_slot_info({**view, "ssh": {"available": False, "why": "-"}})
