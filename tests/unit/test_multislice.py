@@ -23,7 +23,7 @@ from reconciler.model.load import parse_desired
 from reconciler.model.observed import Node, NodeState, Observation, QRState, QueuedResource
 from reconciler.model.requests import CreateRequest
 from reconciler.surfaces.tui._frame import _slot_row
-from tests.support.worlds import Z1, brief, desired, node, qr, slot, world
+from tests.support.worlds import Z1, Z2, brief, desired, group, node, qr, slot, world
 
 IPS = (("10.0.0.2", "10.0.0.3"), ("10.0.1.2", "10.0.1.3"))
 
@@ -251,3 +251,19 @@ def test_history_and_quota_count_every_slice() -> None:
     assert multislice.chips("v6e-64", 2) == 128
     assert multislice.chips("v4-32", 2) == 32  # v4 counts TensorCores: 16 chips a slice
     assert multislice.chips("v5litepod-16") == 16
+
+
+def test_a_race_of_multislice_candidates_keeps_the_winner_whole() -> None:
+    a = replace(slot("a", accelerator="v4-16", want=None), slices=2)
+    b = replace(slot("b", Z2, accelerator="v4-16", want=None), slices=2)
+    want = desired(a, b, groups=[group("g", "a", "b")])
+    seen = world(
+        ms_qr(),
+        *slices(NodeState.READY, NodeState.READY),
+        replace(qr("b", Z2, QRState.WAITING_FOR_RESOURCES, accelerator="v4-16"), node_count=2),
+    )
+    p = plan(want, seen, observe(Memory(), want, seen, 0.0), 0.0)
+    assert brief(p) == [("-", "delete", "b")]  # the loser goes, the winner's QR stays whole
+    assert p.actions[0].force is False
+    (create,) = plan(want, world(), Memory(), 0.0).actions[:1]
+    assert create.create is not None and create.create.node_count == 2
