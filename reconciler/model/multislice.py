@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from reconciler.model import names
-from reconciler.model.observed import LOST_NODE_STATES, Node, QRState, QueuedResource, slice_names
+from reconciler.model.observed import LOST_NODE_STATES, Node, QRState, QueuedResource
 from reconciler.model.status import SliceStatus
 
 #: A lost slice of a multislice QR interrupts the whole QR (see the module docstring).
@@ -32,8 +32,6 @@ SLICE_LOSS_INTERRUPTS_QR: Final = True
 
 #: Port the MEGASCALE coordinator listens on (JAX's convention for QR multislice).
 MEGASCALE_PORT: Final = 8081
-
-__all__ = ["slice_names"]
 
 
 def slice_lost(node: Node | None) -> bool:
@@ -52,15 +50,10 @@ def lost_slice_replaces(qr: QueuedResource, node: Node | None) -> bool:
     )
 
 
-def slice_of(worker: int, workers: int, slices: int) -> int:
-    """The slice of global worker ``worker`` among ``workers`` spread evenly over ``slices``."""
-    per = max(1, workers // max(1, slices))
-    return min(worker // per, max(0, slices - 1))
-
-
 def megascale_env(node: Node, slices: int) -> dict[str, str]:
-    """The MEGASCALE variables every worker of a multislice slot shares (the slice id is per
-    worker, set by the wrapper): coordinator = slice 0 worker 0's internal address."""
+    """The MEGASCALE variables every worker of a multislice slot shares: coordinator = slice 0
+    worker 0's internal address. The slice id is per worker: the wrapper sets it (with
+    ``TPU_RECONCILER_SLICE``) as worker // (workers // slices), from the spec's ``slices=``."""
     first: Sequence[Node] = node.slices or (node,)
     internal = first[0].ips(internal=True)
     env = {"MEGASCALE_NUM_SLICES": str(slices), "MEGASCALE_PORT": str(MEGASCALE_PORT)}

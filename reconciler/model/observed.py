@@ -126,7 +126,7 @@ class Node:
     queued_resource: str | None = None  # full resource name of the owning QR
     raw_state: str = ""
     multislice_node: bool = False
-    #: a multislice slot's node (``model/multislice.slot_node``): its slices' own nodes
+    #: on a multislice slot's node (``_slot_node`` below): its slices' own nodes, slice 0 first
     slices: tuple[Node, ...] = ()
 
     @property

@@ -204,14 +204,6 @@ def test_the_launch_carries_the_slices_and_the_megascale_variables() -> None:
     assert single.slices == 1 and b"slices=" not in encode_spec(single, {})
 
 
-@pytest.mark.parametrize(
-    ("worker", "workers", "count", "expected"),
-    [(0, 8, 2, 0), (3, 8, 2, 0), (4, 8, 2, 1), (7, 8, 2, 1), (5, 6, 3, 2), (0, 1, 1, 0)],
-)
-def test_slice_of_a_worker(worker: int, workers: int, count: int, expected: int) -> None:
-    assert multislice.slice_of(worker, workers, count) == expected
-
-
 # --- what is shown and counted -----------------------------------------------------------------
 
 
