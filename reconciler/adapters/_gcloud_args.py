@@ -63,6 +63,13 @@ def window_args(request: CreateRequest) -> list[str]:
     return [f"--valid-until-duration={until}s"] if until else []
 
 
+def _node_args(name: str, count: int) -> list[str]:
+    """One node named like the QR, or a multislice of ``count`` nodes ``<name>-0`` ...."""
+    if count <= 1:
+        return [f"--node-id={name}"]
+    return [f"--node-count={int(count)}", f"--node-prefix={name}"]
+
+
 def create_args(request: CreateRequest) -> list[str]:
     """One QR with one node of the same name, issued ``--async`` (no waiting on operations)."""
     name = names.check_name(request.name)
@@ -76,7 +83,7 @@ def create_args(request: CreateRequest) -> list[str]:
         "create",
         name,
         f"--zone={names.check_zone(request.zone)}",
-        f"--node-id={name}",
+        *_node_args(name, request.node_count),
         f"--accelerator-type={names.check_accelerator(request.accelerator_type)}",
         f"--runtime-version={names.check_runtime_version(request.runtime_version)}",
         *_MODE_FLAGS[request.mode],

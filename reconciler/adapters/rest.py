@@ -444,6 +444,12 @@ def create_body(project: str, request: CreateRequest, now: float | None = None) 
             }
         ]
     }
+    if request.node_count > 1:  # multislice: nodes <name>-0 ... instead of one named node
+        spec = body["tpu"]["nodeSpec"][0]
+        del spec["nodeId"]
+        # v2alpha1 (where a flex-start create goes) names the same message multiNodeParams
+        key = "multiNodeParams" if request.mode == flex.MODE else "multisliceParams"
+        spec[key] = {"nodeCount": request.node_count, "nodeIdPrefix": request.name}
     return body
 
 

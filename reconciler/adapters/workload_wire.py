@@ -85,6 +85,8 @@ def encode_spec(req: LaunchRequest, secret_values: Mapping[str, bytes]) -> bytes
         if b"\0" in secret:
             raise UnsafeName(f"the secret for {name} contains a NUL byte")
         records.append(f"env={check_env_name(name)}=".encode() + secret)
+    if req.slices > 1:  # the wrapper sets each worker's slice from it (multislice)
+        records.append(f"slices={int(req.slices)}".encode())
     if isinstance(req.command, str):
         if not req.command.strip():
             raise UnsafeName("empty workload command")

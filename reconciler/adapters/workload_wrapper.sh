@@ -155,7 +155,7 @@ launch() {
 
 supervise() {
     local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
-    local rec kv wd='' mode='' cmd='' pid code sig stopped
+    local rec kv wd='' mode='' cmd='' pid code sig stopped slices=1
     local -a argv=()
     trap '' HUP
     # the launching SSH session's variables mean nothing to a detached program
@@ -170,12 +170,19 @@ supervise() {
             ;;
         shell=*) mode=shell cmd=${rec#shell=} ;;
         arg=*) mode=argv argv+=("${rec#arg=}") ;;
+        slices=*) slices=${rec#slices=} ;;
         esac
     done # the frame's "end=" line has no NUL after it: read ends there and drops it
     exec </dev/null
     export TPU_RECONCILER_SLOT="$slot" TPU_RECONCILER_RUN_ID="$run"
     export TPU_RECONCILER_ATTEMPT="$attempt" TPU_RECONCILER_WORKER="$worker"
     export TPU_RECONCILER_WORKERS="$workers"
+    if [[ $slices =~ ^[1-9][0-9]*$ ]] && ((slices > 1)); then # multislice: slices share workers
+        local per=$((workers / slices))
+        local slice=$((worker / (per > 0 ? per : 1)))
+        export TPU_RECONCILER_SLICES="$slices" TPU_RECONCILER_SLICE="$slice"
+        export MEGASCALE_SLICE_ID="$slice"
+    fi
     finish() { # code signal
         stopped=no
         [ -e "$dir/stop" ] && stopped=yes

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
+from reconciler.model.multislice import place_accelerator
 from reconciler.model.observed import QUEUED_STATES, Observation
 from reconciler.model.rpc_codes import RPC_CODES
 
@@ -319,7 +320,7 @@ def waiting_hints(
     figure for its place when there is one (``hints`` holds only places with enough samples)."""
     out = []
     for spec in desired.slots:
-        hint = hints.get((spec.zone, spec.accelerator, spec.mode))
+        hint = hints.get((spec.zone, place_accelerator(spec.accelerator, spec.slices), spec.mode))
         if hint is None:
             continue
         qr = observation.qr(spec.zone, spec.name)

@@ -64,6 +64,7 @@ from reconciler.core.plan_values import (
     RaceStatus,
 )
 from reconciler.model.desired import NO_HOLD, Desired, RaceGroupSpec, SlotSpec
+from reconciler.model.multislice import lost_slice_replaces
 from reconciler.model.observed import (
     DEAD_STATES,
     MANAGED_LABEL,
@@ -130,6 +131,7 @@ def _create_request(desired: Desired, spec: SlotSpec, now: float) -> CreateReque
         valid_after_seconds=after,
         valid_after_time=at,
         max_run_seconds=spec.max_run_seconds,
+        node_count=spec.slices,
     )
 
 
@@ -247,11 +249,18 @@ class _Planner:
                 self.propose(_delete(self.observed, qr, flex.ended_reason(qr), Kind.REPLACE))
         elif qr.state in DEAD_STATES:
             self.propose(_delete(self.observed, qr, _dead_reason(qr), Kind.REPLACE))
+        elif lost_slice_replaces(qr, self.observed.node(qr.zone, qr.name)):
+            self.propose(_delete(self.observed, qr, "a slice was lost", Kind.REPLACE))
         elif qr.state == QRState.UNKNOWN:
             self.warnings.append(f"{spec.name}: unknown QR state {qr.raw_state!r}; not acting")
         elif qr.accelerator_type and qr.accelerator_type != spec.accelerator:
             self.warnings.append(
                 f"{spec.name}: holds {qr.accelerator_type} but the file says {spec.accelerator}; "
+                "release and re-hold the slot to replace it"
+            )
+        elif qr.node_count != spec.slices:
+            self.warnings.append(
+                f"{spec.name}: holds {qr.node_count} slice(s) but the file says {spec.slices}; "
                 "release and re-hold the slot to replace it"
             )
 

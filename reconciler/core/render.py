@@ -174,6 +174,8 @@ def _note(row: SlotStatus, now: float) -> str:
             parts.append(f"bootstrap {setup.bootstrap}")
         if setup.tailscale not in _QUIET:
             parts.append(f"tailscale {setup.tailscale}")
+    if row.slices:  # multislice: every slice's node state, slice 0 first
+        parts.append(f"{len(row.slices)} slices " + "/".join(s.state or "?" for s in row.slices))
     wait = row.expected_wait
     if wait is not None and wait.p50_seconds is not None:
         parts.append(f"p50 {format_duration(wait.p50_seconds)} here, {wait.samples} samples")

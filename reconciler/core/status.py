@@ -23,6 +23,7 @@ from reconciler.core.render import action_note, format_workload, one_line, plan_
 from reconciler.core.telemetry import chips_status, tpu_figure
 from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
+from reconciler.model.multislice import slice_rows
 from reconciler.model.observed import Node, Observation, QueuedResource
 from reconciler.model.status import (
     STATUS_SCHEMA,
@@ -185,6 +186,7 @@ def _qr_fields(qr: QueuedResource, observed: Observation) -> dict[str, Any]:
         "create_time": qr.create_time,
         "labelled": qr.managed,
         **_signal_fields(qr, node),
+        **({"slices": slice_rows(node)} if node is not None and node.slices else {}),
     }
 
 

@@ -53,7 +53,8 @@ from reconciler.core.workload_fold import observe as observe
 from reconciler.core.workload_fold import where as where
 from reconciler.core.workload_memory import WorkerSeen, WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
-from reconciler.model.observed import Observation
+from reconciler.model.multislice import megascale_env
+from reconciler.model.observed import Node, Observation
 from reconciler.model.workload import LaunchRequest, WorkerProbe, WorkloadState
 
 #: The grace a stop uses when the workload block is gone from the file.
@@ -356,9 +357,19 @@ def when_done_releases(
     return out
 
 
-def launch_request(spec: SlotSpec, act: WorkloadAct, workers: int) -> LaunchRequest:
+def launch_request(
+    spec: SlotSpec, act: WorkloadAct, workers: int, node: Node | None = None
+) -> LaunchRequest:
+    """What ``act`` launches on ``node``'s ``workers``: a multislice slot's also carries its
+    slice count and the MEGASCALE variables its workers share (``model/multislice``)."""
     w = spec.workload
     assert w is not None, "a launch is only decided for a slot with a workload"
+    if spec.slices > 1 and node is not None:
+        return replace(
+            launch_request(spec, act, workers),
+            env={**megascale_env(node, spec.slices), **dict(w.env)},
+            slices=spec.slices,
+        )
     return LaunchRequest(
         slot=spec.name,
         run_id=act.run_id,

@@ -35,6 +35,9 @@ def from_request(zone: str, qr_id: str | None, body: Any, *, seq: int, now: floa
         raise ApiError("INVALID_ARGUMENT", "the emulator supports exactly one tpu.nodeSpec")
     node = specs[0].get("node")
     node_id = specs[0].get("nodeId")
+    # v2 names it multisliceParams, v2alpha1 multiNodeParams
+    params = specs[0].get("multisliceParams") or specs[0].get("multiNodeParams")
+    count, node_id = _multislice(qr_id, params, node_id)
     if not isinstance(node, dict) or not isinstance(node_id, str) or not node_id:
         raise ApiError("INVALID_ARGUMENT", "nodeSpec needs a node and a nodeId")
     accelerator = node.get("acceleratorType")
@@ -47,6 +50,7 @@ def from_request(zone: str, qr_id: str | None, body: Any, *, seq: int, now: floa
     policy = policy if isinstance(policy, dict) else None
     record = QRRecord(zone, qr_id, seq, node_id, accelerator, node, tier, policy, now)
     record.max_run = flex_run(body)
+    record.node_count = count
     return record
 
 
@@ -62,6 +66,24 @@ def flex_run(body: dict[str, Any]) -> float | None:
     if m is None or not 0 < float(m.group(1)) <= 7 * 86400:
         raise ApiError("INVALID_ARGUMENT", "FLEX_START needs runDuration.maxRunDuration <= 7d")
     return float(m.group(1))
+
+
+def _multislice(qr_id: str, params: Any, node_id: Any) -> tuple[int, Any]:
+    """(node count, node id or multislice prefix) of a nodeSpec: ``multisliceParams`` (count
+    > 1, prefix default the QR id) instead of a ``nodeId``, as the v2 API documents."""
+    if params is None:
+        return 1, node_id
+    if node_id is not None:
+        raise ApiError("INVALID_ARGUMENT", "nodeSpec takes a nodeId or multisliceParams, not both")
+    count = params.get("nodeCount") if isinstance(params, dict) else None
+    if isinstance(count, str) and count.isdigit():
+        count = int(count)
+    if not isinstance(count, int) or isinstance(count, bool) or count <= 1:
+        raise ApiError("INVALID_ARGUMENT", "multisliceParams.nodeCount must be greater than 1")
+    prefix = params.get("nodeIdPrefix") or qr_id
+    if not isinstance(prefix, str) or not NAME_RE.fullmatch(prefix):
+        raise ApiError("INVALID_ARGUMENT", f"invalid multisliceParams.nodeIdPrefix {prefix!r}")
+    return count, prefix
 
 
 def from_scenario(spec: ScenarioQueuedResource, *, seq: int, now: float) -> QRRecord:
@@ -82,7 +104,9 @@ def from_scenario(spec: ScenarioQueuedResource, *, seq: int, now: float) -> QRRe
     if spec.valid_until is not None:
         policy = {"validUntilDuration": f"{int(spec.valid_until)}s"}
     node_id = spec.node_id or spec.name
-    return QRRecord(spec.zone, spec.name, seq, node_id, spec.accelerator, node, tier, policy, now)
+    q = QRRecord(spec.zone, spec.name, seq, node_id, spec.accelerator, node, tier, policy, now)
+    q.node_count = spec.slices
+    return q
 
 
 def apply_policy(q: QRRecord, clock: Clock) -> None:

@@ -183,10 +183,22 @@ class QRRecord:
     delete_ops: list[str] = field(default_factory=list)
     max_run: float | None = None  # flex-start: runDuration.maxRunDuration in seconds
     ends: float | None = None  # flex-start: when the run ends (set once ACTIVE)
+    node_count: int = 1  # multislice: nodes <node_id>-0 ... (node_id is then the prefix)
+    slices: list[NodeRecord] = field(default_factory=list)  # a multislice QR's nodes, 1 ...
 
     @property
     def capacity_key(self) -> tuple[str, str]:
         return (self.zone, self.accelerator)
+
+    @property
+    def all_nodes(self) -> list[NodeRecord]:
+        """Its node, or a multislice QR's every node (slice 0 first)."""
+        return ([self.node] if self.node is not None else []) + self.slices
+
+    def node_ids(self) -> list[str]:
+        if self.node_count <= 1:
+            return [self.node_id]
+        return [f"{self.node_id}-{i}" for i in range(self.node_count)]
 
     def snapshot(self) -> QRRecord:
         snap = copy.copy(self)
@@ -247,6 +259,15 @@ def render_qr(qr: QRRecord, project: str, clock: Clock, *, alpha: bool = True) -
                 {"parent": parent, "nodeId": qr.node_id, "node": copy.deepcopy(qr.node_spec)}
             ]
         },
+    }
+    if qr.node_count > 1:
+        spec = body["tpu"]["nodeSpec"][0]
+        del spec["nodeId"]
+        # v2alpha1 names it multiNodeParams: shown so for a flex-start QR (only v2alpha1 has
+        # those); the emulator's own views default to alpha and keep v2's name otherwise
+        key = "multiNodeParams" if alpha and qr.max_run is not None else "multisliceParams"
+        spec[key] = {"nodeCount": qr.node_count, "nodeIdPrefix": qr.node_id}
+    body |= {
         "state": state,
     }
     body.update(copy.deepcopy(qr.tier))
@@ -281,6 +302,7 @@ def render_node(node: NodeRecord, qr: QRRecord, project: str, clock: Clock) -> J
         "networkConfig": network,
         "networkEndpoints": [_endpoint(ip, ext) for ip, ext in node.endpoints],
         "queuedResource": f"{parent}/queuedResources/{qr.name}",
+        **({"multisliceNode": True} if qr.node_count > 1 else {}),
         "serviceAccount": account,
         "schedulingConfig": scheduling,
         "shieldedInstanceConfig": {},

@@ -218,7 +218,8 @@ class ScenarioQueuedResource(_Base):
     runtime_version: str = "tpu-ubuntu2204-base"
     mode: Literal["spot", "on-demand", "reserved"] = "spot"
     labels: dict[str, str] = Field(default_factory=dict)
-    node_id: Name | None = None
+    node_id: Name | None = None  # with slices > 1: the nodes' prefix
+    slices: int = Field(1, ge=1, le=64)  # > 1: a multislice QR of this many nodes
     state: (
         Literal[
             "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE", "SUSPENDED", "FAILED"

@@ -270,8 +270,10 @@ class Emulator:
         node_id: str | None = None,
         state: str | None = None,
         valid_until: float | None = None,
+        slices: int = 1,
     ) -> dict[str, Any]:
-        """Put a QR in place without the API (e.g. an unmanaged one without our label).
+        """Put a QR in place without the API (e.g. an unmanaged one without our label;
+        ``slices`` > 1: a multislice QR, nodes ``<node_id or name>-0`` ...).
 
         ``state`` None starts it CREATING like a created one; ACTIVE / PROVISIONING /
         SUSPENDED give it a node (and a capacity unit, even beyond the limit); FAILED fails it
@@ -282,6 +284,7 @@ class Emulator:
                 "name": name, "zone": zone, "accelerator": accelerator,
                 "runtime_version": runtime_version, "mode": mode, "labels": labels or {},
                 "node_id": node_id, "state": state, "valid_until": valid_until,
+                "slices": slices,
             }
         )  # fmt: skip
         with self._lock:

@@ -160,7 +160,7 @@ class World:
 
     def _advance(self, q: QRRecord) -> None:
         if q.state == "CREATING":
-            if self._shortage_fails(q) and self._free(q.capacity_key) <= 0:
+            if self._shortage_fails(q) and self._free(q.capacity_key) < q.node_count:
                 self._fail(q, "RESOURCE_EXHAUSTED", rec.no_capacity(q.zone))
                 return
             q.state = "ACCEPTED"
@@ -175,9 +175,9 @@ class World:
             q.state = "ACTIVE"
             if q.max_run is not None:  # flex-start: the run's clock starts now
                 q.ends = self.t + q.max_run
-            if q.node is not None:
-                q.node.state = "READY"
-                self._assign_endpoints(q)
+            for node in q.all_nodes:
+                node.state = "READY"
+            self._assign_endpoints(q)
         elif q.state == "SUSPENDING":
             q.state = "SUSPENDED"
         elif q.state == "DELETING":
@@ -189,7 +189,7 @@ class World:
             key=lambda r: r.seq,
         )
         for q in waiting:
-            if q.valid_after <= self.t and self._free(q.capacity_key) > 0:
+            if q.valid_after <= self.t and self._free(q.capacity_key) >= q.node_count:
                 self._provision(q)
 
     def _provision(self, q: QRRecord) -> None:
@@ -197,16 +197,21 @@ class World:
         q.holds = True
         q.deadline = None
         q.next_at = self.t + self.timings.activate
-        node = NodeRecord(q.zone, q.node_id, 7_000_000_000_000_000_000 + q.seq, q.name, self.t)
-        q.node = node
-        self.nodes[(q.zone, q.node_id)] = node
+        uid = 7_000_000_000_000_000_000 + q.seq  # slice i: + i * 10^12
+        made = [
+            NodeRecord(q.zone, n, uid + i * 10**12, q.name, self.t)
+            for i, n in enumerate(q.node_ids())
+        ]
+        q.node, q.slices = made[0], made[1:]
+        self.nodes.update(((q.zone, n.name), n) for n in made)
 
     def _assign_endpoints(self, q: QRRecord) -> None:
-        assert q.node is not None
         external = (q.node_spec.get("networkConfig") or {}).get("enableExternalIps", True)
-        q.node.endpoints = [(self._internal_ip(), None) for _ in range(worker_count(q.accelerator))]
-        if external is not False:
-            q.node.endpoints = [(ip, self._take_ip()) for ip, _ in q.node.endpoints]
+        for node in q.all_nodes:  # every slice of a multislice QR: its own workers and IPs
+            workers = worker_count(q.accelerator)
+            node.endpoints = [(self._internal_ip(), None) for _ in range(workers)]
+            if external is not False:
+                node.endpoints = [(ip, self._take_ip()) for ip, _ in node.endpoints]
 
     def _internal_ip(self) -> str:
         self._internal += 1
@@ -253,9 +258,9 @@ class World:
 
     def _remove(self, q: QRRecord) -> None:
         del self.qrs[(q.zone, q.name)]
-        if q.node is not None:
-            self.nodes.pop((q.zone, q.node.name), None)
-            self._ips_in_use.difference_update(ext for _, ext in q.node.endpoints if ext)
+        for node in q.all_nodes:
+            self.nodes.pop((q.zone, node.name), None)
+            self._ips_in_use.difference_update(ext for _, ext in node.endpoints if ext)
         q.holds = False
         for op_id in q.delete_ops:
             op = self.ops[(q.zone, op_id)]
@@ -287,7 +292,7 @@ class World:
 
     def used(self, zone: str, accelerator: str) -> int:
         key = (zone, accelerator)
-        return sum(1 for q in self.qrs.values() if q.holds and q.capacity_key == key)
+        return sum(q.node_count for q in self.qrs.values() if q.holds and q.capacity_key == key)
 
     # --- requests ----------------------------------------------------------------------------
 
@@ -303,11 +308,12 @@ class World:
         if (zone, q.name) in self.qrs:
             name = f"{rec.location(project, zone)}/queuedResources/{q.name}"
             raise ApiError("ALREADY_EXISTS", f"Resource '{name}' already exists")
-        if (zone, q.node_id) in self.nodes:
-            raise ApiError("ALREADY_EXISTS", f"Node '{q.node_id}' already exists in {zone}")
         rejected = {(zone, None), (zone, q.accelerator)} & self.flex_rejections
         if q.max_run is not None and rejected:
             raise ApiError("INVALID_ARGUMENT", rec.flex_rejected(q.accelerator, zone))
+        for node_id in q.node_ids():
+            if (zone, node_id) in self.nodes:
+                raise ApiError("ALREADY_EXISTS", f"Node '{node_id}' already exists in {zone}")
         failing = self._take_op_failure("create", zone, q.name)
         if failing is not None:
             return self._failing_op(zone, "create", q.name, failing)
@@ -338,7 +344,7 @@ class World:
                 q.next_at = None
                 self._advance(q)
             if state == "SUSPENDED":
-                self.preempt(q.zone, q.node_id)
+                self.preempt(q.zone, q.node_ids()[0])
                 q.state, q.next_at = "SUSPENDED", None
         return q
 
@@ -398,8 +404,8 @@ class World:
             q.state, q.initiator = "DELETING", "USER"
             q.deadline = None
             q.next_at = self.t + self.timings.delete
-            if q.node is not None:
-                q.node.state = "DELETING"
+            for node in q.all_nodes:
+                node.state = "DELETING"
         return op
 
     def add_op_failure(self, failure: OperationFailure) -> None:
@@ -443,10 +449,10 @@ class World:
         if q.state not in ("PROVISIONING", "ACTIVE"):
             raise ApiError("FAILED_PRECONDITION", f"queued resource {q.name} is not running")
         q.ends = min(q.ends if q.ends is not None else self.t, self.t)
-        if q.node is not None:
-            self.nodes.pop((q.zone, q.node.name), None)
-            self._ips_in_use.difference_update(ext for _, ext in q.node.endpoints if ext)
-            q.node = None
+        for node in q.all_nodes:  # every slice of a multislice QR
+            self.nodes.pop((q.zone, node.name), None)
+            self._ips_in_use.difference_update(ext for _, ext in node.endpoints if ext)
+        q.node, q.slices = None, []
         q.state, q.initiator = "SUSPENDING", "SERVICE"
         q.next_at = self.t + self.timings.suspend
 

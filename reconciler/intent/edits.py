@@ -46,7 +46,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from reconciler.errors import EditRejected, NeedsConfirmation, UnsafeName
 from reconciler.intent.roundtrip import Doc, append_item, put_trailing, take_trailing
 from reconciler.model import names
-from reconciler.model.desired import Desired
+from reconciler.model.desired import MAX_SLICES, Desired
 from reconciler.model.durations import parse_duration
 
 
@@ -288,9 +288,12 @@ class AddSlot(Edit):
     want: str = "held"
     index: int | None = None
     runtime_version: str | None = None
+    slices: int = 1  # > 1: a multislice slot (written as `slices: N`)
 
     def apply(self, ctx: EditContext) -> None:
         zone, accelerator, mode, want = self.zone, self.accelerator, self.mode, self.want
+        if not 1 <= self.slices <= MAX_SLICES:
+            raise EditRejected(f"slices must be 1 to {MAX_SLICES}, not {self.slices}")
         check(names.check_zone, zone)
         check(names.check_accelerator, accelerator)
         defaults = ctx.root.get("defaults")
@@ -329,6 +332,8 @@ class AddSlot(Edit):
             entry["mode"] = mode
         if self.runtime_version is not None:
             entry["runtime_version"] = self.runtime_version
+        if self.slices > 1:
+            entry["slices"] = self.slices
         entry["want"] = want
         append_item(child_seq(ctx.root, "slots"), entry)
         ctx.about(name)

@@ -154,6 +154,10 @@ def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
                 for w in shown.get("workers") or ()
             ],
         }
+    if spec is not None and spec.slices > 1:  # multislice: N slices, each slice's node below
+        out["slices"] = spec.slices
+    if row and row.get("slices") and out["observed"] is not None:
+        out["observed"]["slices"] = row["slices"]
     return out
 
 
@@ -242,6 +246,11 @@ def format_slot_info(doc: Mapping[str, Any]) -> str:
     lines.append(
         "workers: " + ("  ".join(f"w{i} {ip}" for i, ip in enumerate(ips)) if ips else "none yet")
     )
+    for sl in obs.get("slices") or []:  # multislice: each slice's node
+        lines.append(
+            f"  slice {sl.get('index')}: node {sl.get('node')} {sl.get('state') or '?'}, "
+            f"{sl.get('workers')} workers" + "".join(f"  {ip}" for ip in sl.get("ips") or [])
+        )
     ssh = doc.get("ssh") or {}
     lines.append(f"ssh: {ssh['command']}" if ssh.get("available") else f"ssh: {ssh.get('why')}")
     if ssh.get("available") and is_documentation_address(str(ssh.get("ip"))):

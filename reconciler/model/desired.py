@@ -176,6 +176,14 @@ _FLEX_DOC: Final = {
 }
 
 
+#: Most slices one multislice queued resource may ask for.
+MAX_SLICES: Final = 64
+_SLICES_DOC: Final = (
+    "Slices of this accelerator in one queued resource (multislice, nodes <slot>-0 ... "
+    "<slot>-N-1); the slot is ACTIVE when every slice is READY."
+)
+
+
 class Setup(_Model):
     """Setup flags; unset fields inherit from ``defaults.setup``."""
 
@@ -339,6 +347,7 @@ class SlotModel(_Model):
     owner: UserName | None = Field(None, description=_OWNER_DOC)
     max_run_duration: Seconds | None = Field(None, description=_FLEX_DOC["max_run_duration"])
     renew: bool | None = Field(None, description=_FLEX_DOC["renew"])
+    slices: int = Field(1, ge=1, le=MAX_SLICES, description=_SLICES_DOC)
 
 
 class RaceGroupModel(_Model):
@@ -381,6 +390,7 @@ class GeneratorModel(_Model):
     owner: UserName | None = Field(None, description="As on slots; its slots' owner.")
     max_run_duration: Seconds | None = Field(None, description=_FLEX_DOC["max_run_duration"])
     renew: bool | None = Field(None, description=_FLEX_DOC["renew"])
+    slices: int = Field(1, ge=1, le=MAX_SLICES, description="As on slots.")
 
 
 class DesiredFile(_Model):
@@ -486,6 +496,7 @@ class SlotSpec:
     owner: str | None = None  # its own ``owner:``, else its race group's, else its generator's
     max_run_seconds: int | None = None  # mode flex-start: the run's length
     renew: bool = False  # mode flex-start: queue again after each run's end
+    slices: int = 1  # > 1: one multislice QR of this many nodes <name>-0 ... <name>-(N-1)
 
 
 @dataclass(frozen=True, slots=True)

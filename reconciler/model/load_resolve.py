@@ -335,6 +335,7 @@ def _written_slots(r: _Resolution) -> None:
                 **_flex(r, slot, slot.mode or defaults.mode, loc),
                 workload=r.workload((None, ()), slot.name, (slot.workload, loc)),
                 owner=slot.owner or _group_owner(r, group),
+                slices=slot.slices,
             ),
             (*loc, "name"),
         )
@@ -412,6 +413,7 @@ def _generated_slots(r: _Resolution) -> None:
                             **_flex(r, gen, mode, loc),
                             workload=r.workload((gen.workload, loc), name, (None, ())),
                             owner=_group_owner(r, group) or gen.owner,
+                            slices=gen.slices,
                         ),
                         loc,
                     )

@@ -13,8 +13,9 @@ covers, plus the zones it could *not* see (``unreachable``). A zone that was not
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final
@@ -93,6 +94,8 @@ class QueuedResource:
     error: ErrorInfo | None = None
     raw_state: str = ""  # the API's own word when ``state`` is UNKNOWN
     termination_time: str | None = None  # v2alpha1 runDuration.terminationTime (flex-start)
+    node_count: int = 1  # multisliceParams.nodeCount: slices (nodes <prefix>-0 ...)
+    node_prefix: str | None = None  # multisliceParams.nodeIdPrefix (None: the QR id)
 
     @property
     def managed(self) -> bool:
@@ -147,6 +150,9 @@ class Node:
     symptoms: tuple[Symptom, ...] = ()
     maintenance: Maintenance | None = None  # upcomingMaintenance
     health_description: str | None = None
+    multislice_node: bool = False
+    #: on a multislice slot's node (``_slot_node`` below): its slices' own nodes, slice 0 first
+    slices: tuple[Node, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -180,6 +186,9 @@ class Observation:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_qr_index", {q.key: q for q in self.queued_resources})
         object.__setattr__(self, "_node_index", {n.key: n for n in self.nodes})
+        for q in self.queued_resources:  # a multislice QR is one node per slot: its slices
+            if q.node_count > 1 and (node := _slot_node(q, self._node_index)) is not None:
+                self._node_index[q.key] = node  # type: ignore[index]
 
     def knows(self, zone: str) -> bool:
         """True when this observation saw ``zone`` completely (absence there is real)."""
@@ -262,11 +271,19 @@ def _queued_resource(data: Any) -> QueuedResource:
             code=code if isinstance(code, int) else None, message=str(err.get("message", ""))
         )
     node_id = accelerator = runtime = None
+    node_count, node_prefix = 1, None
     labels: Mapping[str, str] = MappingProxyType({})
     specs = (data.get("tpu") or {}).get("nodeSpec") or []
     if specs and isinstance(specs, list) and isinstance(specs[0], dict):
         spec = specs[0]
         node_id = spec.get("nodeId")
+        # v2 names it multisliceParams; v2alpha1 (read while the file has a flex-start slot)
+        # multiNodeParams
+        multi = spec.get("multisliceParams") or spec.get("multiNodeParams")
+        if isinstance(multi, dict) and isinstance(multi.get("nodeCount"), int | str):
+            node_count = max(1, int(multi["nodeCount"]))
+            prefix = multi.get("nodeIdPrefix")
+            node_prefix = prefix if isinstance(prefix, str) and prefix else None
         node = spec.get("node") or {}
         if isinstance(node, dict):
             accelerator = node.get("acceleratorType")
@@ -297,6 +314,8 @@ def _queued_resource(data: Any) -> QueuedResource:
         error=error,
         raw_state=str(raw_state or ""),
         termination_time=_text((data.get("runDuration") or {}).get("terminationTime")),
+        node_count=node_count,
+        node_prefix=node_prefix,
     )
 
 
@@ -370,4 +389,49 @@ def _node(data: Any) -> Node:
         symptoms=_symptoms(data.get("symptoms")),
         maintenance=_maintenance(data.get("upcomingMaintenance")),
         health_description=_text(data.get("healthDescription")),
+        multislice_node=data.get("multisliceNode") is True,
+    )
+
+
+# --- multislice: one node per slot (model/multislice.py says what it means) --------------------
+
+#: Node states in which a slice is lost (preempted or terminated).
+LOST_NODE_STATES: Final = frozenset({NodeState.PREEMPTED, NodeState.TERMINATED})
+
+
+def slice_names(prefix: str, count: int) -> tuple[str, ...]:
+    """The node ids of a multislice QR: ``<prefix>-0 ... <prefix>-(count-1)``."""
+    return tuple(f"{prefix}-{i}" for i in range(count))
+
+
+def _slot_node(qr: QueuedResource, index: Mapping[tuple[str, str], Node]) -> Node | None:
+    """The one node the controller sees for multislice ``qr`` (None when no slice exists yet):
+    its workers are every slice's in slice order; READY only when every slice is."""
+    names = slice_names(qr.node_prefix or qr.name, qr.node_count)
+    found = [index.get((qr.zone, n)) for n in names]
+    present = [n for n in found if n is not None]
+    if not present:
+        return None
+    states = [n.state if n is not None else NodeState.CREATING for n in found]
+    lost = [s for s in states if s in LOST_NODE_STATES]
+    if lost:
+        state = lost[0]
+    elif NodeState.DELETING in states:
+        state = NodeState.DELETING
+    else:
+        state = next((s for s in states if s != NodeState.READY), NodeState.READY)
+    uids = ",".join(n.uid or n.create_time or "?" for n in present)
+    health = next((n.health for n in present if n.health not in (None, "HEALTHY")), None)
+    first = present[0]
+    return replace(
+        first,
+        name=qr.name,
+        state=state,
+        health=health or first.health,
+        uid=hashlib.sha256(f"{len(present)}:{uids}".encode()).hexdigest()[:20],
+        endpoints=tuple(e for n in present for e in n.endpoints),
+        raw_state=state.value,
+        symptoms=tuple(s for n in present for s in n.symptoms),
+        maintenance=next((n.maintenance for n in present if n.maintenance), None),
+        slices=tuple(present),
     )

@@ -33,6 +33,7 @@ class CreateRequest:
     valid_after_seconds: int | None = None  # start_after: relative to the create
     valid_after_time: float | None = None  # start_at: epoch seconds
     max_run_seconds: int | None = None  # mode flex-start: runDuration.maxRunDuration
+    node_count: int = 1  # > 1: a multislice QR of this many nodes <name>-0 ... (same prefix)
 
 
 def _positive(name: str, value: object) -> int:

@@ -84,6 +84,8 @@ def _slot(spec: SlotSpec) -> CommentedMap:
         out["want"] = spec.want
     if spec.generated:
         out["generated"] = True
+    if spec.slices > 1:
+        out["slices"] = spec.slices
     if spec.valid_until_seconds is not None:
         out["valid_until"] = duration_text(spec.valid_until_seconds)
     setup = spec.setup

@@ -164,6 +164,18 @@ class MaintenanceStatus:
 
 
 @dataclass(frozen=True)
+class SliceStatus:
+    """One slice of a multislice slot: its node, state and workers' addresses."""
+
+    index: int = 0
+    node: str = ""
+    state: str | None = None
+    workers: int = 0
+    ips: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True)
 class SlotStatus:
     """One row: a managed slot (``setup``/``tmux`` set) or an unmanaged QR (they are None)."""
 
@@ -200,6 +212,7 @@ class SlotStatus:
     symptoms: tuple[SymptomStatus, ...] = added(())
     maintenance: MaintenanceStatus | None = added()
     health_note: str | None = added()
+    slices: tuple[SliceStatus, ...] = added(())  # multislice: one per slice, slice 0 first
     extra: Mapping[str, Any] = _extra()
 
 

@@ -71,6 +71,7 @@ class LaunchRequest:
     secret_env: Mapping[str, str]  # ENV_NAME -> secret name in the secret store
     workers: int  # count (TPU_RECONCILER_WORKERS)
     termination_time: str | None = None  # flex-start: TPU_RECONCILER_TERMINATION_TIME
+    slices: int = 1  # multislice: TPU_RECONCILER_SLICES; each worker's slice set by the wrapper
 
 
 @dataclass(frozen=True, slots=True)

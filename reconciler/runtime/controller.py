@@ -62,6 +62,7 @@ from reconciler.core.schedule import hurries, next_interval, watching
 from reconciler.core.status import build_status
 from reconciler.errors import PermanentError, TemporaryError
 from reconciler.model.desired import Desired, Settings
+from reconciler.model.multislice import place_accelerator
 from reconciler.model.observed import Observation
 from reconciler.model.status import ControllerInfo
 from reconciler.model.workload import WorkerProbe
@@ -320,7 +321,7 @@ class Controller(ActionTasks):
             self.history.record_workload_attempt(
                 slot=ended.slot,
                 zone=spec.zone if spec else "",
-                accelerator=spec.accelerator if spec else "",
+                accelerator=place_accelerator(spec.accelerator, spec.slices) if spec else "",
                 run_id=ended.run_id,
                 attempt=ended.attempt,
                 started_at=ended.started_at,

@@ -75,6 +75,7 @@ from reconciler.core.history import (
 from reconciler.errors import HistoryUnreadable
 from reconciler.model import names
 from reconciler.model.desired import Desired
+from reconciler.model.multislice import place_accelerator
 from reconciler.model.observed import Observation
 from reconciler.model.tpu_zones import zones_for
 from reconciler.runtime.events import EventLog, parse_ts, read_events, redact_text
@@ -159,7 +160,7 @@ def looks_of(observation: Observation, tracker: Tracker) -> tuple[list[Seen], se
                 slot=q.name,
                 zone=q.zone,
                 state=q.state.value,
-                accelerator=q.accelerator_type or "?",
+                accelerator=place_accelerator(q.accelerator_type or "?", q.node_count),
                 mode=q.mode or "?",
                 code=q.error.code if q.error else None,
                 message=redact_text(q.error.message) if q.error else "",
@@ -345,7 +346,7 @@ class HistoryRecorder:
             slot = rest.rsplit(":", 1)[0]
             spec = look.desired.slot(slot)
             if spec is not None and obs.knows(zone) and obs.qr(zone, slot) is None:
-                absent[key] = (slot, spec.accelerator, spec.mode)
+                absent[key] = (slot, place_accelerator(spec.accelerator, spec.slices), spec.mode)
         self._pending += self._tracker.refusals(errors, absent, look.now)
 
     def _backfill(self, desired: Desired | None, *, until: float) -> None:
@@ -353,7 +354,8 @@ class HistoryRecorder:
         events before ``until`` (the first look's time), since the looks after it are recorded
         live."""
         slots = {
-            s.name: (s.zone, s.accelerator, s.mode) for s in (desired.slots if desired else ())
+            s.name: (s.zone, place_accelerator(s.accelerator, s.slices), s.mode)
+            for s in (desired.slots if desired else ())
         }
         self._tracker = Tracker()
         replayed = 0

@@ -266,7 +266,8 @@ class LiveSetup:
             )
             if said:
                 log.warning("%s: %s", spec.name, said)
-        await runner.launch(node, wl.launch_request(spec, action.workload, len(node.endpoints)))
+        request = wl.launch_request(spec, action.workload, len(node.endpoints), node)
+        await runner.launch(node, request)
         return said or None
 
     async def workload_stop(self, desired: Desired, action: Action, node: Node) -> None:

@@ -53,8 +53,10 @@ def scenario_yaml(
     state: str = "ACTIVE",
     accelerator: str = "v4-8",
     page_size: int | None = None,
+    slices: int = 1,
 ) -> str:
-    """An emulator scenario with every (zone, name) already in ``state``, labelled as ours."""
+    """An emulator scenario with every (zone, name) already in ``state``, labelled as ours
+    (``slices`` > 1: each a multislice QR of that many nodes)."""
     lines = []
     if page_size is not None:
         lines.append(f"page_size: {page_size}")
@@ -62,7 +64,8 @@ def scenario_yaml(
     for zone, name in world:
         lines.append(
             f"  - {{name: {name}, zone: {zone}, accelerator: {accelerator}, state: {state},"
-            " labels: {managed-by: tpu-reconciler}}"
+            " labels: {managed-by: tpu-reconciler}"
+            + (f", slices: {slices}}}" if slices > 1 else "}")
         )
     return "\n".join(lines) + "\n"
 

@@ -11,8 +11,10 @@ small page when the client names none) holds that many ACTIVE slots, and one ``o
 
 Requests are counted with the emulator's request log. Exit status 1 when the count of cloud
 calls the controller makes (REST requests, gcloud runs) is not the same at every size.
+``--slices N``: every slot a multislice queued resource of N nodes (each poll must still be
+one QR list and one node list, and every slot read as one node of N slices).
 
-    python scripts/bench/calls_per_poll.py [--sizes 10 100 1000] [--json out.json]
+    python scripts/bench/calls_per_poll.py [--sizes 10 100 1000] [--slices N] [--json out.json]
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import httpx
 
 from reconciler.adapters.gcloud import GcloudCloud
 from reconciler.adapters.rest import RestCloud
+from reconciler.model.observed import Observation
 
 
 async def _ask_big_pages(request: httpx.Request) -> None:
@@ -50,11 +53,21 @@ def _runs(log: Path) -> int:
     return len(log.read_text().splitlines())
 
 
-async def one_size(n: int, root: Path, report: _rig.Report, gcloud: str | None) -> dict[str, int]:
+def _check(seen: Observation, world: list[tuple[str, str]], slices: int) -> None:
+    assert len(seen.queued_resources) == len(world)
+    assert len(seen.nodes) == len(world) * slices
+    if slices > 1:  # every slot one node of ``slices`` slices
+        assert all(len(seen.node(z, name).slices) == slices for z, name in world)  # type: ignore[union-attr]
+
+
+async def one_size(
+    n: int, root: Path, report: _rig.Report, gcloud: str | None, slices: int = 1
+) -> dict[str, int]:
     world = _rig.slots(n)
     zones = sorted({z for z, _ in world})
     out: dict[str, int] = {}
-    with _rig.emulator_process(root / f"emu-{n}", _rig.scenario_yaml(world), speed=0) as emu:
+    scenario = _rig.scenario_yaml(world, slices=slices)
+    with _rig.emulator_process(root / f"emu-{n}", scenario, speed=0) as emu:
         env = _rig.cloud_env(emu.url, root / f"env-{n}")
         client = emu.client
 
@@ -62,7 +75,7 @@ async def one_size(n: int, root: Path, report: _rig.Report, gcloud: str | None) 
             await rest.observe(None)  # warm the connection
             client.clear_requests()
             seen = await rest.observe(None)
-            assert len(seen.queued_resources) == n
+            _check(seen, world, slices)
             out["rest"] = sum(client.request_counts().values())
 
         hooked = httpx.AsyncClient(event_hooks={"request": [_ask_big_pages]}, trust_env=False)
@@ -77,7 +90,7 @@ async def one_size(n: int, root: Path, report: _rig.Report, gcloud: str | None) 
             cloud = GcloudCloud(_rig.PROJECT, gcloud=str(wrapper), env=env)
             client.clear_requests()
             seen = await cloud.observe(zones)
-            assert len(seen.queued_resources) == n
+            _check(seen, world, slices)
             out["gcloud_runs"] = _runs(log)
             out["gcloud_http"] = sum(client.request_counts().values())
             await cloud.aclose()
@@ -91,12 +104,12 @@ async def one_size(n: int, root: Path, report: _rig.Report, gcloud: str | None) 
     return out
 
 
-async def measure(sizes: list[int], report: _rig.Report) -> None:
+async def measure(sizes: list[int], report: _rig.Report, slices: int = 1) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-calls-"))
     gcloud = _rig.gcloud_path()
     if gcloud is None:
         report.note("gcloud is not installed: gcloud counts skipped")
-    counts = [await one_size(n, root, report, gcloud) for n in sizes]
+    counts = [await one_size(n, root, report, gcloud, slices) for n in sizes]
     for key, label in (
         ("rest", "REST requests (as shipped)"),
         ("rest_page1000", "REST requests (pageSize=1000)"),
@@ -117,12 +130,15 @@ async def measure(sizes: list[int], report: _rig.Report) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--slices", type=int, default=1, help="slices per slot (multislice)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()
+    each = f" of {args.slices} slices" if args.slices > 1 else ""
     report = _rig.start(
-        "calls_per_poll", f"calls per poll over {len(_rig.ZONES)} zones at {args.sizes} slots"
+        "calls_per_poll",
+        f"calls per poll over {len(_rig.ZONES)} zones at {args.sizes} slots{each}",
     )
-    asyncio.run(measure(args.sizes, report))
+    asyncio.run(measure(args.sizes, report, args.slices))
     return _rig.finish(report, args.json)
 
 

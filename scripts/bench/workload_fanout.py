@@ -23,6 +23,8 @@ the servers' work competes with the client's; on a real slice each worker has it
 connection; every worker's tpu-env names one fake ``RuntimeMetricService``
 (``tests/support/fake_tpu_runtime.py``, tpu-info's stubs) run in a process of its own, so its
 work is not counted as the controller's. Same targets; no launch rounds.
+    python scripts/bench/workload_fanout.py --workers 8 --slices 2   # multislice: launch on
+        # both slices (8 workers, the slice variables set) against one slice (4): target <= 2x
 
 Needs openssh-server and openssh-client. Exit status 1 when a target is missed.
 """
@@ -81,8 +83,9 @@ def _runner(root: Path, cluster: SshCluster, port: int, tag: str) -> WorkloadRun
     )
 
 
-def _request(workers: int, attempt: int, run_id: str = RUN) -> LaunchRequest:
+def _request(workers: int, attempt: int, run_id: str = RUN, slices: int = 1) -> LaunchRequest:
     return LaunchRequest(
+        slices=slices,
         slot=SLOT,
         run_id=run_id,
         attempt=attempt,
@@ -95,19 +98,21 @@ def _request(workers: int, attempt: int, run_id: str = RUN) -> LaunchRequest:
 
 
 async def _launch_pair(
-    root: Path, cluster: SshCluster, port: int, ips: list[str], repeat: int
+    root: Path, cluster: SshCluster, port: int, ips: list[str], repeat: int, slices: int = 1
 ) -> dict[str, dict[int, float]]:
-    """Best wall time of launch on 1 and on all workers, cold and warm."""
+    """Best wall time of launch on 1 (with ``slices`` > 1: one slice's) and on all workers
+    (all slices, as one multislice program), cold and warm."""
     best: dict[str, dict[int, float]] = {"cold": {}, "warm": {}}
     for round_ in range(repeat):
-        for size in (1, len(ips)):
+        for size in (len(ips) // slices if slices > 1 else 1, len(ips)):
             node = _node(ips[:size], uid=f"{round_}{time.monotonic_ns()}")
             runner = _runner(root, cluster, port, f"{size}-{round_}")
             run_id = f"launch-{size}-{round_}"  # a fresh run: every launch starts a process
             try:
                 for kind, attempt in (("cold", 1), ("warm", 2)):
                     start, cpu = time.perf_counter(), time.process_time()
-                    await runner.launch(node, _request(size, attempt, run_id))
+                    many = slices if size == len(ips) else 1
+                    await runner.launch(node, _request(size, attempt, run_id, many))
                     wall = time.perf_counter() - start
                     cpu = time.process_time() - cpu
                     best[kind][size] = min(best[kind].get(size, float("inf")), wall)
@@ -194,6 +199,9 @@ async def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="launch rounds (best is kept)")
     parser.add_argument("--shared-sshd", action="store_true", help="one sshd per 16 addresses")
     parser.add_argument("--telemetry", action="store_true", help="probe the chips too")
+    parser.add_argument(
+        "--slices", type=int, default=1, help="compare all workers as N slices with one slice"
+    )
     args = parser.parse_args()
     print_header(
         f"workload fan-out: {args.workers} workers, "
@@ -219,7 +227,7 @@ async def main() -> int:
             runtime = _fake_runtime(cluster)
         cpu, wall = await _probe_passes(root, cluster, port, ips, args.passes, args.telemetry)
         if not args.telemetry:
-            best = await _launch_pair(root, cluster, port, ips, args.repeat)
+            best = await _launch_pair(root, cluster, port, ips, args.repeat, args.slices)
     finally:
         if runtime is not None:
             runtime.kill()
@@ -241,12 +249,13 @@ async def main() -> int:
         f"{'ok' if ok_wall else 'MISSED'}"
     )
     missed = not (ok_cpu and ok_wall)
+    one = n // args.slices if args.slices > 1 else 1
     for kind in best:
-        ratio = best[kind][n] / best[kind][1]
+        ratio = best[kind][n] / best[kind][one]
         ok = ratio <= LAUNCH_RATIO
         missed |= not ok
         print(
-            f"  launch {kind}: 1 worker {best[kind][1] * 1000:.0f} ms, {n} workers "
+            f"  launch {kind}: {one} worker(s) {best[kind][one] * 1000:.0f} ms, {n} workers "
             f"{best[kind][n] * 1000:.0f} ms, ratio {ratio:.2f} (target <= {LAUNCH_RATIO:g}) "
             f"{'ok' if ok else 'MISSED'}"
         )

@@ -60,6 +60,8 @@ CREATE_CASES: dict[str, dict[str, Any]] = {
         "valid_after_seconds": 600,
         "valid_until_seconds": 3600,
     },
+    # multislice (slices: 2): multisliceParams instead of a nodeId
+    "multislice": {"mode": "spot", "node_count": 2},
 }
 #: the QueueingPolicy fields each window case must set (the API's oneof: one of them)
 WINDOW_FIELDS: dict[str, str] = {
@@ -156,6 +158,7 @@ async def test_rest_request_bodies_are_v2_messages(
         if CREATE_CASES[case]["mode"] == "spot":
             assert qr.spot is not None
         assert _window_fields(qr) == ([WINDOW_FIELDS[case]] if case in WINDOW_FIELDS else [])
+        _check_node_spec(qr, _request(case))
     (guest,) = [r for r in emulator.requests() if r.key == "POST nodes.getGuestAttributes"]
     decode(messages, "GetGuestAttributesRequest", guest.body)
 
@@ -178,6 +181,20 @@ async def test_gcloud_request_bodies_are_v2_messages(
     for case in CREATE_CASES:
         qr = decode(messages, "QueuedResource", bodies[_request(case).name])
         assert _window_fields(qr) == ([WINDOW_FIELDS[case]] if case in WINDOW_FIELDS else [])
+        _check_node_spec(qr, _request(case))
+
+
+def _check_node_spec(qr: Any, request: CreateRequest) -> None:
+    """One node named like the QR, or a multislice of ``node_count`` nodes ``<name>-i``."""
+    (spec,) = qr.tpu.nodeSpec
+    if request.node_count > 1:
+        assert spec.nodeId is None
+        assert (spec.multisliceParams.nodeCount, spec.multisliceParams.nodeIdPrefix) == (
+            request.node_count,
+            request.name,
+        )
+    else:
+        assert (spec.nodeId, spec.multisliceParams) == (request.name, None)
 
 
 def _window_fields(qr: Any) -> list[str]:
@@ -239,6 +256,25 @@ def test_every_response_the_emulator_renders_is_a_v2_message(
             done = decode(messages, "Operation", get(op["name"].split("/locations/", 1)[1]))
             assert done.done
         assert get(doomed["name"].split("/locations/", 1)[1])["error"]["code"] == 3
+
+
+def test_a_multislice_queued_resource_and_its_nodes_are_v2_messages(
+    messages: ModuleType, emulator: Emulator
+) -> None:
+    emulator.add_queued_resource(ZONE, "ms", "v4-32", state="ACTIVE", slices=2)
+    base = f"{emulator.url}v2/projects/{PROJECT}/locations"
+    with httpx.Client(trust_env=False) as http:
+        qr = decode(
+            messages, "QueuedResource", http.get(f"{base}/{ZONE}/queuedResources/ms").json()
+        )
+        listed = decode(messages, "ListNodesResponse", http.get(f"{base}/-/nodes").json())
+    (spec,) = qr.tpu.nodeSpec
+    assert (spec.multisliceParams.nodeCount, spec.multisliceParams.nodeIdPrefix) == (2, "ms")
+    nodes = sorted(listed.nodes, key=lambda n: n.name)
+    assert [n.name.rsplit("/", 1)[1] for n in nodes] == ["ms-0", "ms-1"]
+    assert all(n.multisliceNode and n.queuedResource.endswith("/queuedResources/ms") for n in nodes)
+    ips = [[e.ipAddress for e in n.networkEndpoints] for n in nodes]
+    assert [len(i) for i in ips] == [4, 4] and not set(ips[0]) & set(ips[1])
 
 
 def test_the_check_itself_fails_on_a_field_the_api_does_not_define(messages: ModuleType) -> None:

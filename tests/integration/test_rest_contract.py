@@ -102,6 +102,20 @@ async def test_one_qr_list_and_one_node_list_per_observe(
     assert {q.zone for q in seen.queued_resources} <= set(ZONES[:2])
 
 
+async def test_multislice_slots_cost_the_same_two_lists(emu: Emulator, cloud: RestCloud) -> None:
+    for i in range(20):
+        emu.add_queued_resource(ZONES[i % 4], f"m{i}", "v4-32", state="ACTIVE", slices=3)
+    emu.clear_requests()
+    seen = await cloud.observe(None)
+    assert lists(emu) == {LISTS[0]: 1, LISTS[1]: 1}
+    assert len(seen.nodes) == 60
+    for i in range(20):
+        node = seen.node(ZONES[i % 4], f"m{i}")  # the slot node: its three slices as one
+        assert node is not None and node.state is NodeState.READY
+        assert [s.name for s in node.slices] == [f"m{i}-0", f"m{i}-1", f"m{i}-2"]
+        assert len(node.ips()) == 12 and all(s.multislice_node for s in node.slices)
+
+
 async def test_pagination_over_more_than_a_hundred(emu: Emulator, env: dict[str, str]) -> None:
     for i in range(130):
         emu.add_queued_resource(ZONES[i % 4], f"q{i:03d}", state="ACTIVE" if i < 60 else None)

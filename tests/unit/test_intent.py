@@ -159,6 +159,13 @@ def test_add_slot_names_it_from_mode_accelerator_zone_code_and_index(store: Inte
     assert after.index("spot-v6e8-ew4a-2") < after.index("# comment after the last slot")
 
 
+def test_add_slot_with_slices_writes_a_multislice_slot(store: IntentEditor) -> None:
+    apply(store, AddSlot(zone="europe-west4-a", accelerator="v6e-64", name="ms", slices=2))
+    assert slot(store, "ms").slices == 2 and "    slices: 2\n" in text(store)
+    with pytest.raises(EditRejected, match="slices must be 1 to 64"):
+        apply(store, AddSlot(zone="europe-west4-a", accelerator="v6e-64", name="m0", slices=0))
+
+
 def test_add_slot_refuses_a_taken_or_unsafe_name(store: IntentEditor) -> None:
     for name in ("big", "Bad;rm -rf", "-x"):
         with pytest.raises(EditRejected):

@@ -64,6 +64,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--name", default=None, help="default: <mode>-<accel>-<zone code>-<index>")
     p.add_argument("--index", type=int, default=None, help="index for the generated name")
     p.add_argument("--want", choices=("held", "released"), default="held")
+    p.add_argument("--slices", type=int, default=1, help="multislice: N slices in one QR")
 
     p = _edit_parser(
         subparsers, "remove-slot", "remove a slot: it becomes unmanaged", "remove_slot_command"
@@ -213,6 +214,7 @@ def add_slot_command(args: argparse.Namespace) -> int:
             name=args.name,
             want=args.want,
             index=args.index,
+            slices=args.slices,
         ),
     )
 

@@ -265,6 +265,14 @@ def _workload_cell(workload: Any) -> str:
     return f"{cell} · {tpu.split(' · ')[0]}" if cell and tpu else cell
 
 
+def _slices_cell(slot: SlotStatus) -> str:
+    """`` 1/2 slices`` (READY of all) on a multislice slot's NODE cell; empty otherwise."""
+    if not slot.slices:
+        return ""
+    ready = sum(s.state == "READY" for s in slot.slices)
+    return f" {ready}/{len(slot.slices)} slices"
+
+
 def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
     setup = slot.setup or SetupStatus()
     tmux = slot.tmux or TmuxStatus()
@@ -281,7 +289,7 @@ def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
         want=_text(slot.want),
         state="expired" if slot.expired else _text(slot.state, "UNKNOWN"),
         since=_ts(slot.state_since),
-        node=_text(slot.node_state) + sick,
+        node=_text(slot.node_state) + sick + _slices_cell(slot),
         ips=tuple(_text(ip) for ip in slot.ips),
         instance=_text(slot.instance) or None,
         setup={k: _text(getattr(setup, k), "off") for k in ("bootstrap", "tailscale")},

@@ -1,0 +1,84 @@
+"""Multislice: one queued resource of N slices, seen as one node per slot.
+
+A slot with ``slices: N`` (N > 1) is one QR whose ``tpu.nodeSpec[0].multisliceParams``
+asks for ``nodeCount`` nodes named ``<prefix>-0 ... <prefix>-(N-1)`` (the prefix is the QR
+id). The rest of the controller reads "the slot's node" (``Observation.node(zone, slot)``);
+for a multislice QR that is the *slot node* ``model/observed`` builds: every slice's workers
+in slice order (slice ``s`` worker ``w`` is worker ``s * per_slice + w``), READY only when
+every slice is READY, and with the slices themselves in ``Node.slices`` for what is shown.
+So setup runs on every worker of every slice and a workload is one program across them.
+
+What the API does to a multislice QR when *one* slice is preempted is not documented.
+``SLICE_LOSS_INTERRUPTS_QR`` is the one switch for it: True (the model used) treats a lost
+slice as the whole QR interrupted: the slot node reads PREEMPTED (the workload stops and is
+relaunched as one program, same run id, once every slice is back) and the planner replaces
+the QR as soon as any slice is lost, as it does a SUSPENDED one. False: the slot node still
+reads PREEMPTED, but the planner waits for the cloud to end or repair the QR itself.
+
+Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from reconciler.model import names
+from reconciler.model.observed import LOST_NODE_STATES, Node, QRState, QueuedResource
+from reconciler.model.status import SliceStatus
+
+#: A lost slice of a multislice QR interrupts the whole QR (see the module docstring).
+SLICE_LOSS_INTERRUPTS_QR: Final = True
+
+#: Port the MEGASCALE coordinator listens on (JAX's convention for QR multislice).
+MEGASCALE_PORT: Final = 8081
+
+
+def slice_lost(node: Node | None) -> bool:
+    """True when ``node`` is a slot node one of whose slices was preempted or terminated."""
+    return node is not None and any(s.state in LOST_NODE_STATES for s in node.slices)
+
+
+def lost_slice_replaces(qr: QueuedResource, node: Node | None) -> bool:
+    """The planner's rule under ``SLICE_LOSS_INTERRUPTS_QR``: a multislice QR one of whose
+    slices is lost is replaced like a dead one (one not already dead or being deleted)."""
+    return (
+        SLICE_LOSS_INTERRUPTS_QR
+        and qr.node_count > 1
+        and qr.state not in (QRState.DELETING, QRState.SUSPENDED, QRState.FAILED)
+        and slice_lost(node)
+    )
+
+
+def megascale_env(node: Node, slices: int) -> dict[str, str]:
+    """The MEGASCALE variables every worker of a multislice slot shares: coordinator = slice 0
+    worker 0's internal address. The slice id is per worker: the wrapper sets it (with
+    ``TPU_RECONCILER_SLICE``) as worker // (workers // slices), from the spec's ``slices=``."""
+    first: Sequence[Node] = node.slices or (node,)
+    internal = first[0].ips(internal=True)
+    env = {"MEGASCALE_NUM_SLICES": str(slices), "MEGASCALE_PORT": str(MEGASCALE_PORT)}
+    if internal:
+        env["MEGASCALE_COORDINATOR_ADDRESS"] = f"{internal[0]}:{MEGASCALE_PORT}"
+    return env
+
+
+def slice_rows(node: Node) -> tuple[SliceStatus, ...]:
+    """``slots[].slices`` of the status snapshot: each slice's node, state, workers and IPs."""
+    return tuple(
+        SliceStatus(
+            index=i, node=n.name, state=n.state.value, workers=len(n.endpoints), ips=n.ips()
+        )
+        for i, n in enumerate(node.slices)
+    )
+
+
+def place_accelerator(accelerator: str, slices: int) -> str:
+    """The accelerator a capacity-history place records: ``v6e-64``, or ``2xv6e-64`` for a
+    multislice of 2 (its waits and lifetimes are another place than one slice's)."""
+    return accelerator if slices <= 1 else f"{slices}x{accelerator}"
+
+
+def chips(accelerator: str, slices: int = 1) -> int:
+    """Chips held: ``slices`` times the slice's (v4 and v5p count TensorCores, two a chip)."""
+    family, size = names.accelerator_family(accelerator), names.accelerator_size(accelerator)
+    return max(1, slices) * (size // 2 if family in ("v2", "v3", "v4", "v5p") else size)
