@@ -35,6 +35,9 @@ Rules (each action carries a human reason; reasons are shown, never used to deci
   like deferred ones):
   those of a ``paused`` slot; deletes of ACTIVE TPUs past ``settings.delete_guard`` not
   confirmed (``Plan.guard`` names the set); and every action while ``settings.suspend``.
+- Quota (``core.quota``): a create that would pass a chip limit of ``Desired.quotas`` waits
+  in ``held`` (``rule="quota"``); a create the cloud refused for quota is blocked until the
+  chips counted under that quota drop or its intent changes.
 
 The values it returns (``Plan``, ``Action``, ``Kind``, ...) are ``core/plan_values.py``.
 
@@ -47,7 +50,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Final
 
-from reconciler.core import control
+from reconciler.core import control, quota
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan_values import (
@@ -198,7 +201,13 @@ class _Planner:
             self.actions.append(action)
             return
         error = self.memory.error(action.key)
-        if error is not None and error.permanent_fingerprint == action.fingerprint:
+        refused = error is not None and error.permanent_fingerprint == action.fingerprint
+        if refused and error is not None and error.quota is not None:
+            if not quota.refusal_lifted(error, action, self.observed):
+                self.blocked.append(Held(action, quota.refused_text(error), rule=quota.RULE))
+                return
+            self.actions.append(action)  # fewer chips are counted under it: a new decision
+        elif refused and error is not None:
             self.blocked.append(Held(action, f"permanent error: {error.message}"))
         elif (
             error is not None
@@ -496,6 +505,8 @@ def _controls(
             held.append(Held(a, control.PAUSED_WHY, rule="paused"))
         else:
             actions.append(a)
+    actions, waits = quota.gate(desired.quotas, observed, actions)  # creates past a limit
+    held += waits
     ids: dict[str, str] = {}
     for a in actions:
         if a.kind != Kind.DELETE or not a.destructive:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from reconciler.core import latency as lat
+from reconciler.core import quota
 from reconciler.core import workload as wl
 from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
 from reconciler.core.memory import Memory
@@ -355,6 +356,19 @@ def _with_latency(
     )
 
 
+def _with_quota(
+    rows: tuple[SlotStatus, ...], plan: Plan | None, memory: Memory
+) -> tuple[SlotStatus, ...]:
+    """Each slot whose create waits for quota, or was refused for it, says so."""
+    by_slot = quota.slot_states(plan.held, plan.blocked, memory) if plan else {}
+    if not by_slot:
+        return rows
+    return tuple(
+        replace(row, quota=by_slot[row.name]) if row.managed and row.name in by_slot else row
+        for row in rows
+    )
+
+
 def _race_groups(desired: Desired | None, plan: Plan | None) -> tuple[RaceGroupStatus, ...]:
     paused = {g.name for g in desired.race_groups if g.paused} if desired else set()
     return tuple(
@@ -395,6 +409,7 @@ def build_status(
     if wait_hints and desired is not None:
         slots = _with_waits(slots, waiting_hints(desired, observed, wait_hints))
     slots = _with_latency(slots, lat.zone_values(desired, observed, memory.latency))
+    slots = _with_quota(slots, plan, memory)
     return StatusSnapshot(
         generated_at=iso(now),
         backend=backend,
@@ -414,4 +429,5 @@ def build_status(
             windows=tuple(sorted(windows)), orphans=tuple(sorted(tmux_orphans))
         ),
         suspended=plan.suspended if plan else bool(desired and desired.settings.suspend),
+        quotas=quota.statuses(desired, observed, plan.held if plan else ()),
     )

@@ -33,6 +33,7 @@ from reconciler.model.desired import (
 )
 from reconciler.model.holds import HoldKeys, resolve_hold
 from reconciler.model.holds import problems as hold_problems
+from reconciler.model.load_quotas import resolve_quotas
 from reconciler.model.load_salvage import Loc, _Salvage
 
 #: Most slots a file may ask for (explicit and generated). plan() is measured at 10,000.
@@ -221,6 +222,7 @@ def resolve(
         _check_race_groups(r, names_known=salvage is None or not salvage.names_uncertain)
     else:
         _check_race_groups(r, names_known=False)
+    quotas = resolve_quotas(model.quotas, r.err)
     r.raise_if_invalid()
     slots = r.slots
     groups = tuple(
@@ -234,6 +236,7 @@ def resolve(
         race_groups=groups,
         source=source,
         digest=digest,
+        quotas=quotas,
     )
 
 

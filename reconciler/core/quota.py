@@ -1,0 +1,198 @@
+"""Chip limits in the plan: count what the cloud counts, send no create past a limit, and
+retry a create the cloud refused for quota only once the use under that quota dropped.
+
+- **Use**: every observed queued resource counts its chips (``model.quotas.chips``) against
+  its family and mode in its zone and its region, whatever its state (queued, provisioning,
+  active, suspended, failed, deleting): the cloud counts each one until it is deleted, ours
+  or not.
+- **Gate** (``gate``): the plan's creates, in plan order, each against every limit of its
+  family, mode and zone or region (``Desired.quotas``: the file's ``quotas:``, and the
+  cloud's when ``settings.quota_source: cloud``). A create that fits adds its chips to the
+  use the next one sees; one that would pass a limit waits, ``rule="quota"``, with the
+  words ``waiting for quota: 64/64 spot v6e chips in europe-west4-a``. A race's candidates
+  are creates in their own zones, so each is counted there.
+- **Refusals** (``refusal_lifted``): a create the cloud refused for quota is blocked like
+  any permanent error (until its fingerprint, the intent behind it, changes), and also
+  goes again once the chips counted under the quota it named are fewer than when it was
+  sent (``Action.quota_use``, recorded with the refusal).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+from reconciler.core.memory import ActionError, Memory
+from reconciler.core.plan_values import Action, Held, Kind
+from reconciler.errors import UnsafeName
+from reconciler.model.desired import Desired, QuotaSpec
+from reconciler.model.names import accelerator_family
+from reconciler.model.observed import Observation
+from reconciler.model.quotas import chips, region_of
+from reconciler.model.status import QuotaStatus, SlotQuotaStatus
+
+#: ``Held.rule`` of a create waiting for quota.
+RULE: Final = "quota"
+
+Key = tuple[str, str, str, str]  # (family, mode, scope, place)
+
+
+def _family(accelerator: str | None) -> str | None:
+    try:
+        return accelerator_family(accelerator) if accelerator else None
+    except UnsafeName:
+        return None
+
+
+def tally(observed: Observation) -> Counter[Key]:
+    """Chips counted per (family, mode, "zone"|"region", place) by the observed QRs."""
+    use: Counter[Key] = Counter()
+    for qr in observed.queued_resources:
+        family = _family(qr.accelerator_type)
+        if family is None or qr.accelerator_type is None:
+            continue
+        n = chips(qr.accelerator_type)
+        mode = qr.mode or "on-demand"
+        use[(family, mode, "zone", qr.zone)] += n
+        use[(family, mode, "region", region_of(qr.zone))] += n
+    return use
+
+
+def key(spec: QuotaSpec) -> Key:
+    return (spec.family, spec.mode, spec.scope, spec.place)
+
+
+def applies(spec: QuotaSpec, family: str, mode: str, zone: str) -> bool:
+    if spec.family != family or spec.mode != mode:
+        return False
+    return spec.place == (zone if spec.scope == "zone" else region_of(zone))
+
+
+def wait_text(spec: QuotaSpec, used: int) -> str:
+    return f"waiting for quota: {used}/{spec.chips} {spec.mode} {spec.family} chips in {spec.place}"
+
+
+def gate(
+    quotas: Sequence[QuotaSpec], observed: Observation, actions: Iterable[Action]
+) -> tuple[list[Action], list[Held]]:
+    """(the actions that go, the creates that wait for quota). Every create comes back with
+    ``quota_use``: the chips counted in its zone and region before it."""
+    use = tally(observed)
+    go: list[Action] = []
+    waits: list[Held] = []
+    for a in actions:
+        family = _family(a.create.accelerator_type) if a.create is not None else None
+        if a.kind != Kind.CREATE or a.create is None or family is None:
+            go.append(a)
+            continue
+        mode, n, region = a.create.mode, chips(a.create.accelerator_type), region_of(a.zone)
+        zone_key, region_key = (family, mode, "zone", a.zone), (family, mode, "region", region)
+        a = replace(a, quota_use=((a.zone, use[zone_key]), (region, use[region_key])))
+        over = next(
+            (q for q in quotas if applies(q, family, mode, a.zone) and use[key(q)] + n > q.chips),
+            None,
+        )
+        if over is not None:
+            waits.append(Held(a, wait_text(over, use[key(over)]), rule=RULE))
+            continue
+        use[zone_key] += n
+        use[region_key] += n
+        go.append(a)
+    return go, waits
+
+
+def refusal_use(error: ActionError, action: Action, observed: Observation) -> int | None:
+    """Chips counted now under the quota that refused ``action`` (None: not a quota refusal)."""
+    r = error.quota
+    if r is None or action.create is None:
+        return None
+    family = _family(action.create.accelerator_type)
+    if family is None:
+        return None
+    scope = r.scope or "zone"
+    place = r.place or (action.zone if scope == "zone" else region_of(action.zone))
+    return tally(observed)[(family, action.create.mode, scope, place)]
+
+
+def refusal_lifted(error: ActionError, action: Action, observed: Observation) -> bool:
+    """The create the cloud refused for quota may go again: fewer chips are counted under
+    that quota than when it was sent."""
+    r = error.quota
+    now = refusal_use(error, action, observed)
+    return r is not None and r.used is not None and now is not None and now < r.used
+
+
+def refused_text(error: ActionError) -> str:
+    """A blocked create's reason: the cloud's words, and what lets it go again."""
+    return f"quota: {error.message}; sent again when use under it drops or the intent changes"
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """One limit as ``quota`` shows it: how much is used and which slots wait on it."""
+
+    spec: QuotaSpec
+    used: int
+    waiting: tuple[str, ...]
+
+
+def limits(quotas: Sequence[QuotaSpec], observed: Observation, held: Iterable[Held]) -> list[Limit]:
+    """Every limit with the chips counted under it and the slots whose create waits on it."""
+    use = tally(observed)
+    waits = [h for h in held if h.rule == RULE]
+    return [
+        Limit(q, use[key(q)], tuple(h.action.slot for h in waits if h.why.endswith(_tail(q))))
+        for q in quotas
+    ]
+
+
+def _tail(spec: QuotaSpec) -> str:
+    return f"/{spec.chips} {spec.mode} {spec.family} chips in {spec.place}"
+
+
+def slot_states(
+    held: Iterable[Held], blocked: Iterable[Held], memory: Memory
+) -> dict[str, SlotQuotaStatus]:
+    """Per slot whose create waits for quota or was refused for it: what ``status`` shows."""
+    out: dict[str, SlotQuotaStatus] = {}
+    for h in held:
+        if h.rule == RULE:
+            out[h.action.slot] = SlotQuotaStatus(state="waiting", message=h.why)
+    for h in blocked:
+        error = memory.error(h.action.key)
+        if h.rule == RULE and error is not None and error.quota is not None:
+            r = error.quota
+            out[h.action.slot] = SlotQuotaStatus(
+                state="refused",
+                message=error.message,
+                quota_id=r.quota_id,
+                limit=r.limit,
+                place=r.place,
+            )
+    return out
+
+
+def statuses(
+    desired: Desired | None, observed: Observation, held: Iterable[Held]
+) -> tuple[QuotaStatus, ...]:
+    """Every limit of the intent with its use and waiting slots (the snapshot's ``quotas``)."""
+    if desired is None or not desired.quotas:
+        return ()
+    return tuple(
+        QuotaStatus(
+            family=lim.spec.family,
+            mode=lim.spec.mode,
+            scope=lim.spec.scope,
+            place=lim.spec.place,
+            chips=lim.spec.chips,
+            used=lim.used,
+            waiting=lim.waiting,
+            source=lim.spec.source,
+            quota_id=lim.spec.quota_id,
+        )
+        for lim in limits(desired.quotas, observed, held)
+    )
