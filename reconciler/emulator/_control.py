@@ -17,6 +17,7 @@ own; errors come back in Google's error shape with HTTP 400 / 404.
     POST   /_emulator/advance     {seconds}
     POST   /_emulator/speed       {speed}
     POST   /_emulator/queued-resources   {zone, name, accelerator?, mode?, labels?, state?, ...}
+    POST   /_emulator/quotas      {family, mode, zone | region, chips}   (chips null: no limit)
     GET    /_emulator/requests                    {"requests": [...], "counts": {...}}
     DELETE /_emulator/requests
 """
@@ -63,6 +64,15 @@ class Emulator(Protocol):
     def advance(self, seconds: float) -> None: ...
     def set_speed(self, speed: float) -> None: ...
     def clear_requests(self) -> None: ...
+    def set_quota(
+        self,
+        family: str,
+        mode: str,
+        chips: int | None,
+        *,
+        zone: str | None = ...,
+        region: str | None = ...,
+    ) -> None: ...
 
 
 _Action = Callable[[Emulator, dict[str, Any]], Any]
@@ -122,6 +132,9 @@ ROUTES: dict[tuple[str, str], _Action] = {
     ("POST", "advance"): lambda e, a: e.advance(float(a["seconds"])),
     ("POST", "speed"): lambda e, a: e.set_speed(float(a["speed"])),
     ("POST", "queued-resources"): _add,
+    ("POST", "quotas"): lambda e, a: e.set_quota(
+        a["family"], a["mode"], a["chips"], zone=a.get("zone"), region=a.get("region")
+    ),
     ("GET", "requests"): _requests,
     ("DELETE", "requests"): lambda e, a: e.clear_requests(),
 }

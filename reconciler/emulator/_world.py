@@ -27,6 +27,7 @@ from typing import Any
 from reconciler.emulator import _intake as intake
 from reconciler.emulator import _records as rec
 from reconciler.emulator._faults import FaultBook
+from reconciler.emulator._quota import QuotaBook
 from reconciler.emulator._records import ApiError, NodeRecord, OpRecord, QRRecord
 from reconciler.emulator._scenario import (
     OperationFailure,
@@ -63,6 +64,7 @@ class World:
         self.default_capacity = scenario.default_capacity
         self.unreachable: set[str] = set()
         self.faults = FaultBook()
+        self.quotas = QuotaBook()
         self.latency = 0.0
         self.fail_provisioning_deletes = scenario.fail_deletes_while_provisioning
         #: Armed operation failures and how many requests each may still fail (None: all).
@@ -296,6 +298,7 @@ class World:
             raise ApiError("ALREADY_EXISTS", f"Resource '{name}' already exists")
         if (zone, q.node_id) in self.nodes:
             raise ApiError("ALREADY_EXISTS", f"Node '{q.node_id}' already exists in {zone}")
+        self.quotas.check(self.qrs.values(), q)  # every QR counts until deleted
         failing = self._take_op_failure("create", zone, q.name)
         if failing is not None:
             return self._failing_op(zone, "create", q.name, failing)
