@@ -155,13 +155,20 @@ def _tail(spec: QuotaSpec) -> str:
 
 
 def slot_states(
-    held: Iterable[Held], blocked: Iterable[Held], memory: Memory
+    quotas: Sequence[QuotaSpec], held: Iterable[Held], blocked: Iterable[Held], memory: Memory
 ) -> dict[str, SlotQuotaStatus]:
     """Per slot whose create waits for quota or was refused for it: what ``status`` shows."""
     out: dict[str, SlotQuotaStatus] = {}
     for h in held:
         if h.rule == RULE:
-            out[h.action.slot] = SlotQuotaStatus(state="waiting", message=h.why)
+            q = next((q for q in quotas if h.why.endswith(_tail(q))), None)
+            out[h.action.slot] = SlotQuotaStatus(
+                state="waiting",
+                message=h.why,
+                quota_id=q.quota_id if q else None,
+                limit=q.chips if q else None,
+                place=q.place if q else None,
+            )
     for h in blocked:
         error = memory.error(h.action.key)
         if h.rule == RULE and error is not None and error.quota is not None:

@@ -357,10 +357,11 @@ def _with_latency(
 
 
 def _with_quota(
-    rows: tuple[SlotStatus, ...], plan: Plan | None, memory: Memory
+    rows: tuple[SlotStatus, ...], desired: Desired | None, plan: Plan | None, memory: Memory
 ) -> tuple[SlotStatus, ...]:
     """Each slot whose create waits for quota, or was refused for it, says so."""
-    by_slot = quota.slot_states(plan.held, plan.blocked, memory) if plan else {}
+    quotas = desired.quotas if desired is not None else ()
+    by_slot = quota.slot_states(quotas, plan.held, plan.blocked, memory) if plan else {}
     if not by_slot:
         return rows
     return tuple(
@@ -409,7 +410,7 @@ def build_status(
     if wait_hints and desired is not None:
         slots = _with_waits(slots, waiting_hints(desired, observed, wait_hints))
     slots = _with_latency(slots, lat.zone_values(desired, observed, memory.latency))
-    slots = _with_quota(slots, plan, memory)
+    slots = _with_quota(slots, desired, plan, memory)
     return StatusSnapshot(
         generated_at=iso(now),
         backend=backend,

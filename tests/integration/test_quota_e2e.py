@@ -1,0 +1,125 @@
+"""End to end: chip quotas, the real controller against the emulator enforcing them the way
+the cloud does (429 RESOURCE_EXHAUSTED naming the quota; every QR counted until deleted).
+
+1. A file wanting 3 x v6e-8 under a 16-chip quota it declares holds 2 and waits on the third
+   without one refused create; `quota` and `status` say why.
+2. Without the file's quota the third create is refused once, shown with the cloud's words,
+   and not sent again pass after pass; releasing a slot lowers the use and lets it go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+
+import pytest
+
+from reconciler.surfaces.cli import main as cli
+from tests.fixtures.controller import Harness, desired_text
+
+pytestmark = pytest.mark.integration
+
+ZONE = "europe-west4-a"
+WAIT = "waiting for quota: 16/16 spot v6e chips in europe-west4-a"
+QUOTA_ID = "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"
+
+
+def wanted(quota: bool, released: str = "") -> str:
+    slots = "".join(
+        f"  - {{name: {n}, zone: {ZONE}, accelerator: v6e-8, mode: spot, "
+        f"want: {'released' if n == released else 'held'}}}\n"
+        for n in ("v6e-a", "v6e-b", "v6e-c")
+    )
+    quotas = f"quotas:\n  - {{family: v6e, mode: spot, zone: {ZONE}, chips: 16}}\n"
+    return desired_text((quotas if quota else "") + "slots:\n" + slots, poll_interval="0.2s")
+
+
+def creates(h: Harness, name: str | None = None) -> list[int]:
+    """HTTP status of every create sent (of ``name`` only, when given)."""
+    return [
+        r.status
+        for r in h.emulator.requests()
+        if r.key == "POST queuedResources.create"
+        and (name is None or r.query.get("queuedResourceId") == name)
+    ]
+
+
+def slot(h: Harness, name: str) -> dict[str, object]:
+    return next(s for s in h.snapshot()["slots"] if s["name"] == name)
+
+
+async def run_cli(h: Harness, *argv: str) -> str:
+    out = io.StringIO()
+    base = ["--file", str(h.path), "--state-dir", str(h.state.root), "-q"]
+
+    def call() -> int:
+        with contextlib.redirect_stdout(out):
+            return cli([*base, *argv])
+
+    assert await asyncio.to_thread(call) == 0
+    return out.getvalue()
+
+
+async def passes(h: Harness, seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+async def test_the_file_quota_holds_two_and_waits_on_the_third(running: Harness) -> None:
+    h = running
+    h.emulator.set_quota("v6e", "spot", 16, zone=ZONE)
+    h.write(wanted(quota=True))
+    await h.until(
+        "two ACTIVE",
+        lambda: [h.state_of(ZONE, n) for n in ("v6e-a", "v6e-b")] == ["ACTIVE", "ACTIVE"],
+    )
+    await h.until(
+        "the third shown waiting",
+        lambda: (slot(h, "v6e-c").get("quota") or {}).get("message") == WAIT,  # type: ignore[union-attr]
+    )
+    await passes(h, 2.0)  # ten more passes at 0.2 s: still nothing sent for it
+    assert h.qr(ZONE, "v6e-c") is None
+    assert creates(h) == [200, 200], "no refused create, none for the third"
+    assert slot(h, "v6e-c")["quota"] == {
+        "state": "waiting",
+        "message": WAIT,
+        "quota_id": None,
+        "limit": 16,
+        "place": ZONE,
+    }
+    (limit,) = h.snapshot()["quotas"]
+    assert (limit["used"], limit["chips"], limit["waiting"]) == (16, 16, ["v6e-c"])
+    text = await run_cli(h, "quota")
+    assert "v6e-c" in text and "16" in text and "zone europe-west4-a" in text
+    doc = json.loads(await run_cli(h, "quota", "--json"))
+    assert [(w["slot"], w["message"]) for w in doc["waiting"]] == [("v6e-c", WAIT)]
+    assert WAIT in await run_cli(h, "status")
+    assert f"waiting  create v6e-c: {WAIT}" in await run_cli(h, "plan")
+
+
+async def test_a_refused_create_is_shown_and_not_retried_until_use_drops(
+    running: Harness,
+) -> None:
+    h = running
+    h.emulator.set_quota("v6e", "spot", 16, zone=ZONE)
+    h.write(wanted(quota=False))
+    await h.until("the third refused", lambda: 429 in creates(h, "v6e-c"))
+    await h.until(
+        "the refusal shown",
+        lambda: (slot(h, "v6e-c").get("quota") or {}).get("state") == "refused",  # type: ignore[union-attr]
+    )
+    shown = slot(h, "v6e-c")
+    assert shown["quota"]["quota_id"] == QUOTA_ID  # type: ignore[index]
+    assert shown["quota"]["limit"] == 16  # type: ignore[index]
+    assert f"Quota '{QUOTA_ID}' exhausted. Limit: 16 in zone {ZONE}" in str(shown["last_error"])
+    # 60 emulated seconds (3 s at 20x, 15 passes of 0.2 s): at most 3 creates for it,
+    # where Google's rate-limit rule would have resent it every second or two
+    await passes(h, 3.0)
+    assert len(creates(h, "v6e-c")) <= 3
+    assert creates(h, "v6e-c") == [429]
+    assert "refused by the cloud: v6e-c: " in await run_cli(h, "quota")
+    # a release lowers the chips counted under the quota: the create goes again, and fits
+    h.write(wanted(quota=False, released="v6e-a"))
+    await h.until("the third ACTIVE", lambda: h.state_of(ZONE, "v6e-c") == "ACTIVE")
+    assert creates(h, "v6e-c") == [429, 200]
