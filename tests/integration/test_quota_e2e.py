@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import io
 import json
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,7 @@ def creates(h: Harness, name: str | None = None) -> list[int]:
     ]
 
 
-def slot(h: Harness, name: str) -> dict[str, object]:
+def slot(h: Harness, name: str) -> dict[str, Any]:
     return next(s for s in h.snapshot()["slots"] if s["name"] == name)
 
 
@@ -76,7 +77,7 @@ async def test_the_file_quota_holds_two_and_waits_on_the_third(running: Harness)
     )
     await h.until(
         "the third shown waiting",
-        lambda: (slot(h, "v6e-c").get("quota") or {}).get("message") == WAIT,  # type: ignore[union-attr]
+        lambda: (slot(h, "v6e-c").get("quota") or {}).get("message") == WAIT,
     )
     await passes(h, 2.0)  # ten more passes at 0.2 s: still nothing sent for it
     assert h.qr(ZONE, "v6e-c") is None
@@ -107,11 +108,11 @@ async def test_a_refused_create_is_shown_and_not_retried_until_use_drops(
     await h.until("the third refused", lambda: 429 in creates(h, "v6e-c"))
     await h.until(
         "the refusal shown",
-        lambda: (slot(h, "v6e-c").get("quota") or {}).get("state") == "refused",  # type: ignore[union-attr]
+        lambda: (slot(h, "v6e-c").get("quota") or {}).get("state") == "refused",
     )
     shown = slot(h, "v6e-c")
-    assert shown["quota"]["quota_id"] == QUOTA_ID  # type: ignore[index]
-    assert shown["quota"]["limit"] == 16  # type: ignore[index]
+    assert shown["quota"]["quota_id"] == QUOTA_ID
+    assert shown["quota"]["limit"] == 16
     assert f"Quota '{QUOTA_ID}' exhausted. Limit: 16 in zone {ZONE}" in str(shown["last_error"])
     # 60 emulated seconds (3 s at 20x, 15 passes of 0.2 s): at most 3 creates for it,
     # where Google's rate-limit rule would have resent it every second or two
