@@ -19,14 +19,11 @@ INFOS = "v1/projects/test-project/locations/global/services/tpu.googleapis.com/q
 
 
 @pytest.fixture
-def emu(make_emulator: Callable[..., Emulator]) -> Emulator:
-    return make_emulator(speed=0)
-
-
-@pytest.fixture
-def http(emu: Emulator) -> Iterator[httpx.Client]:
+def served(make_emulator: Callable[..., Emulator]) -> Iterator[tuple[Emulator, httpx.Client]]:
+    """A frozen-clock emulator and a client of its API."""
+    emu = make_emulator(speed=0)
     with httpx.Client(base_url=emu.url, timeout=10) as client:
-        yield client
+        yield emu, client
 
 
 def create(
@@ -39,8 +36,9 @@ def create(
 
 @pytest.mark.parametrize("state", ["ACTIVE", "SUSPENDED", "FAILED", "WAITING_FOR_RESOURCES", None])
 def test_a_qr_in_any_state_counts_until_deleted(
-    emu: Emulator, http: httpx.Client, state: str | None
+    served: tuple[Emulator, httpx.Client], state: str | None
 ) -> None:
+    emu, http = served
     emu.set_quota("v6e", "spot", 16, zone=ZONE)
     emu.add_queued_resource(ZONE, "old", "v6e-8", state=state)
     assert create(http, "a").status_code == 200
@@ -59,8 +57,9 @@ def test_a_qr_in_any_state_counts_until_deleted(
 
 
 def test_a_region_limit_counts_its_zones_and_other_modes_do_not(
-    emu: Emulator, http: httpx.Client
+    served: tuple[Emulator, httpx.Client],
 ) -> None:
+    emu, http = served
     emu.set_quota("v6e", "spot", 8, region="europe-west4")
     assert create(http, "a").status_code == 200
     assert create(http, "b", zone="europe-west4-b").status_code == 429
@@ -73,8 +72,9 @@ def test_a_region_limit_counts_its_zones_and_other_modes_do_not(
 
 
 def test_the_control_api_sets_limits_and_cloud_quotas_lists_them(
-    emu: Emulator, http: httpx.Client
+    served: tuple[Emulator, httpx.Client],
 ) -> None:
+    emu, http = served
     client = EmulatorClient(emu.url)
     client.set_quota("v6e", "spot", 64, zone=ZONE)
     client.set_quota("v4", "spot", 100, region="us-central2")
