@@ -23,7 +23,9 @@ _MODE_WORD: Final = {"spot": "Preemptible", "on-demand": "", "reserved": "Reserv
 _QUOTA_ID: Final = re.compile(r"[Qq]uota(?: limit| metric)? '([A-Za-z0-9_./-]+)'")
 _LIMIT: Final = re.compile(r"\bLimit:?\s*([0-9]+)(?:\.[0-9]+)?")
 _PLACE: Final = re.compile(r"\bin (zone|region)\s+'?([a-z]+-[a-z]+[0-9]+(?:-[a-z])?)'?")
-_ID_TAIL: Final = re.compile(r"^TPU(V[0-9][A-Z0-9]*?)S?(Preemptible|Reserved)?(?:Pod)?PerProject")
+_ID_TAIL: Final = re.compile(
+    r"^TPU(V[0-9][A-Za-z0-9]*?)[Ss]?(Preemptible|Reserved)?(?:Pod)?PerProject"
+)
 
 
 def chips(accelerator: str) -> int:

@@ -5,6 +5,8 @@ the cloud does (429 RESOURCE_EXHAUSTED naming the quota; every QR counted until 
    without one refused create; `quota` and `status` say why.
 2. Without the file's quota the third create is refused once, shown with the cloud's words,
    and not sent again pass after pass; releasing a slot lowers the use and lets it go.
+3. The Cloud Quotas API's quotaInfos, read through the emulator: as limits, and in a
+   controller with ``settings.quota_source: cloud`` (the third waits, nothing is refused).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from reconciler.adapters.cloud_quotas import ENDPOINT_ENV, read_limits
+from reconciler.model.desired import QuotaSpec
 from reconciler.surfaces.cli import main as cli
 from tests.fixtures.controller import Harness, desired_text
 
@@ -48,7 +52,10 @@ def creates(h: Harness, name: str | None = None) -> list[int]:
 
 
 def slot(h: Harness, name: str) -> dict[str, Any]:
-    return next(s for s in h.snapshot()["slots"] if s["name"] == name)
+    """The slot's row in the controller's snapshot ({} before the first one is written)."""
+    if not h.state.status.exists():
+        return {}
+    return next((s for s in h.snapshot()["slots"] if s["name"] == name), {})
 
 
 async def run_cli(h: Harness, *argv: str) -> str:
@@ -124,3 +131,48 @@ async def test_a_refused_create_is_shown_and_not_retried_until_use_drops(
     h.write(wanted(quota=False, released="v6e-a"))
     await h.until("the third ACTIVE", lambda: h.state_of(ZONE, "v6e-c") == "ACTIVE")
     assert creates(h, "v6e-c") == [429, 200]
+
+
+def cloud_quotas(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Cloud Quotas API is the emulator's, which limits spot v6e to 16 chips in ZONE."""
+    monkeypatch.setenv(ENDPOINT_ENV, h.emulator.url)
+    h.emulator.set_quota("v6e", "spot", 16, zone=ZONE)
+
+
+async def test_the_cloud_quotas_route_is_read_through_the_emulator(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = harness
+    cloud_quotas(h, monkeypatch)
+    h.emulator.set_quota("v4", "spot", 100, region="us-central2")
+    assert await read_limits("test-project") == (
+        QuotaSpec(
+            "v4",
+            "spot",
+            "region",
+            "us-central2",
+            100,
+            "cloud",
+            "TPUV4PreemptiblePerProjectPerRegionForTPUAPI",
+        ),
+        QuotaSpec("v6e", "spot", "zone", ZONE, 16, "cloud", QUOTA_ID),
+    )
+    (sent,) = [r for r in h.emulator.requests() if r.key == "GET quotaInfos.list"]
+    assert sent.user_project == "test-project", "billed like the TPU API's requests"
+
+
+async def test_quota_source_cloud_waits_on_the_clouds_limit(
+    running: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = running
+    cloud_quotas(h, monkeypatch)
+    h.write(wanted(quota=False).replace("settings:\n", "settings:\n  quota_source: cloud\n", 1))
+    await h.until(
+        "the third shown waiting",
+        lambda: (slot(h, "v6e-c").get("quota") or {}).get("message") == WAIT,
+    )
+    await passes(h, 1.0)
+    assert sorted(creates(h)) == [200, 200], "no refused create"
+    (limit,) = h.snapshot()["quotas"]
+    assert (limit["source"], limit["quota_id"], limit["waiting"]) == ("cloud", QUOTA_ID, ["v6e-c"])
+    assert f"cloud ({QUOTA_ID})" in await run_cli(h, "quota")
