@@ -105,6 +105,7 @@ _OBSERVED: Final = (
     "tmux",
     "instance",
     "latency_ms",
+    "quota",
 )
 
 

@@ -23,6 +23,7 @@ from reconciler.adapters.cloud_quotas import ENDPOINT_ENV, read_limits
 from reconciler.model.desired import QuotaSpec
 from reconciler.surfaces.cli import main as cli
 from tests.fixtures.controller import Harness, desired_text
+from tests.integration.test_mcp_server import call, session
 
 pytestmark = pytest.mark.integration
 
@@ -103,6 +104,14 @@ async def test_the_file_quota_holds_two_and_waits_on_the_third(running: Harness)
     doc = json.loads(await run_cli(h, "quota", "--json"))
     assert [(w["slot"], w["message"]) for w in doc["waiting"]] == [("v6e-c", WAIT)]
     assert WAIT in await run_cli(h, "status")
+    async with session(h.path.parent, "reconciler.surfaces.mcp_server", "--file", str(h.path),
+                       "--state-dir", str(h.state.root)) as s:  # fmt: skip
+        mcp = await call(s, "quotas")
+        assert [(w["slot"], w["message"]) for w in mcp["waiting"]] == [("v6e-c", WAIT)]
+        assert mcp["quotas"][0]["waiting"] == ["v6e-c"]
+        listed = await call(s, "list_slots")
+        (third,) = [x for x in listed["slots"] if x["name"] == "v6e-c"]
+        assert third["observed"]["quota"]["message"] == WAIT
     assert f"waiting  create v6e-c: {WAIT}" in await run_cli(h, "plan")
 
 
