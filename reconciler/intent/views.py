@@ -228,6 +228,8 @@ def format_slot_info(doc: Mapping[str, Any]) -> str:
             "command cannot connect)"
         )
     lines.append(f"last error: {obs.get('last_error') or '-'}")
+    if isinstance(quota := obs.get("quota"), dict):  # its create waits for, or was refused, quota
+        lines.append(f"quota: {quota.get('state')}: {quota.get('message')}")
     lines.append(f"created {obs.get('create_time') or '-'}   instance {obs.get('instance') or '-'}")
     setup = obs.get("setup") or {}
     if setup:

@@ -361,3 +361,17 @@ def test_entries_resolve_to_specs() -> None:
         QuotaSpec("v6e", "spot", "zone", EW4A, 8),
         QuotaSpec("v4", "spot", "region", "us-central2", 100),
     )
+
+
+def test_the_tui_plan_pane_and_the_info_pane_say_it() -> None:
+    from reconciler.core.status import plan_status
+    from reconciler.intent.views import format_slot_info
+    from reconciler.surfaces.tui._frame import plan_lines
+
+    p = plan(parse_desired(text(s("a"), s("b"), s("c"), quotas=q(16))), world())
+    assert f"  waiting: + create c: {WAIT_EW4A}" in plan_lines(plan_status(p))
+    doc = {
+        "name": "c",
+        "observed": {"state": "NOT_QUEUED", "quota": {"state": "waiting", "message": WAIT_EW4A}},
+    }
+    assert f"quota: waiting: {WAIT_EW4A}" in format_slot_info(doc).splitlines()
