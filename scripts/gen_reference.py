@@ -44,6 +44,7 @@ SECTIONS: Final[tuple[tuple[type[BaseModel], str], ...]] = (
     (d.RaceGroupModel, "race_groups[]"),
     (d.GeneratorModel, "generate[]"),
     (d.QuotaModel, "quotas[]"),
+    (d.MemberModel, "members.NAME"),
     (
         d.WorkloadModel,
         "defaults.workload, slots[].workload, race_groups[].workload, generate[].workload",

@@ -50,7 +50,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Final
 
-from reconciler.core import control, quota
+from reconciler.core import control, quota, quota_share
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan_values import (
@@ -505,7 +505,8 @@ def _controls(
             held.append(Held(a, control.PAUSED_WHY, rule="paused"))
         else:
             actions.append(a)
-    actions, waits = quota.gate(desired.quotas, observed, actions)  # creates past a limit
+    lab = quota_share.lab(desired, observed)  # owners, caps and priority, when a lab shares it
+    actions, waits = quota.gate(desired.quotas, observed, actions, lab)  # creates past a limit
     held += waits
     ids: dict[str, str] = {}
     for a in actions:

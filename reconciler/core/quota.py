@@ -21,11 +21,13 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
+from reconciler.core import quota_share as share
 from reconciler.core.memory import ActionError, Memory
 from reconciler.core.plan_values import Action, Held, Kind
 from reconciler.errors import UnsafeName
@@ -77,32 +79,71 @@ def wait_text(spec: QuotaSpec, used: int) -> str:
 
 
 def gate(
-    quotas: Sequence[QuotaSpec], observed: Observation, actions: Iterable[Action]
+    quotas: Sequence[QuotaSpec],
+    observed: Observation,
+    actions: Iterable[Action],
+    lab: share.Lab | None = None,
 ) -> tuple[list[Action], list[Held]]:
-    """(the actions that go, the creates that wait for quota). Every create comes back with
-    ``quota_use``: the chips counted in its zone and region before it."""
+    """(the actions that go, in the plan's order; the creates that wait for quota or a
+    member's cap). Every create comes back with ``quota_use``: the chips counted in its zone
+    and region before it. With a ``lab`` (``core.quota_share``) creates are decided in its
+    fair order and waiting ones say who is ahead."""
     use = tally(observed)
-    go: list[Action] = []
+    listed = list(actions)
+    decided: dict[int, Action] = {}
     waits: list[Held] = []
-    for a in actions:
-        family = _family(a.create.accelerator_type) if a.create is not None else None
-        if a.kind != Kind.CREATE or a.create is None or family is None:
-            go.append(a)
+    went: dict[Key, list[str]] = {}
+    creates = [(i, a, f) for i, a in enumerate(listed) if (f := _create_family(a)) is not None]
+
+    def rank(slot: str, family: str, i: int) -> tuple[int, int, int]:
+        return lab.rank(slot, family, i) if lab is not None else (0, 0, i)
+
+    heap = [(rank(a.slot, f, i), i, a, f) for i, a, f in creates]
+    heapq.heapify(heap)
+    while heap:
+        ranked, i, a, family = heapq.heappop(heap)
+        if (now := rank(a.slot, family, i)) != ranked:  # its owner took more chips since
+            heapq.heappush(heap, (now, i, a, family))
             continue
+        assert a.create is not None
         mode, n, region = a.create.mode, chips(a.create.accelerator_type), region_of(a.zone)
         zone_key, region_key = (family, mode, "zone", a.zone), (family, mode, "region", region)
         a = replace(a, quota_use=((a.zone, use[zone_key]), (region, use[region_key])))
+        capped = lab.cap(a.slot, family) if lab is not None else None
         over = next(
             (q for q in quotas if applies(q, family, mode, a.zone) and use[key(q)] + n > q.chips),
             None,
         )
-        if over is not None:
-            waits.append(Held(a, wait_text(over, use[key(over)]), rule=RULE))
-            continue
-        use[zone_key] += n
-        use[region_key] += n
-        go.append(a)
+        if capped is not None and capped[1] + n > capped[2]:
+            waits.append(
+                Held(a, share.cap_text(capped[0], capped[1], capped[2], family), rule=RULE)
+            )
+        elif over is not None:
+            why = wait_text(over, use[key(over)])
+            if lab is not None:
+                why += share.behind(lab, key(over), went.get(key(over), []))
+            waits.append(Held(a, why, rule=RULE))
+        else:
+            use[zone_key] += n
+            use[region_key] += n
+            for k in (zone_key, region_key):
+                went.setdefault(k, []).append(a.slot)
+            decided[i] = a
+            if lab is not None:
+                lab.held[(lab.owner(a.slot), family)] += n  # fair share: counted at once
+    create_at = {i for i, _, _ in creates}
+    go = [
+        decided[i] if i in create_at else a
+        for i, a in enumerate(listed)
+        if i not in create_at or i in decided
+    ]
     return go, waits
+
+
+def _create_family(a: Action) -> str | None:
+    if a.kind != Kind.CREATE or a.create is None:
+        return None
+    return _family(a.create.accelerator_type)
 
 
 def refusal_use(error: ActionError, action: Action, observed: Observation) -> int | None:
@@ -145,13 +186,19 @@ def limits(quotas: Sequence[QuotaSpec], observed: Observation, held: Iterable[He
     use = tally(observed)
     waits = [h for h in held if h.rule == RULE]
     return [
-        Limit(q, use[key(q)], tuple(h.action.slot for h in waits if h.why.endswith(_tail(q))))
+        Limit(q, use[key(q)], tuple(h.action.slot for h in waits if _about(h.why, q)))
         for q in quotas
     ]
 
 
 def _tail(spec: QuotaSpec) -> str:
     return f"/{spec.chips} {spec.mode} {spec.family} chips in {spec.place}"
+
+
+def _about(why: str, spec: QuotaSpec) -> bool:
+    """The wait ``why`` is for ``spec`` (its words end there, or go on with who is ahead)."""
+    tail = _tail(spec)
+    return why.startswith("waiting for quota: ") and (why.endswith(tail) or f"{tail} (" in why)
 
 
 def slot_states(
@@ -161,7 +208,7 @@ def slot_states(
     out: dict[str, SlotQuotaStatus] = {}
     for h in held:
         if h.rule == RULE:
-            q = next((q for q in quotas if h.why.endswith(_tail(q))), None)
+            q = next((q for q in quotas if _about(h.why, q)), None)
             out[h.action.slot] = SlotQuotaStatus(
                 state="waiting",
                 message=h.why,

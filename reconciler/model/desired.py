@@ -365,6 +365,22 @@ class QuotaModel(_Model):
     chips: int = Field(ge=0, le=1_000_000, description="Most chips held or queued at once.")
 
 
+class MemberModel(_Model):
+    """One person of a lab sharing the project: a cap per accelerator family and a priority."""
+
+    chips: dict[Family, Annotated[int, Field(ge=0, le=1_000_000)]] = Field(
+        default_factory=dict,
+        description="Most chips of each family this member's slots may hold or queue at once.",
+    )
+    priority: int = Field(
+        0,
+        ge=-1000,
+        le=1000,
+        description="Higher goes first when creates compete for a quota (then fewest chips "
+        "held, then file order).",
+    )
+
+
 class DesiredFile(_Model):
     project: ProjectId = Field(description="GCP project that owns the TPUs (required).")
     settings: Settings = Field(
@@ -387,6 +403,10 @@ class DesiredFile(_Model):
     quotas: list[QuotaModel] = Field(
         default_factory=list,
         description="Chip limits per family, mode and zone or region: creates past one wait.",
+    )
+    members: dict[UserName, MemberModel] = Field(
+        default_factory=dict,
+        description="Per owner (a slot's owner:): chip caps per family and a priority.",
     )
 
 
@@ -483,6 +503,15 @@ class QuotaSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class MemberSpec:
+    """A member's caps (family -> chips) and priority, as ``members:`` says."""
+
+    name: str
+    chips: Mapping[str, int] = field(default_factory=dict)
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Desired:
     project: str
     settings: Settings
@@ -491,6 +520,7 @@ class Desired:
     source: str = "desired.yaml"
     digest: str = ""  # sha256 of the text it was parsed from
     quotas: tuple[QuotaSpec, ...] = ()
+    members: tuple[MemberSpec, ...] = ()
     _by_name: Mapping[str, SlotSpec] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -24,6 +24,7 @@ from reconciler.model.desired import (
     Desired,
     DesiredFile,
     HoldSpec,
+    MemberSpec,
     RaceGroupSpec,
     Setup,
     SetupSpec,
@@ -237,6 +238,9 @@ def resolve(
         source=source,
         digest=digest,
         quotas=quotas,
+        members=tuple(
+            MemberSpec(name, dict(m.chips), m.priority) for name, m in model.members.items()
+        ),
     )
 
 
