@@ -375,3 +375,20 @@ def test_the_tui_plan_pane_and_the_info_pane_say_it() -> None:
         "observed": {"state": "NOT_QUEUED", "quota": {"state": "waiting", "message": WAIT_EW4A}},
     }
     assert f"quota: waiting: {WAIT_EW4A}" in format_slot_info(doc).splitlines()
+
+
+def test_validate_resolved_shows_limits_and_members() -> None:
+    from reconciler.model.resolved import format_resolved
+
+    d = parse_desired(
+        text(quotas=q(16) + q(100, region="us-central2", family="v4"))
+        + "members:\n  alice: {chips: {v6e: 8}, priority: 1}\n"
+    )
+    shown = format_resolved(d)
+    assert (
+        "quotas:\n  - family: v6e\n    mode: spot\n    zone: europe-west4-a\n    chips: 16\n"
+        in shown
+    )
+    assert "    region: us-central2\n    chips: 100\n" in shown
+    assert "members:\n  alice:\n    chips:\n      v6e: 8\n    priority: 1\n" in shown
+    assert "quotas:" not in format_resolved(parse_desired(text(s("a"))))
