@@ -7,6 +7,7 @@ the cloud does (429 RESOURCE_EXHAUSTED naming the quota; every QR counted until 
    and not sent again pass after pass; releasing a slot lowers the use and lets it go.
 3. The Cloud Quotas API's quotaInfos, read through the emulator: as limits, and in a
    controller with ``settings.quota_source: cloud`` (the third waits, nothing is refused).
+4. The real gcloud's wording of the refusal is read as the same quota.
 """
 
 from __future__ import annotations
@@ -20,10 +21,15 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.cloud_quotas import ENDPOINT_ENV, read_limits
+from reconciler.adapters.gcloud import GcloudCloud
+from reconciler.emulator import Emulator
+from reconciler.errors import QuotaExceeded
 from reconciler.model.desired import QuotaSpec
+from reconciler.model.requests import CreateRequest
 from reconciler.surfaces.cli import main as cli
 from tests.fixtures.controller import Harness, desired_text
 from tests.integration.test_mcp_server import call, session
+from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.integration
 
@@ -185,3 +191,19 @@ async def test_quota_source_cloud_waits_on_the_clouds_limit(
     (limit,) = h.snapshot()["quotas"]
     assert (limit["source"], limit["quota_id"], limit["waiting"]) == ("cloud", QUOTA_ID, ["v6e-c"])
     assert f"cloud ({QUOTA_ID})" in await run_cli(h, "quota")
+
+
+async def test_the_gcloud_backend_reads_a_quota_refusal_too(
+    emulator: Emulator, gcloud_env: dict[str, str]
+) -> None:
+    """gcloud words the 429 its own way; the quota it names is read all the same."""
+    emulator.set_quota("v6e", "spot", 8, zone=ZONE)
+    cloud = GcloudCloud("test-project", gcloud=require_tool("gcloud"), env=gcloud_env)
+
+    def request(name: str) -> CreateRequest:
+        return CreateRequest(name, ZONE, "v6e-8", "v2-alpha-tpuv6e", "spot")
+
+    await cloud.create_queued_resource(request("v6e-a"))
+    with pytest.raises(QuotaExceeded) as refused:
+        await cloud.create_queued_resource(request("v6e-b"))
+    assert (refused.value.quota_id, refused.value.limit, refused.value.place) == (QUOTA_ID, 8, ZONE)
