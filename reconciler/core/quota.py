@@ -21,9 +21,10 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -43,24 +44,40 @@ RULE: Final = "quota"
 Key = tuple[str, str, str, str]  # (family, mode, scope, place)
 
 
-def _family(accelerator: str | None) -> str | None:
+@functools.lru_cache(maxsize=512)
+def _shape(accelerator: str) -> tuple[str, int] | None:
+    """(family, chips) of an accelerator type; None when it is not one. A file and a project
+    use a handful of types: each is parsed once, not once per QR per pass."""
     try:
-        return accelerator_family(accelerator) if accelerator else None
+        return accelerator_family(accelerator), chips(accelerator)
     except UnsafeName:
         return None
+
+
+_region = functools.lru_cache(maxsize=1024)(region_of)
+
+
+def _chips(accelerator: str) -> int:
+    shape = _shape(accelerator)
+    return shape[1] if shape is not None else chips(accelerator)
+
+
+def _family(accelerator: str | None) -> str | None:
+    shape = _shape(accelerator) if accelerator else None
+    return shape[0] if shape is not None else None
 
 
 def tally(observed: Observation) -> Counter[Key]:
     """Chips counted per (family, mode, "zone"|"region", place) by the observed QRs."""
     use: Counter[Key] = Counter()
     for qr in observed.queued_resources:
-        family = _family(qr.accelerator_type)
-        if family is None or qr.accelerator_type is None:
+        shape = _shape(qr.accelerator_type) if qr.accelerator_type else None
+        if shape is None:
             continue
-        n = chips(qr.accelerator_type)
+        family, n = shape
         mode = qr.mode or "on-demand"
         use[(family, mode, "zone", qr.zone)] += n
-        use[(family, mode, "region", region_of(qr.zone))] += n
+        use[(family, mode, "region", _region(qr.zone))] += n
     return use
 
 
@@ -88,25 +105,18 @@ def gate(
     member's cap). Every create comes back with ``quota_use``: the chips counted in its zone
     and region before it. With a ``lab`` (``core.quota_share``) creates are decided in its
     fair order and waiting ones say who is ahead."""
-    use = tally(observed)
     listed = list(actions)
+    creates = [(i, a, f) for i, a in enumerate(listed) if (f := _create_family(a)) is not None]
+    if not creates:
+        return listed, []  # nothing to count against (the steady pass)
+    use = tally(observed)
     decided: dict[int, Action] = {}
     waits: list[Held] = []
     went: dict[Key, list[str]] = {}
-    creates = [(i, a, f) for i, a in enumerate(listed) if (f := _create_family(a)) is not None]
 
-    def rank(slot: str, family: str, i: int) -> tuple[int, int, int]:
-        return lab.rank(slot, family, i) if lab is not None else (0, 0, i)
-
-    heap = [(rank(a.slot, f, i), i, a, f) for i, a, f in creates]
-    heapq.heapify(heap)
-    while heap:
-        ranked, i, a, family = heapq.heappop(heap)
-        if (now := rank(a.slot, family, i)) != ranked:  # its owner took more chips since
-            heapq.heappush(heap, (now, i, a, family))
-            continue
+    for i, a, family in creates if lab is None else _fair(creates, lab):
         assert a.create is not None
-        mode, n, region = a.create.mode, chips(a.create.accelerator_type), region_of(a.zone)
+        mode, n, region = a.create.mode, _chips(a.create.accelerator_type), _region(a.zone)
         zone_key, region_key = (family, mode, "zone", a.zone), (family, mode, "region", region)
         a = replace(a, quota_use=((a.zone, use[zone_key]), (region, use[region_key])))
         capped = lab.cap(a.slot, family) if lab is not None else None
@@ -138,6 +148,21 @@ def gate(
         if i not in create_at or i in decided
     ]
     return go, waits
+
+
+def _fair(
+    creates: list[tuple[int, Action, str]], lab: share.Lab
+) -> Iterator[tuple[int, Action, str]]:
+    """``creates`` in the lab's order, each ranked when it comes up: its owner's chips held
+    grow as their creates go (a heap, re-queued lazily: a rank only ever grows)."""
+    heap = [(lab.rank(a.slot, f, i), i, a, f) for i, a, f in creates]
+    heapq.heapify(heap)
+    while heap:
+        ranked, i, a, family = heapq.heappop(heap)
+        if (now := lab.rank(a.slot, family, i)) != ranked:  # its owner took more chips since
+            heapq.heappush(heap, (now, i, a, family))
+            continue
+        yield i, a, family
 
 
 def _create_family(a: Action) -> str | None:

@@ -59,9 +59,9 @@ class Lab:
 
 def lab(desired: Desired, observed: Observation) -> Lab | None:
     """The lab of ``desired``; None when it has no members and no slot names an owner."""
-    owners = {s.name: getattr(s, "owner", None) for s in desired.slots}
-    if not desired.members and not any(owners.values()):
+    if not desired.members and not any(getattr(s, "owner", None) for s in desired.slots):
         return None
+    owners = {s.name: getattr(s, "owner", None) for s in desired.slots}
     found = Lab(
         owners=owners,
         priority={m.name: m.priority for m in desired.members},
