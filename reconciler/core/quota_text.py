@@ -23,12 +23,13 @@ def quota_doc(snapshot: StatusSnapshot) -> dict[str, Any]:
 
 
 def format_quota(snapshot: StatusSnapshot) -> str:
+    seen = snapshot.observed_at is not None  # without an observation the use is not known
     rows = [
         (
             q.family,
             q.mode,
             f"{q.scope} {q.place}",
-            str(q.used),
+            str(q.used) if seen else "?",
             str(q.chips),
             q.source if q.quota_id is None else f"{q.source} ({q.quota_id})",
             ", ".join(q.waiting) or "-",

@@ -31,7 +31,7 @@ def quota_cmd(args: argparse.Namespace) -> int:
         from reconciler.core.json_text import indented
         from reconciler.core.quota_text import quota_doc
 
-        print(indented(quota_doc(snapshot)))
+        print(indented({"schema_version": "tpu-reconciler.quota.v1", **quota_doc(snapshot)}))
     else:
         from reconciler.core.quota_text import format_quota
 
