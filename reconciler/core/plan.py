@@ -50,7 +50,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Final
 
-from reconciler.core import control, quota, quota_share
+from reconciler.core import control
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan_values import (
@@ -66,6 +66,9 @@ from reconciler.core.plan_values import (
     Plan,
     RaceStatus,
 )
+from reconciler.core.quota import RULE as QUOTA_RULE
+from reconciler.core.quota import gate, refusal_lifted, refused_text
+from reconciler.core.quota_share import lab as quota_lab
 from reconciler.model.desired import NO_HOLD, Desired, RaceGroupSpec, SlotSpec
 from reconciler.model.observed import (
     DEAD_STATES,
@@ -203,8 +206,8 @@ class _Planner:
         error = self.memory.error(action.key)
         refused = error is not None and error.permanent_fingerprint == action.fingerprint
         if refused and error is not None and error.quota is not None:
-            if not quota.refusal_lifted(error, action, self.observed):
-                self.blocked.append(Held(action, quota.refused_text(error), rule=quota.RULE))
+            if not refusal_lifted(error, action, self.observed):
+                self.blocked.append(Held(action, refused_text(error), rule=QUOTA_RULE))
                 return
             self.actions.append(action)  # fewer chips are counted under it: a new decision
         elif refused and error is not None:
@@ -505,8 +508,8 @@ def _controls(
             held.append(Held(a, control.PAUSED_WHY, rule="paused"))
         else:
             actions.append(a)
-    lab = quota_share.lab(desired, observed)  # owners, caps and priority, when a lab shares it
-    actions, waits = quota.gate(desired.quotas, observed, actions, lab)  # creates past a limit
+    lab = quota_lab(desired, observed)  # owners, caps and priority, when a lab shares it
+    actions, waits = gate(desired.quotas, observed, actions, lab)  # creates past a limit
     held += waits
     ids: dict[str, str] = {}
     for a in actions:

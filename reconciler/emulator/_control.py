@@ -6,6 +6,7 @@ own; errors come back in Google's error shape with HTTP 400 / 404.
 
     GET    /_emulator/state                       clock, QRs, nodes, capacity, faults
     POST   /_emulator/capacity    {zone, accelerator, count, shortage?}
+    POST   /_emulator/quotas      {family, mode, zone | region, chips}   (chips null: no limit)
     POST   /_emulator/preempt     {zone, node}
     POST   /_emulator/fail        {zone, name, status?, message?}
     POST   /_emulator/faults      {status?, method?, path?, count?, latency?, body?}
@@ -17,7 +18,6 @@ own; errors come back in Google's error shape with HTTP 400 / 404.
     POST   /_emulator/advance     {seconds}
     POST   /_emulator/speed       {speed}
     POST   /_emulator/queued-resources   {zone, name, accelerator?, mode?, labels?, state?, ...}
-    POST   /_emulator/quotas      {family, mode, zone | region, chips}   (chips null: no limit)
     GET    /_emulator/requests                    {"requests": [...], "counts": {...}}
     DELETE /_emulator/requests
 """
@@ -51,6 +51,15 @@ class Emulator(Protocol):
     def set_capacity(
         self, zone: str, accelerator: str, count: int | None, *, shortage: str | None = None
     ) -> None: ...
+    def set_quota(
+        self,
+        family: str,
+        mode: str,
+        chips: int | None,
+        *,
+        zone: str | None = ...,
+        region: str | None = ...,
+    ) -> None: ...
     def fail_queued_resource(
         self, zone: str, name: str, status: str = ..., message: str = ...
     ) -> None: ...
@@ -64,15 +73,6 @@ class Emulator(Protocol):
     def advance(self, seconds: float) -> None: ...
     def set_speed(self, speed: float) -> None: ...
     def clear_requests(self) -> None: ...
-    def set_quota(
-        self,
-        family: str,
-        mode: str,
-        chips: int | None,
-        *,
-        zone: str | None = ...,
-        region: str | None = ...,
-    ) -> None: ...
 
 
 _Action = Callable[[Emulator, dict[str, Any]], Any]
@@ -117,6 +117,9 @@ def _add(emu: Emulator, a: dict[str, Any]) -> Any:
 ROUTES: dict[tuple[str, str], _Action] = {
     ("GET", "state"): _state,
     ("POST", "capacity"): _capacity,
+    ("POST", "quotas"): lambda e, a: e.set_quota(
+        a["family"], a["mode"], a["chips"], zone=a.get("zone"), region=a.get("region")
+    ),
     ("POST", "preempt"): lambda e, a: e.preempt(a["zone"], a["node"]),
     ("POST", "fail"): _fail,
     ("POST", "faults"): _fault,
@@ -132,9 +135,6 @@ ROUTES: dict[tuple[str, str], _Action] = {
     ("POST", "advance"): lambda e, a: e.advance(float(a["seconds"])),
     ("POST", "speed"): lambda e, a: e.set_speed(float(a["speed"])),
     ("POST", "queued-resources"): _add,
-    ("POST", "quotas"): lambda e, a: e.set_quota(
-        a["family"], a["mode"], a["chips"], zone=a.get("zone"), region=a.get("region")
-    ),
     ("GET", "requests"): _requests,
     ("DELETE", "requests"): lambda e, a: e.clear_requests(),
 }

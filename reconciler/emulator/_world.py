@@ -298,10 +298,10 @@ class World:
             raise ApiError("ALREADY_EXISTS", f"Resource '{name}' already exists")
         if (zone, q.node_id) in self.nodes:
             raise ApiError("ALREADY_EXISTS", f"Node '{q.node_id}' already exists in {zone}")
-        self.quotas.check(self.qrs.values(), q)  # every QR counts until deleted
         failing = self._take_op_failure("create", zone, q.name)
         if failing is not None:
             return self._failing_op(zone, "create", q.name, failing)
+        self.quotas.check(self.qrs.values(), q)  # every QR counts until deleted
         intake.apply_policy(q, self.clock)
         q.next_at = self.t + self.timings.accept
         op = self._new_op(zone, "create", q.name)

@@ -89,16 +89,6 @@ class TmuxStatus:
 
 
 @dataclass(frozen=True)
-class ExpectedWaitStatus:
-    """Per waiting slot, from the capacity history: the median time from queued to ACTIVE in
-    its zone, accelerator and mode, and how many requests that figure stands on."""
-
-    p50_seconds: float | None = None
-    samples: int = 0
-    extra: Mapping[str, Any] = _extra()
-
-
-@dataclass(frozen=True)
 class SlotQuotaStatus:
     """Why a slot's create is not sent: ``state`` "waiting" (it would pass a limit: the
     ``message`` says "waiting for quota: 64/64 spot v6e chips in europe-west4-a") or
@@ -126,6 +116,16 @@ class QuotaStatus:
     waiting: tuple[str, ...] = ()
     source: str = "file"
     quota_id: str | None = None
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True)
+class ExpectedWaitStatus:
+    """Per waiting slot, from the capacity history: the median time from queued to ACTIVE in
+    its zone, accelerator and mode, and how many requests that figure stands on."""
+
+    p50_seconds: float | None = None
+    samples: int = 0
     extra: Mapping[str, Any] = _extra()
 
 
@@ -184,9 +184,9 @@ class SlotStatus:
     workload: WorkloadStatus | None = added()
     # waiting for capacity, with 3+ samples of history
     expected_wait: ExpectedWaitStatus | None = added()
+    quota: SlotQuotaStatus | None = added()  # its create waits for, or was refused, quota
     # round trip to the slot's zone (TCP connect to a held node's SSH port); None: none held
     latency_ms: float | None = added()
-    quota: SlotQuotaStatus | None = added()  # its create waits for, or was refused, quota
     extra: Mapping[str, Any] = _extra()
 
 
