@@ -14,11 +14,12 @@ from dataclasses import replace
 from typing import Any
 
 from reconciler.core import latency as lat
-from reconciler.core import quota
 from reconciler.core import workload as wl
 from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
+from reconciler.core.quota import slot_states as quota_slot_states
+from reconciler.core.quota import statuses as quota_statuses
 from reconciler.core.render import action_note, format_workload, one_line, plan_summary
 from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
@@ -361,7 +362,7 @@ def _with_quota(
 ) -> tuple[SlotStatus, ...]:
     """Each slot whose create waits for quota, or was refused for it, says so."""
     quotas = desired.quotas if desired is not None else ()
-    by_slot = quota.slot_states(quotas, plan.held, plan.blocked, memory) if plan else {}
+    by_slot = quota_slot_states(quotas, plan.held, plan.blocked, memory) if plan else {}
     if not by_slot:
         return rows
     return tuple(
@@ -430,5 +431,5 @@ def build_status(
             windows=tuple(sorted(windows)), orphans=tuple(sorted(tmux_orphans))
         ),
         suspended=plan.suspended if plan else bool(desired and desired.settings.suspend),
-        quotas=quota.statuses(desired, observed, plan.held if plan else ()),
+        quotas=quota_statuses(desired, observed, plan.held if plan else ()),
     )
