@@ -20,6 +20,7 @@ Errors also carry the *exit code* a command returns for them (``exit_code``, nam
     │   └── EditConflict                 desired.yaml changed under an edit, retries ran out
     ├── PermanentError                   retrying will not help
     │   ├── PermanentCloudError          PERMISSION_DENIED, INVALID_ARGUMENT, closed queue
+    │   │   └── QuotaExceeded            a create refused for a named quota (429 + quota id)
     │   ├── HostKeyMismatch              a worker's SSH host key changed for the same node
     │   ├── NoMachine                    an emulated node: no machine answers there   exit 69
     │   ├── UnsafeName                   a name that must never reach a subprocess
@@ -131,6 +132,30 @@ class PermanentCloudError(CloudError, PermanentError):
         PermanentError.__init__(self, message)
         self.status = status
         self.code = code
+
+
+class QuotaExceeded(PermanentCloudError):
+    """A create refused because it would pass a quota the cloud names (RESOURCE_EXHAUSTED,
+    HTTP 429, "Quota '...' exhausted. Limit: 64 in zone ..."): retrying will not help until
+    the use under that quota drops or the intent changes. ``quota_id``, ``limit``, ``scope``
+    ("zone" | "region") and ``place`` are what the text said (None when it did not)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        quota_id: str,
+        limit: int | None = None,
+        scope: str | None = None,
+        place: str | None = None,
+        status: str | None = "RESOURCE_EXHAUSTED",
+        code: int | None = 429,
+    ) -> None:
+        super().__init__(message, status=status, code=code)
+        self.quota_id = quota_id
+        self.limit = limit
+        self.scope = scope
+        self.place = place
 
 
 class SetupFailed(TemporaryError):

@@ -43,6 +43,8 @@ SECTIONS: Final[tuple[tuple[type[BaseModel], str], ...]] = (
     (d.SlotModel, "slots[]"),
     (d.RaceGroupModel, "race_groups[]"),
     (d.GeneratorModel, "generate[]"),
+    (d.QuotaModel, "quotas[]"),
+    (d.MemberModel, "members.NAME"),
     (
         d.WorkloadModel,
         "defaults.workload, slots[].workload, race_groups[].workload, generate[].workload",
@@ -58,6 +60,7 @@ GLOSSARY: Final[dict[str, str]] = {
     "SlotName": "lowercase letters, digits and hyphens, starting with a letter, ending with a "
     "letter or digit, at most 63 characters",
     "ZoneName": "a zone like `us-central2-b`",
+    "RegionName": "a region like `europe-west4` (a zone without its letter)",
     "Accelerator": "an accelerator type like `v4-8`, `v5litepod-16`, `v6e-64`",
     "Family": "an accelerator family like `v4`, `v5litepod`, `v6e`",
     "RuntimeVersion": "a runtime version like `tpu-ubuntu2204-base`",
@@ -86,6 +89,7 @@ _LITERALS: Final = {
     "Restart": d.Restart,
     "WhenDone": d.WhenDone,
     "CredentialSource": d.CredentialSource,
+    "QuotaSource": d.QuotaSource,
 }
 
 

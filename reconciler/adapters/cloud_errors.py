@@ -10,6 +10,9 @@ Purpose: turn what the cloud said — a Google status name (``PERMISSION_DENIED`
   unknown; also FAILED_PRECONDITION (a QR that cannot be deleted *yet*, e.g. while it
   provisions, heals as its state moves) and UNAUTHENTICATED (heals once the user logs in again,
   without restarting the controller);
+- *quota* (``QuotaExceeded``, permanent): RESOURCE_EXHAUSTED on a create whose text names a
+  quota ("Quota '...' exhausted. Limit: 64 in zone ..."): the planner sends it again only
+  when the use under that quota drops or the intent changes (``core.quota``);
 - *permanent* (``PermanentCloudError``): PERMISSION_DENIED, INVALID_ARGUMENT, OUT_OF_RANGE,
   UNIMPLEMENTED, NOT_FOUND / ALREADY_EXISTS outside the *done* cases, and a queue closed to the
   project ("no permission to submit into this queue" never heals), whatever status it came with.
@@ -26,7 +29,8 @@ from typing import Any, Final
 
 from reconciler.adapters.cloud import Outcome
 from reconciler.core.capacity import CLOSED_QUEUE_FRAGMENTS
-from reconciler.errors import PermanentCloudError, TransientCloudError
+from reconciler.errors import PermanentCloudError, QuotaExceeded, TransientCloudError
+from reconciler.model.quotas import parse_refusal
 from reconciler.model.rpc_codes import RPC_NAMES
 
 CloudFailure = TransientCloudError | PermanentCloudError
@@ -110,6 +114,17 @@ def classify(
         return PermanentCloudError(shown, status=name, code=code)
     if name in _PERMANENT or name in ("NOT_FOUND", "ALREADY_EXISTS"):
         return PermanentCloudError(shown, status=name, code=code)
+    refusal = parse_refusal(text) if name in _QUOTA and operation is Operation.CREATE else None
+    if refusal is not None:  # a named quota, not a rate limit: no retry until use drops
+        return QuotaExceeded(
+            shown,
+            quota_id=refusal.quota_id,
+            limit=refusal.limit,
+            scope=refusal.scope,
+            place=refusal.place,
+            status=name,
+            code=code,
+        )
     if name in _QUOTA:
         delay = QUOTA_DELAY
     elif name == "FAILED_PRECONDITION":

@@ -35,6 +35,7 @@ from reconciler.core.latency import ZoneLatency, smooth
 from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired
 from reconciler.model.observed import WON_STATES, Observation, QRState
+from reconciler.model.quotas import Refusal
 
 T = TypeVar("T")
 MEMORY_SCHEMA: Final = "tpu-reconciler.memory.v1"
@@ -61,6 +62,7 @@ class ActionError:
     message: str
     permanent_fingerprint: str | None = None  # set for permanent errors
     detail: str = ""  # e.g. the last lines of a failing worker's setup log
+    quota: Refusal | None = None  # a create refused for quota: which, and the use then
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +193,7 @@ def record_failure(
     detail: str = "",
     delay: float | None = None,
     counts: bool = True,
+    quota: Refusal | None = None,
 ) -> Memory:
     """``delay`` (e.g. from ``core.retry``) replaces the exponential backoff when given.
     ``counts=False`` is a look that found the action's operation still running: it waits
@@ -207,6 +210,7 @@ def record_failure(
             message=message,
             permanent_fingerprint=fingerprint if permanent else None,
             detail=detail[-2000:],
+            quota=quota,
         ),
     )
 
@@ -279,6 +283,7 @@ def to_dict(memory: Memory) -> dict[str, Any]:
                 "message": e.message,
                 "permanent_fingerprint": e.permanent_fingerprint,
                 "detail": e.detail,
+                **({"quota": _refusal_dict(e.quota)} if e.quota is not None else {}),
             }
             for key, e in sorted(memory.errors.items())
         },
@@ -326,6 +331,7 @@ def from_dict(data: Any) -> Memory:
                 message=str(e["message"]),
                 permanent_fingerprint=e.get("permanent_fingerprint"),
                 detail=str(e.get("detail", "")),
+                quota=_refusal(e["quota"]) if e.get("quota") is not None else None,
             )
             for key, e in data.get("errors", {}).items()
         }
@@ -372,3 +378,23 @@ def from_dict(data: Any) -> Memory:
 
 def _opt(value: Any, kind: Callable[[Any], T]) -> T | None:
     return None if value is None else kind(value)
+
+
+def _refusal_dict(r: Refusal) -> dict[str, Any]:
+    return {
+        "quota_id": r.quota_id,
+        "limit": r.limit,
+        "scope": r.scope,
+        "place": r.place,
+        "used": r.used,
+    }
+
+
+def _refusal(d: Any) -> Refusal:
+    return Refusal(
+        quota_id=str(d["quota_id"]),
+        limit=_opt(d.get("limit"), int),
+        scope=_opt(d.get("scope"), str),
+        place=_opt(d.get("place"), str),
+        used=_opt(d.get("used"), int),
+    )

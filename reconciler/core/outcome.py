@@ -12,6 +12,7 @@ here:
   the first failure of the run), by the operation's own short wait for ``OperationPending``
   (no failure: the operation is still running), else exponentially from the error's hint;
 - a ``PermanentError`` blocks the action until its fingerprint (intent or world) changes;
+  a ``QuotaExceeded`` also records the quota it named and the use then (``core.quota``);
 - anything else is a bug, not the world: a transient failure with a 30 s hint, "internal
   error: ..." in its message.
 
@@ -30,10 +31,12 @@ from reconciler.core.plan import SETUP_KINDS, Action, Kind
 from reconciler.errors import (
     OperationPending,
     PermanentError,
+    QuotaExceeded,
     SetupFailed,
     TemporaryError,
     TransientCloudError,
 )
+from reconciler.model.quotas import Refusal
 
 #: The hint of an internal error (a bug in the controller or an adapter): back off, say so.
 INTERNAL_ERROR_HINT = 30.0
@@ -108,6 +111,7 @@ def failed(
         detail=error.log_tail if isinstance(error, SetupFailed) else "",
         delay=exact,
         counts=not isinstance(error, OperationPending),  # still running: no failure
+        quota=quota_refusal(action, error),
     )
     event = _event(
         "action.failed",
@@ -118,6 +122,22 @@ def failed(
         delay=None if permanent else memory.errors[action.key].not_before - now,
     )
     return Outcome(memory, event, since)
+
+
+def quota_refusal(action: Action, error: BaseException) -> Refusal | None:
+    """What a quota refusal said, with the chips the planner counted under that quota when
+    the create was sent (``Action.quota_use``): it goes again once fewer are counted."""
+    if not isinstance(error, QuotaExceeded):
+        return None
+    counted = dict(action.quota_use)
+    place = error.place or (action.zone if error.scope in (None, "zone") else None)
+    return Refusal(
+        quota_id=error.quota_id,
+        limit=error.limit,
+        scope=error.scope or "zone",
+        place=place,
+        used=counted.get(place) if place is not None else None,
+    )
 
 
 def crashed(

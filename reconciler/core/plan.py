@@ -35,6 +35,9 @@ Rules (each action carries a human reason; reasons are shown, never used to deci
   like deferred ones):
   those of a ``paused`` slot; deletes of ACTIVE TPUs past ``settings.delete_guard`` not
   confirmed (``Plan.guard`` names the set); and every action while ``settings.suspend``.
+- Quota (``core.quota``): a create that would pass a chip limit of ``Desired.quotas`` waits
+  in ``held`` (``rule="quota"``); a create the cloud refused for quota is blocked until the
+  chips counted under that quota drop or its intent changes.
 
 The values it returns (``Plan``, ``Action``, ``Kind``, ...) are ``core/plan_values.py``.
 
@@ -63,6 +66,9 @@ from reconciler.core.plan_values import (
     Plan,
     RaceStatus,
 )
+from reconciler.core.quota import RULE as QUOTA_RULE
+from reconciler.core.quota import gate, refusal_lifted, refused_text
+from reconciler.core.quota_share import lab as quota_lab
 from reconciler.model.desired import NO_HOLD, Desired, RaceGroupSpec, SlotSpec
 from reconciler.model.multislice import lost_slice_replaces
 from reconciler.model.observed import (
@@ -201,7 +207,13 @@ class _Planner:
             self.actions.append(action)
             return
         error = self.memory.error(action.key)
-        if error is not None and error.permanent_fingerprint == action.fingerprint:
+        refused = error is not None and error.permanent_fingerprint == action.fingerprint
+        if refused and error is not None and error.quota is not None:
+            if not refusal_lifted(error, action, self.observed):
+                self.blocked.append(Held(action, refused_text(error), rule=QUOTA_RULE))
+                return
+            self.actions.append(action)  # fewer chips are counted under it: a new decision
+        elif refused and error is not None:
             self.blocked.append(Held(action, f"permanent error: {error.message}"))
         elif (
             error is not None
@@ -521,6 +533,9 @@ def _controls(
             held.append(Held(a, control.PAUSED_WHY, rule="paused"))
         else:
             actions.append(a)
+    lab = quota_lab(desired, observed)  # owners, caps and priority, when a lab shares it
+    actions, waits = gate(desired.quotas, observed, actions, lab)  # creates past a limit
+    held += waits
     ids: dict[str, str] = {}
     for a in actions:
         if a.kind != Kind.DELETE or not a.destructive:

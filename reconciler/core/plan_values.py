@@ -65,6 +65,9 @@ class Action:
     #: create: the zone is not known to offer the accelerator (``model.tpu_zones``, which may
     #: be behind Google's list): it goes ahead, and ``plan`` says so next to it
     unlisted_zone: bool = False
+    #: create: chips counted in its (zone, n) and (region, n) for its family and mode when it
+    #: was planned (``core.quota``); a quota refusal records the one it names
+    quota_use: tuple[tuple[str, int], ...] = field(default=(), compare=False)
 
     @property
     def symbol(self) -> str:

@@ -90,6 +90,8 @@ def _control_lines(plan: Plan, now: float | None) -> list[str]:
             lines.append(f"  paused   {h.action.kind.value} {h.action.slot}")
         elif h.rule == "suspended":
             lines.append(f"  held     {h.action.kind.value} {h.action.slot} (suspended)")
+        elif h.rule == "quota":
+            lines.append(f"  waiting  {h.action.kind.value} {h.action.slot}: {h.why}")
     guarded = [h.action.slot for h in plan.held if h.rule == "guard"]
     if guarded and plan.guard is not None:
         lines.append(f"  guarded  delete {', '.join(guarded)}: {plan.guard.why}")
@@ -165,6 +167,8 @@ def _note(row: SlotStatus, now: float) -> str:
         control = _control_note(row, now)
         if control:
             return control
+    if row.quota is not None and row.quota.state == "waiting":
+        return row.quota.message
     if row.last_error:
         return _cut(str(row.last_error), _NOTE_WIDTH)
     parts = []

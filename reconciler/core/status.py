@@ -19,6 +19,8 @@ from reconciler.core import workload as wl
 from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
+from reconciler.core.quota import slot_states as quota_slot_states
+from reconciler.core.quota import statuses as quota_statuses
 from reconciler.core.render import action_note, format_workload, one_line, plan_summary
 from reconciler.core.telemetry import chips_status, tpu_figure
 from reconciler.core.workload_memory import WorkloadMemory
@@ -390,6 +392,20 @@ def _with_latency(
     )
 
 
+def _with_quota(
+    rows: tuple[SlotStatus, ...], desired: Desired | None, plan: Plan | None, memory: Memory
+) -> tuple[SlotStatus, ...]:
+    """Each slot whose create waits for quota, or was refused for it, says so."""
+    quotas = desired.quotas if desired is not None else ()
+    by_slot = quota_slot_states(quotas, plan.held, plan.blocked, memory) if plan else {}
+    if not by_slot:
+        return rows
+    return tuple(
+        replace(row, quota=by_slot[row.name]) if row.managed and row.name in by_slot else row
+        for row in rows
+    )
+
+
 def _race_groups(desired: Desired | None, plan: Plan | None) -> tuple[RaceGroupStatus, ...]:
     paused = {g.name for g in desired.race_groups if g.paused} if desired else set()
     return tuple(
@@ -430,6 +446,7 @@ def build_status(
     if wait_hints and desired is not None:
         slots = _with_waits(slots, waiting_hints(desired, observed, wait_hints))
     slots = _with_latency(slots, lat.zone_values(desired, observed, memory.latency))
+    slots = _with_quota(slots, desired, plan, memory)
     return StatusSnapshot(
         generated_at=iso(now),
         backend=backend,
@@ -449,4 +466,5 @@ def build_status(
             windows=tuple(sorted(windows)), orphans=tuple(sorted(tmux_orphans))
         ),
         suspended=plan.suspended if plan else bool(desired and desired.settings.suspend),
+        quotas=quota_statuses(desired, observed, plan.held if plan else ()),
     )

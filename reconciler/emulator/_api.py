@@ -22,6 +22,11 @@ and of OS Login v1 (what ``gcloud compute os-login describe-profile`` asks, with
 ``CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN`` pointing here):
 
     GET    /v1/users/U/loginProfile                            one POSIX account, primary
+
+and of Cloud Quotas v1 (``CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDQUOTAS`` pointing here), limits
+only, as the real one gives:
+
+    GET    /v1/projects/P/locations/global/services/tpu.googleapis.com/quotaInfos
 """
 
 from __future__ import annotations
@@ -53,6 +58,14 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     ),
     ("GET", re.compile(_LOC + r"/operations/(?P<id>[^/]+)$"), "operations.get"),
     ("GET", re.compile(r"^/v1/users/(?P<user>[^/]+)/loginProfile$"), "users.getLoginProfile"),
+    (
+        "GET",
+        re.compile(
+            r"^/v1/projects/(?P<project>[^/]+)/locations/global/services/tpu\.googleapis\.com"
+            r"/quotaInfos/?$"
+        ),
+        "quotaInfos.list",
+    ),
 ]
 MAX_PAGE_SIZE = 1000
 _T = TypeVar("_T")
@@ -215,4 +228,5 @@ _HANDLERS: dict[str, _Handler] = {
     "nodes.getGuestAttributes": _guest,
     "operations.get": _get_op,
     "users.getLoginProfile": _login_profile,
+    "quotaInfos.list": lambda world, p, _q, _b, _s: world.quotas.quota_infos(p["project"]),
 }

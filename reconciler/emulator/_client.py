@@ -123,3 +123,15 @@ class EmulatorClient:
 
     def clear_requests(self) -> None:
         self._call("DELETE", "requests")
+
+    def set_quota(
+        self,
+        family: str,
+        mode: str,
+        chips: int | None,
+        *,
+        zone: str | None = None,
+        region: str | None = None,
+    ) -> None:
+        body = {"family": family, "mode": mode, "chips": chips, "zone": zone, "region": region}
+        self._call("POST", "quotas", body)

@@ -6,6 +6,7 @@ own; errors come back in Google's error shape with HTTP 400 / 404.
 
     GET    /_emulator/state                       clock, QRs, nodes, capacity, faults
     POST   /_emulator/capacity    {zone, accelerator, count, shortage?}
+    POST   /_emulator/quotas      {family, mode, zone | region, chips}   (chips null: no limit)
     POST   /_emulator/preempt     {zone, node}
     POST   /_emulator/fail        {zone, name, status?, message?}
     POST   /_emulator/faults      {status?, method?, path?, count?, latency?, body?}
@@ -52,6 +53,15 @@ class Emulator(Protocol):
     def inject_fault(self, fault: Fault) -> None: ...
     def set_capacity(
         self, zone: str, accelerator: str, count: int | None, *, shortage: str | None = None
+    ) -> None: ...
+    def set_quota(
+        self,
+        family: str,
+        mode: str,
+        chips: int | None,
+        *,
+        zone: str | None = ...,
+        region: str | None = ...,
     ) -> None: ...
     def fail_queued_resource(
         self, zone: str, name: str, status: str = ..., message: str = ...
@@ -115,6 +125,9 @@ def _add(emu: Emulator, a: dict[str, Any]) -> Any:
 ROUTES: dict[tuple[str, str], _Action] = {
     ("GET", "state"): _state,
     ("POST", "capacity"): _capacity,
+    ("POST", "quotas"): lambda e, a: e.set_quota(
+        a["family"], a["mode"], a["chips"], zone=a.get("zone"), region=a.get("region")
+    ),
     ("POST", "preempt"): lambda e, a: e.preempt(a["zone"], a["node"]),
     ("POST", "fail"): _fail,
     ("POST", "faults"): _fault,

@@ -212,6 +212,24 @@ class Emulator:
             self._settled().set_capacity(zone, accelerator, count, shortage)
             self._world.settle(self._world.t)
 
+    def set_quota(
+        self,
+        family: str,
+        mode: str,
+        chips: int | None,
+        *,
+        zone: str | None = None,
+        region: str | None = None,
+    ) -> None:
+        """At most ``chips`` chips of ``family`` in ``mode`` queued or held at once in ``zone``
+        or ``region`` (None: no limit); creates past it are refused 429 as the cloud does."""
+        if (zone is None) == (region is None):
+            raise ValueError("give exactly one of zone and region")
+        scope, place = ("zone", zone) if zone is not None else ("region", region)
+        assert place is not None
+        with self._lock:
+            self._settled().quotas.set(family, mode, scope, place, chips)
+
     def capacity_used(self, zone: str, accelerator: str) -> int:
         with self._lock:
             return self._settled().used(zone, accelerator)

@@ -28,6 +28,7 @@ from typing import Any
 from reconciler.emulator import _intake as intake
 from reconciler.emulator import _records as rec
 from reconciler.emulator._faults import FaultBook
+from reconciler.emulator._quota import QuotaBook
 from reconciler.emulator._records import ApiError, NodeRecord, OpRecord, QRRecord
 from reconciler.emulator._scenario import (
     OperationFailure,
@@ -64,6 +65,7 @@ class World:
         self.default_capacity = scenario.default_capacity
         self.unreachable: set[str] = set()
         self.faults = FaultBook()
+        self.quotas = QuotaBook()
         self.latency = 0.0
         self.fail_provisioning_deletes = scenario.fail_deletes_while_provisioning
         #: Armed operation failures and how many requests each may still fail (None: all).
@@ -317,6 +319,7 @@ class World:
         failing = self._take_op_failure("create", zone, q.name)
         if failing is not None:
             return self._failing_op(zone, "create", q.name, failing)
+        self.quotas.check(self.qrs.values(), q)  # every QR counts until deleted
         intake.apply_policy(q, self.clock)
         q.next_at = self.t + self.timings.accept
         op = self._new_op(zone, "create", q.name)

@@ -105,6 +105,7 @@ _OBSERVED: Final = (
     "tmux",
     "instance",
     "latency_ms",
+    "quota",
 )
 
 #: Shown only when the snapshot has them: a flex-start run's end, the node's own signals.
@@ -266,6 +267,8 @@ def format_slot_info(doc: Mapping[str, Any]) -> str:
     if obs.get("health_note"):
         lines.append(f"node signals: {obs['health_note']}")
     lines.append(f"last error: {obs.get('last_error') or '-'}")
+    if isinstance(quota := obs.get("quota"), dict):  # its create waits for, or was refused, quota
+        lines.append(f"quota: {quota.get('state')}: {quota.get('message')}")
     lines.append(f"created {obs.get('create_time') or '-'}   instance {obs.get('instance') or '-'}")
     setup = obs.get("setup") or {}
     if setup:

@@ -38,6 +38,7 @@ Mode = Literal["spot", "on-demand", "reserved", "flex-start"]
 Want = Literal["held", "released"]
 Backend = Literal["gcloud", "rest"]
 CredentialSource = Literal["gcloud", "adc"]
+QuotaSource = Literal["file", "cloud"]
 
 #: Runtime versions used when neither the slot nor ``settings.runtime_versions`` names one.
 DEFAULT_RUNTIME_VERSIONS: Final[Mapping[str, str]] = {
@@ -79,6 +80,12 @@ def _family(value: Any) -> str:
         raise PydanticCustomError(
             "family", "expected an accelerator family like v4, v5litepod or v6e"
         )
+    return value
+
+
+def _region(value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+", value):
+        raise PydanticCustomError("region", "expected a region like europe-west4")
     return value
 
 
@@ -145,6 +152,7 @@ EnvName = Annotated[str, _named(check_env_name)]
 SecretName = Annotated[str, _named(check_secret_name)]
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
 Command = Annotated[str | list[str], BeforeValidator(_command)]
+RegionName = Annotated[str, AfterValidator(_region)]
 
 
 #: What ``owner:`` means on a slot and a race group (set by intent edits; see docs/security.md).
@@ -306,6 +314,12 @@ class Settings(_Model):
     history_retention: Seconds = Field(
         365 * 86400.0, description="How long the capacity history keeps records, e.g. 90d."
     )
+    quota_source: QuotaSource = Field(
+        "file",
+        description="Where chip limits come from: file (the quotas: entries, the default) or "
+        "cloud (also the Cloud Quotas API's limits for Cloud TPU, read with the project's "
+        "credentials; CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDQUOTAS points it elsewhere).",
+    )
 
 
 class Defaults(_Model):
@@ -393,6 +407,34 @@ class GeneratorModel(_Model):
     slices: int = Field(1, ge=1, le=MAX_SLICES, description="As on slots.")
 
 
+class QuotaModel(_Model):
+    """A chip limit the cloud enforces (TRC grant, spot quota): one family, mode and place."""
+
+    family: Family = Field(description="Accelerator family: v4, v5litepod, v5p, v6e, ...")
+    mode: Mode = Field(description="spot, on-demand or reserved.")
+    zone: ZoneName | None = Field(None, description="The zone it applies to (or region).")
+    region: RegionName | None = Field(
+        None, description="The region it applies to, every zone in it (or zone)."
+    )
+    chips: int = Field(ge=0, le=1_000_000, description="Most chips held or queued at once.")
+
+
+class MemberModel(_Model):
+    """One person of a lab sharing the project: a cap per accelerator family and a priority."""
+
+    chips: dict[Family, Annotated[int, Field(ge=0, le=1_000_000)]] = Field(
+        default_factory=dict,
+        description="Most chips of each family this member's slots may hold or queue at once.",
+    )
+    priority: int = Field(
+        0,
+        ge=-1000,
+        le=1000,
+        description="Higher goes first when creates compete for a quota (then fewest chips "
+        "held, then file order).",
+    )
+
+
 class DesiredFile(_Model):
     project: ProjectId = Field(description="GCP project that owns the TPUs (required).")
     settings: Settings = Field(
@@ -411,6 +453,14 @@ class DesiredFile(_Model):
     generate: list[GeneratorModel] = Field(
         default_factory=list,
         description="Zones x accelerator counts that expand into named slots.",
+    )
+    quotas: list[QuotaModel] = Field(
+        default_factory=list,
+        description="Chip limits per family, mode and zone or region: creates past one wait.",
+    )
+    members: dict[UserName, MemberModel] = Field(
+        default_factory=dict,
+        description="Per owner (a slot's owner:): chip caps per family and a priority.",
     )
 
 
@@ -509,6 +559,29 @@ class RaceGroupSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaSpec:
+    """A resolved chip limit: ``place`` is a zone when ``scope`` is "zone", else a region.
+    ``source`` is "file" or "cloud" (with the cloud's quota id)."""
+
+    family: str
+    mode: str
+    scope: str  # "zone" | "region"
+    place: str
+    chips: int
+    source: str = "file"
+    quota_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSpec:
+    """A member's caps (family -> chips) and priority, as ``members:`` says."""
+
+    name: str
+    chips: Mapping[str, int] = field(default_factory=dict)
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Desired:
     project: str
     settings: Settings
@@ -516,6 +589,8 @@ class Desired:
     race_groups: tuple[RaceGroupSpec, ...] = ()
     source: str = "desired.yaml"
     digest: str = ""  # sha256 of the text it was parsed from
+    quotas: tuple[QuotaSpec, ...] = ()
+    members: tuple[MemberSpec, ...] = ()
     _by_name: Mapping[str, SlotSpec] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -25,6 +25,7 @@ from reconciler.model.desired import (
     DesiredFile,
     GeneratorModel,
     HoldSpec,
+    MemberSpec,
     RaceGroupSpec,
     Setup,
     SetupSpec,
@@ -35,6 +36,7 @@ from reconciler.model.desired import (
 )
 from reconciler.model.holds import HoldKeys, resolve_hold
 from reconciler.model.holds import problems as hold_problems
+from reconciler.model.load_quotas import resolve_quotas
 from reconciler.model.load_salvage import Loc, _Salvage
 
 #: Most slots a file may ask for (explicit and generated). plan() is measured at 10,000.
@@ -232,6 +234,7 @@ def resolve(
         _check_race_groups(r, names_known=salvage is None or not salvage.names_uncertain)
     else:
         _check_race_groups(r, names_known=False)
+    quotas = resolve_quotas(model.quotas, r.err)
     r.raise_if_invalid()
     slots = r.slots
     groups = tuple(
@@ -247,6 +250,10 @@ def resolve(
         race_groups=groups,
         source=source,
         digest=digest,
+        quotas=quotas,
+        members=tuple(
+            MemberSpec(name, dict(m.chips), m.priority) for name, m in model.members.items()
+        ),
     )
 
 

@@ -132,6 +132,18 @@ def resolved_document(desired: Desired, from_env: Mapping[str, str] | None = Non
             group["paused"] = True
         groups.append(group)
     doc["race_groups"] = groups
+    if desired.quotas:  # chip limits and a lab's members: shown only when the file has them
+        doc["quotas"] = CommentedSeq(
+            CommentedMap(
+                [("family", q.family), ("mode", q.mode), (q.scope, q.place), ("chips", q.chips)]
+            )
+            for q in desired.quotas
+        )
+    if desired.members:
+        doc["members"] = CommentedMap(
+            (m.name, CommentedMap(chips=CommentedMap(m.chips), priority=m.priority))
+            for m in desired.members
+        )
     return doc
 
 

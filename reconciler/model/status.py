@@ -89,6 +89,37 @@ class TmuxStatus:
 
 
 @dataclass(frozen=True)
+class SlotQuotaStatus:
+    """Why a slot's create is not sent: ``state`` "waiting" (it would pass a limit: the
+    ``message`` says "waiting for quota: 64/64 spot v6e chips in europe-west4-a") or
+    "refused" (the cloud refused it for quota: its words, and the quota id and limit)."""
+
+    state: str = ""
+    message: str = ""
+    quota_id: str | None = None
+    limit: int | None = None
+    place: str | None = None
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True)
+class QuotaStatus:
+    """A chip limit (the file's ``quotas:`` or the cloud's), the chips counted under it, and
+    the slots whose create waits on it."""
+
+    family: str = ""
+    mode: str = ""
+    scope: str = ""  # "zone" | "region"
+    place: str = ""
+    chips: int = 0
+    used: int = 0
+    waiting: tuple[str, ...] = ()
+    source: str = "file"
+    quota_id: str | None = None
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True)
 class ExpectedWaitStatus:
     """Per waiting slot, from the capacity history: the median time from queued to ACTIVE in
     its zone, accelerator and mode, and how many requests that figure stands on."""
@@ -202,6 +233,7 @@ class SlotStatus:
     workload: WorkloadStatus | None = added()
     # waiting for capacity, with 3+ samples of history
     expected_wait: ExpectedWaitStatus | None = added()
+    quota: SlotQuotaStatus | None = added()  # its create waits for, or was refused, quota
     # round trip to the slot's zone (TCP connect to a held node's SSH port); None: none held
     latency_ms: float | None = added()
     owner: str | None = added()  # the Unix user who holds it (desired.yaml ``owner:``)
@@ -324,6 +356,7 @@ class StatusSnapshot:
     note: str | None = added()
     suspended: bool = added(False)  # settings.suspend: observing and planning, not acting
     history_error: str | None = added()  # the capacity history store's last failure
+    quotas: tuple[QuotaStatus, ...] = added(())  # chip limits, their use and who waits
     extra: Mapping[str, Any] = _extra()
 
     def slot(self, name: str) -> SlotStatus | None:

@@ -71,6 +71,7 @@ from reconciler.runtime.backends import flex_wanted
 from reconciler.runtime.desired_loader import DesiredLoader, LoadResult
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.latency import LatencyProbes
+from reconciler.runtime.quota_limits import CloudQuotaLimits
 from reconciler.runtime.workloads import (
     Prober,
     WorkloadPort,
@@ -150,6 +151,7 @@ class Controller(ActionTasks):
         self._backend = "?"
         self._suspended = False
         self._guarded: str | None = None
+        self.cloud_quotas = CloudQuotaLimits(clock, self._note)  # settings.quota_source: cloud
 
     # -- memory ------------------------------------------------------------------------------
     def _load_memory(self) -> mem.Memory:
@@ -229,6 +231,7 @@ class Controller(ActionTasks):
             self._write_snapshot(result, errors)
             return result
 
+        desired = await self.cloud_quotas.apply(desired)
         cloud = await self._cloud_for(desired)
         zones = None if cloud.backend == "rest" else desired.zones
         now = self.clock()
@@ -535,6 +538,7 @@ class Controller(ActionTasks):
         desired = self.store.load().desired
         if desired is None:
             return PassResult(None, None, None)
+        desired = await self.cloud_quotas.apply(desired)
         cloud = await self._cloud_for(desired)
         zones = None if cloud.backend == "rest" else desired.zones
         observation = await cloud.observe(zones)

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 READ_ONLY = {"list_slots", "slot_info", "ssh_command", "tmux_status", "plan", "events",
-             "workload_status", "workload_logs", "capacity_history", "recommend_zones"}  # fmt: skip
+             "workload_status", "workload_logs", "capacity_history", "recommend_zones",
+             "quotas"}  # fmt: skip
 EDITS = {"queue_slot", "queue_slots", "setup_vm", "tailscale_setup", "tmux_sync", "tmux_open",
          "add_slot", "set_poll", "set_workload", "suspend", "resume"}  # fmt: skip
 DESTRUCTIVE = {"cancel_slot", "set_race_group", "remove_slot", "tmux_close",

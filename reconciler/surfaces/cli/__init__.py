@@ -40,6 +40,7 @@ _MODULES = (
     "_logs",
     "_ops",
     "_history",
+    "_quota",
     "_emulator",
 )
 
@@ -60,6 +61,7 @@ _COMMANDS: Final[Mapping[str, str]] = {
     **dict.fromkeys(("events", "doctor", "init", "service", "completion"), "_ops"),
     **dict.fromkeys(("history", "recommend"), "_history"),
     "emulator": "_emulator",
+    "quota": "_quota",
 }
 #: Global options taking a value (as ``-f FILE``, ``-fFILE`` or ``--file=FILE``) and flags.
 _VALUED: Final = ("-f", "--file", "--state-dir")

@@ -41,7 +41,15 @@ from reconciler.adapters.statedir import StateDir, default_state_dir
 from reconciler.exitcodes import EX_INTERRUPTED, EX_OK
 from reconciler.intent.engine import IntentEditor
 from reconciler.surfaces._options import global_options
-from reconciler.surfaces.mcp_server import _control, _read, _setup, _slots, _tmux, _workload
+from reconciler.surfaces.mcp_server import (
+    _control,
+    _quota,
+    _read,
+    _setup,
+    _slots,
+    _tmux,
+    _workload,
+)
 
 log = logging.getLogger("reconciler.mcp")
 
@@ -55,7 +63,7 @@ INSTRUCTIONS: Final = (
     "first. suspend / resume stop and restart the controller's actions."
 )
 #: The tool groups, in the order their tools are listed.
-GROUPS: Final = (_read, _slots, _setup, _tmux, _workload, _control)
+GROUPS: Final = (_read, _slots, _setup, _tmux, _workload, _control, _quota)
 
 
 def build_server(store: IntentEditor) -> MCPServer:

@@ -1,0 +1,44 @@
+"""The ``quotas:`` entries of a schema-valid file -> ``QuotaSpec`` values, and their rules
+across entries: each names exactly one of ``zone`` and ``region``, and no two entries limit
+the same family, mode and place.
+
+Pure: values in, values out; problems go to the caller's ``err(loc, message, key=...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from reconciler.model.desired import QuotaModel, QuotaSpec
+
+Err = Callable[..., Any]
+
+
+def resolve_quotas(entries: Sequence[QuotaModel], err: Err) -> tuple[QuotaSpec, ...]:
+    out: list[QuotaSpec] = []
+    seen: dict[tuple[str, str, str, str], int] = {}
+    for i, q in enumerate(entries):
+        loc = ("quotas", i)
+        if (q.zone is None) == (q.region is None):
+            both = q.zone is not None
+            err(
+                (*loc, "region") if both else loc,
+                "a quota names either zone or region, not both"
+                if both
+                else "a quota needs a zone or a region",
+                key=both,
+            )
+            continue
+        scope, place = ("zone", q.zone) if q.zone is not None else ("region", str(q.region))
+        assert place is not None
+        key = (q.family, q.mode, scope, place)
+        if key in seen:
+            err(
+                (*loc, "family"),
+                f"{q.mode} {q.family} chips in {place} are already limited by quotas[{seen[key]}]",
+            )
+            continue
+        seen[key] = i
+        out.append(QuotaSpec(q.family, q.mode, scope, place, q.chips))
+    return tuple(out)
