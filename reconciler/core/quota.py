@@ -35,7 +35,7 @@ from reconciler.errors import UnsafeName
 from reconciler.model.desired import Desired, QuotaSpec
 from reconciler.model.names import accelerator_family
 from reconciler.model.observed import Observation
-from reconciler.model.quotas import chips, region_of
+from reconciler.model.quotas import chips, quota_mode, region_of
 from reconciler.model.status import QuotaStatus, SlotQuotaStatus
 
 #: ``Held.rule`` of a create waiting for quota.
@@ -74,8 +74,8 @@ def tally(observed: Observation) -> Counter[Key]:
         shape = _shape(qr.accelerator_type) if qr.accelerator_type else None
         if shape is None:
             continue
-        family, n = shape
-        mode = qr.mode or "on-demand"
+        family, n = shape[0], shape[1] * max(1, qr.node_count)  # every slice counts
+        mode = quota_mode(qr.mode)
         use[(family, mode, "zone", qr.zone)] += n
         use[(family, mode, "region", _region(qr.zone))] += n
     return use
@@ -116,7 +116,8 @@ def gate(
 
     for i, a, family in creates if lab is None else _fair(creates, lab):
         assert a.create is not None
-        mode, n, region = a.create.mode, _chips(a.create.accelerator_type), _region(a.zone)
+        mode, region = quota_mode(a.create.mode), _region(a.zone)
+        n = _chips(a.create.accelerator_type) * max(1, a.create.node_count)
         zone_key, region_key = (family, mode, "zone", a.zone), (family, mode, "region", region)
         a = replace(a, quota_use=((a.zone, use[zone_key]), (region, use[region_key])))
         capped = lab.cap(a.slot, family) if lab is not None else None

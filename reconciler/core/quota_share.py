@@ -25,7 +25,7 @@ from reconciler.errors import UnsafeName
 from reconciler.model.desired import Desired
 from reconciler.model.names import accelerator_family
 from reconciler.model.observed import Observation
-from reconciler.model.quotas import chips, region_of
+from reconciler.model.quotas import chips, quota_mode, region_of
 
 Key = tuple[str, str, str, str]  # (family, mode, scope, place), as ``core.quota``'s
 
@@ -76,9 +76,9 @@ def lab(desired: Desired, observed: Observation) -> Lab | None:
         except UnsafeName:
             continue
         o = owners.get(qr.name) if spec is not None and spec.zone == qr.zone else None
-        n = chips(qr.accelerator_type)
+        n = chips(qr.accelerator_type) * max(1, qr.node_count)  # every slice counts
         found.held[(o, family)] += n
-        mode = qr.mode or "on-demand"
+        mode = quota_mode(qr.mode)
         for key in ((family, mode, "zone", qr.zone), (family, mode, "region", region_of(qr.zone))):
             found.holders.setdefault(key, Counter())[o or OTHERS] += n
     return found

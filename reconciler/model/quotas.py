@@ -34,6 +34,13 @@ def chips(accelerator: str) -> int:
     return max(1, size // 2) if family in _CORE_COUNTED else size
 
 
+def quota_mode(mode: str | None) -> str:
+    """The mode whose quota a QR counts against: flex-start runs on preemptible (spot) quota."""
+    if mode is None:
+        return "on-demand"
+    return "spot" if mode == "flex-start" else mode
+
+
 def region_of(zone: str) -> str:
     """``europe-west4-a`` -> ``europe-west4``."""
     return zone.rsplit("-", 1)[0]

@@ -392,3 +392,35 @@ def test_validate_resolved_shows_limits_and_members() -> None:
     assert "    region: us-central2\n    chips: 100\n" in shown
     assert "members:\n  alice:\n    chips:\n      v6e: 8\n    priority: 1\n" in shown
     assert "quotas:" not in format_resolved(parse_desired(text(s("a"))))
+
+
+def test_a_multislice_qr_counts_every_slice_and_a_multislice_create_asks_for_all() -> None:
+    # a 2-slice v6e-8 QR holds 16 chips: with a 24-chip quota one more v6e-8 fits, not two
+    held = replace(occupied("big"), node_count=2)
+    d = parse_desired(text(s("a"), s("b"), quotas=q(24)))
+    assert planned(d, world(held)) == (
+        ["a"],
+        ["b: waiting for quota: 24/24 spot v6e chips in europe-west4-a"],
+    )
+    # and a create of 2 slices asks for 16: it goes with 16 free chips, waits with 8
+    two = "  - {name: c, zone: europe-west4-a, accelerator: v6e-8, mode: spot, slices: 2,"
+    two += " want: held}\n"
+    d = parse_desired(text(two, quotas=q(24)))
+    assert planned(d, world(occupied("one"))) == (["c"], [])
+    assert planned(d, world(occupied("one"), occupied("two")))[1] == [
+        "c: waiting for quota: 16/24 spot v6e chips in europe-west4-a"
+    ]
+
+
+def test_flex_start_counts_against_the_spot_quota() -> None:
+    flex = (
+        "  - {name: f, zone: europe-west4-a, accelerator: v6e-8, mode: flex-start,"
+        " max_run_duration: 1d, want: held}\n"
+    )
+    d = parse_desired(text(flex, quotas=q(8)))
+    assert planned(d, world(occupied("spot1"))) == (
+        [],
+        ["f: waiting for quota: 8/8 spot v6e chips in europe-west4-a"],
+    )
+    running = replace(occupied("f2"), mode="flex-start")
+    assert quota.tally(world(running))[("v6e", "spot", "zone", EW4A)] == 8
