@@ -22,6 +22,7 @@ from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.history import HistoryRecorder
 from reconciler.runtime.lock import ControllerLock
+from reconciler.runtime.metrics import Metrics
 from reconciler.runtime.setup import make_setup_runner
 
 
@@ -52,4 +53,5 @@ def build_controller(
         allow_destructive=allow_destructive,
         history=HistoryRecorder(state, events) if history else None,
         lock=lock,
+        metrics=Metrics(events) if history else None,  # serves only when settings.metrics
     )

@@ -159,6 +159,8 @@ class EventLog:
         self._lock = threading.Lock()
         self._seq = _last_seq(log_files(self.path))
         self._heal_torn_tail()
+        #: called with each record once it is written (the metrics count events this way)
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
     def _heal_torn_tail(self) -> None:
         """A crash mid-append leaves a line without its newline; end it, so the next record
@@ -190,6 +192,8 @@ class EventLog:
                 record[name] = redact(value, name)
             self._rotate_if_full()
             append_jsonl(self.path, record)
+        for listener in self.listeners:
+            listener(record)
         return record
 
     def _rotate_if_full(self) -> None:
