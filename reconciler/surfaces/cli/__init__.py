@@ -41,6 +41,7 @@ _MODULES = (
     "_ops",
     "_history",
     "_emulator",
+    "_skill",
 )
 
 #: The module registering each top-level command. A command missing here still works (the
@@ -60,6 +61,7 @@ _COMMANDS: Final[Mapping[str, str]] = {
     **dict.fromkeys(("events", "doctor", "init", "service", "completion"), "_ops"),
     **dict.fromkeys(("history", "recommend"), "_history"),
     "emulator": "_emulator",
+    "skill": "_skill",
 }
 #: Global options taking a value (as ``-f FILE``, ``-fFILE`` or ``--file=FILE``) and flags.
 _VALUED: Final = ("-f", "--file", "--state-dir")
