@@ -134,3 +134,29 @@ async def test_metrics_move_with_the_file_and_stop_with_the_controller(
     assert first is not None
     with pytest.raises(Exception):  # noqa: B017 - refused or reset, whichever the OS says
         await asyncio.to_thread(scrape, f"http://{first}/metrics")
+
+
+def test_a_taken_port_is_reported_and_the_global_registry_stays_empty(tmp_path: Path) -> None:
+    import socket
+
+    from prometheus_client import REGISTRY
+
+    from reconciler.adapters.statedir import StateDir
+
+    events = EventLog(StateDir(tmp_path / "state").ensure())
+    metrics = Metrics(events)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        metrics.serve(address)
+    assert metrics.serving is None
+    failed = [e for e in read_events(events.path) if e["kind"] == "metrics.failed"]
+    assert [e["address"] for e in failed] == [address]
+    metrics.serve("127.0.0.1:0")  # another address: tried again, and served
+    assert metrics.serving is not None
+    families = scrape(f"http://{metrics.serving}/metrics")
+    assert {f"{m.PREFIX}reconcile", f"{m.PREFIX}actions"} <= families.keys()
+    metrics.close()
+    assert metrics.serving is None
+    assert not [n for n in REGISTRY._names_to_collectors if n.startswith(m.PREFIX)]

@@ -148,3 +148,20 @@ def test_events_count_actions_errors_preemptions_waits_and_races() -> None:
         m.Observe("race_duration_seconds", 300.0),  # a had been queued 300 s
     ]
     assert fold.fold(qr("b", "us-east1-d", "SUSPENDED"), 500) == [m.Count("preemptions", place)]
+
+
+def test_the_dashboard_uses_the_documented_names_and_labels() -> None:
+    import json
+    import re
+
+    board = json.loads((DOCS.parent / "grafana-dashboard.json").read_text())
+    exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
+    used = {n for e in exprs for n in re.findall(r"\b(tpu_reconciler_[a-z_]+)", e)}
+    suffixes = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count")}
+    family = {s.name + suffix: s.name for s in m.SPECS for suffix in suffixes[s.type]}
+    assert used and used <= family.keys(), used - family.keys()
+    assert {family[u] for u in used} == {s.name for s in m.SPECS}  # every metric is shown
+    labels = {label for s in m.SPECS for label in s.labels} | {"le"}
+    for e in exprs:
+        for group in re.findall(r"by \(([^)]*)\)", e):
+            assert {g.strip() for g in group.split(",")} <= labels, e
