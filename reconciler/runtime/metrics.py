@@ -15,12 +15,15 @@ events. May not: act on the cloud, or let a metrics failure reach the controller
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
+import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import (
     CollectorRegistry,
@@ -28,9 +31,10 @@ from prometheus_client import (
     Gauge,
     Histogram,
     disable_created_metrics,
-    start_http_server,
+    generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
 from reconciler.core import memory as mem
@@ -67,6 +71,8 @@ class _SnapshotGauges(Collector):
 
     def __init__(self, owner: Metrics) -> None:
         self.owner = owner
+        # the last snapshot and its gauges: a scrape between two passes computes nothing
+        self._last: tuple[StatusSnapshot, m.Gauges] | None = None
 
     def describe(self) -> list[Metric]:
         return [self._family(n) for n in _GAUGES]
@@ -79,7 +85,12 @@ class _SnapshotGauges(Collector):
         snapshot = self.owner.snapshot
         if snapshot is None:
             return
-        g = m.gauges(snapshot)
+        last = self._last
+        if last is not None and last[0] is snapshot:
+            g = last[1]
+        else:
+            g = m.gauges(snapshot)
+            self._last = (snapshot, g)
         labelled = {"slots": g.slots, "chips_held": g.chips_held, "workloads": g.workloads}
         for short, values in labelled.items():
             family = self._family(short)
@@ -95,12 +106,26 @@ class _SnapshotGauges(Collector):
             yield family
 
 
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a scrape never holds up the controller's exit
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """No access log on stderr (the controller's log is for the controller)."""
+
+
 class Metrics:
     """One controller's metrics. Feed it (the hooks below), ``serve`` it, ``close`` it."""
 
     def __init__(self, events: EventLog | None = None, *, clock: Callable[[], float] = time.time):
+        # No ``*_created`` series (controller-runtime has none either). A switch of the whole
+        # process, but no other registry lives in a controller's process.
         disable_created_metrics()  # type: ignore[no-untyped-call]
-        # no ``*_created`` series: controller-runtime has none either
         self.events = events
         self.clock = clock
         self.registry = CollectorRegistry(auto_describe=True)
@@ -129,6 +154,11 @@ class Metrics:
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._address: str | None = None
+        # Every change of a counter or histogram takes a new number; a scrape with the same
+        # number and snapshot as the last one answers with the page it rendered then.
+        self._changes = itertools.count()
+        self._generation = next(self._changes)
+        self._page: tuple[object, int, bytes] | None = None
         #: the address bound (port 0 resolved), while serving
         self.serving: MetricsAddress | None = None
         if events is not None:
@@ -140,6 +170,7 @@ class Metrics:
         if desired.digest != self._digest:
             self._digest = desired.digest
             self._loaded.set(self.clock())
+            self._changed()
             slots = {
                 s.name: m.SlotInfo(s.zone, s.accelerator, s.mode, s.race_group)
                 for s in desired.slots
@@ -151,6 +182,7 @@ class Metrics:
     def passed(self, result: str, seconds: float) -> None:
         self._counters["reconcile"].labels(m.one_of(result, m.RESULTS)).inc()
         self._histograms["reconcile_time_seconds"].observe(seconds)
+        self._changed()
 
     @contextlib.contextmanager
     def observing(self, cloud: object) -> Iterator[None]:
@@ -164,12 +196,14 @@ class Metrics:
             after = getattr(cloud, "requests_sent", None)
             if isinstance(sent, int) and isinstance(after, int):
                 self._histograms["observe_requests"].observe(after - sent)
+            self._changed()
 
     def workloads_moved(self, before: mem.Memory, after: mem.Memory) -> None:
         for ended in ended_attempts(before, after):
             new = after.workload(ended.slot)
             if new is not None and new.run_id == ended.run_id and new.attempt > ended.attempt:
                 self._counters["workload_restarts"].labels(m.restart_cause(ended.cause)).inc()
+                self._changed()
 
     def on_event(self, record: Mapping[str, Any]) -> None:
         """An event was written (``EventLog`` listener): count what it says."""
@@ -184,8 +218,32 @@ class Metrics:
                     histogram = self._histograms[change.metric]
                     target = histogram.labels(*change.labels) if change.labels else histogram
                     target.observe(change.value)
+            if changes:
+                self._changed()
         except Exception:  # metrics never break the event log or the pass
             log.exception("metrics: could not count event %s", record.get("kind"))
+
+    def _changed(self) -> None:
+        self._generation = next(self._changes)  # atomic: the history thread counts too
+
+    def render(self) -> bytes:
+        """The exposition text, rendered again only when a metric or the snapshot changed."""
+        snapshot, generation = self.snapshot, self._generation
+        page = self._page
+        if page is not None and page[0] is snapshot and page[1] == generation:
+            return page[2]
+        body = generate_latest(self.registry)
+        self._page = (snapshot, generation, body)
+        return body
+
+    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") not in ("/metrics", "/"):
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"not found: the metrics are at /metrics\n"]
+        body = self.render()
+        headers = [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4), ("Content-Length", str(len(body)))]
+        start_response("200 OK", headers)
+        return [body]
 
     # -- the endpoint ---------------------------------------------------------------------------
     def serve(self, address: str | None) -> None:
@@ -198,13 +256,20 @@ class Metrics:
             return
         where = parse_metrics_address(address)  # checked by the loader already
         try:
-            self._server, self._thread = start_http_server(
-                where.port, where.host, registry=self.registry
-            )
+            server_class = _Server6 if ":" in where.host else _Server
+            server = server_class((where.host, where.port), _Quiet)
         except OSError as e:  # the port is taken, the address is not this machine's, ...
             self._emit("metrics.failed", address=address, error=str(e))
             return
-        self.serving = MetricsAddress(where.host, int(self._server.server_address[1]))
+        server.set_app(self._app)
+        self._server = server
+        # No periodic wake-up while idle (the default polls twice a second, which at steady
+        # state is a visible share of the controller's CPU): ``close`` wakes it to stop.
+        self._thread = threading.Thread(
+            target=server.serve_forever, args=(3600.0,), name="metrics-http", daemon=True
+        )
+        self._thread.start()
+        self.serving = MetricsAddress(where.host, int(server.server_address[1]))
         self._emit(
             "metrics.serving", address=str(self.serving), url=f"http://{self.serving}/metrics"
         )
@@ -216,7 +281,14 @@ class Metrics:
         self.serving = None
         self._address = None
         if server is not None:
-            server.shutdown()
+            host, port = server.server_address[:2]
+            where = (str(host), int(port))
+            stopper = threading.Thread(target=server.shutdown, name="metrics-stop", daemon=True)
+            stopper.start()
+            while stopper.is_alive():  # wake serve_forever's select until it sees the request
+                with contextlib.suppress(OSError):
+                    socket.create_connection(where, timeout=1.0).close()
+                stopper.join(0.05)
             server.server_close()
         if thread is not None:
             thread.join(5.0)
