@@ -237,7 +237,7 @@ class Metrics:
         return body
 
     def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") not in ("/metrics", "/"):
+        if environ.get("PATH_INFO") != "/metrics":
             start_response("404 Not Found", [("Content-Type", "text/plain")])
             return [b"not found: the metrics are at /metrics\n"]
         body = self.render()

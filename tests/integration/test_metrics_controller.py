@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from reconciler.core import metrics as m
@@ -157,6 +158,7 @@ def test_a_taken_port_is_reported_and_the_global_registry_stays_empty(tmp_path: 
     assert metrics.serving is not None
     families = scrape(f"http://{metrics.serving}/metrics")
     assert {f"{m.PREFIX}reconcile", f"{m.PREFIX}actions"} <= families.keys()
+    assert httpx.get(f"http://{metrics.serving}/").status_code == 404  # /metrics alone
     metrics.close()
     assert metrics.serving is None
     assert not [n for n in REGISTRY._names_to_collectors if n.startswith(m.PREFIX)]
