@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from reconciler.core import metrics as m
+from reconciler.emulator import Fault
 from reconciler.runtime.backends import make_cloud
 from reconciler.runtime.controller import Controller
 from reconciler.runtime.desired_loader import DesiredLoader
@@ -78,6 +79,9 @@ async def test_metrics_follow_creates_a_race_and_a_preemption(
 
     h.emulator.set_capacity("europe-west4-a", "v6e-8", 0)
     h.emulator.set_capacity("us-east1-d", "v6e-8", 1)
+    # One create and one observation refused with a 503: both retried, both counted.
+    h.emulator.inject_fault(Fault(status=503, method="POST", path="/queuedResources$", count=1))
+    h.emulator.inject_fault(Fault(status=503, method="GET", path="/queuedResources$", count=1))
     h.write(with_metrics(desired_text(WORLD)))
     await h.until(
         "alpha held, cand-b won, cand-a cancelled",
@@ -89,9 +93,14 @@ async def test_metrics_follow_creates_a_race_and_a_preemption(
     )
     won = await fetch(metrics)
     creates = value(won, "actions", "_total", kind="create", outcome="succeeded")
-    assert creates == 3  # alpha, cand-a, cand-b: as many as the emulator was sent
-    assert creates == sum(1 for r in h.mutations() if r.method == "POST")
-    assert value(won, "actions", "_total", kind="delete", outcome="succeeded") == 1  # cand-a
+    posts = [r.status for r in h.mutations() if r.method == "POST"]
+    assert creates >= 2 and creates == sum(status == 200 for status in posts)  # as the cloud saw
+    assert value(won, "actions", "_total", kind="create", outcome="failed") == 1 == posts.count(503)
+    assert value(won, "errors", "_total", source="action", retry="transient") == 1
+    assert value(won, "errors", "_total", source="observe", retry="transient") == 1
+    assert value(won, "reconcile", "_total", result="observe_failed") == 1
+    deletes = [r.status for r in h.mutations() if r.method == "DELETE"]  # cand-a, if created
+    assert value(won, "actions", "_total", kind="delete", outcome="succeeded") == len(deletes)
     assert value(won, "race_duration_seconds", "_count") == 1
     assert value(won, "queue_wait_seconds", "_count", zone="us-central2-b", accelerator="v4-8") == 1
     assert value(won, "chips_held", zone="us-central2-b", accelerator="v4-8", mode="spot") == 4

@@ -27,6 +27,8 @@ def test_every_metric_and_label_is_documented() -> None:
         assert f"`{name}`" in text, name
         for label in spec.labels:
             assert f"`{label}`" in text, (spec.name, label)
+            for value in m.allowed_values(spec.name.removeprefix(m.PREFIX), label):
+                assert f"`{value}`" in text, (spec.name, label, value)
 
 
 @pytest.mark.parametrize(
