@@ -167,3 +167,24 @@ def test_the_dashboard_uses_the_documented_names_and_labels() -> None:
     for e in exprs:
         for group in re.findall(r"by \(([^)]*)\)", e):
             assert {g.strip() for g in group.split(",")} <= labels, e
+
+
+def test_a_workload_attempt_followed_by_another_of_its_run_is_a_restart_by_its_cause() -> None:
+    from reconciler.runtime.metrics import Metrics
+    from tests.unit.test_workload_ended import RUNNING, WorkloadMemory, _mem
+
+    metrics = Metrics()
+
+    def restarts(cause: str) -> float | None:
+        name = f"{m.PREFIX}workload_restarts_total"
+        return metrics.registry.get_sample_value(name, {"cause": cause})
+
+    again = WorkloadMemory(
+        run_id="g0-x", generation=0, identity="i", attempt=2, failures=1,
+        phase="pending", detail="exit 1 on worker 0",
+    )  # fmt: skip
+    metrics.workloads_moved(_mem(RUNNING), _mem(again))
+    assert restarts("failed") == 1
+    fresh = WorkloadMemory(run_id="g1-y", generation=1, identity="i")  # a new run: no restart
+    metrics.workloads_moved(_mem(RUNNING), _mem(fresh))
+    assert restarts("superseded") == 0 and restarts("failed") == 1
