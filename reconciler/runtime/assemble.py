@@ -22,7 +22,6 @@ from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.history import HistoryRecorder
 from reconciler.runtime.lock import ControllerLock
-from reconciler.runtime.metrics import Metrics
 from reconciler.runtime.setup import make_setup_runner
 
 
@@ -44,6 +43,11 @@ def build_controller(
     it across saves.
     """
     events = EventLog(state)
+    metrics = None
+    if history:  # a controller that keeps running; prometheus_client stays off plan and apply
+        from reconciler.runtime.metrics import Metrics
+
+        metrics = Metrics(events)  # serves only while settings.metrics names an address
     return Controller(
         store=DesiredLoader(desired_file, os.environ if env is None else env),
         state=state,
@@ -53,5 +57,5 @@ def build_controller(
         allow_destructive=allow_destructive,
         history=HistoryRecorder(state, events) if history else None,
         lock=lock,
-        metrics=Metrics(events) if history else None,  # serves only when settings.metrics
+        metrics=metrics,
     )

@@ -12,7 +12,9 @@ Secrets never reach the file: a field whose *name* looks secret (``*key*``, ``*t
 (``tskey-...``, ``ya29.``, bearer tokens, private keys, ``name=value`` of such names, URL
 passwords) is cut out, at every depth.
 
-May: append to, rotate and read the event files. May not: print, or keep a secret it was given.
+May: append to, rotate and read the event files, and hand each record written to the
+listeners registered (the metrics count events so). May not: print, or keep a secret it was
+given.
 """
 
 from __future__ import annotations
