@@ -74,6 +74,9 @@ GLOSSARY: Final[dict[str, str]] = {
     "Path": "a single-line string (paths are relative to desired.yaml)",
     "SocketName": "a tmux socket name: letters, digits, `_`, `.`, `-`",
     "Url": "an `http://` or `https://` URL",
+    "MetricsSetting": "a port (`9464`, served on 127.0.0.1) or `IP:PORT` (`127.0.0.1:9464`, "
+    "`[::1]:9464`; a non-loopback IP such as `0.0.0.0:9464` lets other machines scrape); "
+    "host names and an empty host are refused",
     "Command": "a string (run by `bash -lc` on each worker) or a non-empty list of arguments",
     "EnvName": "an environment variable name: letters, digits and `_`, not starting with a digit "
     "and not `TPU_RECONCILER_*` (those are set for the program)",

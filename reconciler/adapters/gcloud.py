@@ -84,6 +84,7 @@ class GcloudCloud:
         environ.setdefault("CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK", "1")
         self._env = environ
         self._limit = asyncio.Semaphore(concurrency)
+        self.requests_sent = 0  # gcloud runs so far (the metrics' requests per poll)
         self._timeout = timeout
         self._running: set[asyncio.subprocess.Process] = set()
 
@@ -198,6 +199,7 @@ class GcloudCloud:
 
     async def _run(self, argv: list[str], what: str) -> tuple[int, bytes, bytes]:
         async with self._limit:
+            self.requests_sent += 1
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *argv,

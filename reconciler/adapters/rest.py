@@ -137,6 +137,7 @@ class RestCloud:
         self._alpha = f"{self.endpoint}{ALPHA}/projects/{self.project}/locations/"
         self._slots = asyncio.Semaphore(max(1, concurrency))
         self._refresh_lock = asyncio.Lock()
+        self.requests_sent = 0  # HTTP requests so far (the metrics' requests per poll)
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(
             timeout=httpx.Timeout(timeout),
@@ -324,6 +325,7 @@ class RestCloud:
                 if quota:
                     headers["x-goog-user-project"] = quota
                 started = time.monotonic()
+                self.requests_sent += 1
                 try:
                     response = await self._client.request(
                         method, url, params=params, json=body, headers=headers

@@ -31,6 +31,7 @@ from pydantic_core import PydanticCustomError
 from reconciler.errors import UnsafeName
 from reconciler.model import names
 from reconciler.model.durations import parse_duration
+from reconciler.model.metrics_address import parse_metrics_address
 from reconciler.model.times import parse_instant
 from reconciler.model.workload import Restart, WhenDone, check_env_name, check_secret_name
 
@@ -148,6 +149,16 @@ Moment = Annotated[float, BeforeValidator(_instant)]
 Path = Annotated[str, AfterValidator(_safe_text)]
 SocketName = Annotated[str, AfterValidator(_socket_name)]
 Url = Annotated[str, AfterValidator(_url)]
+
+
+def _metrics_address(value: Any) -> str:
+    try:
+        return str(parse_metrics_address(value))
+    except ValueError as e:
+        raise PydanticCustomError("metrics_address", str(e)) from None
+
+
+MetricsSetting = Annotated[str, BeforeValidator(_metrics_address)]
 EnvName = Annotated[str, _named(check_env_name)]
 SecretName = Annotated[str, _named(check_secret_name)]
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
@@ -319,6 +330,12 @@ class Settings(_Model):
         description="Where chip limits come from: file (the quotas: entries, the default) or "
         "cloud (also the Cloud Quotas API's limits for Cloud TPU, read with the project's "
         "credentials; CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDQUOTAS points it elsewhere).",
+    )
+    metrics: MetricsSetting | None = Field(
+        None,
+        description="Serve Prometheus metrics at /metrics here: a port (9464, on 127.0.0.1) or "
+        "IP:PORT; another machine may scrape only an address written as a non-loopback IP "
+        "(0.0.0.0:9464). Off when absent.",
     )
 
 

@@ -43,6 +43,11 @@ def build_controller(
     it across saves.
     """
     events = EventLog(state)
+    metrics = None
+    if history:  # a controller that keeps running; prometheus_client stays off plan and apply
+        from reconciler.runtime.metrics import Metrics
+
+        metrics = Metrics(events)  # serves only while settings.metrics names an address
     return Controller(
         store=DesiredLoader(desired_file, os.environ if env is None else env),
         state=state,
@@ -52,4 +57,5 @@ def build_controller(
         allow_destructive=allow_destructive,
         history=HistoryRecorder(state, events) if history else None,
         lock=lock,
+        metrics=metrics,
     )

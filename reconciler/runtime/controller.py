@@ -51,6 +51,7 @@ from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
 from reconciler.core import node_health, retry
 from reconciler.core import workload as wl
+from reconciler.core.metrics import pass_result
 from reconciler.core.outcome import rule_delay
 from reconciler.core.plan import (
     Action,
@@ -83,6 +84,7 @@ from reconciler.runtime.workloads import (
 if TYPE_CHECKING:
     from reconciler.runtime.history import HistoryRecorder
     from reconciler.runtime.lock import ControllerLock
+    from reconciler.runtime.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -112,10 +114,12 @@ class Controller(ActionTasks):
         workloads: WorkloadPort | None = None,
         history: HistoryRecorder | None = None,
         lock: ControllerLock | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store, self.state, self.events, self.setup = store, state, events, setup
         self.history = history  # capacity history: fed one look per pass, writes off-thread
         self.lock = lock  # held by the caller; followed to each new inode of the desired file
+        self.metrics = metrics  # Prometheus counters; serves /metrics while settings.metrics
         #: why memory or the last snapshot could not be saved when ``run`` stopped, if so
         self.unsaved: OSError | None = None
         # The setup runner doubles as the workload port when it has the methods (LiveSetup).
@@ -224,6 +228,8 @@ class Controller(ActionTasks):
         elif self._last_errors and not errors and desired is not None:  # restored as it was
             self.events.emit("desired.valid", digest=desired.digest, slots=len(desired.slots))
         self._last_errors = errors
+        if self.metrics is not None and desired is not None:
+            self.metrics.intent(desired)
         if desired is None:
             # No valid intent has ever been loaded: nothing may act, and without a project
             # there is nothing to observe either. Say why in the snapshot and wait.
@@ -237,7 +243,8 @@ class Controller(ActionTasks):
         now = self.clock()
         self._observed_from = self._completions
         try:
-            observation = await cloud.observe(zones)
+            with self.metrics.observing(cloud) if self.metrics else contextlib.nullcontext():
+                observation = await cloud.observe(zones)
         except Exception as e:  # the cloud's word, or an adapter bug: either way, back off
             if not isinstance(e, TemporaryError | PermanentError):
                 log.exception("observation failed unexpectedly")
@@ -317,6 +324,8 @@ class Controller(ActionTasks):
     def _workloads_moved(self, desired: Desired, before: mem.Memory) -> None:
         """Events for workload transitions; each ended attempt into the capacity history."""
         transition_events(self.events, before, self.memory)
+        if self.metrics is not None:
+            self.metrics.workloads_moved(before, self.memory)
         if self.history is None:
             return
         for ended in ended_attempts(before, self.memory):
@@ -410,6 +419,8 @@ class Controller(ActionTasks):
             in_flight=tuple(sorted(k for k in self.in_flight if not k.startswith("notify:"))),
             history_error=self.history.last_error if self.history else None,
         )
+        if self.metrics is not None:
+            self.metrics.snapshot = snapshot  # the gauges are computed from it when scraped
         write_status(self.state.status, snapshot)
 
     # -- the loop ----------------------------------------------------------------------------
@@ -470,8 +481,10 @@ class Controller(ActionTasks):
                     # A save put a new inode in place: lock it, or stop if another controller
                     # took it first (ControllerAlreadyRunning leaves this loop).
                     self.lock.follow()
+                started = time.perf_counter()
                 try:
                     result = await self.reconcile()
+                    self._passed(result, started)
                     delay = self.next_interval(result)
                     failures = 0
                 except OSError as e:  # a full or read-only state disk: foreseen, no traceback
@@ -480,12 +493,14 @@ class Controller(ActionTasks):
                     with contextlib.suppress(Exception):
                         self.events.emit("controller.error", error=repr(e))
                     delay = min(300.0, 5.0 * 2.0 ** min(failures - 1, 6))
+                    self._passed(None, started)
                 except Exception as e:  # a bug, not the world: say so, back off, keep running
                     failures += 1
                     log.exception("reconcile pass failed")
                     with contextlib.suppress(Exception):
                         self.events.emit("controller.error", error=repr(e))
                     delay = min(300.0, 5.0 * 2.0 ** min(failures - 1, 6))
+                    self._passed(None, started)
                 stopper = asyncio.create_task(stop.wait())
                 waker = asyncio.create_task(self.wake.wait())
                 try:
@@ -503,6 +518,8 @@ class Controller(ActionTasks):
             await self.drain()
             if self.history is not None:
                 await asyncio.to_thread(self.history.close)
+            if self.metrics is not None:
+                await asyncio.to_thread(self.metrics.close)
             with contextlib.suppress(OSError):  # a full or read-only state dir: stop anyway
                 self.events.emit("controller.stopped", pid=os.getpid())
             try:
@@ -511,6 +528,19 @@ class Controller(ActionTasks):
                     self._write_snapshot(self._last, self._last_errors, running=False)
             except OSError as e:  # stopped all the same; the caller says so and exits 78
                 self.unsaved = e
+
+    def _passed(self, result: PassResult | None, started: float) -> None:
+        """Count a pass (``None``: it raised) and its duration."""
+        if self.metrics is None:
+            return
+        label = (
+            "error"
+            if result is None
+            else pass_result(
+                has_intent=result.desired is not None, observe_error=result.observe_error
+            )
+        )
+        self.metrics.passed(label, time.perf_counter() - started)
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Let in-flight cloud calls and notices finish (they are short); cancel long setup

@@ -12,7 +12,9 @@ Secrets never reach the file: a field whose *name* looks secret (``*key*``, ``*t
 (``tskey-...``, ``ya29.``, bearer tokens, private keys, ``name=value`` of such names, URL
 passwords) is cut out, at every depth.
 
-May: append to, rotate and read the event files. May not: print, or keep a secret it was given.
+May: append to, rotate and read the event files, and hand each record written to the
+listeners registered (the metrics count events so). May not: print, or keep a secret it was
+given.
 """
 
 from __future__ import annotations
@@ -159,6 +161,8 @@ class EventLog:
         self._lock = threading.Lock()
         self._seq = _last_seq(log_files(self.path))
         self._heal_torn_tail()
+        #: called with each record once it is written (the metrics count events this way)
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
     def _heal_torn_tail(self) -> None:
         """A crash mid-append leaves a line without its newline; end it, so the next record
@@ -190,6 +194,8 @@ class EventLog:
                 record[name] = redact(value, name)
             self._rotate_if_full()
             append_jsonl(self.path, record)
+        for listener in self.listeners:
+            listener(record)
         return record
 
     def _rotate_if_full(self) -> None:

@@ -15,12 +15,22 @@ of a core (both ways), RSS <= 120 MB.
 
     python scripts/bench/steady_state.py [--slots 1000] [--window 180] [--json out.json]
     python scripts/bench/steady_state.py --page-size 1000    # emulator serves 1,000 per page
+    python scripts/bench/steady_state.py --metrics           # /metrics on, scraped every 15 s
+
+With ``--metrics`` the file sets ``settings.metrics`` and the window is scraped every
+``--scrape-interval`` seconds over HTTP (``_metrics_probe.Scraper``): each answer's wall time
+(target <= 50 ms at 1,000 slots), and the metrics' share of the controller's CPU, measured
+directly in this process (the per-pass hooks and one scrape's rendering of the controller's own
+last snapshot, ``_metrics_probe.in_process_costs``) and set against the window's CPU (target
+<= 2 %). A run without ``--metrics`` just before gives the paired whole-process comparison.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
+import statistics
 import sys
 import tempfile
 import time
@@ -29,6 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _metrics_probe
 import _rig
 
 TARGET_CPU_PCT = 1.0
@@ -57,7 +68,10 @@ def measure(args: argparse.Namespace, report: _rig.Report) -> None:
     with _rig.emulator_process(root / "emu", scenario, speed=1.0) as emu:
         env = _rig.cloud_env(emu.url, root)
         desired = root / "desired.yaml"
-        _rig.write_atomic(desired, _rig.desired_yaml(world, poll=f"{args.poll:g}s", fast="5s"))
+        text = _rig.desired_yaml(world, poll=f"{args.poll:g}s", fast="5s")
+        if args.metrics:
+            text = text.replace("defaults:\n", "  metrics: '127.0.0.1:0'\ndefaults:\n", 1)
+        _rig.write_atomic(desired, text)
         started = time.monotonic()
         with _rig.controller_process(desired, root / "state", env) as ctl:
             _rig.wait_until(
@@ -69,15 +83,21 @@ def measure(args: argparse.Namespace, report: _rig.Report) -> None:
             startup = time.monotonic() - started
             startup_cpu = ctl.cpu_seconds()
             emu.client.clear_requests()
+            scraper = contextlib.nullcontext(None)
+            if args.metrics:
+                url = _metrics_probe.serving_url(root / "state" / "events.jsonl")
+                assert url is not None, "no metrics.serving event"
+                scraper = _metrics_probe.Scraper(url, args.scrape_interval)
             cpu0, t0 = ctl.cpu_seconds(), time.monotonic()
             rss: list[int] = []
             cpus = [cpu0]
-            while time.monotonic() - t0 < args.window:
-                time.sleep(1.0)
-                if not ctl.alive():
-                    raise RuntimeError(f"controller died:\n{ctl.log_tail()}")
-                rss.append(ctl.memory_kb()["VmRSS"])
-                cpus.append(ctl.cpu_seconds())
+            with scraper as scraping:
+                while time.monotonic() - t0 < args.window:
+                    time.sleep(1.0)
+                    if not ctl.alive():
+                        raise RuntimeError(f"controller died:\n{ctl.log_tail()}")
+                    rss.append(ctl.memory_kb()["VmRSS"])
+                    cpus.append(ctl.cpu_seconds())
             cpu1, t1 = ctl.cpu_seconds(), time.monotonic()
             mem = ctl.memory_kb()
             polls = sum(
@@ -87,6 +107,8 @@ def measure(args: argparse.Namespace, report: _rig.Report) -> None:
             )
             requests = len(emu.client.requests())
             still = _steady(ctl, len(world))
+            if scraping is not None:
+                costs = _metrics_probe.in_process_costs(desired, root / "state" / "status.json")
     window = t1 - t0
     cpu = cpu1 - cpu0
     cpu_pct = cpu / window * 100
@@ -131,6 +153,33 @@ def measure(args: argparse.Namespace, report: _rig.Report) -> None:
     report.add("start to first steady snapshot: CPU", startup_cpu, "s")
     if not still:
         report.note("the snapshot was not steady at the end of the window")
+    if scraping is not None:
+        _metrics_rows(report, scraping, costs, polls, cpu)
+
+
+def _metrics_rows(
+    report: _rig.Report,
+    scraping: _metrics_probe.Scraper,
+    costs: tuple[float, float, float],
+    polls: int,
+    cpu: float,
+) -> None:
+    hooks, served, remade = costs
+    wall = sorted(scraping.wall_ms)
+    report.note(
+        f"{len(wall)} scrapes, {scraping.families} families, {scraping.samples} samples each"
+    )
+    report.add("scrape answer, median (wall)", statistics.median(wall), "ms")
+    report.add("scrape answer, slowest (wall)", wall[-1], "ms", "<= 50 ms", wall[-1] <= 50.0)
+    report.add("metrics hooks of one pass (CPU)", hooks * 1e6, "us")
+    report.add("serving one scrape, page already made (CPU)", served * 1000, "ms")
+    report.add("making the page after a pass, 1,000 slots (CPU)", remade * 1000, "ms")
+    # The page is made again only by the first scrape after a pass (at most one per pass).
+    added = polls * hooks + len(wall) * served + min(len(wall), polls + 1) * remade
+    share = added / cpu * 100
+    report.add("metrics' share of the controller's CPU", share, "%", "<= 2 %", share <= 2.0)
+    every = (polls * hooks + len(wall) * (served + remade)) / cpu * 100
+    report.add("the same if every scrape made the page again", every, "%")
 
 
 def main() -> int:
@@ -140,6 +189,8 @@ def main() -> int:
     parser.add_argument("--poll", type=float, default=30.0, help="poll_interval, seconds")
     parser.add_argument("--page-size", type=int, default=None, help="emulator list page size")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument("--metrics", action="store_true", help="serve /metrics and scrape it")
+    parser.add_argument("--scrape-interval", type=float, default=15.0, help="seconds")
     args = parser.parse_args()
     report = _rig.start(
         "steady_state", f"steady state: {args.slots} ACTIVE slots, controller subprocess, REST"

@@ -42,6 +42,7 @@ _MODULES = (
     "_history",
     "_quota",
     "_emulator",
+    "_skill",
 )
 
 #: The module registering each top-level command. A command missing here still works (the
@@ -62,6 +63,7 @@ _COMMANDS: Final[Mapping[str, str]] = {
     **dict.fromkeys(("history", "recommend"), "_history"),
     "emulator": "_emulator",
     "quota": "_quota",
+    "skill": "_skill",
 }
 #: Global options taking a value (as ``-f FILE``, ``-fFILE`` or ``--file=FILE``) and flags.
 _VALUED: Final = ("-f", "--file", "--state-dir")
