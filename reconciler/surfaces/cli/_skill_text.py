@@ -35,6 +35,8 @@ TOOLS: Final[Mapping[str, str]] = {
     "capacity_history": "How long queues took per zone, accelerator and mode; preemptions.",
     "recommend_zones": "Where an accelerator comes up soonest; then add_slot per zone and "
     "set_race_group to race them.",
+    "quotas": "Chip limits, their use and which slots wait on them (a slot reading "
+    "'waiting for quota' waits here; do not add slots to get round it).",
     "queue_slot": "Hold one slot the file already has (want: held).",
     "queue_slots": "Hold several; race=true makes them candidates of one race group.",
     "cancel_slot": "Release a slot: its TPU is deleted. Destructive: confirm=true after a yes.",
@@ -71,6 +73,7 @@ JSON_COMMANDS: Final[Mapping[str, str]] = {
     "events": "The event log (events).",
     "history": "Capacity history (capacity_history).",
     "recommend": "Zones ranked for an accelerator (recommend_zones).",
+    "quota": "Chip limits, use and who waits (quotas).",
     "doctor": "What is broken and how to fix it.",
     "tmux status": "tmux mirror windows (tmux_status).",
     "secret list": "Which secret names exist (never their values).",
