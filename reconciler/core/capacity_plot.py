@@ -46,7 +46,8 @@ def _frame(rows: list[list[str]], top: float, *, duration: bool) -> list[str]:
     if height > 2:
         marks[(height - 1) // 2] = axis_label(top / 2, duration=duration)
     return [
-        f"{marks.get(r, ''):>{AXIS - 1}} |{''.join(cells)}".rstrip() for r, cells in enumerate(rows)
+        f"{marks.get(r, '')[: AXIS - 1]:>{AXIS - 1}} |{''.join(cells)}".rstrip()
+        for r, cells in enumerate(rows)
     ]
 
 

