@@ -170,7 +170,7 @@ def window(timeline: Timeline, until: float, since: float | None = None) -> tupl
         start = since
     else:
         times = [w.queued_at for w in timeline.waits] + [h.start for h in timeline.holdings]
-        times = [t for t in times if t < until]
+        times = [t for t in times if t <= until]
         start = min(times) if times else until - DAY
     return (min(start, until - MIN_SPAN), until)
 

@@ -239,6 +239,8 @@ class TpuApp(KeyActions):
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one(SlotTable).relayout(event.size.width)
+        if self.pane == "history":
+            self.call_after_refresh(self._pane_follow)
 
     def _colour(self, name: str) -> str:
         if not name:
@@ -405,7 +407,10 @@ class TpuApp(KeyActions):
     def action_pane(self, name: str) -> None:
         self.pane = name
         self.query_one(ContentSwitcher).current = name
-        self._pane_follow()
+        if name == "history":  # drawn for the width it has once it is laid out
+            self.call_after_refresh(self._pane_follow)
+        else:
+            self._pane_follow()
 
     def _pane_follow(self) -> None:
         """Point the info and logs panes at the selected slot."""
