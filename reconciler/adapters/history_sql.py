@@ -522,28 +522,32 @@ def timeline(
     mode: str | None = None,
 ) -> Timeline:
     """Every stored wait (by the time it was queued) and ended holding (by the time it ended)
-    matching the filters, for ``core.capacity_chart``; oldest first."""
+    matching the filters, for ``core.capacity_chart``, in the tables' key order (no sort: the
+    series do not depend on the order, and the same file reads back the same)."""
     where = where_clause(conn, since, zone, accelerator, mode)
     if where is None:
         return Timeline()
     clause, args = where
     names = read_names(conn)
 
+    places: dict[tuple[int, int, int], tuple[str, str, str]] = {}
+
     def place(z: int, a: int, m: int) -> tuple[str, str, str]:
-        return (names.get(z, "?"), names.get(a, "?"), names.get(m, "?"))
+        found = places.get((z, a, m))
+        if found is None:
+            found = places[(z, a, m)] = (names.get(z, "?"), names.get(a, "?"), names.get(m, "?"))
+        return found
 
     waits = [
         WaitPoint(*place(z, a, m), at / 1000.0, t / 1000.0, SERVED if served else GAVE_UP)
         for z, a, m, at, t, served in conn.execute(
-            f"SELECT zone, acc, mode, at, t, served FROM waits{clause} ORDER BY at, slot", args
+            f"SELECT zone, acc, mode, at, t, served FROM waits{clause}", args
         )
     ]
     holdings = [
         Holding(*place(z, a, m), (at - lived) / 1000.0, at / 1000.0, bool(preempted))
         for z, a, m, at, lived, preempted in conn.execute(
-            f"SELECT zone, acc, mode, at, lived, preempted FROM lifetimes{clause}"
-            " ORDER BY at, slot",
-            args,
+            f"SELECT zone, acc, mode, at, lived, preempted FROM lifetimes{clause}", args
         )
     ]
     return Timeline(tuple(waits), tuple(holdings))

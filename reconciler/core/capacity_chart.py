@@ -23,6 +23,7 @@ May: compute. May not: do I/O, read a clock (``until`` is given), or draw.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -156,6 +157,7 @@ def narrowed(
     )
 
 
+@functools.lru_cache(maxsize=256)
 def chips_of(accelerator: str) -> int:
     """Chips of a slice; 0 for an accelerator the history could not name (``?``)."""
     try:

@@ -267,6 +267,8 @@ def format_html(
         parts.append(
             '<p class="note">The median wait of the requests queued at that time and served.</p>'
         )
+        if not any(peak(z.values) > 0 for z in c.waits):
+            parts.append('<p class="note">No request got capacity in this window.</p>')
         parts += [waits_svg(c), _legend(c)]
         parts.append("<h2>Chips held</h2>")
         parts.append(f'<p class="note">Average per interval; {c.chips_now} held at the end.</p>')

@@ -79,6 +79,9 @@ def _waits(c: Charts, columns: int) -> list[str]:
     if not c.waits:
         return [*lines, "  no queued requests in this window", ""]
     top = max(peak(z.values) for z in c.waits)
+    legend = [f"  {zone_letter(i)} {z.zone}: {zone_line(z)}" for i, z in enumerate(c.waits)]
+    if top <= 0:  # every request gave up or still waits: nothing to plot, only to count
+        return [*lines, "  no request got capacity in this window", *legend, ""]
     rows = [[" "] * columns for _ in range(HEIGHT)]
     for i, z in enumerate(c.waits):
         for col, value in enumerate(z.values):
@@ -87,9 +90,7 @@ def _waits(c: Charts, columns: int) -> list[str]:
             r = _row_of(value, top, HEIGHT)
             cell = rows[r][col]
             rows[r][col] = zone_letter(i) if cell in (" ", zone_letter(i)) else "*"
-    lines += _frame(rows, top, duration=True) + _x_axis(c, columns)
-    lines += [f"  {zone_letter(i)} {z.zone}: {zone_line(z)}" for i, z in enumerate(c.waits)]
-    return [*lines, ""]
+    return [*lines, *_frame(rows, top, duration=True), *_x_axis(c, columns), *legend, ""]
 
 
 def _bars(values: Sequence[float], top: float, height: int) -> list[list[str]]:

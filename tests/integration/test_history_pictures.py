@@ -78,6 +78,8 @@ def test_plot_takes_the_terminal_width_and_the_filters(store: Path) -> None:
     assert none.returncode == 0 and "No capacity history matches zone=asia-east1-c" in none.stdout
     bad = run("history", "--plot", "--until", "2026-03-02 00:00")
     assert bad.returncode == 2 and "--until" in bad.stderr and "UTC offset" in bad.stderr
+    both = run("history", "--plot", "--json")
+    assert both.returncode == 2 and "--json" in both.stderr and both.stdout == ""
 
 
 def test_plot_without_a_store_says_so(tmp_path: Path) -> None:

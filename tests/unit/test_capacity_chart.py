@@ -189,6 +189,16 @@ def test_one_point_plots_its_letter_at_the_top_right() -> None:
     assert "no capacity held in this window" in text and "no preemptions" in text
 
 
+def test_a_zone_where_nobody_got_capacity_is_counted_not_plotted() -> None:
+    t = Timeline((wait(Z1, T0, 900.0, GAVE_UP), wait(Z2, T0 + 60, 30.0, WAITING)))
+    text = format_plot(t, until=T0 + 120, width=80)
+    assert "  no request got capacity in this window" in text
+    assert "a europe-west4-a: 0 served, 1 gave up" in text
+    assert "b us-east5-b: 0 served, 1 waiting" in text
+    page = format_html(t, [], until=T0 + 120)
+    assert "No request got capacity in this window." in page and "<circle" not in page
+
+
 def test_many_days_share_a_bar() -> None:
     held = tuple(
         Holding(Z1, "v6e-8", "spot", T0 + d * DAY, T0 + d * DAY + 60, True) for d in range(200)

@@ -93,6 +93,9 @@ def history_command(args: argparse.Namespace) -> int:
         return EX_USAGE
     filters = {"zone": args.zone, "accelerator": args.accelerator, "mode": args.mode}
     if args.plot or args.html is not None:
+        if args.json or args.export:
+            err("--plot and --html draw pictures: use --json and --export without them")
+            return EX_USAGE
         return _pictures(args, since, filters)
     try:
         db = open_readonly(_store_path(args))
