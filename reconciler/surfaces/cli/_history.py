@@ -15,10 +15,13 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
 from reconciler.surfaces.cli._say import err
+
+if TYPE_CHECKING:
+    from reconciler.core.capacity_chart import Timeline
 
 _HERE: Final = "reconciler.surfaces.cli._history"
 MODES: Final = ("spot", "on-demand", "reserved")
@@ -181,7 +184,9 @@ def _pictures(args: argparse.Namespace, since: float | None, filters: dict[str, 
     return EX_OK
 
 
-def _rankings(path: Any, timeline: Any, since: float | None, until: float) -> list[Any]:
+def _rankings(
+    path: Path, timeline: Timeline, since: float | None, until: float
+) -> list[dict[str, Any]]:
     """What ``recommend`` prints for every accelerator and mode the pictures show."""
     from reconciler.runtime.history import recommend_document
 

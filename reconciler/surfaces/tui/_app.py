@@ -413,7 +413,8 @@ class TpuApp(KeyActions):
             self._pane_follow()
 
     def _pane_follow(self) -> None:
-        """Point the info and logs panes at the selected slot."""
+        """Point the info and logs panes at the selected slot; draw the history pane when it
+        is shown."""
         slot = self.query_one(SlotTable).selected
         if self.pane == "info":
             stamp = self.frame.now if self.frame else 0.0
