@@ -74,8 +74,11 @@ class _Plot:
     def y(self, value: float) -> float:
         return TOP + self.h - value / self.top * self.h
 
-    def frame(self, label: Any) -> list[str]:
-        """Axes, three horizontal grid lines with their labels, dates under the x axis."""
+    def frame(
+        self, label: Any, dates: Sequence[tuple[float, str, str]] | None = None
+    ) -> list[str]:
+        """Axes, three horizontal grid lines with their labels, and under the x axis
+        ``dates`` (x, anchor, text), by default the window's start, middle and end."""
         out = []
         for k in range(3):
             value = self.top * k / 2
@@ -90,13 +93,19 @@ class _Plot:
         out.append(f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{base}"/>')
         span = self.c.end - self.c.start
         fmt = "%Y-%m-%d" if span >= 3 * 86400 else "%m-%d %H:%M"
-        for k, anchor in ((0, "start"), (1, "middle"), (2, "end")):
-            moment = self.c.start + span * k / 2
-            when = _dt.datetime.fromtimestamp(moment, _dt.UTC).strftime(fmt)
-            x = _n(LEFT + self.w * k / 2)
+        if dates is None:
+            dates = [
+                (
+                    LEFT + self.w * k / 2,
+                    anchor,
+                    _dt.datetime.fromtimestamp(self.c.start + span * k / 2, _dt.UTC).strftime(fmt),
+                )
+                for k, anchor in ((0, "start"), (1, "middle"), (2, "end"))
+            ]
+        for x, anchor, text in dates:
             out.append(
-                f'<text x="{x}" y="{HEIGHT - BOTTOM + 16}" text-anchor="{anchor}">'
-                f"{_e(when)}</text>"
+                f'<text x="{_n(x)}" y="{HEIGHT - BOTTOM + 16}" text-anchor="{anchor}">'
+                f"{_e(text)}</text>"
             )
         return out
 
@@ -162,8 +171,11 @@ def preemptions_svg(c: Charts) -> str:
     """One bar per UTC day."""
     days = c.preemptions
     plot = _Plot(c, float(max((n for _, n in days), default=0)))
-    body = plot.frame(_count)
     slot = plot.w / max(1, len(days))
+    ends = [(LEFT + slot / 2, "middle", days[0][0])] if days else []
+    if len(days) > 1:  # the first and the last day, under their bars
+        ends = [(LEFT, "start", days[0][0]), (LEFT + plot.w, "end", days[-1][0])]
+    body = plot.frame(_count, ends)
     for k, (day, n) in enumerate(days):
         if n == 0:
             continue
