@@ -197,7 +197,9 @@ def wait_series(
             continue
         per = counts.setdefault(w.zone, {SERVED: 0, GAVE_UP: 0, WAITING: 0})
         per[w.outcome] = per.get(w.outcome, 0) + 1
-        cells = served.setdefault(w.zone, [[] for _ in range(bins)])
+        cells = served.get(w.zone)
+        if cells is None:
+            cells = served[w.zone] = [[] for _ in range(bins)]
         if w.outcome == SERVED:
             cells[i].append(w.seconds)
             every.setdefault(w.zone, []).append(w.seconds)
