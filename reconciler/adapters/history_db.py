@@ -44,6 +44,7 @@ from reconciler.adapters.history_sql import (
     rows_of,
     samples,
     stats,
+    timeline,
     transitions,
 )
 from reconciler.core.capacity import (
@@ -53,6 +54,7 @@ from reconciler.core.capacity import (
     Samples,
     with_open,
 )
+from reconciler.core.capacity_chart import Timeline
 from reconciler.core.history import (
     Record,
     Transition,
@@ -227,6 +229,11 @@ class HistoryDB:
         """See ``history_sql.transitions``; SQLite's failures raise ``HistoryUnreadable``."""
         with _reading(self.path):
             yield from transitions(self.conn, **filters)
+
+    def timeline(self, **filters: Any) -> Timeline:
+        """See ``history_sql.timeline``; SQLite's failures raise ``HistoryUnreadable``."""
+        with _reading(self.path):
+            return timeline(self.conn, **filters)
 
     def count(self, table: str) -> int:
         if table not in TABLES:

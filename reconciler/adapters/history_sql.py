@@ -6,7 +6,7 @@ owns the file, its transactions and its damage handling). Every repeated string 
 epoch, durations integer milliseconds (``_ms`` / ``_s``). ``samples`` reads everything
 ``core.capacity`` needs per (zone, accelerator, mode); ``stats`` reads the same figures the
 fast way (checked against ``samples`` by the tests); ``transitions`` reads rows back for
-``--export csv``.
+``--export csv``; ``timeline`` reads waits and holdings over time for ``history --plot``.
 
 May: run SQL on the connection it is given. May not: open, move or commit the file, or decide
 what a record means (``core.history``).
@@ -30,6 +30,7 @@ from reconciler.core.capacity import (
     summarize,
     with_open,
 )
+from reconciler.core.capacity_chart import GAVE_UP, SERVED, Holding, Timeline, WaitPoint
 from reconciler.core.history import (
     Lifetime,
     LoserDeleted,
@@ -510,3 +511,43 @@ def transitions(
             code=code,
             message=name(msg) or "",
         )
+
+
+def timeline(
+    conn: sqlite3.Connection,
+    *,
+    since: float | None = None,
+    zone: str | None = None,
+    accelerator: str | None = None,
+    mode: str | None = None,
+) -> Timeline:
+    """Every stored wait (by the time it was queued) and ended holding (by the time it ended)
+    matching the filters, for ``core.capacity_chart``, in the tables' key order (no sort: the
+    series do not depend on the order, and the same file reads back the same)."""
+    where = where_clause(conn, since, zone, accelerator, mode)
+    if where is None:
+        return Timeline()
+    clause, args = where
+    names = read_names(conn)
+
+    places: dict[tuple[int, int, int], tuple[str, str, str]] = {}
+
+    def place(z: int, a: int, m: int) -> tuple[str, str, str]:
+        found = places.get((z, a, m))
+        if found is None:
+            found = places[(z, a, m)] = (names.get(z, "?"), names.get(a, "?"), names.get(m, "?"))
+        return found
+
+    waits = [
+        WaitPoint(*place(z, a, m), at / 1000.0, t / 1000.0, SERVED if served else GAVE_UP)
+        for z, a, m, at, t, served in conn.execute(
+            f"SELECT zone, acc, mode, at, t, served FROM waits{clause}", args
+        )
+    ]
+    holdings = [
+        Holding(*place(z, a, m), (at - lived) / 1000.0, at / 1000.0, bool(preempted))
+        for z, a, m, at, lived, preempted in conn.execute(
+            f"SELECT zone, acc, mode, at, lived, preempted FROM lifetimes{clause}", args
+        )
+    ]
+    return Timeline(tuple(waits), tuple(holdings))

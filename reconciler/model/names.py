@@ -132,6 +132,12 @@ def worker_count(accelerator: str) -> int:
     return 1 if size <= 8 else size // 4
 
 
+def chip_count(accelerator: str) -> int:
+    """Chips in a slice: v4-8 4 (its suffix counts TensorCores), v6e-8 8, v5litepod-16 16."""
+    family, size = accelerator_family(accelerator), accelerator_size(accelerator)
+    return max(1, size // 2) if family in _CORE_COUNTED else size
+
+
 def zone_code(zone: str) -> str:
     """A short code for a zone: us-central2-b -> usc2b, europe-west4-a -> ew4a."""
     region, sub, letter = check_zone(zone).split("-")

@@ -61,6 +61,7 @@ from reconciler.core.capacity import (
     wait_hints,
     waiting_hints,
 )
+from reconciler.core.capacity_chart import Timeline, merged, narrowed, open_timeline
 from reconciler.core.capacity_report import history_doc, recommend_doc
 from reconciler.core.history import (
     QRTrack,
@@ -495,6 +496,24 @@ def summary_stats(path: Path, *, now: float | None = None, **filters: Any) -> li
         db.close()
 
 
+def chart_timeline(path: Path, *, now: float, **filters: Any) -> Timeline:
+    """The store's waits and holdings over time (``core.capacity_chart``), with what the
+    recorder's saved tracker still has in progress at ``now`` (requests still queued, nodes
+    still held); empty when there is no store. An unreadable store raises
+    ``HistoryUnreadable``."""
+    db = open_readonly(path)
+    if db is None:
+        return Timeline()
+    try:
+        saved = db.read_meta("tracker")
+        stored = db.timeline(**filters)
+    finally:
+        db.close()
+    tracks = _tracker_from_json(saved).tracks if saved else {}
+    live = narrowed(open_timeline(tracks, now), **filters)
+    return merged(stored, live)
+
+
 def history_document(
     path: Path,
     *,
@@ -517,9 +536,11 @@ def recommend_document(
     count: int = 3,
     since: float | None = None,
     group: str | None = None,
+    now: float | None = None,
 ) -> dict[str, Any]:
-    """``tpu-reconciler.recommend.v1`` for the store at ``path`` (CLI ``recommend``, MCP)."""
-    stats = summary_stats(path, since=since, accelerator=accelerator, mode=mode)
+    """``tpu-reconciler.recommend.v1`` for the store at ``path`` (CLI ``recommend``, MCP);
+    ``now`` as for ``summary_stats``."""
+    stats = summary_stats(path, since=since, accelerator=accelerator, mode=mode, now=now)
     picks = rank(stats, accelerator, mode, count=count)
     slot_names = [names.slot_name(mode, accelerator, names.zone_code(p.zone), 1) for p in picks]
     return recommend_doc(

@@ -27,6 +27,8 @@ HINTS = {
     "groupadd": "apt-get install passwd",
     "groupdel": "apt-get install passwd",
     "runuser": "apt-get install util-linux",
+    "chromium": "apt-get install chromium",
+    "unshare": "apt-get install util-linux",
 }
 
 _EXTRA_PATHS = ("/usr/sbin", "/sbin", "/usr/local/sbin")

@@ -1,6 +1,7 @@
 """Capacity history verbs: ``history`` (figures per zone, accelerator and mode; ``--export
-csv``) and ``recommend`` (zones ranked by expected time to capacity; ``--apply GROUP`` writes
-the race group through the intent engine).
+csv``; ``--plot`` and ``--html FILE``: the history over time, in the terminal or as a page)
+and ``recommend`` (zones ranked by expected time to capacity; ``--apply GROUP`` writes the
+race group through the intent engine).
 
 Thin: reads the store the controller keeps (``<state dir>/history.sqlite``) read-only, hands the
 samples to ``core.capacity`` and prints what ``core.capacity_report`` renders.
@@ -13,10 +14,14 @@ import csv
 import json
 import sys
 import time
-from typing import Any, Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
 from reconciler.surfaces.cli._say import err
+
+if TYPE_CHECKING:
+    from reconciler.core.capacity_chart import Timeline
 
 _HERE: Final = "reconciler.surfaces.cli._history"
 MODES: Final = ("spot", "on-demand", "reserved")
@@ -30,6 +35,24 @@ def register(sub: Any) -> None:
     p.add_argument("--since", default=None, help="only records newer than this, e.g. 7d, 12h")
     p.add_argument("--json", action="store_true", help="print tpu-reconciler.history.v1 JSON")
     p.add_argument("--export", choices=("csv",), default=None, help="print every transition")
+    p.add_argument(
+        "--plot",
+        action="store_true",
+        help="draw waits by zone, chips held and preemptions per day in the terminal",
+    )
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        default=None,
+        help="write those charts and the zone rankings as one self-contained HTML page",
+    )
+    p.add_argument(
+        "--until",
+        metavar="TIME",
+        default=None,
+        help="end the pictures at this time (ISO 8601 with an offset; default: now)",
+    )
+    p.add_argument("--width", type=int, default=None, help="--plot width (default: the terminal)")
     p.set_defaults(handler=f"{_HERE}:history_command")
 
     p = sub.add_parser("recommend", help="zones ranked by expected time to capacity")
@@ -72,6 +95,11 @@ def history_command(args: argparse.Namespace) -> int:
         err(f"--since: {e}")
         return EX_USAGE
     filters = {"zone": args.zone, "accelerator": args.accelerator, "mode": args.mode}
+    if args.plot or args.html is not None:
+        if args.json or args.export:
+            err("--plot and --html draw pictures: use --json and --export without them")
+            return EX_USAGE
+        return _pictures(args, since, filters)
     try:
         db = open_readonly(_store_path(args))
         try:
@@ -105,6 +133,72 @@ def history_command(args: argparse.Namespace) -> int:
         given = {**filters, "since": args.since}
         print(format_history(stats, {k: v for k, v in given.items() if v}), end="")
     return EX_OK
+
+
+def _pictures(args: argparse.Namespace, since: float | None, filters: dict[str, Any]) -> int:
+    """``history --plot`` / ``--html FILE``: the history over time, drawn by ``core``."""
+    import shutil
+
+    from reconciler.errors import ReconcilerError
+    from reconciler.model.times import parse_instant
+
+    now = time.time()
+    try:
+        until = now if args.until is None else parse_instant(args.until)
+    except ValueError as e:
+        err(f"--until: {e}")
+        return EX_USAGE
+    if args.width is not None and args.width < 1:
+        err("--width: must be a positive number of columns")
+        return EX_USAGE
+    from reconciler.runtime.history import chart_timeline
+
+    path = _store_path(args)
+    given = {**filters, "since": args.since}
+    shown = {k: str(v) for k, v in given.items() if v}
+    try:
+        timeline = chart_timeline(path, now=until, since=since, **filters)
+        rankings = _rankings(path, timeline, since, until) if args.html is not None else []
+    except ReconcilerError as e:
+        err(str(e))
+        return EX_REFUSED
+    if args.html is not None:
+        from reconciler.adapters.files import atomic_write
+        from reconciler.core.capacity_html import format_html
+
+        page = format_html(
+            timeline, rankings, until=until, since=since, generated=now, filters=shown
+        )
+        try:
+            atomic_write(Path(args.html), page, mode=None)  # a page to share: 0644 when new
+        except OSError as e:
+            err(f"--html: cannot write {args.html}: {e.strerror or e}")
+            return EX_REFUSED
+        if not args.plot:
+            print(f"wrote {args.html}")
+    if args.plot:
+        from reconciler.core.capacity_plot import format_plot
+
+        width = args.width or shutil.get_terminal_size((80, 24)).columns
+        print(format_plot(timeline, until=until, since=since, width=width, filters=shown), end="")
+    return EX_OK
+
+
+def _rankings(
+    path: Path, timeline: Timeline, since: float | None, until: float
+) -> list[dict[str, Any]]:
+    """What ``recommend`` prints for every accelerator and mode the pictures show."""
+    from reconciler.runtime.history import recommend_document
+
+    kinds = sorted(
+        {(w.accelerator, w.mode) for w in timeline.waits}
+        | {(h.accelerator, h.mode) for h in timeline.holdings}
+    )
+    return [
+        recommend_document(path, acc, mode=mode, since=since, now=until)
+        for acc, mode in kinds
+        if acc != "?" and mode != "?"
+    ]
 
 
 def recommend_command(args: argparse.Namespace) -> int:

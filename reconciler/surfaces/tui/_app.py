@@ -3,7 +3,7 @@
 Layout, top to bottom: the header line (file valid, controller running, backend, observation
 age), a banner when no controller runs or the file is invalid (with the command to start it,
 or the ``file:line:col`` errors), the slot table, the race-group strip, one bottom pane (plan,
-events, logs or info), the result line of the last key, Textual's key footer.
+events, logs, info or history), the result line of the last key, Textual's key footer.
 
 Data: ``_frame.load_frame`` reads the snapshot, the file and the lock; a worker watches
 ``status.json``, ``events.jsonl`` and desired.yaml (one inotify watcher on their directories; no
@@ -12,9 +12,10 @@ lock (a local flock, not the cloud). Keys map to edits in ``_keys``; edits run o
 worker through ``IntentEditor.apply`` (source ``tui``), so the UI never waits on the file lock
 (``_key_actions``: the result line, proposing, arming, applying, and the local keys).
 
-May: read the state directory and desired.yaml, apply intent edits, store the Tailscale key
-in the secret store, close a slot's tmux window (``intent.tmux``), copy to the clipboard, read
-workload logs through its injected log source (``_logs``: SSH, read only).
+May: read the state directory (the capacity history too, for the history pane) and
+desired.yaml, apply intent edits, store the Tailscale key in the secret store, close a slot's
+tmux window (``intent.tmux``), copy to the clipboard, read workload logs through its injected
+log source (``_logs``: SSH, read only).
 May not: construct a cloud client or call the cloud API, run anything on a TPU, print.
 """
 
@@ -53,7 +54,7 @@ from reconciler.surfaces.tui._widgets import HelpScreen, SlotTable
 if TYPE_CHECKING:
     from reconciler.intent.engine import IntentEditor
 
-PANES: Final = ("plan", "events", "logs", "info")
+PANES: Final = ("plan", "events", "logs", "info", "history")
 TABLE_EVERY: Final = 30  # seconds between redraws of all the ages in the table
 NAVIGATION: Final = (
     ("j k ↓ ↑", "next / previous slot"),
@@ -79,6 +80,7 @@ KEYS: Final = (
     ("l", "logs pane: every worker of the slot's workload, following"),
     ("p", "plan pane: the controller's next actions"),
     ("e", "events pane: the event log's tail"),
+    ("h", "history pane: waits by zone, chips held, preemptions per day"),
     ("r", "reload now"),
     ("?", "this help"),
     ("q", "quit"),
@@ -134,6 +136,7 @@ class TpuApp(KeyActions):
         Binding("l", "pane('logs')", "logs"),
         Binding("p", "pane('plan')", "plan"),
         Binding("e", "pane('events')", "events"),
+        Binding("h", "pane('history')", "history", show=False),
         Binding("slash", "filter", "filter", key_display="/"),
         Binding("r", "reload", "reload", show=False),
         Binding("escape", "clear_filter", show=False),
@@ -174,6 +177,7 @@ class TpuApp(KeyActions):
         self._stop = asyncio.Event()
         self._logs_for: tuple[str | None, str | None, tuple[str, ...]] | None = None
         self._info_for: tuple[str | None, float] | None = None
+        self._history_for: tuple[int, int] | None = None
         self._shown_header = ""
         self._parsed: Parsed | None = None
         self._events: tuple[str, ...] | None = None
@@ -217,6 +221,7 @@ class TpuApp(KeyActions):
             yield RichLog(id="events", max_lines=500, wrap=False, auto_scroll=True)
             yield RichLog(id="logs", max_lines=5000, wrap=False, auto_scroll=True)
             yield Static(id="info")
+            yield RichLog(id="history", max_lines=500, wrap=False, auto_scroll=False)
         yield Input(
             value=self.filter_text,
             placeholder="filter: part of a slot, zone, accelerator or state; owner:NAME",
@@ -240,6 +245,8 @@ class TpuApp(KeyActions):
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one(SlotTable).relayout(event.size.width)
+        if self.pane == "history":
+            self.call_after_refresh(self._pane_follow)
 
     def _colour(self, name: str) -> str:
         if not name:
@@ -406,10 +413,14 @@ class TpuApp(KeyActions):
     def action_pane(self, name: str) -> None:
         self.pane = name
         self.query_one(ContentSwitcher).current = name
-        self._pane_follow()
+        if name == "history":  # drawn for the width it has once it is laid out
+            self.call_after_refresh(self._pane_follow)
+        else:
+            self._pane_follow()
 
     def _pane_follow(self) -> None:
-        """Point the info and logs panes at the selected slot."""
+        """Point the info and logs panes at the selected slot; draw the history pane when it
+        is shown."""
         slot = self.query_one(SlotTable).selected
         if self.pane == "info":
             stamp = self.frame.now if self.frame else 0.0
@@ -424,6 +435,31 @@ class TpuApp(KeyActions):
             if key != self._logs_for:
                 self._logs_for = key
                 self._follow_logs(row)
+        elif self.pane == "history":
+            # Drawn again once a minute at most (the store changes slowly), or at another width.
+            width = max(40, self.query_one("#history", RichLog).size.width - 1)
+            drawn = (int((self.frame.now if self.frame else 0.0) // 60), width)
+            if drawn != self._history_for:
+                self._history_for = drawn
+                self._load_history(width)
+
+    @work(exclusive=True, group="history", thread=True)
+    def _load_history(self, width: int) -> None:
+        """The capacity history drawn as ``history --plot`` draws it, up to the clock's now."""
+        from reconciler.core.capacity_plot import format_plot
+        from reconciler.runtime.history import chart_timeline
+
+        now = self.clock()
+        try:
+            text = format_plot(chart_timeline(self.state.history, now=now), until=now, width=width)
+        except ReconcilerError as e:
+            text = str(e)
+        self.call_from_thread(self._show_history, text)
+
+    def _show_history(self, text: str) -> None:
+        pane = self.query_one("#history", RichLog)
+        pane.clear()
+        pane.write(text.rstrip("\n"))
 
     @work(exclusive=True, group="info", thread=True)
     def _load_info(self, slot: str | None) -> None:
@@ -488,6 +524,7 @@ class TpuApp(KeyActions):
             self.show(self.frame)
 
     def action_reload(self) -> None:
+        self._history_for = None
         self.reload()
         self.say("reloaded")
 
