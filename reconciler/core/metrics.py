@@ -208,11 +208,9 @@ def pass_result(*, has_intent: bool, observe_error: str | None) -> str:
 
 def chips(accelerator: str) -> int:
     """Chips in a slice: v4-8 4 (TensorCores counted, two per chip), v6e-8 8; 0 if unknown."""
-    m = names.ACCELERATOR_RE.fullmatch(accelerator)
-    if m is None:
+    if names.ACCELERATOR_RE.fullmatch(accelerator) is None:
         return 0
-    size = int(m.group(2))
-    return size // 2 if m.group(1) in {"v2", "v3", "v4", "v5p"} else size
+    return names.chip_count(accelerator)
 
 
 # -- gauges from the snapshot ----------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Chip limits in the plan: count what the cloud counts, send no create past a limit, and
 retry a create the cloud refused for quota only once the use under that quota dropped.
 
-- **Use**: every observed queued resource counts its chips (``model.quotas.chips``) against
+- **Use**: every observed queued resource counts its chips (``model.names.chip_count``) against
   its family and mode in its zone and its region, whatever its state (queued, provisioning,
   active, suspended, failed, deleting): the cloud counts each one until it is deleted, ours
   or not.
@@ -34,8 +34,9 @@ from reconciler.core.plan_values import Action, Held, Kind
 from reconciler.errors import UnsafeName
 from reconciler.model.desired import Desired, QuotaSpec
 from reconciler.model.names import accelerator_family
+from reconciler.model.names import chip_count as chips
 from reconciler.model.observed import Observation
-from reconciler.model.quotas import chips, quota_mode, region_of
+from reconciler.model.quotas import quota_mode, region_of
 from reconciler.model.status import QuotaStatus, SlotQuotaStatus
 
 #: ``Held.rule`` of a create waiting for quota.

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from reconciler.errors import UnsafeName
 from reconciler.model.desired import Desired
 from reconciler.model.names import accelerator_family
+from reconciler.model.names import chip_count as chips
 from reconciler.model.observed import Observation
-from reconciler.model.quotas import chips, quota_mode, region_of
+from reconciler.model.quotas import quota_mode, region_of
 
 Key = tuple[str, str, str, str]  # (family, mode, scope, place), as ``core.quota``'s
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from reconciler.emulator._records import JSON, ApiError, QRRecord
 from reconciler.model.names import accelerator_family
-from reconciler.model.quotas import chips, quota_id, region_of
+from reconciler.model.names import chip_count as chips
+from reconciler.model.quotas import quota_id, region_of
 
 Key = tuple[str, str, str, str]  # (family, mode, "zone" | "region", place)
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from reconciler.model.names import chip_count
 from reconciler.model.observed import LOST_NODE_STATES, Node, QRState, QueuedResource
-from reconciler.model.quotas import chips as slice_chips
 from reconciler.model.status import SliceStatus
 
 #: A lost slice of a multislice QR interrupts the whole QR (see the module docstring).
@@ -80,4 +80,4 @@ def place_accelerator(accelerator: str, slices: int) -> str:
 
 def chips(accelerator: str, slices: int = 1) -> int:
     """Chips held: ``slices`` times the slice's (v4 and v5p count TensorCores, two a chip)."""
-    return max(1, slices) * slice_chips(accelerator)
+    return max(1, slices) * chip_count(accelerator)

@@ -13,10 +13,6 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from reconciler.model.names import accelerator_family, accelerator_size
-
-#: Families whose type suffix counts TensorCores, two per chip (v4-8 is 4 chips).
-_CORE_COUNTED: Final = frozenset({"v2", "v3", "v4", "v5p"})
 #: The words a quota id uses for a mode (the cloud says "Preemptible" for spot).
 _MODE_WORD: Final = {"spot": "Preemptible", "on-demand": "", "reserved": "Reserved"}
 
@@ -26,12 +22,6 @@ _PLACE: Final = re.compile(r"\bin (zone|region)\s+'?([a-z]+-[a-z]+[0-9]+(?:-[a-z
 _ID_TAIL: Final = re.compile(
     r"^TPU(V[0-9][A-Za-z0-9]*?)[Ss]?(Preemptible|Reserved)?(?:Pod)?PerProject"
 )
-
-
-def chips(accelerator: str) -> int:
-    """Chips in a slice: v6e-8 8, v5litepod-16 16, v4-8 4, v5p-128 64."""
-    family, size = accelerator_family(accelerator), accelerator_size(accelerator)
-    return max(1, size // 2) if family in _CORE_COUNTED else size
 
 
 def quota_mode(mode: str | None) -> str:

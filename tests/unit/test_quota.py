@@ -17,8 +17,9 @@ from reconciler.core.render import format_plan
 from reconciler.errors import InvalidDesiredState, QuotaExceeded, TransientCloudError
 from reconciler.model.desired import Desired, QuotaSpec
 from reconciler.model.load import parse_desired
+from reconciler.model.names import chip_count as chips
 from reconciler.model.observed import Observation, QRState, QueuedResource
-from reconciler.model.quotas import chips, parse_refusal, quota_id
+from reconciler.model.quotas import parse_refusal, quota_id
 from tests.support.worlds import qr, world
 
 EW4A, EW4B, USC2B = "europe-west4-a", "europe-west4-b", "us-central2-b"
