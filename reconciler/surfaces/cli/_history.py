@@ -93,6 +93,11 @@ def history_command(args: argparse.Namespace) -> int:
                 if db is not None
                 else []
             )
+            attempts = (
+                db.attempts(since=since, zone=args.zone, accelerator=args.accelerator)
+                if db is not None
+                else []
+            )
         finally:
             if db is not None:
                 db.close()
@@ -100,10 +105,13 @@ def history_command(args: argparse.Namespace) -> int:
         err(str(e))
         return EX_REFUSED
     if args.json:
-        print(json.dumps(history_doc(stats, since=since, **filters), indent=2))
+        print(json.dumps(history_doc(stats, since=since, attempts=attempts, **filters), indent=2))
     else:
+        from reconciler.core.attempt_report import format_attempts
+
         given = {**filters, "since": args.since}
         print(format_history(stats, {k: v for k, v in given.items() if v}), end="")
+        print(format_attempts(attempts), end="")
     return EX_OK
 
 
