@@ -126,3 +126,20 @@ def test_attempts_in_the_history_document_and_table() -> None:
     assert format_attempts([]) == ""
     many = format_attempts([_attempt(n, None) for n in range(25, 0, -1)], shown=20)
     assert many.splitlines()[-1] == "(+5 older: history --json lists every attempt)"
+
+
+def test_the_attempt_launched_after_an_interruption_starts_afresh() -> None:
+    from types import MappingProxyType
+
+    from reconciler.core.memory import Memory
+    from reconciler.core.workload import WorkloadAct, record_sent
+
+    use = walk([(0, [chips(40)]), (30, [chips(0)])])
+    wm = WorkloadMemory(
+        run_id="r", generation=0, identity="i", phase="interrupted", attempt=1, chip_use=use
+    )
+    memory = Memory(workloads=MappingProxyType({"a": wm}))
+    resent = record_sent(memory, "a", WorkloadAct("launch", "r", 1, why="resend"), "n", 40.0)
+    assert resent.workloads["a"].chip_use == use  # the same attempt sent again keeps it
+    after = record_sent(memory, "a", WorkloadAct("launch", "r", 2, why="preempted"), "n2", 40.0)
+    assert after.workloads["a"].chip_use is None
