@@ -55,6 +55,7 @@ def test_an_attempts_chips_go_through_the_store_to_history(tmp_path: Path) -> No
     env = clean_env()
     shown = run_cli("--state-dir", str(state.root), "history", cwd=tmp_path, env=env)
     assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("No queued resource or node recorded yet.\n")  # only attempts
     table = shown.stdout.split("Workload attempts, newest first:\n", 1)[1].splitlines()
     assert "TPU p50" in table[0]
     assert "97%" in table[2]

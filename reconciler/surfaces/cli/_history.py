@@ -110,7 +110,11 @@ def history_command(args: argparse.Namespace) -> int:
         from reconciler.core.attempt_report import format_attempts
 
         given = {**filters, "since": args.since}
-        print(format_history(stats, {k: v for k, v in given.items() if v}), end="")
+        asked = {k: v for k, v in given.items() if v}
+        if stats or asked or not attempts:
+            print(format_history(stats, asked), end="")
+        else:  # attempts only: "no capacity history yet" would say too much
+            print("No queued resource or node recorded yet.")
         print(format_attempts(attempts), end="")
     return EX_OK
 
