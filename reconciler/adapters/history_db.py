@@ -17,7 +17,9 @@ A file that SQLite calls corrupt (``DatabaseError``) is moved aside as
 event log.
 
 The SQL itself (schema, records as rows, the queries) is ``adapters/history_sql.py``; this
-module owns the file: opening it, its transactions, its damage and moving it aside.
+module owns the file: opening it, its transactions, its damage and moving it aside. Opening it
+writable brings an older store up to the current schema (``history_sql.migrate``); a read-only
+view reads a store of any earlier version as it is.
 
 May: read and write the history file. May not: decide what a record means (``core.history``)
 or compute statistics (``core.capacity``).
@@ -36,10 +38,11 @@ from urllib.parse import quote
 
 from reconciler.adapters.history_sql import (
     SCHEMA,
-    SCHEMA_VERSION,
     TABLES,
     _ms,
+    attempts,
     insert,
+    migrate,
     read_names,
     rows_of,
     samples,
@@ -58,6 +61,7 @@ from reconciler.core.capacity_chart import Timeline
 from reconciler.core.history import (
     Record,
     Transition,
+    WorkloadAttempt,
 )
 from reconciler.errors import HistoryUnreadable
 
@@ -95,7 +99,8 @@ class HistoryDB:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.executescript(SCHEMA)
-            self.set_meta_default("schema_version", str(SCHEMA_VERSION))
+            self.set_meta_default("schema_version", "1")  # what SCHEMA makes; then migrated
+            migrate(self.conn)
             st = os.stat(path)
             self._identity: tuple[int, int] | None = (st.st_dev, st.st_ino)
             self._size = st.st_size
@@ -234,6 +239,10 @@ class HistoryDB:
         """See ``history_sql.timeline``; SQLite's failures raise ``HistoryUnreadable``."""
         with _reading(self.path):
             return timeline(self.conn, **filters)
+    def attempts(self, **filters: Any) -> list[WorkloadAttempt]:
+        """See ``history_sql.attempts``; SQLite's failures raise ``HistoryUnreadable``."""
+        with _reading(self.path):
+            return attempts(self.conn, **filters)
 
     def count(self, table: str) -> int:
         if table not in TABLES:

@@ -14,6 +14,7 @@ what a record means (``core.history``).
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -31,6 +32,7 @@ from reconciler.core.capacity import (
     with_open,
 )
 from reconciler.core.capacity_chart import GAVE_UP, SERVED, Holding, Timeline, WaitPoint
+from reconciler.core.chip_use import ChipSummary
 from reconciler.core.history import (
     Lifetime,
     LoserDeleted,
@@ -42,7 +44,7 @@ from reconciler.core.history import (
     WorkloadAttempt,
 )
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -73,6 +75,22 @@ CREATE TABLE IF NOT EXISTS workload_attempts(
   attempt INTEGER NOT NULL, ended_at INTEGER, exit_code INTEGER, cause INTEGER);
 """
 
+#: What takes a store of the version before each key to that version, applied in order by
+#: ``migrate`` in one transaction with the new ``schema_version``. A store is created at
+#: version 1 (``SCHEMA``) and migrated like any other; a migration only ever adds (a table, a
+#: column with a default), so a store stays readable by this and earlier versions.
+MIGRATIONS: Final = {
+    # 2: each workload attempt's chips (duty-cycle p50, idle periods), one row per attempt that
+    # had them, found by (slot, run_id, attempt); a table of its own, so that an earlier version
+    # still inserts its 9-column attempt rows into a store this version migrated
+    2: """
+CREATE TABLE IF NOT EXISTS attempt_chips(
+  at INTEGER NOT NULL, slot INTEGER, run_id INTEGER, attempt INTEGER NOT NULL,
+  duty_p50 REAL, idle_periods INTEGER NOT NULL, idle_ms INTEGER NOT NULL,
+  idle_max_ms INTEGER NOT NULL);
+""",
+}
+
 TABLES: Final = {
     "transitions": "at",
     "waits": "at",
@@ -80,6 +98,7 @@ TABLES: Final = {
     "races": "at",
     "refusals": "at",
     "workload_attempts": "started_at",
+    "attempt_chips": "at",
 }
 
 
@@ -183,7 +202,53 @@ def rows_of(
                     intern(r.cause or None),
                 )
             )
+            if r.chips is not None:
+                rows["attempt_chips"].append(
+                    (
+                        _ms(r.started_at),
+                        intern(r.slot),
+                        intern(r.run_id),
+                        r.attempt,
+                        r.chips.duty_p50,
+                        r.chips.idle_periods,
+                        _ms(r.chips.idle_seconds),
+                        _ms(r.chips.idle_longest),
+                    )
+                )
     return n, rows, deletes
+
+
+def version(conn: sqlite3.Connection) -> int:
+    """The store's ``schema_version`` (1 for a store that never said)."""
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    try:
+        return 1 if row is None else int(row[0])
+    except ValueError:
+        return 1
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring a writable store up to ``SCHEMA_VERSION`` (one transaction; a store of a later
+    version is left alone); returns the version it was at."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        was = version(conn)
+        for to in sorted(MIGRATIONS):
+            if to > was:
+                for statement in MIGRATIONS[to].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+        if was < SCHEMA_VERSION:
+            conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+    return was
 
 
 def insert(conn: sqlite3.Connection, rows: Rows, deletes: list[tuple[Any, ...]]) -> None:
@@ -551,3 +616,69 @@ def timeline(
         )
     ]
     return Timeline(tuple(waits), tuple(holdings))
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,))
+    return row.fetchone() is not None
+
+
+def attempts(
+    conn: sqlite3.Connection,
+    *,
+    since: float | None = None,
+    zone: str | None = None,
+    accelerator: str | None = None,
+    limit: int | None = None,
+) -> list[WorkloadAttempt]:
+    """Workload attempts matching the filters (started at or after ``since``), newest first,
+    each with its chips when they were recorded. A store of version 1 (no ``attempt_chips``,
+    opened read-only before any newer controller migrated it) reads with ``chips`` None."""
+    where = where_clause(conn, since, zone, accelerator, None, at="a.started_at")
+    if where is None or not _has_table(conn, "workload_attempts"):
+        return []
+    clause, args = where
+    chips = _has_table(conn, "attempt_chips")
+    columns = (
+        "c.duty_p50, c.idle_periods, c.idle_ms, c.idle_max_ms" if chips else "NULL" + (", NULL" * 3)
+    )
+    join = (
+        " LEFT JOIN attempt_chips c ON c.slot IS a.slot AND c.run_id IS a.run_id"
+        " AND c.attempt = a.attempt"
+        if chips
+        else ""
+    )
+    sql = (
+        "SELECT a.started_at, a.slot, a.zone, a.acc, a.run_id, a.attempt, a.ended_at,"
+        f" a.exit_code, a.cause, {columns} FROM workload_attempts a{join}{clause}"
+        " ORDER BY a.started_at DESC, a.rowid DESC"
+    )
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    got = conn.execute(sql, args).fetchall()
+    names = read_names(conn, (i for row in got for i in (row[1], row[2], row[3], row[4], row[8])
+                             if i is not None))  # fmt: skip
+    out: list[WorkloadAttempt] = []
+    for at, slot, z, a, run, n, ended, code, cause, p50, periods, idle, longest in got:
+        out.append(
+            WorkloadAttempt(
+                slot=names.get(slot, "?"),
+                zone=names.get(z, "?"),
+                accelerator=names.get(a, "?"),
+                run_id=names.get(run, "?"),
+                attempt=int(n),
+                started_at=at / 1000.0,
+                ended_at=_s(ended),
+                exit_code=code,
+                cause=names.get(cause, "") if cause is not None else "",
+                chips=None
+                if periods is None
+                else ChipSummary(
+                    duty_p50=None if p50 is None else float(p50),
+                    idle_periods=int(periods),
+                    idle_seconds=idle / 1000.0,
+                    idle_longest=longest / 1000.0,
+                ),
+            )
+        )
+    return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from reconciler.core.attempt_report import attempt_dict
 from reconciler.core.capacity import (
     ExpectedWait,
     PlaceStats,
@@ -19,7 +20,7 @@ from reconciler.core.capacity import (
     race_group_yaml,
     rank,
 )
-from reconciler.core.history import Transition
+from reconciler.core.history import Transition, WorkloadAttempt
 from reconciler.model.durations import format_duration
 from reconciler.model.times import utc_text
 
@@ -80,11 +81,13 @@ def history_doc(
     accelerator: str | None = None,
     mode: str | None = None,
     since: float | None = None,
+    attempts: Sequence[WorkloadAttempt] = (),
 ) -> dict[str, Any]:
     return {
         "schema_version": HISTORY_SCHEMA,
         "filters": {"zone": zone, "accelerator": accelerator, "mode": mode, "since": _iso(since)},
         "places": [place_dict(s) for s in stats],
+        "attempts": [attempt_dict(a) for a in attempts],  # newest first
     }
 
 

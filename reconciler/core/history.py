@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.core.capacity import Open, Place, code_of, queue_closed
+from reconciler.core.chip_use import ChipSummary
 
 QUEUED = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES"})
 WON = frozenset({"PROVISIONING", "ACTIVE"})
@@ -115,6 +116,8 @@ class WorkloadAttempt:
     ended_at: float | None = None
     exit_code: int | None = None
     cause: str = ""  # e.g. succeeded, failed, interrupted, stopped, stalled
+    #: its chips (``setup.telemetry``; ``core.chip_use``): None when they were never read
+    chips: ChipSummary | None = None
 
 
 Record = Transition | Wait | Lifetime | RaceWon | LoserDeleted | Refusal | WorkloadAttempt

@@ -200,6 +200,7 @@ def record_sent(memory: Memory, slot: str, act: WorkloadAct, instance: str, now:
             last_output_at=None if prev.attempt != act.attempt else prev.last_output_at,
             last_lines=() if prev.attempt != act.attempt else prev.last_lines,
             workers=() if prev.attempt != act.attempt else prev.workers,
+            chip_use=None if prev.attempt != act.attempt else prev.chip_use,
         )
     elif act.why == "failed":
         return memory  # stopping the rest of a failed attempt keeps it "failed"

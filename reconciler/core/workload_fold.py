@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Final
 
+from reconciler.core.chip_use import step as chip_step
 from reconciler.core.memory import Memory
 from reconciler.core.telemetry import idle_check
 from reconciler.core.workload_health import adopted, lost_worker, make_run_id, unsent
@@ -131,6 +132,7 @@ def _next_attempt(
         "prior": PriorAttempt(prev.attempt, prev.instance, prev.started_at, prev.workers),
         "missing_since": None,
         "idle_since": None,
+        "chip_use": None,
     }
     fields.update(kw)
     return replace(prev, **fields)  # type: ignore[arg-type]
@@ -234,6 +236,9 @@ def fold(
             return _fail(replace(prev, missing_since=None), w, lost, seen, now)
         prev = replace(prev, missing_since=gap_since)
         chips = [p.telemetry.chips if p.telemetry else None for p in seen]
+        if prev.phase == "running":
+            use = chip_step(prev.chip_use, chips, now, w.idle_below)
+            prev = replace(prev, chip_use=use) if use != prev.chip_use else prev
         idle_since, idle = idle_check(
             chips if prev.phase == "running" else [], prev.idle_since, now, w.idle_after,
             w.idle_below,

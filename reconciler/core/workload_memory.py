@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final
 
+from reconciler.core import chip_use as cu
 from reconciler.model.telemetry import ChipReading
 
 #: Phases kept in memory (the user-facing states minus "unknown", which is a probe result).
@@ -78,6 +79,7 @@ class WorkloadMemory:
     missing_since: float | None = None  # a launched worker answers "missing" while others run
     unsent: str = ""  # phase starting: why the launch started nothing anywhere ("" = sent)
     idle_since: float | None = None  # every chip of every worker idle since (``idle_after``)
+    chip_use: cu.ChipUse | None = None  # the attempt's duty cycle and idle time so far
 
 
 def to_dict(w: WorkloadMemory) -> dict[str, Any]:
@@ -105,6 +107,7 @@ def to_dict(w: WorkloadMemory) -> dict[str, Any]:
         **({"missing_since": w.missing_since} if w.missing_since is not None else {}),
         **({"unsent": w.unsent} if w.unsent else {}),
         **({"idle_since": w.idle_since} if w.idle_since is not None else {}),
+        **({"chip_use": cu.to_dict(w.chip_use)} if w.chip_use is not None else {}),
     }
 
 
@@ -174,6 +177,7 @@ def from_dict(d: Any) -> WorkloadMemory:
         missing_since=_optional_float(d.get("missing_since")),
         unsent=str(d.get("unsent", "")),
         idle_since=_optional_float(d.get("idle_since")),
+        chip_use=cu.from_dict(d.get("chip_use")),
     )
     optional = (
         w.last_output_at,

@@ -51,6 +51,7 @@ from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
 from reconciler.core import node_health, retry
 from reconciler.core import workload as wl
+from reconciler.core.chip_use import summary as chip_summary
 from reconciler.core.metrics import pass_result
 from reconciler.core.outcome import rule_delay
 from reconciler.core.plan import (
@@ -330,6 +331,7 @@ class Controller(ActionTasks):
             return
         for ended in ended_attempts(before, self.memory):
             spec = desired.slot(ended.slot)
+            ended_at = self.clock()
             self.history.record_workload_attempt(
                 slot=ended.slot,
                 zone=spec.zone if spec else "",
@@ -337,9 +339,10 @@ class Controller(ActionTasks):
                 run_id=ended.run_id,
                 attempt=ended.attempt,
                 started_at=ended.started_at,
-                ended_at=self.clock(),
+                ended_at=ended_at,
                 exit_code=ended.exit_code,
                 cause=ended.cause,
+                chips=chip_summary(ended.chip_use, ended_at),
             )
 
     def _note_transitions(self, observation: Observation) -> None:

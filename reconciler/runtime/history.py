@@ -63,6 +63,7 @@ from reconciler.core.capacity import (
 )
 from reconciler.core.capacity_chart import Timeline, merged, narrowed, open_timeline
 from reconciler.core.capacity_report import history_doc, recommend_doc
+from reconciler.core.chip_use import ChipSummary
 from reconciler.core.history import (
     QRTrack,
     Record,
@@ -230,12 +231,23 @@ class HistoryRecorder:
         ended_at: float | None = None,
         exit_code: int | None = None,
         cause: str = "",
+        chips: ChipSummary | None = None,
     ) -> None:
         """Record one workload attempt (call it when the attempt ends; ``ended_at`` None for
-        an attempt still running when the controller stops). Never blocks."""
+        an attempt still running when the controller stops; ``chips`` its duty-cycle p50 and
+        idle periods, with ``setup.telemetry``). Never blocks."""
         self._put(
             WorkloadAttempt(
-                slot, zone, accelerator, run_id, attempt, started_at, ended_at, exit_code, cause
+                slot,
+                zone,
+                accelerator,
+                run_id,
+                attempt,
+                started_at,
+                ended_at,
+                exit_code,
+                cause,
+                chips,
             )
         )
 
@@ -525,7 +537,26 @@ def history_document(
     """``tpu-reconciler.history.v1`` for the store at ``path`` (CLI ``history``, MCP)."""
     filters = {"zone": zone, "accelerator": accelerator, "mode": mode}
     stats = summary_stats(path, since=since, zone=zone, accelerator=accelerator, mode=mode)
-    return history_doc(stats, since=since, **filters)
+    attempts = workload_attempts(path, since=since, zone=zone, accelerator=accelerator)
+    return history_doc(stats, since=since, attempts=attempts, **filters)
+
+
+def workload_attempts(
+    path: Path,
+    *,
+    since: float | None = None,
+    zone: str | None = None,
+    accelerator: str | None = None,
+) -> list[WorkloadAttempt]:
+    """The workload attempts in the store at ``path``, newest first (none without a store).
+    An unreadable store raises ``HistoryUnreadable``."""
+    db = open_readonly(path)
+    if db is None:
+        return []
+    try:
+        return db.attempts(since=since, zone=zone, accelerator=accelerator)
+    finally:
+        db.close()
 
 
 def recommend_document(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
 from reconciler.core import workload as wl
+from reconciler.core.chip_use import ChipUse
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action
 from reconciler.model.desired import Desired, Settings
@@ -179,6 +180,7 @@ class EndedAttempt:
     exit_code: int | None  # the first non-zero exit of a worker; 0 when all exited 0; None unknown
     cause: str  # the phase it ended in (succeeded, failed, interrupted, gave-up, stopping,
     #             forgotten) and the detail, e.g. "failed: exit 1 on worker 2"
+    chip_use: ChipUse | None = None  # its chips' duty cycle and idle time (setup.telemetry)
 
 
 def ended_attempts(before: Memory, after: Memory) -> Iterator[EndedAttempt]:
@@ -213,5 +215,5 @@ def ended_attempts(before: Memory, after: Memory) -> Iterator[EndedAttempt]:
         started_at = old.started_at if old.started_at is not None else old.since  # old memory
         yield EndedAttempt(
             slot, old.run_id, old.attempt, started_at, exit_code,
-            f"{phase}: {detail}" if detail else phase,
+            f"{phase}: {detail}" if detail else phase, old.chip_use,
         )  # fmt: skip

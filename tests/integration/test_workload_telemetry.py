@@ -90,7 +90,12 @@ async def test_busy_chips_are_shown_vanished_metrics_fail_nothing_idle_ones_rela
     world = setup_world4(4)
     script, fakes = runtimes(world)
     world.write(desired(world, "restart: on-failure, idle_after: 3s, idle_below: 1", ntfy_server))
-    await world.start()
+    controller = await world.start()
+    from reconciler.runtime.history import HistoryRecorder, history_document
+
+    controller.history = recorder = HistoryRecorder(world.state, controller.events,
+                                                    batch_seconds=0.05)  # fmt: skip
+    recorder.start()
     await world.until("attempt 1 running", phase(world, "running", attempt=1), timeout=40)
 
     # busy: the figures of every chip of every worker, the least busy worker's in the summary
@@ -145,6 +150,14 @@ async def test_busy_chips_are_shown_vanished_metrics_fail_nothing_idle_ones_rela
     await world.until("its markers", lambda: all(len(r) == 2 for r in ran(world)))
     assert ran(world) == [[f"{run_id} 1", f"{run_id} 2"]] * 4
     await world.until("the notice", lambda: "workload-idle" in ntfy_server.events("wl"))
+    # attempt 1 in the capacity history, with how busy its chips were and its idle period
+    assert recorder.flush()
+    recorder.close()
+    (first,) = history_document(world.state.history)["attempts"]
+    assert (first["attempt"], first["run_id"]) == (1, run_id)
+    assert first["cause"].startswith("failed: idle:")
+    assert first["duty_cycle_p50"] in (0.0, 97.0)  # busy, then (after the unknown) idle
+    assert first["idle_periods"] == 1 and first["idle_seconds"] >= 3.0
     with script.lock:
         script.duty = 97.0  # busy again: attempt 2 keeps running
     await asyncio.sleep(4.5)

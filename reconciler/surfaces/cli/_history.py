@@ -121,6 +121,11 @@ def history_command(args: argparse.Namespace) -> int:
                 if db is not None
                 else []
             )
+            attempts = (
+                db.attempts(since=since, zone=args.zone, accelerator=args.accelerator)
+                if db is not None
+                else []
+            )
         finally:
             if db is not None:
                 db.close()
@@ -128,10 +133,17 @@ def history_command(args: argparse.Namespace) -> int:
         err(str(e))
         return EX_REFUSED
     if args.json:
-        print(json.dumps(history_doc(stats, since=since, **filters), indent=2))
+        print(json.dumps(history_doc(stats, since=since, attempts=attempts, **filters), indent=2))
     else:
+        from reconciler.core.attempt_report import format_attempts
+
         given = {**filters, "since": args.since}
-        print(format_history(stats, {k: v for k, v in given.items() if v}), end="")
+        asked = {k: v for k, v in given.items() if v}
+        if stats or asked or not attempts:
+            print(format_history(stats, asked), end="")
+        else:  # attempts only: "no capacity history yet" would say too much
+            print("No queued resource or node recorded yet.")
+        print(format_attempts(attempts), end="")
     return EX_OK
 
 

@@ -147,6 +147,14 @@ def validate(args: argparse.Namespace) -> int:
 
     for warning in catalogue_warnings([(s.name, s.zone, s.accelerator) for s in desired.slots]):
         print(f"{args.file}: warning: {warning}", file=sys.stderr)
+    from reconciler.model.load_warnings import setup_warnings
+
+    try:
+        text = Path(args.file).read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError:
+        text = ""  # it was just read: gone since, the warnings are left out
+    for diag in setup_warnings(text, desired) if text else ():
+        print(diag, file=sys.stderr)
     if getattr(args, "resolved", False):
         from reconciler.model.load import ENV_PREFIX, env_overrides
         from reconciler.model.resolved import format_resolved

@@ -3,7 +3,8 @@
 Layout, top to bottom: the header line (file valid, controller running, backend, observation
 age), a banner when no controller runs or the file is invalid (with the command to start it,
 or the ``file:line:col`` errors), the slot table, the race-group strip, one bottom pane (plan,
-events, logs, info or history), the result line of the last key, Textual's key footer.
+events, logs, info, history, or chips: every worker's chips with ``setup.telemetry``), the
+result line of the last key, Textual's key footer.
 
 Data: ``_frame.load_frame`` reads the snapshot, the file and the lock; a worker watches
 ``status.json``, ``events.jsonl`` and desired.yaml (one inotify watcher on their directories; no
@@ -81,6 +82,7 @@ KEYS: Final = (
     ("p", "plan pane: the controller's next actions"),
     ("e", "events pane: the event log's tail"),
     ("h", "history pane: waits by zone, chips held, preemptions per day"),
+    ("u", "chips pane: each worker's chips, duty cycle, HBM and holders (setup.telemetry)"),
     ("r", "reload now"),
     ("?", "this help"),
     ("q", "quit"),
@@ -137,6 +139,7 @@ class TpuApp(KeyActions):
         Binding("p", "pane('plan')", "plan"),
         Binding("e", "pane('events')", "events"),
         Binding("h", "pane('history')", "history", show=False),
+        Binding("u", "pane('chips')", "chips", show=False),
         Binding("slash", "filter", "filter", key_display="/"),
         Binding("r", "reload", "reload", show=False),
         Binding("escape", "clear_filter", show=False),
@@ -176,7 +179,7 @@ class TpuApp(KeyActions):
         self._armed: tuple[str, str | None, float, Any] | None = None
         self._stop = asyncio.Event()
         self._logs_for: tuple[str | None, str | None, tuple[str, ...]] | None = None
-        self._info_for: tuple[str | None, float] | None = None
+        self._info_for: tuple[str | None, float, str] | None = None
         self._history_for: tuple[int, int] | None = None
         self._shown_header = ""
         self._parsed: Parsed | None = None
@@ -222,6 +225,7 @@ class TpuApp(KeyActions):
             yield RichLog(id="logs", max_lines=5000, wrap=False, auto_scroll=True)
             yield Static(id="info")
             yield RichLog(id="history", max_lines=500, wrap=False, auto_scroll=False)
+            yield Static(id="chips")
         yield Input(
             value=self.filter_text,
             placeholder="filter: part of a slot, zone, accelerator or state; owner:NAME",
@@ -422,11 +426,11 @@ class TpuApp(KeyActions):
         """Point the info and logs panes at the selected slot; draw the history pane when it
         is shown."""
         slot = self.query_one(SlotTable).selected
-        if self.pane == "info":
+        if self.pane in ("info", "chips"):
             stamp = self.frame.now if self.frame else 0.0
-            if self._info_for != (slot, stamp):
-                self._info_for = (slot, stamp)
-                self._load_info(slot)
+            if self._info_for != (slot, stamp, self.pane):
+                self._info_for = (slot, stamp, self.pane)
+                self._load_info(slot, self.pane)
         elif self.pane == "logs":
             # Follow again when the slot's node changes: it became reachable (the pane said
             # there was none), or a new one replaced it.
@@ -462,17 +466,19 @@ class TpuApp(KeyActions):
         pane.write(text.rstrip("\n"))
 
     @work(exclusive=True, group="info", thread=True)
-    def _load_info(self, slot: str | None) -> None:
+    def _load_info(self, slot: str | None, pane: str = "info") -> None:
         from reconciler.intent import views
+        from reconciler.intent.chip_views import format_chips
 
+        shape = format_chips if pane == "chips" else views.format_slot_info
         if slot is None:
             text = "no slot selected"
         else:
             try:
-                text = tilde(views.format_slot_info(views.slot_info(self.editor, slot)))
+                text = tilde(shape(views.slot_info(self.editor, slot)))
             except ReconcilerError as e:
                 text = str(e)
-        self.call_from_thread(self.query_one("#info", Static).update, text)
+        self.call_from_thread(self.query_one(f"#{pane}", Static).update, text)
 
     @work(exclusive=True, group="logs")
     async def _follow_logs(self, row: SlotRow | None) -> None:
