@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from reconciler.adapters.openssh import ssh_argv
+from reconciler.adapters.owned_files import read_owned
 from reconciler.adapters.status_file import read_status
 from reconciler.errors import (
     InvalidDesiredState,
@@ -321,6 +322,7 @@ def ssh_command(
     except ValueError:
         raise ViewError(f"snapshot address {ips[worker]!r} is not an IP address") from None
     alias = names.host_key_alias(instance, worker)
+    _check_known_hosts(store)
     argv = list(
         ssh_argv(
             user=_ssh_user(store, desired),
@@ -506,3 +508,14 @@ def _waited(
         "observed": [{k: row.get(k) for k in keys} for row in map(encode, rows)],
         **({} if reached else {"note": "not reached yet: the controller keeps working on it"}),
     }
+
+
+def _check_known_hosts(store: IntentEditor) -> None:
+    """OpenSSH reads known_hosts without asking whose it is: refuse one a lab member put in
+    place of the controller's (``model/trust``), as the controller's own setup does."""
+    try:
+        problem = read_owned(store.state.known_hosts).problem
+    except OSError:
+        return  # none yet (OpenSSH then refuses every host: nothing is pinned)
+    if problem is not None:
+        raise ViewError(problem)
