@@ -1,0 +1,140 @@
+"""A lab member's file in the controller's place: known_hosts, memory.json and confirm.json
+owned by another uid (chowned by this test, as root) are refused, ignored or judged by the
+lab's policy (model/trust), with real files and the real controller and CLI code."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from reconciler.adapters.confirm_file import (
+    confirm_path,
+    read_confirmation_checked,
+    read_confirmed,
+    write_confirmation,
+)
+from reconciler.adapters.files import SHARED_DIR
+from reconciler.adapters.hostkeys import HostKey, HostKeyStore
+from reconciler.adapters.lab import POLICY_MODE, policy_path
+from reconciler.adapters.statedir import StateDir
+from reconciler.errors import UntrustedHostKeys
+from reconciler.runtime.controller import Controller
+from reconciler.runtime.desired_loader import DesiredLoader
+from reconciler.runtime.events import EventLog, read_events
+from tests.support.fakecloud import FakeCloud
+from tests.support.tools import require_root
+
+#: A uid with no account here: a "member" other than the controller's user (root) and root.
+MEMBER = 54321
+MEMBER_NAME = f"uid{MEMBER}"
+KEY = HostKey("ssh-ed25519", "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl")
+ALIAS = "tpu.n1.abc.w0"
+
+
+@pytest.fixture(autouse=True)
+def _root() -> None:
+    require_root("giving a file to another uid")
+
+
+def _give(path: Path, uid: int = MEMBER) -> None:
+    os.chown(path, uid, -1)
+
+
+def test_a_members_known_hosts_is_refused_with_one_line_naming_it(tmp_path: Path) -> None:
+    state = StateDir(tmp_path / "state").ensure()
+    store = HostKeyStore(state.known_hosts)
+    assert not store.check_or_pin(ALIAS, KEY)  # the controller's own pin
+    assert store.verify(ALIAS, KEY)
+    _give(state.known_hosts)
+    with pytest.raises(UntrustedHostKeys) as caught:
+        store.pinned(ALIAS)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{state.known_hosts} is owned by {MEMBER_NAME}, not by the")
+    for call in (lambda: store.verify(ALIAS, KEY), lambda: store.check_or_pin(ALIAS, KEY)):
+        with pytest.raises(UntrustedHostKeys):
+            call()
+    _give(state.known_hosts, 0)  # given back: trusted again
+    assert store.verify(ALIAS, KEY)
+
+
+def test_a_symlinked_known_hosts_is_not_followed(tmp_path: Path) -> None:
+    state = StateDir(tmp_path / "state").ensure()
+    elsewhere = tmp_path / "mine"
+    elsewhere.write_text(f"{ALIAS} {KEY.key_type} {KEY.base64}\n")
+    state.known_hosts.symlink_to(elsewhere)
+    with pytest.raises(UntrustedHostKeys, match="is a symbolic link"):
+        HostKeyStore(state.known_hosts).verify(ALIAS, KEY)
+
+
+def _controller(tmp_path: Path, state: StateDir) -> Controller:
+    path = tmp_path / "desired.yaml"
+    path.write_text("project: p\nslots: []\n")
+    return Controller(
+        store=DesiredLoader(path, {}),
+        state=state,
+        cloud_factory=lambda d: FakeCloud(),  # type: ignore[arg-type,return-value]
+        events=EventLog(state),
+    )
+
+
+def test_a_members_memory_is_not_trusted_and_is_reported(tmp_path: Path) -> None:
+    state = StateDir(tmp_path / "state").ensure()
+    state.memory.write_text(json.dumps({"version": 1, "slots": {"planted": {}}}))
+    _give(state.memory)
+    c = _controller(tmp_path, state)
+    assert not c.memory.slots
+    [event] = [e for e in read_events(state.events) if e.get("kind") == "memory.untrusted"]
+    assert f"is owned by {MEMBER_NAME}" in event["error"]
+
+
+def _shared_lab(tmp_path: Path) -> StateDir:
+    state = StateDir(tmp_path / "state").ensure()
+    state.root.chmod(SHARED_DIR)
+    policy = policy_path(state)
+    policy.write_text("admins: [carol]\nedit_others: false\ncaps: {}\n")
+    policy.chmod(POLICY_MODE)
+    return state
+
+
+OWNERS = {"mine": MEMBER_NAME, "alices": "alice"}
+
+
+def _members_confirmation(state: StateDir, deletes: list[str], *, user: str) -> None:
+    write_confirmation(state, deletes, digest="d1", now=1000.0)
+    path = confirm_path(state)
+    document = json.loads(path.read_text())
+    assert document["user"] == "root"  # who wrote it is recorded
+    path.write_text(json.dumps({**document, "user": user}))
+    _give(path)
+
+
+def test_a_members_confirmation_counts_only_for_their_own_slots(tmp_path: Path) -> None:
+    state = _shared_lab(tmp_path)
+    own = ["z/mine@1"]
+    _members_confirmation(state, own, user=MEMBER_NAME)
+    assert read_confirmed(state, digest="d1", now=1001.0, owners=OWNERS) == frozenset(own)
+
+    _members_confirmation(state, ["z/mine@1", "z/alices@2"], user=MEMBER_NAME)
+    document, reason = read_confirmation_checked(state, owners=OWNERS)
+    assert document == {}
+    assert reason is not None and "slot 'alices' belongs to alice" in reason
+    assert read_confirmed(state, digest="d1", now=1001.0, owners=OWNERS) == frozenset()
+
+
+def test_a_confirmation_claiming_another_user_counts_for_nothing(tmp_path: Path) -> None:
+    state = _shared_lab(tmp_path)
+    _members_confirmation(state, ["z/mine@1"], user="carol")  # the admin's name, bob's file
+    document, reason = read_confirmation_checked(state, owners=OWNERS)
+    assert document == {}
+    assert reason is not None and f"names 'carol' but is owned by {MEMBER_NAME}" in reason
+
+
+def test_the_controllers_own_confirmation_counts_for_every_slot(tmp_path: Path) -> None:
+    state = _shared_lab(tmp_path)
+    deletes = ["z/mine@1", "z/alices@2", "z/gone@3"]
+    write_confirmation(state, deletes, digest="d1", now=1000.0)
+    assert read_confirmed(state, digest="d1", now=1001.0, owners=OWNERS) == frozenset(deletes)
