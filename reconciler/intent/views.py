@@ -212,6 +212,9 @@ def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ViewError(f"unknown slot {name!r}: not in {store.source} nor in the snapshot{hint}")
     view = _slot_view(spec, row)
+    owner = (spec.owner if spec is not None else None) or (row.owner if row else None)
+    if owner:  # who holds it (a lab's slot; desired.yaml ``owner:``)
+        view["owner"] = owner
     try:
         view["ssh"] = ssh_command(store, name, 0, desired=desired, snapshot=snap)
     except (ViewError, UnsafeName) as e:
@@ -232,6 +235,8 @@ def format_slot_info(doc: Mapping[str, Any]) -> str:
         + (f", node {obs['node_state']}" if obs.get("node_state") else "")
         + (f" ({obs['health']})" if obs.get("health") else ""),
     ]
+    if doc.get("owner"):
+        lines.insert(1, f"owner {doc['owner']}")
     ips = obs.get("ips") or []
     lines.append(
         "workers: " + ("  ".join(f"w{i} {ip}" for i, ip in enumerate(ips)) if ips else "none yet")
