@@ -1,11 +1,19 @@
 """A lab member's file in the controller's place: known_hosts, memory.json and confirm.json
 owned by another uid (chowned by this test, as root) are refused, ignored or judged by the
-lab's policy (model/trust), with real files and the real controller and CLI code."""
+lab's policy (model/trust), with real files and the real controller and CLI code. And the
+capacity history, which members read: as the system's daemon and nobody users (forked from
+this test, as root)."""
 
 from __future__ import annotations
 
+import grp
 import json
 import os
+import pwd
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,7 +24,8 @@ from reconciler.adapters.confirm_file import (
     read_confirmed,
     write_confirmation,
 )
-from reconciler.adapters.files import SHARED_DIR
+from reconciler.adapters.files import SHARED_DIR, SHARED_FILE
+from reconciler.adapters.history_db import HistoryDB, open_readonly
 from reconciler.adapters.hostkeys import HostKey, HostKeyStore
 from reconciler.adapters.lab import POLICY_MODE, policy_path
 from reconciler.adapters.statedir import StateDir
@@ -138,3 +147,67 @@ def test_the_controllers_own_confirmation_counts_for_every_slot(tmp_path: Path) 
     deletes = ["z/mine@1", "z/alices@2", "z/gone@3"]
     write_confirmation(state, deletes, digest="d1", now=1000.0)
     assert read_confirmed(state, digest="d1", now=1001.0, owners=OWNERS) == frozenset(deletes)
+
+
+def _as(uid: int, gid: int, work: Callable[[], str]) -> str:
+    """``work()`` in a forked child run as ``uid``/``gid`` (no other groups): its result, or
+    the error it raised, as text."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            said = work()
+        except BaseException as e:  # anything goes back to the parent
+            said = f"error: {type(e).__name__}: {e}"
+        os.write(write, said.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        said = f.read().decode()
+    os.waitpid(pid, 0)
+    return said
+
+
+def test_lab_members_read_the_history_and_the_controller_still_writes_it() -> None:
+    """A member's read while the controller is stopped creates SQLite's -wal and -shm files
+    as the member's, in the database's mode: the controller must still write after it."""
+    controller, member = pwd.getpwnam("daemon"), pwd.getpwnam("nobody")
+    group = grp.getgrgid(member.pw_gid)  # the member's group, made the controller's too
+    base = Path(tempfile.mkdtemp(prefix="tr-lab-history-"))
+    try:
+        base.chmod(0o755)
+        root = base / "state"
+        root.mkdir()
+        os.chown(root, controller.pw_uid, group.gr_gid)
+        root.chmod(SHARED_DIR)
+        path = root / "history.sqlite"
+
+        def write() -> str:
+            db = HistoryDB(path)
+            db.set_meta("written_by", str(os.getuid()))
+            db.close()
+            return "written"
+
+        def read() -> str:
+            db = open_readonly(path)
+            assert db is not None
+            said = str(db.read_meta("written_by"))
+            db.close()
+            return said
+
+        assert _as(controller.pw_uid, group.gr_gid, write) == "written"
+        assert stat.S_IMODE(path.stat().st_mode) == SHARED_FILE  # 0660: the group reads it
+        assert _as(member.pw_uid, member.pw_gid, read) == str(controller.pw_uid)
+        assert _as(controller.pw_uid, group.gr_gid, write) == "written"  # not locked out
+        assert _as(member.pw_uid, member.pw_gid, read) == str(controller.pw_uid)
+    finally:
+        shutil.rmtree(base)
+
+
+def test_the_history_stays_private_outside_a_lab(tmp_path: Path) -> None:
+    state = StateDir(tmp_path / "state").ensure()
+    HistoryDB(state.root / "history.sqlite").close()
+    assert stat.S_IMODE((state.root / "history.sqlite").stat().st_mode) == 0o600
