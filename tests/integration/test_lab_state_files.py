@@ -6,14 +6,14 @@ this test, as root)."""
 
 from __future__ import annotations
 
-import grp
 import json
 import os
 import pwd
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -81,7 +81,7 @@ def test_a_symlinked_known_hosts_is_not_followed(tmp_path: Path) -> None:
 
 def _controller(tmp_path: Path, state: StateDir) -> Controller:
     path = tmp_path / "desired.yaml"
-    path.write_text("project: p\nslots: []\n")
+    path.write_text("project: test-project\nslots: []\n")
     return Controller(
         store=DesiredLoader(path, {}),
         state=state,
@@ -171,43 +171,98 @@ def _as(uid: int, gid: int, work: Callable[[], str]) -> str:
     return said
 
 
-def test_lab_members_read_the_history_and_the_controller_still_writes_it() -> None:
-    """A member's read while the controller is stopped creates SQLite's -wal and -shm files
-    as the member's, in the database's mode: the controller must still write after it."""
+@dataclass(frozen=True)
+class RealLab:
+    """A lab's state directory of real system users: ``controller`` (daemon) owns it, and
+    ``member`` (nobody) is in its group, which the controller runs with too."""
+
+    root: Path
+    controller: pwd.struct_passwd
+    member: pwd.struct_passwd
+
+    @property
+    def gid(self) -> int:
+        return self.member.pw_gid
+
+
+@pytest.fixture
+def real_lab() -> Iterator[RealLab]:
     controller, member = pwd.getpwnam("daemon"), pwd.getpwnam("nobody")
-    group = grp.getgrgid(member.pw_gid)  # the member's group, made the controller's too
-    base = Path(tempfile.mkdtemp(prefix="tr-lab-history-"))
+    base = Path(tempfile.mkdtemp(prefix="tr-lab-files-"))  # outside root's 0700 pytest dirs
     try:
         base.chmod(0o755)
         root = base / "state"
         root.mkdir()
-        os.chown(root, controller.pw_uid, group.gr_gid)
+        os.chown(root, controller.pw_uid, member.pw_gid)
         root.chmod(SHARED_DIR)
-        path = root / "history.sqlite"
-
-        def write() -> str:
-            db = HistoryDB(path)
-            db.set_meta("written_by", str(os.getuid()))
-            db.close()
-            return "written"
-
-        def read() -> str:
-            db = open_readonly(path)
-            assert db is not None
-            said = str(db.read_meta("written_by"))
-            db.close()
-            return said
-
-        assert _as(controller.pw_uid, group.gr_gid, write) == "written"
-        assert stat.S_IMODE(path.stat().st_mode) == SHARED_FILE  # 0660: the group reads it
-        assert _as(member.pw_uid, member.pw_gid, read) == str(controller.pw_uid)
-        assert _as(controller.pw_uid, group.gr_gid, write) == "written"  # not locked out
-        assert _as(member.pw_uid, member.pw_gid, read) == str(controller.pw_uid)
+        yield RealLab(root, controller, member)
     finally:
         shutil.rmtree(base)
+
+
+def test_lab_members_read_the_history_and_the_controller_still_writes_it(
+    real_lab: RealLab,
+) -> None:
+    """A member's read while the controller is stopped creates SQLite's -wal and -shm files
+    as the member's, in the database's mode: the controller must still write after it."""
+    controller, member, gid = real_lab.controller, real_lab.member, real_lab.gid
+    path = real_lab.root / "history.sqlite"
+
+    def write() -> str:
+        db = HistoryDB(path)
+        db.set_meta("written_by", str(os.getuid()))
+        db.close()
+        return "written"
+
+    def read() -> str:
+        db = open_readonly(path)
+        assert db is not None
+        said = str(db.read_meta("written_by"))
+        db.close()
+        return said
+
+    assert _as(controller.pw_uid, gid, write) == "written"
+    assert stat.S_IMODE(path.stat().st_mode) == SHARED_FILE  # 0660: the group reads it
+    assert _as(member.pw_uid, gid, read) == str(controller.pw_uid)
+    assert _as(controller.pw_uid, gid, write) == "written"  # not locked out
+    assert _as(member.pw_uid, gid, read) == str(controller.pw_uid)
 
 
 def test_the_history_stays_private_outside_a_lab(tmp_path: Path) -> None:
     state = StateDir(tmp_path / "state").ensure()
     HistoryDB(state.root / "history.sqlite").close()
     assert stat.S_IMODE((state.root / "history.sqlite").stat().st_mode) == 0o600
+
+
+async def test_the_controller_refuses_a_members_confirmation_of_anothers_slot(
+    tmp_path: Path,
+) -> None:
+    state = _shared_lab(tmp_path)
+    c = _controller(tmp_path, state)
+    (tmp_path / "desired.yaml").write_text(
+        "project: test-project\nslots:\n  - {name: alices, zone: us-central2-b, accelerator: v4-8, "
+        "want: released, owner: alice}\n"
+    )
+    _members_confirmation(state, ["us-central2-b/alices@1"], user=MEMBER_NAME)
+    await c.reconcile()
+    [event] = [e for e in read_events(state.events) if e.get("kind") == "confirm.refused"]
+    assert "slot 'alices' belongs to alice" in event["error"]
+    assert not confirm_path(state).exists()  # it confirms nothing: spent, removed
+
+
+def test_a_lab_members_process_never_writes_the_controllers_pins(real_lab: RealLab) -> None:
+    controller, member = real_lab.controller, real_lab.member
+    hosts = real_lab.root / "known_hosts"
+    hosts.write_text(f"{ALIAS} {KEY.key_type} {KEY.base64}\n")
+    os.chown(hosts, controller.pw_uid, member.pw_gid)
+    hosts.chmod(SHARED_FILE)
+    store = HostKeyStore(hosts)
+    other = "tpu.n2.abc.w0"
+
+    def member_pins() -> str:
+        known = store.verify(ALIAS, KEY)  # the controller's pins are read
+        return f"{known} {store.check_or_pin(other, KEY)} {store.forget('n1@abc')}"
+
+    assert _as(member.pw_uid, member.pw_gid, member_pins) == "True False 1"
+    assert hosts.stat().st_uid == controller.pw_uid  # still the controller's file
+    assert hosts.read_text() == f"{ALIAS} {KEY.key_type} {KEY.base64}\n"
