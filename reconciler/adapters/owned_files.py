@@ -29,10 +29,12 @@ class OwnedFile:
 
     content: bytes
     uid: int
-    user: str
-    controller: str  # the state directory's owner (the controller's user)
-    controller_uid: int
+    controller_uid: int  # the state directory's owner (the controller's user)
     problem: str | None  # why it is not used (``model/trust.foreign_file``); None: usable
+
+    @property
+    def user(self) -> str:
+        return user_name(self.uid)
 
     @property
     def trusted(self) -> bool:
@@ -46,9 +48,9 @@ class OwnedFile:
 
 def read_owned(path: Path) -> OwnedFile:
     """``path``'s content and owner. Raises FileNotFoundError when it is missing and OSError
-    when it cannot be read; a symbolic link reads as a file nobody trusts."""
+    when it cannot be read; a symbolic link reads as a file nobody trusts. User names are
+    looked up only for a refusal's message (a worker's every pin check reads the file)."""
     directory_owner = path.parent.stat().st_uid
-    controller = user_name(directory_owner)
     trusted = trusted_uids(reader=os.geteuid(), directory_owner=directory_owner)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -60,12 +62,17 @@ def read_owned(path: Path) -> OwnedFile:
             f"{path} is a symbolic link (made by {user_name(link_owner)}), not the "
             "controller's file: it is not used (remove it)"
         )
-        return OwnedFile(
-            b"", link_owner, user_name(link_owner), controller, directory_owner, problem
-        )
+        return OwnedFile(b"", link_owner, directory_owner, problem)
     with os.fdopen(fd, "rb") as f:
         uid = os.fstat(f.fileno()).st_uid
         content = f.read(_LIMIT)
-    owner = user_name(uid)
-    foreign = foreign_file(str(path), uid=uid, owner=owner, trusted=trusted, controller=controller)
-    return OwnedFile(content, uid, owner, controller, directory_owner, foreign)
+    foreign = None
+    if uid not in trusted:
+        foreign = foreign_file(
+            str(path),
+            uid=uid,
+            owner=user_name(uid),
+            trusted=trusted,
+            controller=user_name(directory_owner),
+        )
+    return OwnedFile(content, uid, directory_owner, foreign)
