@@ -117,6 +117,18 @@ def _key_of(line: str) -> HostKey | None:
         return None
 
 
+def check_trusted(path: Path) -> None:
+    """Raise ``UntrustedHostKeys`` when the known_hosts file at ``path`` is there but not one
+    to believe (see the module docstring). For OpenSSH (the tmux windows, ``ssh``), which
+    reads the file without asking whose it is."""
+    try:
+        owned = read_owned(path)
+    except FileNotFoundError:
+        return
+    if owned.problem is not None:
+        raise UntrustedHostKeys(owned.problem)
+
+
 class HostKeyStore:
     """The pins in one known_hosts file (normally ``StateDir.known_hosts``)."""
 

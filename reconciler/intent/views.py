@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from reconciler.adapters.openssh import ssh_argv
-from reconciler.adapters.owned_files import read_owned
 from reconciler.adapters.status_file import read_status
 from reconciler.errors import (
     InvalidDesiredState,
     ReconcilerError,
     StatusUnreadable,
     UnsafeName,
+    UntrustedHostKeys,
     ViewError,
 )
 from reconciler.intent.engine import EditResult, IntentEditor
@@ -518,9 +518,11 @@ def _waited(
 def _check_known_hosts(store: IntentEditor) -> None:
     """OpenSSH reads known_hosts without asking whose it is: refuse one a lab member put in
     place of the controller's (``model/trust``), as the controller's own setup does."""
+    from reconciler.adapters.hostkeys import check_trusted  # off the `status` path
+
     try:
-        problem = read_owned(store.state.known_hosts).problem
+        check_trusted(store.state.known_hosts)
+    except UntrustedHostKeys as e:
+        raise ViewError(str(e)) from None
     except OSError:
-        return  # none yet (OpenSSH then refuses every host: nothing is pinned)
-    if problem is not None:
-        raise ViewError(problem)
+        return  # unreadable: OpenSSH then trusts no host either

@@ -266,3 +266,29 @@ def test_a_lab_members_process_never_writes_the_controllers_pins(real_lab: RealL
     assert _as(member.pw_uid, member.pw_gid, member_pins) == "True False 1"
     assert hosts.stat().st_uid == controller.pw_uid  # still the controller's file
     assert hosts.read_text() == f"{ALIAS} {KEY.key_type} {KEY.base64}\n"
+
+
+def test_ssh_and_the_tmux_windows_refuse_a_members_known_hosts(tmp_path: Path) -> None:
+    """OpenSSH reads known_hosts without asking whose it is: the command views and the
+    controller's tmux windows check first (``hostkeys.check_trusted``)."""
+    from reconciler.adapters.files import write_json
+    from reconciler.adapters.hostkeys import check_trusted
+    from reconciler.errors import ViewError
+    from reconciler.intent import views
+    from reconciler.intent.engine import IntentEditor
+    from tests.unit.test_intent_views import row, snapshot
+
+    file = tmp_path / "desired.yaml"
+    file.write_text("project: test-project\nslots: []\nsettings: {ssh_user: alice}\n")
+    store = IntentEditor(file, StateDir(tmp_path / "state").ensure(), env={})
+    write_json(store.state.status, snapshot(row("small", "ACTIVE", ips=["10.0.0.5"],
+               instance="small@12345")))  # fmt: skip
+    check_trusted(store.state.known_hosts)  # none yet: nothing to refuse
+    assert views.ssh_command(store, "small")["available"]
+    store.state.known_hosts.write_text(f"{ALIAS} {KEY.key_type} {KEY.base64}\n")
+    check_trusted(store.state.known_hosts)  # the controller's own
+    _give(store.state.known_hosts)
+    with pytest.raises(UntrustedHostKeys, match=f"owned by {MEMBER_NAME}"):
+        check_trusted(store.state.known_hosts)
+    with pytest.raises(ViewError, match=f"known_hosts is owned by {MEMBER_NAME}"):
+        views.ssh_command(store, "small")
