@@ -22,6 +22,7 @@ Errors also carry the *exit code* a command returns for them (``exit_code``, nam
     │   ├── PermanentCloudError          PERMISSION_DENIED, INVALID_ARGUMENT, closed queue
     │   │   └── QuotaExceeded            a create refused for a named quota (429 + quota id)
     │   ├── HostKeyMismatch              a worker's SSH host key changed for the same node
+    │   │   └── UntrustedHostKeys        ... or known_hosts is not the controller's file
     │   ├── NoMachine                    an emulated node: no machine answers there   exit 69
     │   ├── UnsafeName                   a name that must never reach a subprocess
     │   ├── ControllerAlreadyRunning     a second controller for the same desired file  exit 75
@@ -192,6 +193,11 @@ class RemoteCommandFailed(SetupFailed):
 
 class HostKeyMismatch(PermanentError):
     """A worker presented a different host key than the one pinned for this node instance."""
+
+
+class UntrustedHostKeys(HostKeyMismatch):
+    """The known_hosts file is owned by someone the controller does not trust (in a lab's
+    group-writable state directory a member may have replaced it): no host is trusted from it."""
 
 
 class NoMachine(PermanentError):

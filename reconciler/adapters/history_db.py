@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
+from reconciler.adapters.files import PRIVATE_FILE, shared_mode
 from reconciler.adapters.history_sql import (
     SCHEMA,
     TABLES,
@@ -85,6 +86,18 @@ def _readonly_uri(path: Path) -> str:
     return f"file:{quote(str(path.absolute()), safe='/')}?mode=ro"
 
 
+def _lab_mode(fd: int, path: Path) -> None:
+    """In a shared lab's state directory the file is the group's, read-write (0660) like the
+    lab's other state files, so members can run ``history`` and ``recommend``; it holds no
+    secrets. Not 0640: SQLite gives the ``-wal`` and ``-shm`` files the database's mode, and
+    a member's read while the controller is stopped creates them as the member's, which the
+    controller could then not write. Elsewhere it stays 0600."""
+    mode = shared_mode(path.parent, PRIVATE_FILE)
+    if mode != PRIVATE_FILE:
+        with contextlib.suppress(PermissionError):  # another's file: its owner sets it
+            os.fchmod(fd, mode)
+
+
 class HistoryDB:
     """One connection to the history file. Not thread-safe: one thread per instance."""
 
@@ -94,6 +107,7 @@ class HistoryDB:
             self.conn = sqlite3.connect(_readonly_uri(path), uri=True, isolation_level=None)
         else:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            _lab_mode(fd, path)
             os.close(fd)
             self.conn = sqlite3.connect(path, isolation_level=None)
             self.conn.execute("PRAGMA journal_mode=WAL")

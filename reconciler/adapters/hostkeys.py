@@ -14,6 +14,12 @@ A re-created node has a new instance and so a new alias and a fresh first use; a
 for the *same* alias is refused with ``HostKeyMismatch``. ``forget(instance)`` drops a node's
 lines once it is gone. Host checking is never switched off.
 
+The file is believed only when the state directory's owner (the controller's user), root or
+the reader owns it (``adapters/owned_files``, ``model/trust``): in a lab's group-writable
+directory a member could otherwise replace it and have the controller trust their machine;
+such a file raises ``UntrustedHostKeys`` and nothing is dialled. A lab member's own process
+reads the controller's pins but never writes them.
+
 May: read and atomically rewrite one known_hosts file; hold an flock on its directory (and a
 thread lock) while doing so, so concurrent workers of one bootstrap — or two processes — never
 lose each other's pins. May not: import asyncssh (callers convert keys to ``keytype base64``
@@ -36,8 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from reconciler.adapters.files import atomic_write
-from reconciler.errors import HostKeyMismatch, UnsafeName
+from reconciler.adapters.files import atomic_write, is_shared_dir
+from reconciler.adapters.owned_files import read_owned
+from reconciler.errors import HostKeyMismatch, UnsafeName, UntrustedHostKeys
 from reconciler.model.names import host_key_alias
 
 _KEY_TYPE_RE: Final = re.compile(r"^[a-z0-9][a-z0-9@._+-]{0,63}$")
@@ -110,6 +117,18 @@ def _key_of(line: str) -> HostKey | None:
         return None
 
 
+def check_trusted(path: Path) -> None:
+    """Raise ``UntrustedHostKeys`` when the known_hosts file at ``path`` is there but not one
+    to believe (see the module docstring). For OpenSSH (the tmux windows, ``ssh``), which
+    reads the file without asking whose it is."""
+    try:
+        owned = read_owned(path)
+    except FileNotFoundError:
+        return
+    if owned.problem is not None:
+        raise UntrustedHostKeys(owned.problem)
+
+
 class HostKeyStore:
     """The pins in one known_hosts file (normally ``StateDir.known_hosts``)."""
 
@@ -122,10 +141,24 @@ class HostKeyStore:
     # --- reading --------------------------------------------------------------------------
 
     def _lines(self) -> list[str]:
+        """The file's lines; ``UntrustedHostKeys`` when it is not the controller's (or the
+        reader's) own file (``model/trust``): a lab member's known_hosts is never believed."""
         try:
-            return self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+            owned = read_owned(self.path)
         except FileNotFoundError:
             return []
+        if owned.problem is not None:
+            raise UntrustedHostKeys(owned.problem)
+        return owned.content.decode("utf-8", errors="replace").splitlines()
+
+    def _member_of_lab(self) -> bool:
+        """Whether this process is a lab member other than the controller's user: it verifies
+        against the controller's pins but never writes them (its new file would be its own,
+        which the controller then refuses)."""
+        directory = self.path.parent
+        with contextlib.suppress(OSError):
+            return is_shared_dir(directory) and directory.stat().st_uid != os.geteuid()
+        return False
 
     def pinned(self, alias: str) -> tuple[HostKey | None, ...]:
         """Every key pinned for ``alias``; ``None`` stands for a matching line that cannot be
@@ -186,6 +219,8 @@ class HostKeyStore:
             lines = self._lines()
             if self._verify(lines, alias, key, what):
                 return True
+            if self._member_of_lab():
+                return False
             lines.append(f"{alias} {key.key_type} {key.base64}")
             atomic_write(self.path, "\n".join(lines) + "\n")
             return False
@@ -211,6 +246,6 @@ class HostKeyStore:
             lines = self._lines()
             kept = [line for line in lines if not belongs(line)]
             removed = len(lines) - len(kept)
-            if removed:
+            if removed and not self._member_of_lab():
                 atomic_write(self.path, "".join(f"{line}\n" for line in kept))
             return removed

@@ -136,10 +136,27 @@ _COLUMNS = (
 
 def status_columns(snapshot: StatusSnapshot) -> tuple[str, ...]:
     """The names of ``status_rows``' cells, in order: a WORKLOAD cell comes before NOTE when
-    any slot has a workload."""
+    any slot has a workload, an OWNER cell after SLOT when any slot has an owner."""
     if any(s.workload for s in snapshot.slots):
-        return (*_COLUMNS[:-1], "WORKLOAD", _COLUMNS[-1])
-    return _COLUMNS
+        return _owner_column(snapshot, (*_COLUMNS[:-1], "WORKLOAD", _COLUMNS[-1]))
+    return _owner_column(snapshot, _COLUMNS)
+
+
+def _owned(snapshot: StatusSnapshot) -> bool:
+    return any(s.owner for s in snapshot.slots)
+
+
+def _owner_column(snapshot: StatusSnapshot, columns: tuple[str, ...]) -> tuple[str, ...]:
+    """``columns`` with OWNER after SLOT when a slot names an owner (a lab's table); without
+    one the table is as it always was."""
+    return (columns[0], "OWNER", *columns[1:]) if _owned(snapshot) else columns
+
+
+def _owner_cells(snapshot: StatusSnapshot, rows: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """Each row with its slot's owner (``-``: nobody's) after SLOT, as ``_owner_column``."""
+    if not _owned(snapshot):
+        return rows
+    return [(row[0], s.owner or "-", *row[1:]) for row, s in zip(rows, snapshot.slots, strict=True)]
 
 
 _QUIET: Final = frozenset(("off", "done", "waiting"))  # setup states the NOTE column leaves out
@@ -277,7 +294,7 @@ def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:
         )
         note = _note(s, now)
         rows.append((*row, _workload(s.workload, now), note) if workloads else (*row, note))
-    return rows
+    return _owner_cells(snapshot, rows)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -10,6 +10,11 @@ was shown is refused when the set has changed since, so nobody confirms deletes 
 see. A later change that holds other deletes needs its own confirmation, and a confirmation
 holds only under the intent it was shown with (any later edit of desired.yaml supersedes it) and
 for ``core.control.CONFIRM_TTL``.
+
+In a shared lab the confirming user is the one running this (the file they write is theirs):
+a member may confirm only deletes of slots the lab's policy lets them change
+(``model/trust.confirm_refusal``). This refuses up front, with ``NotYourSlot``, what the
+snapshot shows to be someone else's; the controller applies the same rule to the file.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ import time
 from typing import Any
 
 from reconciler.adapters.confirm_file import write_confirmation
-from reconciler.errors import EditRejected
+from reconciler.adapters.lab import read_policy
+from reconciler.errors import EditRejected, NotYourSlot
 from reconciler.intent.engine import IntentEditor
 from reconciler.intent.views import read_snapshot
 from reconciler.model.status import GuardStatus, StatusSnapshot
+from reconciler.model.trust import ROOT_UID, confirm_refusal, slot_of_delete
 
 
 def guarded(store: IntentEditor) -> GuardStatus | None:
@@ -51,6 +58,7 @@ def confirm_deletes(store: IntentEditor, fingerprint: str | None = None) -> dict
             "look again (`tpu-reconciler status`) and confirm what is shown"
         )
     deletes = list(guard.deletes)
+    _check_may_confirm(store, snap, deletes)
     digest = snap.desired.digest if snap is not None else None
     token = write_confirmation(store.state, deletes, digest=digest, now=time.time())
     return {
@@ -60,3 +68,24 @@ def confirm_deletes(store: IntentEditor, fingerprint: str | None = None) -> dict
         "slots": list(guard.slots),
         "note": "the controller deletes exactly these at its next pass",
     }
+
+
+def _check_may_confirm(
+    store: IntentEditor, snap: StatusSnapshot | None, deletes: list[str]
+) -> None:
+    """``NotYourSlot`` when a slot among ``deletes`` is known (from the snapshot) to be one
+    this user may not change; slots the snapshot does not show are left to the controller."""
+    owners = {s.name: s.owner for s in snap.slots} if snap is not None else {}
+    known = [d for d in deletes if slot_of_delete(d) in owners]
+    actor = store.actor
+    reason = confirm_refusal(
+        read_policy(store.state),
+        file_user=actor.user,
+        trusted=actor.uid in (store.state.root.stat().st_uid, ROOT_UID),
+        recorded_user=None,
+        deletes=known,
+        owners=owners,
+    )
+    if reason is not None:
+        theirs = [owners[slot_of_delete(d)] for d in known]
+        raise NotYourSlot(reason, owner=next((o for o in theirs if o and o != actor.user), "?"))

@@ -33,6 +33,7 @@ from reconciler.errors import (
     ReconcilerError,
     StatusUnreadable,
     UnsafeName,
+    UntrustedHostKeys,
     ViewError,
 )
 from reconciler.intent.engine import EditResult, IntentEditor
@@ -223,6 +224,9 @@ def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ViewError(f"unknown slot {name!r}: not in {store.source} nor in the snapshot{hint}")
     view = _slot_view(spec, row)
+    owner = (spec.owner if spec is not None else None) or (row.owner if row else None)
+    if owner:  # who holds it (a lab's slot; desired.yaml ``owner:``)
+        view["owner"] = owner
     try:
         view["ssh"] = ssh_command(store, name, 0, desired=desired, snapshot=snap)
     except (ViewError, UnsafeName) as e:
@@ -243,6 +247,8 @@ def format_slot_info(doc: Mapping[str, Any]) -> str:
         + (f", node {obs['node_state']}" if obs.get("node_state") else "")
         + (f" ({obs['health']})" if obs.get("health") else ""),
     ]
+    if doc.get("owner"):
+        lines.insert(1, f"owner {doc['owner']}")
     ips = obs.get("ips") or []
     lines.append(
         "workers: " + ("  ".join(f"w{i} {ip}" for i, ip in enumerate(ips)) if ips else "none yet")
@@ -347,6 +353,7 @@ def ssh_command(
     except ValueError:
         raise ViewError(f"snapshot address {ips[worker]!r} is not an IP address") from None
     alias = names.host_key_alias(instance, worker)
+    _check_known_hosts(store)
     argv = list(
         ssh_argv(
             user=_ssh_user(store, desired),
@@ -532,3 +539,16 @@ def _waited(
         "observed": [{k: row.get(k) for k in keys} for row in map(encode, rows)],
         **({} if reached else {"note": "not reached yet: the controller keeps working on it"}),
     }
+
+
+def _check_known_hosts(store: IntentEditor) -> None:
+    """OpenSSH reads known_hosts without asking whose it is: refuse one a lab member put in
+    place of the controller's (``model/trust``), as the controller's own setup does."""
+    from reconciler.adapters.hostkeys import check_trusted  # off the `status` path
+
+    try:
+        check_trusted(store.state.known_hosts)
+    except UntrustedHostKeys as e:
+        raise ViewError(str(e)) from None
+    except OSError:
+        return  # unreadable: OpenSSH then trusts no host either

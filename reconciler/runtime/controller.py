@@ -38,12 +38,13 @@ from typing import TYPE_CHECKING
 
 from reconciler.adapters.cloud import Cloud
 from reconciler.adapters.confirm_file import (
-    read_confirmation,
+    read_confirmation_checked,
     read_confirmed,
     remove_confirmation,
 )
 from reconciler.adapters.files import read_json, write_json
 from reconciler.adapters.lab import user_name
+from reconciler.adapters.owned_files import read_owned
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
 from reconciler.core import control as control_rules
@@ -157,9 +158,23 @@ class Controller(ActionTasks):
         self._suspended = False
         self._guarded: str | None = None
         self.cloud_quotas = CloudQuotaLimits(clock, self._note)  # settings.quota_source: cloud
+        #: the owner of every slot seen in an intent while this controller ran (a confirmation
+        #: of a removed slot's delete is judged by it: ``model/trust.confirm_refusal``)
+        self._owners: dict[str, str | None] = {}
 
     # -- memory ------------------------------------------------------------------------------
     def _load_memory(self) -> mem.Memory:
+        try:
+            owned = read_owned(self.state.memory)
+        except FileNotFoundError:
+            return mem.Memory()
+        except OSError:
+            owned = None  # read_json below says what is wrong
+        if owned is not None and owned.problem is not None:
+            # A lab member may have replaced it (model/trust): start afresh, say so; the
+            # controller's next save replaces it with its own.
+            self.events.emit("memory.untrusted", error=owned.problem)
+            return mem.Memory()
         try:
             return mem.from_dict(read_json(self.state.memory))
         except FileNotFoundError:
@@ -282,7 +297,11 @@ class Controller(ActionTasks):
             wl.observe(self.memory, desired, observation, probes, now),
         )
         self._workloads_moved(desired, before)
-        confirmation = read_confirmation(self.state)  # one read a pass; usually absent
+        self._owners.update({s.name: s.owner for s in desired.slots})
+        # one read a pass; usually absent. A member's confirmation counts for what they may change
+        confirmation, refused = read_confirmation_checked(self.state, owners=self._owners)
+        if refused is not None:
+            self.events.emit("confirm.refused", error=refused)
         confirmed = control_rules.confirmed_deletes(confirmation, digest=desired.digest, now=now)
         decided = plan(desired, observation, self.memory, now, windows, confirmed, probes=probes)
         spent = confirmation is not None and control_rules.confirmation_spent(
@@ -580,7 +599,8 @@ class Controller(ActionTasks):
         self.memory = mem.observe(self.memory, desired, observation, now)
         probes = await self._probe(desired, observation)
         self.memory = wl.observe(self.memory, desired, observation, probes, now)
-        confirmed = read_confirmed(self.state, digest=desired.digest, now=now)
+        owners = {s.name: s.owner for s in desired.slots}
+        confirmed = read_confirmed(self.state, digest=desired.digest, now=now, owners=owners)
         decided = plan(desired, observation, self.memory, now, confirmed=confirmed, probes=probes)
         return PassResult(desired, observation, decided)
 

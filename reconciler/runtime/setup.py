@@ -175,12 +175,14 @@ class LiveSetup:
         return self._mirrors[socket]
 
     async def tmux(self, desired: Desired, action: Action, node: Node) -> None:
+        from reconciler.adapters.hostkeys import check_trusted
         from reconciler.adapters.openssh import ssh_argv
         from reconciler.adapters.tmux import WantedWindow, session_name
 
         spec = self._spec(desired, action)
         settings = desired.settings
         worker0 = self._workers(spec.name, settings, node)[0]
+        check_trusted(self.state.known_hosts)  # OpenSSH would read a member's copy as is
         argv = ssh_argv(
             user=await self._user(settings),
             ip=worker0.host,

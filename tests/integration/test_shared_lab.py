@@ -224,3 +224,40 @@ def test_the_package_under_test_is_the_worktrees(lab_python: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_members_see_owners_and_read_the_labs_history(lab: Lab) -> None:
+    """The status table's OWNER column, and the capacity history a member reads (``history``)
+    while the controller's user still writes it after that read."""
+    done = lab.run(lab.alice, "service", "install", "--shared", lab.group, "--admin", lab.carol)
+    assert done.returncode == EX_OK, done.stderr
+    add = ("add-slot", "--zone", "us-central2-b", "--accelerator", "v4-8", "--name")
+    assert lab.run(lab.bob, *add, "b1").returncode == EX_OK
+    shown = lab.run(lab.alice, "status")
+    assert shown.returncode == EX_OK, shown.stderr
+    table = [line.split() for line in shown.stdout.splitlines()]
+    assert ["SLOT", "OWNER"] in [row[:2] for row in table]
+    assert ["b1", lab.bob] in [row[:2] for row in table]
+
+    history = lab.state / "history.sqlite"
+    write = (
+        "import sys, pathlib; from reconciler.adapters.history_db import HistoryDB; "
+        "db = HistoryDB(pathlib.Path(sys.argv[1])); db.set_meta('by', 'controller'); db.close()"
+    )
+
+    def as_controller() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["runuser", "-u", lab.alice, "--", str(lab.python), "-c", write, str(history)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    done = as_controller()
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(history.stat().st_mode) == 0o660
+    read = lab.run(lab.bob, "history")  # the controller is not running: bob makes -wal, -shm
+    assert read.returncode == EX_OK, read.stderr
+    done = as_controller()
+    assert done.returncode == 0, done.stderr  # not locked out by bob's files

@@ -49,3 +49,13 @@ def require_tool(name: str) -> str:
     if in_ci():
         pytest.fail(f"CI=true: {message}", pytrace=False)
     pytest.skip(message)
+
+
+def require_root(why: str) -> None:
+    """Skip (locally) or fail (CI, which runs as root) when this process is not root."""
+    if os.geteuid() == 0:
+        return
+    message = f"{why} needs root"
+    if in_ci():
+        pytest.fail(f"CI=true: {message}", pytrace=False)
+    pytest.skip(message)

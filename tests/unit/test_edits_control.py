@@ -86,3 +86,31 @@ def test_confirm_takes_exactly_the_snapshots_guarded_set(store: IntentEditor) ->
     now = time.time()
     assert read_confirmed(store.state, digest="d1", now=now) == frozenset(ids)
     assert read_confirmed(store.state, digest="d0", now=now) == frozenset()
+
+
+def test_a_lab_member_cannot_confirm_deletes_of_anothers_slots(store: IntentEditor) -> None:
+    from reconciler.adapters.files import SHARED_DIR
+    from reconciler.adapters.lab import POLICY_MODE, policy_path
+    from reconciler.core.control import fingerprint
+    from reconciler.errors import NotYourSlot
+    from reconciler.intent.owners import Actor
+
+    store.state.ensure().root.chmod(SHARED_DIR)
+    policy_path(store.state).write_text("admins: [carol]\n")
+    policy_path(store.state).chmod(POLICY_MODE)
+    ids = ["z/a@1", "z/b@2", "z/c@3"]
+    guard = {"limit": 2, "deletes": ids, "slots": ["a", "b", "c"],
+             "fingerprint": fingerprint(ids), "command": "tpu-reconciler confirm x"}  # fmt: skip
+    rows = [{"name": n, "zone": "z", "accelerator": "v4-8", "owner": o}
+            for n, o in (("a", "bob"), ("b", "alice"))]  # fmt: skip
+    write_json(store.state.status, {
+        "schema_version": "tpu-reconciler.status.v1", "plan": {"guard": guard}, "slots": rows,
+        "desired": {"file": "desired.yaml", "valid": True, "digest": "d1"},
+    })  # fmt: skip
+    store.actor = Actor("bob", 54321)  # not the controller's user (the state dir's owner)
+    with pytest.raises(NotYourSlot, match="slot 'b' belongs to alice") as caught:
+        confirm_deletes(store, fingerprint(ids))
+    assert caught.value.owner == "alice"
+    assert not confirm_path(store.state).exists()
+    store.actor = Actor("carol", 54322)  # an admin
+    assert confirm_deletes(store, fingerprint(ids))["status"] == "confirmed"

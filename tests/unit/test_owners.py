@@ -379,3 +379,34 @@ async def test_a_plan_only_controller_audits_nothing(tmp_path: Path) -> None:
     c.allow_destructive = False  # as `plan` builds it
     await c.reconcile()
     assert list(read_audit(c.state)) == []
+
+
+def test_the_status_table_has_an_owner_column_only_when_a_slot_has_an_owner() -> None:
+    from reconciler.core.render import format_status, status_columns, status_rows
+
+    lab = StatusSnapshot(slots=(SlotStatus("a1", owner="alice"), SlotStatus("loose")))
+    assert status_columns(lab)[:3] == ("SLOT", "OWNER", "ZONE")
+    assert [row[:2] for row in status_rows(lab, 0.0)] == [("a1", "alice"), ("loose", "-")]
+    assert all(len(row) == len(status_columns(lab)) for row in status_rows(lab, 0.0))
+    table = format_status(lab, 0.0).splitlines()
+    header = next(line for line in table if line.startswith("SLOT"))
+    assert header.split()[:3] == ["SLOT", "OWNER", "ZONE"]
+    alone = StatusSnapshot(slots=(SlotStatus("loose"),))
+    assert "OWNER" not in status_columns(alone)
+    assert "OWNER" not in format_status(alone, 0.0)
+
+
+def test_status_and_info_show_the_owner(tmp_path: Path) -> None:
+    from tests.support.cli import run_cli
+
+    bob = editor(tmp_path, "bob", policy=None)
+    where = ("-f", str(bob.path), "--state-dir", str(bob.state.root))
+    done = run_cli(*where, "status")
+    assert done.returncode == 0, done.stderr
+    header, *rows = [ln for ln in done.stdout.splitlines() if ln.startswith(("SLOT", "a1 "))]
+    assert header.split()[:2] == ["SLOT", "OWNER"] and rows[0].split()[:2] == ["a1", "alice"]
+    info = run_cli(*where, "info", "a1")
+    assert info.returncode == 0, info.stderr
+    assert "owner alice" in info.stdout.splitlines()
+    as_json = json.loads(run_cli(*where, "info", "a1", "--json").stdout)
+    assert as_json["owner"] == "alice"
