@@ -50,7 +50,7 @@ from reconciler.adapters.status_file import write_status
 from reconciler.core import control as control_rules
 from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
-from reconciler.core import node_health, retry
+from reconciler.core import retry
 from reconciler.core import workload as wl
 from reconciler.core.chip_use import summary as chip_summary
 from reconciler.core.metrics import pass_result
@@ -75,6 +75,7 @@ from reconciler.runtime.desired_loader import DesiredLoader, LoadResult
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.latency import LatencyProbes
 from reconciler.runtime.quota_limits import CloudQuotaLimits
+from reconciler.runtime.transitions import Transitions
 from reconciler.runtime.workloads import (
     Prober,
     WorkloadPort,
@@ -147,16 +148,13 @@ class Controller(ActionTasks):
         self._observe_retry: float | None = None
         self._observe_failing_since = 0.0
         self._failing_since: dict[str, float] = {}  # action key -> first failure in a row
-        self._last_states: dict[tuple[str, str], str] = {}
-        self._last_health: dict[tuple[str, str], tuple[str, ...]] = {}
+        self.transitions = Transitions(events)  # what moved since the last pass, as events
         self._last_digest: str | None = None
         self._audited: Desired | None = None  # the intent last written to the audit log
         self._last_errors: tuple[str, ...] = ()
         self._last: PassResult | None = None
         self._observed_at: float | None = None
         self._backend = "?"
-        self._suspended = False
-        self._guarded: str | None = None
         self.cloud_quotas = CloudQuotaLimits(clock, self._note)  # settings.quota_source: cloud
         #: the owner of every slot seen in an intent while this controller ran (a confirmation
         #: of a removed slot's delete is judged by it: ``model/trust.confirm_refusal``)
@@ -286,7 +284,7 @@ class Controller(ActionTasks):
             return result
         self._observe_failures = 0
         self._observed_at = now
-        self._note_transitions(observation)
+        self.transitions.observed(observation)
         (windows, orphans), probes = await asyncio.gather(
             self._tmux_inventory(desired, observation), self._probe(desired, observation)
         )
@@ -312,7 +310,7 @@ class Controller(ActionTasks):
         )
         if spent and remove_confirmation(self.state):
             self._note("confirm.cleared", slot=None)
-        self._note_control(decided)
+        self.transitions.decided(decided)
         if self.history is not None:
             self.history.observe(desired, observation, self.memory, now)
         result = PassResult(desired, observation, decided)
@@ -328,18 +326,6 @@ class Controller(ActionTasks):
 
     def _record_latency(self, zone: str, ms: float | None) -> None:
         self.memory = mem.record_latency(self.memory, zone, ms, self.clock())
-
-    def _note_control(self, decided: Plan) -> None:
-        if decided.suspended != self._suspended:
-            self._suspended = decided.suspended
-            self.events.emit("controller.suspended" if decided.suspended else "controller.resumed")
-        if decided.guard is not None and decided.guard.fingerprint != self._guarded:
-            self.events.emit(
-                "guard.held",
-                deletes=list(decided.guard.deletes),
-                fingerprint=decided.guard.fingerprint,
-            )
-        self._guarded = decided.guard.fingerprint if decided.guard else None
 
     def _workloads_moved(self, desired: Desired, before: mem.Memory) -> None:
         """Events for workload transitions; each ended attempt into the capacity history."""
@@ -363,26 +349,6 @@ class Controller(ActionTasks):
                 cause=ended.cause,
                 chips=chip_summary(ended.chip_use, ended_at),
             )
-
-    def _note_transitions(self, observation: Observation) -> None:
-        states = {q.key: q.state.value for q in observation.queued_resources}
-        for key, state in states.items():
-            before = self._last_states.get(key)
-            if before != state:
-                self.events.emit("qr.state", slot=key[1], zone=key[0], before=before, after=state)
-        for key, before in self._last_states.items():
-            if key in states:
-                continue
-            if observation.knows(key[0]):
-                self.events.emit("qr.state", slot=key[1], zone=key[0], before=before, after=None)
-            else:
-                states[key] = before  # unseen, not gone: remember it until its zone answers
-        self._last_states = states
-        health = {n.key: node_health.signals(n) for n in observation.nodes}
-        for key, found in health.items():  # told as they appear or change; never acted on
-            if found != self._last_health.get(key, ()):
-                self.events.emit("node.health", slot=key[1], zone=key[0], signals=list(found))
-        self._last_health = health
 
     async def _probe(
         self, desired: Desired, observation: Observation
