@@ -16,9 +16,9 @@ A file that SQLite calls corrupt (``DatabaseError``) is moved aside as
 ``history.sqlite.corrupt-<time>`` and started afresh; the recorder then refills it from the
 event log.
 
-The SQL itself (schema, records as rows, the queries) is ``adapters/history_sql.py``; this
-module owns the file: opening it, its transactions, its damage and moving it aside. Opening it
-writable brings an older store up to the current schema (``history_sql.migrate``); a read-only
+The SQL itself (schema, records as rows, the queries) is ``adapters/history_sql.py`` and
+``adapters/history_rows.py``; this module owns the file: opening it, its transactions, its
+damage and moving it aside. Opening it writable brings an older store up to the current schema (``history_sql.migrate``); a read-only
 view reads a store of any earlier version as it is.
 
 May: read and write the history file. May not: decide what a record means (``core.history``)
@@ -37,19 +37,17 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from reconciler.adapters.files import PRIVATE_FILE, shared_mode
+from reconciler.adapters.history_rows import attempts, timeline, transitions
 from reconciler.adapters.history_sql import (
     SCHEMA,
     TABLES,
     _ms,
-    attempts,
     insert,
     migrate,
     read_names,
     rows_of,
     samples,
     stats,
-    timeline,
-    transitions,
 )
 from reconciler.core.capacity import (
     Open,
@@ -245,16 +243,16 @@ class HistoryDB:
             return stats(self.conn, open_=_matching(open_, filters), **filters)
 
     def transitions(self, **filters: Any) -> Iterator[Transition]:
-        """See ``history_sql.transitions``; SQLite's failures raise ``HistoryUnreadable``."""
+        """See ``history_rows.transitions``; SQLite's failures raise ``HistoryUnreadable``."""
         with _reading(self.path):
             yield from transitions(self.conn, **filters)
 
     def timeline(self, **filters: Any) -> Timeline:
-        """See ``history_sql.timeline``; SQLite's failures raise ``HistoryUnreadable``."""
+        """See ``history_rows.timeline``; SQLite's failures raise ``HistoryUnreadable``."""
         with _reading(self.path):
             return timeline(self.conn, **filters)
     def attempts(self, **filters: Any) -> list[WorkloadAttempt]:
-        """See ``history_sql.attempts``; SQLite's failures raise ``HistoryUnreadable``."""
+        """See ``history_rows.attempts``; SQLite's failures raise ``HistoryUnreadable``."""
         with _reading(self.path):
             return attempts(self.conn, **filters)
 
