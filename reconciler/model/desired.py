@@ -14,26 +14,40 @@ Two layers:
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
 )
-from pydantic_core import PydanticCustomError
 
-from reconciler.errors import UnsafeName
 from reconciler.model import names
-from reconciler.model.durations import parse_duration
-from reconciler.model.metrics_address import parse_metrics_address
-from reconciler.model.times import parse_instant
-from reconciler.model.workload import Restart, WhenDone, check_env_name, check_secret_name
+from reconciler.model.desired_types import (
+    Accelerator,
+    Command,
+    EnvName,
+    EnvValue,
+    Family,
+    MetricsSetting,
+    Moment,
+    NetworkName,
+    Path,
+    ProjectId,
+    RegionName,
+    RuntimeVersion,
+    Seconds,
+    SecretName,
+    SlotName,
+    SocketName,
+    Url,
+    UserName,
+    ZoneCode,
+    ZoneName,
+)
+from reconciler.model.workload import Restart, WhenDone
 
 Mode = Literal["spot", "on-demand", "reserved", "flex-start"]
 Want = Literal["held", "released"]
@@ -50,120 +64,6 @@ DEFAULT_RUNTIME_VERSIONS: Final[Mapping[str, str]] = {
     "v5p": "v2-alpha-tpuv5",
     "v6e": "v2-alpha-tpuv6e",
 }
-
-
-def _named(check: Any) -> Any:
-    def validate(value: Any) -> Any:
-        try:
-            return check(value)
-        except UnsafeName as e:
-            raise PydanticCustomError("invalid_name", str(e)) from None
-
-    return AfterValidator(validate)
-
-
-def _duration(value: Any) -> float:
-    try:
-        return parse_duration(value)
-    except ValueError as e:
-        raise PydanticCustomError("duration", str(e)) from None
-
-
-def _instant(value: Any) -> float:
-    try:
-        return parse_instant(value)
-    except ValueError as e:
-        raise PydanticCustomError("instant", str(e)) from None
-
-
-def _family(value: Any) -> str:
-    if not isinstance(value, str) or not names.ACCELERATOR_RE.fullmatch(f"{value}-8"):
-        raise PydanticCustomError(
-            "family", "expected an accelerator family like v4, v5litepod or v6e"
-        )
-    return value
-
-
-def _region(value: Any) -> str:
-    if not isinstance(value, str) or not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+", value):
-        raise PydanticCustomError("region", "expected a region like europe-west4")
-    return value
-
-
-def _safe_text(value: Any) -> str:
-    if not isinstance(value, str) or "\x00" in value or "\n" in value:
-        raise PydanticCustomError("text", "expected a single-line string")
-    return value
-
-
-def _url(value: Any) -> str:
-    if not isinstance(value, str) or not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", value):
-        raise PydanticCustomError("url", "expected an http:// or https:// URL")
-    return value
-
-
-def _socket_name(value: Any) -> str:
-    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", value):
-        raise PydanticCustomError(
-            "socket", "expected a tmux socket name of letters, digits, '_', '.', '-'"
-        )
-    return value
-
-
-def _command(value: Any) -> str | list[str]:
-    if isinstance(value, str):
-        if not value.strip() or "\x00" in value:
-            raise PydanticCustomError("command", "expected a non-empty command")
-        return value
-    if isinstance(value, list) and value:
-        if all(isinstance(a, str) and a and "\x00" not in a for a in value):
-            return value
-        raise PydanticCustomError("command", "every argument must be a non-empty string")
-    raise PydanticCustomError(
-        "command", "expected a command string (run by bash -lc) or a non-empty argv list"
-    )
-
-
-def _env_value(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise PydanticCustomError(
-            "env", "expected a plain string or number (secrets go in secret_env)"
-        )
-    text = str(value)
-    if "\x00" in text:
-        raise PydanticCustomError("env", "environment values cannot contain NUL")
-    return text
-
-
-SlotName = Annotated[str, _named(names.check_name)]
-ZoneName = Annotated[str, _named(names.check_zone)]
-Accelerator = Annotated[str, _named(names.check_accelerator)]
-RuntimeVersion = Annotated[str, _named(names.check_runtime_version)]
-NetworkName = Annotated[str, _named(names.check_network)]
-ProjectId = Annotated[str, _named(names.check_project)]
-UserName = Annotated[str, _named(names.check_user)]
-ZoneCode = Annotated[str, _named(names.check_zone_code)]
-Family = Annotated[str, AfterValidator(_family)]
-Seconds = Annotated[float, BeforeValidator(_duration)]
-Moment = Annotated[float, BeforeValidator(_instant)]
-Path = Annotated[str, AfterValidator(_safe_text)]
-SocketName = Annotated[str, AfterValidator(_socket_name)]
-Url = Annotated[str, AfterValidator(_url)]
-
-
-def _metrics_address(value: Any) -> str:
-    try:
-        return str(parse_metrics_address(value))
-    except ValueError as e:
-        raise PydanticCustomError("metrics_address", str(e)) from None
-
-
-MetricsSetting = Annotated[str, BeforeValidator(_metrics_address)]
-EnvName = Annotated[str, _named(check_env_name)]
-SecretName = Annotated[str, _named(check_secret_name)]
-EnvValue = Annotated[str, BeforeValidator(_env_value)]
-Command = Annotated[str | list[str], BeforeValidator(_command)]
-RegionName = Annotated[str, AfterValidator(_region)]
 
 
 #: What ``owner:`` means on a slot and a race group (set by intent edits; see docs/security.md).
