@@ -358,6 +358,8 @@ def launch_request(spec: SlotSpec, act: WorkloadAct, workers: int) -> LaunchRequ
         env=dict(w.env),
         secret_env=dict(w.secret_env),
         workers=workers,
+        grace=w.stop_grace,
+        keep_attempts=w.keep_attempts,
     )
 
 

@@ -201,13 +201,18 @@ class WorkloadModel(_Model):
         None, description="No new output from any worker for this long = failed, e.g. 30m."
     )
     stop_grace: Seconds = Field(
-        60.0, description="SIGTERM to the process group, then SIGKILL after this long."
+        60.0,
+        description="SIGTERM to every process of the attempt (its process group and all it "
+        "started), then SIGKILL after this long.",
     )
     when_done: WhenDone = Field(
         "keep", description="keep, or release: release the TPU after success."
     )
     generation: int = Field(
         0, ge=0, le=1_000_000, description="Bump to restart it deliberately (a new run id)."
+    )
+    keep_attempts: int = Field(
+        5, ge=1, le=10_000, description="Attempt directories (output logs) kept on each worker."
     )
 
 
@@ -401,6 +406,7 @@ class WorkloadSpec:
     stop_grace: float = 60.0
     when_done: str = "keep"
     generation: int = 0
+    keep_attempts: int = 5
 
     @property
     def identity(self) -> str:

@@ -117,6 +117,7 @@ def _workload(layers: Sequence[Layer], err: Callable[[Loc, str], object]) -> Wor
         stop_grace=w.stop_grace,
         when_done=w.when_done,
         generation=generation,
+        keep_attempts=w.keep_attempts,
     )
 
 

@@ -67,6 +67,8 @@ class LaunchRequest:
     env: Mapping[str, str]  # plain values
     secret_env: Mapping[str, str]  # ENV_NAME -> secret name in the secret store
     workers: int  # count (TPU_RECONCILER_WORKERS)
+    grace: float = 60.0  # seconds from SIGTERM to SIGKILL for what the program leaves behind
+    keep_attempts: int = 5  # attempt directories kept on each worker (older ones are removed)
 
 
 @dataclass(frozen=True, slots=True)
