@@ -18,7 +18,14 @@ from reconciler.core import workload as wl
 from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
-from reconciler.core.render import action_note, format_workload, one_line, plan_summary
+from reconciler.core.render import (
+    action_note,
+    format_workload,
+    one_line,
+    plan_summary,
+    restart_note,
+)
+from reconciler.core.workload_backoff import restart_wait
 from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.observed import Observation, QueuedResource
@@ -249,7 +256,8 @@ def workload_summary(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: flo
     running_for = now - wm.since if state == "running" else None
     max_failures = w.max_failures if w is not None else None
     detail = _workload_detail(wm)
-    return format_workload(state, running_for, wm.attempt, wm.failures, max_failures, detail)
+    note = restart_note(restart_wait(wm, now))
+    return format_workload(state, running_for, wm.attempt, wm.failures, max_failures, detail, note)
 
 
 def _workload_detail(wm: WorkloadMemory) -> str:
@@ -276,6 +284,7 @@ def workload_status(
         last_lines=wm.last_lines if wm else (),
         detail=_workload_detail(wm) if wm else "",
         summary=workload_summary(wm, w, now),
+        restart_at=iso(wm.not_before) if wm and restart_wait(wm, now) is not None else None,
     )
 
 

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Final
 
 from reconciler.core.memory import Memory
+from reconciler.core.workload_backoff import after_failure, healthy_for
 from reconciler.core.workload_health import adopted, lost_worker, make_run_id, unsent
 from reconciler.core.workload_memory import PriorAttempt, WorkerSeen, WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
@@ -110,7 +111,8 @@ def _next_attempt(
     prev: WorkloadMemory, w: WorkloadSpec, now: float, **kw: object
 ) -> WorkloadMemory:
     """The next attempt, pending; ``prior`` keeps where, when and how the one before ran (its
-    detail and ``last_lines`` stay too, until this one ends)."""
+    detail and ``last_lines`` stay too, until this one ends). ``not_before`` (after a failure:
+    the restart backoff) holds its launch back until then."""
     fields: dict[str, object] = {
         "attempt": prev.attempt + 1,
         "phase": "pending",
@@ -126,6 +128,7 @@ def _next_attempt(
         "started_at": None,
         "prior": PriorAttempt(prev.attempt, prev.instance, prev.started_at, prev.workers),
         "missing_since": None,
+        "not_before": None,
     }
     fields.update(kw)
     return replace(prev, **fields)  # type: ignore[arg-type]
@@ -137,10 +140,14 @@ def _fail(
     failures = prev.failures + 1
     may = w.restart in ("on-failure", "always")
     if may and failures <= w.max_failures:
+        streak, not_before = after_failure(prev.streak, healthy_for(prev, now), now)
         failed = replace(
-            prev, phase="failed", relaunch=True, failures=failures, detail=detail, since=now
-        )
-        return _next_attempt(failed, w, now) if not _running(seen) else failed
+            prev, phase="failed", relaunch=True, failures=failures, detail=detail, since=now,
+            streak=streak, not_before=not_before,
+        )  # fmt: skip
+        if _running(seen):
+            return failed
+        return _next_attempt(failed, w, now, not_before=not_before)
     phase = "gave-up" if may else "failed"
     return replace(prev, phase=phase, relaunch=False, failures=failures, detail=detail, since=now)
 
@@ -246,7 +253,7 @@ def fold(
             )
         return prev
     if prev.phase == "failed" and prev.relaunch and not _running(seen):
-        return _next_attempt(prev, w, now)
+        return _next_attempt(prev, w, now, not_before=prev.not_before)
     return prev
 
 

@@ -73,6 +73,8 @@ class WorkloadMemory:
     prior: PriorAttempt | None = None  # the attempt before it, when the fold moved on at once
     missing_since: float | None = None  # a launched worker answers "missing" while others run
     unsent: str = ""  # phase starting: why the launch started nothing anywhere ("" = sent)
+    streak: int = 0  # failures in a row, for the restart backoff (core/workload_backoff)
+    not_before: float | None = None  # phase pending: the relaunch after a failure waits until
 
 
 def to_dict(w: WorkloadMemory) -> dict[str, Any]:
@@ -99,6 +101,8 @@ def to_dict(w: WorkloadMemory) -> dict[str, Any]:
         # written only when set: files of earlier versions stay byte-identical
         **({"missing_since": w.missing_since} if w.missing_since is not None else {}),
         **({"unsent": w.unsent} if w.unsent else {}),
+        **({"streak": w.streak} if w.streak else {}),
+        **({"not_before": w.not_before} if w.not_before is not None else {}),
     }
 
 
@@ -167,14 +171,18 @@ def from_dict(d: Any) -> WorkloadMemory:
         prior=_prior_from_dict(d.get("prior")),
         missing_since=_optional_float(d.get("missing_since")),
         unsent=str(d.get("unsent", "")),
+        streak=int(d.get("streak", 0)),
+        not_before=_optional_float(d.get("not_before")),
     )
     optional = (
         w.last_output_at,
         w.started_at,
         w.prior.started_at if w.prior else None,
         w.missing_since,
+        w.not_before,
     )
     times = [w.since] + [t for t in optional if t is not None]
-    if not all(math.isfinite(t) for t in times) or w.attempt < 1 or w.failures < 0:
+    counts = (w.attempt < 1, w.failures < 0, w.streak < 0)
+    if not all(math.isfinite(t) for t in times) or any(counts):
         raise ValueError("workload memory holds an impossible time or count")
     return w
