@@ -5,7 +5,7 @@
 #   wrapper launch DIR WORKER WORKERS SLOT RUN_ID ATTEMPT   spec on stdin (framed, below)
 #   wrapper probe  DIR                                      one line: state=... pid=... ...
 #   wrapper serve                                           "probe DIR" lines in, answers out
-#   wrapper stop   DIR GRACE_MS                             TERM the group, KILL after grace
+#   wrapper stop   DIR GRACE_MS                             TERM the attempt, KILL after grace
 #   wrapper logs   SLOTDIR RUN_ID|- ATTEMPT|0 LINES 0|1     framed output (see logs below)
 #
 # DIR is <base>/w<worker>/<slot>/<run_id>/<attempt>, SLOTDIR <base>/w<worker>/<slot>. In DIR:
@@ -18,7 +18,8 @@
 #                kill deadline (they survived SIGKILL, e.g. stuck in the kernel)
 #   exit.reserve, pid.reserve  space set aside at launch: with the disk full, the record is
 #                written into its reserve in place (no new blocks) and renamed over
-#   stop         a stop was requested; a launch arriving after it starts nothing
+#   stop         a stop was requested; a launch arriving after it starts nothing (it holds the
+#                stop's kill deadline, epoch ms: the supervisor waits that long for the rest)
 #   output.log   the program's stdout and stderr
 # After the program started, the supervisor removes this worker's older attempt directories of
 # the slot beyond the newest "keep=N" (default 5; never one whose lock is held).
@@ -223,7 +224,7 @@ supervise() {
     # The program is over: so is the rest of its attempt. A stop ends them itself (one SIGTERM
     # each); otherwise they are ended here. Either way the lock is held until they are gone.
     if [ -e "$dir/stop" ]; then
-        settle "$dir" "$pid" $((grace + KILL_WAIT_MS + 5000))
+        settle "$dir" "$pid" "$dir/stop"
     else
         end_attempt "$dir" "$pid" "$grace"
     fi
@@ -275,11 +276,12 @@ now_ms() { # sets $now to epoch milliseconds (no subshell)
 }
 
 stop() {
-    local dir=$1 grace=$2 pid='' left=''
+    local dir=$1 grace=$2 pid='' left='' now
     mkdir -p -- "$dir" || die 74 "cannot create $dir"
     exec 9>"$dir/launch.lock"
     flock -w 30 9 || die 75 "launch lock of $dir busy"
-    : >"$dir/stop"
+    now_ms # the kill deadline, for the supervisor: it waits that long for the rest to go
+    printf '%s\n' $((now + grace + KILL_WAIT_MS)) >"$dir/stop"
     exec 9>&-
     [ -r "$dir/pid" ] && read -r pid <"$dir/pid"
     if [ -z "$pid" ] && held "$dir/lock"; then # launched, program not started yet
@@ -340,11 +342,13 @@ end_attempt() { # dir pid grace_ms -> every process of the attempt gone; $left: 
     return 0
 }
 
-settle() { # dir pid wait_ms: wait (no signal) until the attempt has no process left
-    local now deadline
+settle() { # dir pid stopfile: wait (no signal) until the attempt has no process left, or the
+    local now deadline='' # stop's kill deadline (in its file) is 5 s past
     left=
+    read -r deadline <"$3" 2>/dev/null
     now_ms
-    deadline=$((now + $3))
+    [[ $deadline =~ ^[0-9]+$ ]] || deadline=$((now + KILL_WAIT_MS))
+    deadline=$((deadline + 5000))
     while members "$1" "$2"; [ -n "$pids" ]; do
         now_ms
         if [ "$now" -ge "$deadline" ]; then
