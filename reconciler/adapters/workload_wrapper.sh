@@ -41,8 +41,9 @@
 # SIGKILL) has passed. A new attempt of the slot starts only once that lock is free.
 #
 # The spec (NUL-terminated records "workdir=P", "env=NAME=VALUE", "grace=MS", "keep=N",
-# "shell=COMMAND" or "arg=ARG"...) goes from stdin into a 0600 file that is unlinked as soon as the supervisor
-# holds it open: secret values reach the program's environment only, never an argv or a log.
+# "shell=COMMAND" or "arg=ARG"...) goes from stdin into a 0600 file that is unlinked as soon as
+# the supervisor holds it open: secret values reach the program's environment only, never an
+# argv or a log.
 # It is framed: its last line is "end=<bytes> <sha256>" of the records before it. A spec cut
 # off (a dropped session, a sender killed mid-send) or damaged is refused and removed, and
 # nothing is started, so the sender's resend starts the program with all of its arguments.
@@ -193,7 +194,8 @@ supervise() {
     finish() { # code signal
         stopped=no
         [ -e "$dir/stop" ] && stopped=yes
-        record "$dir/exit" "code=$1 signal=$2 stopped=$stopped ended=$EPOCHREALTIME${left:+ left=$left}"
+        record "$dir/exit" \
+            "code=$1 signal=$2 stopped=$stopped ended=$EPOCHREALTIME${left:+ left=${left:0:120}}"
         exit 0
     }
     # shellcheck disable=SC2088  # a literal "~/..." from the spec, expanded here

@@ -131,6 +131,8 @@ _COLUMNS = (
 )
 
 
+
+
 def status_columns(snapshot: StatusSnapshot) -> tuple[str, ...]:
     """The names of ``status_rows``' cells, in order: a WORKLOAD cell comes before NOTE when
     any slot has a workload."""
