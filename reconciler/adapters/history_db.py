@@ -18,8 +18,9 @@ event log.
 
 The SQL itself (schema, records as rows, the queries) is ``adapters/history_sql.py`` and
 ``adapters/history_rows.py``; this module owns the file: opening it, its transactions, its
-damage and moving it aside. Opening it writable brings an older store up to the current schema (``history_sql.migrate``); a read-only
-view reads a store of any earlier version as it is.
+damage and moving it aside. Opening it writable brings an older store up to the current
+schema (``history_sql.migrate``); a read-only view reads a store of any earlier version as it
+is.
 
 May: read and write the history file. May not: decide what a record means (``core.history``)
 or compute statistics (``core.capacity``).

@@ -69,9 +69,9 @@ def _attempt_path(base: str, worker: int, slot: str, run_id: str, attempt: int) 
 
 
 def encode_spec(req: LaunchRequest, secret_values: Mapping[str, bytes]) -> bytes:
-    """The wrapper's stdin: NUL-terminated ``workdir=``, ``env=NAME=VALUE``, then ``shell=CMD``
-    or one ``arg=`` per argv element, framed (``frame``). Refuses what the wrapper could not
-    carry (NUL bytes)."""
+    """The wrapper's stdin: NUL-terminated ``workdir=``, ``env=NAME=VALUE``, ``grace=MS``,
+    ``keep=N``, then ``shell=CMD`` or one ``arg=`` per argv element, framed (``frame``).
+    Refuses what the wrapper could not carry (NUL bytes)."""
     records: list[bytes] = []
     if req.workdir:
         records.append(b"workdir=" + _no_nul("workdir", req.workdir).encode())
@@ -87,6 +87,7 @@ def encode_spec(req: LaunchRequest, secret_values: Mapping[str, bytes]) -> bytes
         records.append(f"env={check_env_name(name)}=".encode() + secret)
     if req.slices > 1:  # the wrapper sets each worker's slice from it (multislice)
         records.append(f"slices={int(req.slices)}".encode())
+    records += _attempt_records(req)
     if isinstance(req.command, str):
         if not req.command.strip():
             raise UnsafeName("empty workload command")
@@ -96,6 +97,14 @@ def encode_spec(req: LaunchRequest, secret_values: Mapping[str, bytes]) -> bytes
             raise UnsafeName("empty workload argv")
         records += [b"arg=" + _no_nul("argument", a).encode() for a in req.command]
     return frame(b"".join(r + b"\0" for r in records))
+
+
+def _attempt_records(req: LaunchRequest) -> list[bytes]:
+    """``grace=MS`` (SIGTERM to SIGKILL for what the program leaves behind) and ``keep=N``
+    (attempt directories kept on the worker)."""
+    grace_ms = math.ceil(min(max(float(req.grace), 0.0), 86400.0) * 1000)
+    keep = min(max(int(req.keep_attempts), 1), 100_000)
+    return [f"grace={grace_ms}".encode(), f"keep={keep}".encode()]
 
 
 def frame(body: bytes) -> bytes:

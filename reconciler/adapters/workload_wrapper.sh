@@ -5,7 +5,7 @@
 #   wrapper launch DIR WORKER WORKERS SLOT RUN_ID ATTEMPT   spec on stdin (framed, below)
 #   wrapper probe  DIR                                      one line: state=... pid=... ...
 #   wrapper serve                                           "probe DIR" lines in, answers out
-#   wrapper stop   DIR GRACE_MS                             TERM the group, KILL after grace
+#   wrapper stop   DIR GRACE_MS                             TERM the attempt, KILL after grace
 #   wrapper logs   SLOTDIR RUN_ID|- ATTEMPT|0 LINES 0|1     framed output (see logs below)
 #
 # DIR is <base>/w<worker>/<slot>/<run_id>/<attempt>, SLOTDIR <base>/w<worker>/<slot>. In DIR:
@@ -13,11 +13,16 @@
 #   lock         flock held by the supervisor for the attempt's whole life ("alive")
 #   started      "<epoch seconds> <boot id>": the attempt was launched (never twice)
 #   pid          the program's pid = its process group (it runs under its own setsid)
-#   exit         "code=N signal=NAME|none stopped=yes|no ended=<epoch>", written even when killed
+#   exit         "code=N signal=NAME|none stopped=yes|no ended=<epoch>[ left=PID,...]", written
+#                even when killed; "left=" names processes of the attempt still there at the
+#                kill deadline (they survived SIGKILL, e.g. stuck in the kernel)
 #   exit.reserve, pid.reserve  space set aside at launch: with the disk full, the record is
 #                written into its reserve in place (no new blocks) and renamed over
-#   stop         a stop was requested; a launch arriving after it starts nothing
+#   stop         a stop was requested; a launch arriving after it starts nothing (it holds the
+#                stop's kill deadline, epoch ms: the supervisor waits that long for the rest)
 #   output.log   the program's stdout and stderr
+# After the program started, the supervisor removes this worker's older attempt directories of
+# the slot beyond the newest "keep=N" (default 5; never one whose lock is held).
 # SLOTDIR/current holds "<run_id>/<attempt>" of the latest launch on this worker, and
 # SLOTDIR/launch.lock serialises launches of the slot's attempts on this worker, so "no other
 # attempt holds the chips" is checked and the new one started in one step.
@@ -28,9 +33,17 @@
 # "adopt <run_id>/<attempt>" (a controller that could not save which run it launched, restarted,
 # finds it), and the probe of the new one answers "state=missing adopt=<run_id>/<attempt>".
 #
-# The spec (NUL-terminated records "workdir=P", "env=NAME=VALUE", "shell=COMMAND" or
-# "arg=ARG"...) goes from stdin into a 0600 file that is unlinked as soon as the supervisor
-# holds it open: secret values reach the program's environment only, never an argv or a log.
+# Every process of an attempt carries TPU_RECONCILER_ATTEMPT_DIR=DIR in its environment (the
+# supervisor exports it; children inherit it), so one that left the process group (setsid, a
+# double fork) is still found, by /proc/*/environ. When the program ends, by itself or by stop,
+# the attempt ends with it: the rest are sent SIGTERM, then SIGKILL after the grace, and the
+# supervisor lets go of its lock only once none is left or the kill deadline (KILL_WAIT_MS after
+# SIGKILL) has passed. A new attempt of the slot starts only once that lock is free.
+#
+# The spec (NUL-terminated records "workdir=P", "env=NAME=VALUE", "grace=MS", "keep=N",
+# "shell=COMMAND" or "arg=ARG"...) goes from stdin into a 0600 file that is unlinked as soon as
+# the supervisor holds it open: secret values reach the program's environment only, never an
+# argv or a log.
 # It is framed: its last line is "end=<bytes> <sha256>" of the records before it. A spec cut
 # off (a dropped session, a sender killed mid-send) or damaged is refused and removed, and
 # nothing is started, so the sender's resend starts the program with all of its arguments.
@@ -155,7 +168,7 @@ launch() {
 
 supervise() {
     local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
-    local rec kv wd='' mode='' cmd='' pid code sig stopped slices=1
+    local rec kv wd='' mode='' cmd='' pid code sig stopped slices=1 grace=60000 keep=5 left=''
     local -a argv=()
     trap '' HUP
     # the launching SSH session's variables mean nothing to a detached program
@@ -168,6 +181,8 @@ supervise() {
             # shellcheck disable=SC2163  # exports NAME=VALUE as given, no eval
             [[ ${kv%%=*} =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && export -- "$kv"
             ;;
+        grace=*) [[ ${rec#grace=} =~ ^[0-9]{1,9}$ ]] && grace=${rec#grace=} ;;
+        keep=*) [[ ${rec#keep=} =~ ^[0-9]{1,6}$ ]] && keep=${rec#keep=} ;;
         shell=*) mode=shell cmd=${rec#shell=} ;;
         arg=*) mode=argv argv+=("${rec#arg=}") ;;
         slices=*) slices=${rec#slices=} ;;
@@ -176,17 +191,18 @@ supervise() {
     exec </dev/null
     export TPU_RECONCILER_SLOT="$slot" TPU_RECONCILER_RUN_ID="$run"
     export TPU_RECONCILER_ATTEMPT="$attempt" TPU_RECONCILER_WORKER="$worker"
-    export TPU_RECONCILER_WORKERS="$workers"
     if [[ $slices =~ ^[1-9][0-9]*$ ]] && ((slices > 1)); then # multislice: slices share workers
         local per=$((workers / slices))
         local slice=$((worker / (per > 0 ? per : 1)))
         export TPU_RECONCILER_SLICES="$slices" TPU_RECONCILER_SLICE="$slice"
         export MEGASCALE_SLICE_ID="$slice"
     fi
+    export TPU_RECONCILER_WORKERS="$workers" TPU_RECONCILER_ATTEMPT_DIR="$dir"
     finish() { # code signal
         stopped=no
         [ -e "$dir/stop" ] && stopped=yes
-        record "$dir/exit" "code=$1 signal=$2 stopped=$stopped ended=$EPOCHREALTIME"
+        record "$dir/exit" \
+            "code=$1 signal=$2 stopped=$stopped ended=$EPOCHREALTIME${left:+ left=${left:0:120}}"
         exit 0
     }
     # shellcheck disable=SC2088  # a literal "~/..." from the spec, expanded here
@@ -207,11 +223,20 @@ supervise() {
         ;;
     esac
     pid=$!
+    unset TPU_RECONCILER_ATTEMPT_DIR # the program's marker, not the supervisor's (nor its greps')
     record "$dir/pid" "$pid"
+    prune "${dir%/*/*}" "$keep" "$run/$attempt"
     wait "$pid"
     code=$?
     sig=none
     if [ "$code" -gt 128 ]; then sig=$(kill -l $((code - 128)) 2>/dev/null || echo "$code"); fi
+    # The program is over: so is the rest of its attempt. A stop ends them itself (one SIGTERM
+    # each); otherwise they are ended here. Either way the lock is held until they are gone.
+    if [ -e "$dir/stop" ]; then
+        settle "$dir" "$pid" "$dir/stop"
+    else
+        end_attempt "$dir" "$pid" "$grace"
+    fi
     finish "$code" "$sig"
 }
 
@@ -260,11 +285,12 @@ now_ms() { # sets $now to epoch milliseconds (no subshell)
 }
 
 stop() {
-    local dir=$1 grace=$2 pid='' now deadline
+    local dir=$1 grace=$2 pid='' left='' now
     mkdir -p -- "$dir" || die 74 "cannot create $dir"
     exec 9>"$dir/launch.lock"
     flock -w 30 9 || die 75 "launch lock of $dir busy"
-    : >"$dir/stop"
+    now_ms # the kill deadline, for the supervisor: it waits that long for the rest to go
+    printf '%s\n' $((now + grace + KILL_WAIT_MS)) >"$dir/stop"
     exec 9>&-
     [ -r "$dir/pid" ] && read -r pid <"$dir/pid"
     if [ -z "$pid" ] && held "$dir/lock"; then # launched, program not started yet
@@ -273,22 +299,96 @@ stop() {
             [ -r "$dir/pid" ] && read -r pid <"$dir/pid" && break
         done
     fi
-    if [ -n "$pid" ] && kill -0 -- "-$pid" 2>/dev/null; then
-        kill -TERM -- "-$pid" 2>/dev/null
-        now_ms
-        deadline=$((now + grace))
-        while kill -0 -- "-$pid" 2>/dev/null; do
-            now_ms
-            if [ "$now" -ge "$deadline" ]; then
-                kill -KILL -- "-$pid" 2>/dev/null
-                break
-            fi
-            sleep 0.05
-        done
-    fi
+    end_attempt "$dir" "$pid" "$grace"
     # the supervisor records the exit and lets go of the lock
-    [ -e "$dir/lock" ] && { flock -w 10 -s 6 || die 75 "supervisor of $dir did not finish"; } 6<"$dir/lock"
-    echo stopped
+    [ -e "$dir/lock" ] && { flock -w 30 -s 6 || die 75 "supervisor of $dir did not finish"; } 6<"$dir/lock"
+    echo "stopped${left:+ left=$left}"
+}
+
+KILL_WAIT_MS=10000 # after SIGKILL, how long to wait for the attempt's processes to be gone
+
+marked() { # dir -> $pids: the processes whose environment names this attempt
+    local f
+    pids=
+    while read -r f; do
+        f=${f#/proc/}
+        pids+=" ${f%/environ}"
+    done < <(grep -l -s -z -x -F -e "TPU_RECONCILER_ATTEMPT_DIR=$1" /proc/[0-9]*/environ)
+}
+
+members() { # dir pid -> $pids: the attempt's processes, and "-PGID" while its group lives
+    marked "$1"
+    if [ -n "$2" ] && kill -0 -- "-$2" 2>/dev/null; then pids+=" -$2"; fi
+}
+
+end_attempt() { # dir pid grace_ms -> every process of the attempt gone; $left: those that stayed
+    local dir=$1 pid=$2 now deadline sig=TERM sent=' ' p
+    left=
+    now_ms
+    deadline=$((now + $3))
+    while members "$dir" "$pid"; [ -n "$pids" ]; do
+        for p in $pids; do # SIGTERM once per process (a second one means "now" to many)
+            if [ "$sig" = KILL ]; then
+                kill -KILL -- "$p" 2>/dev/null
+            elif [[ $sent != *" $p "* ]]; then
+                kill -TERM -- "$p" 2>/dev/null
+                sent+="$p "
+            fi
+        done
+        now_ms
+        if [ "$now" -ge "$deadline" ]; then
+            if [ "$sig" = KILL ]; then
+                left=${pids# }
+                left=${left// /,}
+                return 1
+            fi
+            sig=KILL
+            deadline=$((now + KILL_WAIT_MS))
+            continue
+        fi
+        sleep 0.1
+    done
+    return 0
+}
+
+settle() { # dir pid stopfile: wait (no signal) until the attempt has no process left, or the
+    local now deadline='' # stop's kill deadline (in its file) is 5 s past
+    left=
+    read -r deadline <"$3" 2>/dev/null
+    now_ms
+    [[ $deadline =~ ^[0-9]+$ ]] || deadline=$((now + KILL_WAIT_MS))
+    deadline=$((deadline + 5000))
+    while members "$1" "$2"; [ -n "$pids" ]; do
+        now_ms
+        if [ "$now" -ge "$deadline" ]; then
+            left=${pids# }
+            left=${left// /,}
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+
+prune() { # slotdir keep current: remove attempts beyond the newest KEEP (by launch time)
+    local slotdir=$1 keep=$2 d t rest
+    local -a all=()
+    exec 5>"$slotdir/launch.lock"
+    flock -w 30 5 || { exec 5>&-; return 0; } # a launch in progress: next time
+    for d in "$slotdir"/*/*/started; do
+        [ -e "$d" ] || continue
+        read -r t rest <"$d" 2>/dev/null || continue
+        [[ $t =~ ^[0-9]+(\.[0-9]+)?$ ]] || t=0
+        d=${d%/started}
+        all+=("$t ${d#"$slotdir"/}")
+    done
+    [ "${#all[@]}" -gt "$keep" ] || { exec 5>&-; return 0; }
+    while read -r t d; do
+        [ "$d" = "$3" ] && continue
+        held "$slotdir/$d/lock" && continue
+        rm -rf -- "${slotdir:?}/$d"
+        rmdir -- "$slotdir/${d%/*}" 2>/dev/null
+    done < <(printf '%s\n' "${all[@]}" | sort -g -r | tail -n +$((keep + 1)))
+    exec 5>&-
 }
 
 # logs: frames "@ <attempt> <nbytes>\n" followed by exactly nbytes of the attempt's output,

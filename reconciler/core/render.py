@@ -7,6 +7,7 @@ never the other way round. Pure: the current time is an argument.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -247,15 +248,18 @@ def format_workload(
     failures: int,
     max_failures: int | None,
     detail: str = "",
+    note: str = "",
 ) -> str:
     """One workload cell: ``running 2h13m · attempt 3 · 1/3 failures``,
-    ``gave-up (exit 1 on worker 2)``."""
+    ``gave-up (exit 1 on worker 2)``; ``note`` last (``restarting in 40s``)."""
     if state in ("gave-up", "failed") and detail:
         return f"{state} ({detail})"
     head = f"{state} {format_duration(running_for)}" if running_for is not None else state
     parts = [head, f"attempt {attempt}"] if attempt else [head]
     if failures and max_failures is not None:
         parts.append(f"{failures}/{max_failures} failures")
+    if note:
+        parts.append(note)
     return " · ".join(parts)
 
 
@@ -266,8 +270,27 @@ def _workload(w: WorkloadStatus | None, now: float) -> str:
     if w.state == "running" and w.since:
         with contextlib.suppress(ValueError):
             running_for = now - epoch(w.since)
-    cell = format_workload(w.state, running_for, w.attempt, w.failures, w.max_failures, w.detail)
+    note = restart_note(_seconds_until(w.restart_at, now))
+    cell = format_workload(
+        w.state, running_for, w.attempt, w.failures, w.max_failures, w.detail, note
+    )
     return f"{cell} · {w.tpu}" if w.tpu else cell
+
+
+def restart_note(wait: float | None) -> str:
+    """``restarting in 40s`` (rounded up) while a relaunch waits out its backoff, else ""."""
+    return "" if wait is None else f"restarting in {format_duration(math.ceil(wait))}"
+
+
+def _seconds_until(at: str | None, now: float) -> float | None:
+    """Seconds from ``now`` to the ISO time ``at``; None when it is past, absent or unreadable."""
+    if not at:
+        return None
+    try:
+        left = epoch(at) - now
+    except ValueError:
+        return None
+    return left if left > 0 else None
 
 
 def status_rows(snapshot: StatusSnapshot, now: float) -> list[tuple[str, ...]]:

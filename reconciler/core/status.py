@@ -21,8 +21,15 @@ from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
 from reconciler.core.quota import slot_states as quota_slot_states
 from reconciler.core.quota import statuses as quota_statuses
-from reconciler.core.render import action_note, format_workload, one_line, plan_summary
+from reconciler.core.render import (
+    action_note,
+    format_workload,
+    one_line,
+    plan_summary,
+    restart_note,
+)
 from reconciler.core.telemetry import chips_status, tpu_figure
+from reconciler.core.workload_backoff import restart_wait
 from reconciler.core.workload_memory import WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.multislice import slice_rows
@@ -283,7 +290,8 @@ def workload_summary(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: flo
     running_for = now - wm.since if state == "running" else None
     max_failures = w.max_failures if w is not None else None
     detail = _workload_detail(wm)
-    cell = format_workload(state, running_for, wm.attempt, wm.failures, max_failures, detail)
+    note = restart_note(restart_wait(wm, now))
+    cell = format_workload(state, running_for, wm.attempt, wm.failures, max_failures, detail, note)
     tpu = tpu_figure(wm)
     return f"{cell} · {tpu}" if tpu else cell
 
@@ -313,6 +321,7 @@ def workload_status(
         detail=_workload_detail(wm) if wm else "",
         summary=workload_summary(wm, w, now),
         tpu=tpu_figure(wm),
+        restart_at=iso(wm.not_before) if wm and restart_wait(wm, now) is not None else None,
     )
 
 

@@ -22,7 +22,9 @@ a worker exited non-zero, stalled, or  failed, one failure: stop the others; rel
 every chip idle for ``idle_after``     restart is on-failure/always and failures <=
 (``core/telemetry.py``)                max_failures, else gave-up (or failed, for never /
                                        on-preemption); nothing relaunched until the
-                                       generation is bumped or the workload changes
+                                       generation is bumped or the workload changes; the
+                                       relaunch waits 10 s doubling to 5 min per failure
+                                       in a row (``core/workload_backoff``)
 node preempted / re-created            interrupted: on the new node, once set up, the next
                                        attempt of the same run (restart != never);
                                        failures unchanged
@@ -43,6 +45,7 @@ from typing import Final, Literal
 
 from reconciler.core.memory import Memory
 from reconciler.core.telemetry import IDLE
+from reconciler.core.workload_backoff import restart_wait
 from reconciler.core.workload_fold import AFTER_FAILURE, LIVE, exit_detail, ran
 from reconciler.core.workload_fold import SUCCEEDED_BEFORE as SUCCEEDED_BEFORE
 from reconciler.core.workload_fold import Probes as Probes
@@ -201,6 +204,7 @@ def record_sent(memory: Memory, slot: str, act: WorkloadAct, instance: str, now:
             last_lines=() if prev.attempt != act.attempt else prev.last_lines,
             workers=() if prev.attempt != act.attempt else prev.workers,
             chip_use=None if prev.attempt != act.attempt else prev.chip_use,
+            not_before=None,
         )
     elif act.why == "failed":
         return memory  # stopping the rest of a failed attempt keeps it "failed"
@@ -322,8 +326,8 @@ def decide(
             launch = (wm.attempt, "resend")
     elif wm.phase == "interrupted" and w.restart != "never":
         launch = (wm.attempt + 1, "preempted")
-    if launch is None:
-        return Decision(notices=notices)
+    if launch is None or (launch[1] == "relaunch" and restart_wait(wm, now) is not None):
+        return Decision(notices=notices)  # a relaunch in its backoff: status says when
     attempt, why = launch
     act = WorkloadAct("launch", wm.run_id, attempt, w.stop_grace, why)
     if why == "preempted":
@@ -381,6 +385,8 @@ def launch_request(
         secret_env=dict(w.secret_env),
         workers=workers,
         termination_time=act.ends_at,
+        grace=w.stop_grace,
+        keep_attempts=w.keep_attempts,
     )
 
 

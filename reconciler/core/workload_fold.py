@@ -20,6 +20,7 @@ from typing import Final
 from reconciler.core.chip_use import step as chip_step
 from reconciler.core.memory import Memory
 from reconciler.core.telemetry import idle_check
+from reconciler.core.workload_backoff import after_failure, healthy_for
 from reconciler.core.workload_health import adopted, lost_worker, make_run_id, unsent
 from reconciler.core.workload_memory import PriorAttempt, WorkerSeen, WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
@@ -115,7 +116,8 @@ def _next_attempt(
     prev: WorkloadMemory, w: WorkloadSpec, now: float, **kw: object
 ) -> WorkloadMemory:
     """The next attempt, pending; ``prior`` keeps where, when and how the one before ran (its
-    detail and ``last_lines`` stay too, until this one ends)."""
+    detail and ``last_lines`` stay too, until this one ends). ``not_before`` (after a failure:
+    the restart backoff) holds its launch back until then."""
     fields: dict[str, object] = {
         "attempt": prev.attempt + 1,
         "phase": "pending",
@@ -133,6 +135,7 @@ def _next_attempt(
         "missing_since": None,
         "idle_since": None,
         "chip_use": None,
+        "not_before": None,
     }
     fields.update(kw)
     return replace(prev, **fields)  # type: ignore[arg-type]
@@ -144,10 +147,14 @@ def _fail(
     failures = prev.failures + 1
     may = w.restart in ("on-failure", "always")
     if may and failures <= w.max_failures:
+        streak, not_before = after_failure(prev.streak, healthy_for(prev, now), now)
         failed = replace(
-            prev, phase="failed", relaunch=True, failures=failures, detail=detail, since=now
-        )
-        return _next_attempt(failed, w, now) if not _running(seen) else failed
+            prev, phase="failed", relaunch=True, failures=failures, detail=detail, since=now,
+            streak=streak, not_before=not_before,
+        )  # fmt: skip
+        if _running(seen):
+            return failed
+        return _next_attempt(failed, w, now, not_before=not_before)
     phase = "gave-up" if may else "failed"
     return replace(prev, phase=phase, relaunch=False, failures=failures, detail=detail, since=now)
 
@@ -264,7 +271,7 @@ def fold(
             )
         return prev
     if prev.phase == "failed" and prev.relaunch and not _running(seen):
-        return _next_attempt(prev, w, now)
+        return _next_attempt(prev, w, now, not_before=prev.not_before)
     return prev
 
 

@@ -80,6 +80,8 @@ class WorkloadMemory:
     unsent: str = ""  # phase starting: why the launch started nothing anywhere ("" = sent)
     idle_since: float | None = None  # every chip of every worker idle since (``idle_after``)
     chip_use: cu.ChipUse | None = None  # the attempt's duty cycle and idle time so far
+    streak: int = 0  # failures in a row, for the restart backoff (core/workload_backoff)
+    not_before: float | None = None  # phase pending: the relaunch after a failure waits until
 
 
 def to_dict(w: WorkloadMemory) -> dict[str, Any]:
@@ -108,6 +110,8 @@ def to_dict(w: WorkloadMemory) -> dict[str, Any]:
         **({"unsent": w.unsent} if w.unsent else {}),
         **({"idle_since": w.idle_since} if w.idle_since is not None else {}),
         **({"chip_use": cu.to_dict(w.chip_use)} if w.chip_use is not None else {}),
+        **({"streak": w.streak} if w.streak else {}),
+        **({"not_before": w.not_before} if w.not_before is not None else {}),
     }
 
 
@@ -178,6 +182,8 @@ def from_dict(d: Any) -> WorkloadMemory:
         unsent=str(d.get("unsent", "")),
         idle_since=_optional_float(d.get("idle_since")),
         chip_use=cu.from_dict(d.get("chip_use")),
+        streak=int(d.get("streak", 0)),
+        not_before=_optional_float(d.get("not_before")),
     )
     optional = (
         w.last_output_at,
@@ -185,8 +191,10 @@ def from_dict(d: Any) -> WorkloadMemory:
         w.prior.started_at if w.prior else None,
         w.missing_since,
         w.idle_since,
+        w.not_before,
     )
     times = [w.since] + [t for t in optional if t is not None]
-    if not all(math.isfinite(t) for t in times) or w.attempt < 1 or w.failures < 0:
+    counts = (w.attempt < 1, w.failures < 0, w.streak < 0)
+    if not all(math.isfinite(t) for t in times) or any(counts):
         raise ValueError("workload memory holds an impossible time or count")
     return w

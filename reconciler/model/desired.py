@@ -148,7 +148,9 @@ class WorkloadModel(_Model):
         None, description="No new output from any worker for this long = failed, e.g. 30m."
     )
     stop_grace: Seconds = Field(
-        60.0, description="SIGTERM to the process group, then SIGKILL after this long."
+        60.0,
+        description="SIGTERM to every process of the attempt (its process group and all it "
+        "started), then SIGKILL after this long.",
     )
     when_done: WhenDone = Field(
         "keep", description="keep, or release: release the TPU after success."
@@ -168,6 +170,9 @@ class WorkloadModel(_Model):
         False,
         description="Before a launch, stop processes of others holding the chips (SIGTERM, "
         "stop_grace, SIGKILL) instead of waiting for them.",
+    )
+    keep_attempts: int = Field(
+        5, ge=1, le=10_000, description="Attempt directories (output logs) kept on each worker."
     )
 
 
@@ -426,6 +431,7 @@ class WorkloadSpec:
     idle_after: float | None = None
     idle_below: float = 1.0
     take_tpu: bool = False
+    keep_attempts: int = 5
 
     @property
     def identity(self) -> str:

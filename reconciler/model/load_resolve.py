@@ -129,6 +129,7 @@ def _workload(layers: Sequence[Layer], err: Callable[[Loc, str], object]) -> Wor
         idle_after=w.idle_after,
         idle_below=w.idle_below,
         take_tpu=w.take_tpu,
+        keep_attempts=w.keep_attempts,
     )
 
 

@@ -167,6 +167,7 @@ class WorkloadStatus:
     last_lines: tuple[str, ...] = ()
     detail: str = ""  # why it failed / gave up / was interrupted
     summary: str = ""  # the status table's cell, e.g. "running 2h13m · attempt 3"
+    restart_at: str | None = added()  # a relaunch held back by the restart backoff goes then
     extra: Mapping[str, Any] = _extra()
     tpu: str = added("")  # the least busy worker's chips: "TPU 97% · HBM 28/32 GiB"
 

@@ -72,6 +72,8 @@ class LaunchRequest:
     workers: int  # count (TPU_RECONCILER_WORKERS)
     termination_time: str | None = None  # flex-start: TPU_RECONCILER_TERMINATION_TIME
     slices: int = 1  # multislice: TPU_RECONCILER_SLICES; each worker's slice set by the wrapper
+    grace: float = 60.0  # seconds from SIGTERM to SIGKILL for what the program leaves behind
+    keep_attempts: int = 5  # attempt directories kept on each worker (older ones are removed)
 
 
 @dataclass(frozen=True, slots=True)

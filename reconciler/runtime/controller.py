@@ -63,6 +63,7 @@ from reconciler.core.plan import (
 )
 from reconciler.core.schedule import hurries, next_interval, watching
 from reconciler.core.status import build_status
+from reconciler.core.workload_backoff import restart_due
 from reconciler.errors import PermanentError, TemporaryError
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.multislice import place_accelerator
@@ -440,6 +441,10 @@ class Controller(ActionTasks):
         release = min(result.plan.releases_at.values(), default=None) if result.plan else None
         if release is not None and not self._observe_failures:
             delay = min(delay, max(1.0, release - self.clock() + 0.5))
+        # So does the end of a relaunch's backoff.
+        restart = restart_due(self.memory, self.clock())
+        if restart is not None and not self._observe_failures:
+            delay = min(delay, max(0.5, restart - self.clock() + 0.2))
         return delay
 
     def _hurries(self, key: str) -> bool:

@@ -135,7 +135,7 @@ async def test_a_failing_worker_stops_the_others_relaunches_then_gives_up(
     assert first[0] == "alpha" and first[3:] == ["0", "4", "one"]
 
     drop(world, "exit-2-1", 1)  # worker 2 fails; 0, 1, 3 keep running until stopped
-    await world.until("attempt 2 running", phase(world, "running", attempt=2), timeout=20)
+    await world.until("attempt 2 running", phase(world, "running", attempt=2), timeout=40)
     await world.until("its markers", lambda: all(len(r) == 2 for r in ran(world)))
     w = workload(world)
     assert (w["run_id"], w["failures"]) == (run_id, 1)
@@ -188,7 +188,7 @@ async def test_a_preemption_relaunches_the_same_run_as_the_next_attempt(
 ) -> None:
     world = await running(setup_world4, "restart: on-failure", ntfy_server)
     drop(world, "exit-3-1", 1)  # one failure first: it must survive the preemption
-    await world.until("attempt 2 running", phase(world, "running", attempt=2), timeout=20)
+    await world.until("attempt 2 running", phase(world, "running", attempt=2), timeout=40)
     before = world.slot("alpha")["instance"]
     run_id = workload(world)["run_id"]
     world.harness.emulator.preempt(ZONE, "alpha")
@@ -242,7 +242,7 @@ async def test_a_silent_program_stalls_and_is_relaunched(
     (world.marks / "quiet").touch()
     world.write(v4_32(world, "restart: on-failure, stall_after: 2s"))
     await world.start()
-    await world.until("attempt 2", phase(world, "running", "starting", attempt=2), timeout=45)
+    await world.until("attempt 2", phase(world, "running", "starting", attempt=2), timeout=60)
     w = workload(world)
     assert w["failures"] == 1
     failed = [e for e in world.events("workload.state", slot="alpha") if e["after"] == "failed"]
@@ -431,7 +431,7 @@ async def test_a_worker_whose_program_fills_its_disk_fails_the_attempt_and_it_ru
                 e for e in world.events("action.failed", slot="alpha", action="launch")
                 if "is the disk full?" in e["error"]
             ]  # fmt: skip
-            await world.until("attempt 2 refused on worker 2", lambda: bool(refused()), timeout=30)
+            await world.until("attempt 2 refused on worker 2", lambda: bool(refused()), timeout=45)
             assert "worker 2 of alpha" in refused()[0]["error"]  # only worker 2 refused
             assert "more worker" not in refused()[0]["error"]
             (disk.parent / "hog").unlink()

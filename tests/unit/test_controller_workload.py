@@ -86,6 +86,9 @@ async def test_a_worker_exit_stops_the_others_relaunches_then_gives_up(tmp_path:
     assert workers.procs[("alpha", run_id, 1)] == [("exited", 143)] * 2 + [("exited", 1)] + [
         ("exited", 143)
     ]
+    assert (await c.reconcile()).dispatched == []  # the relaunch waits out its backoff (10 s)
+    assert c.memory.workloads["alpha"].phase == "pending"
+    c.clock = lambda: time.time() + 10.0
     result = await c.reconcile()
     assert [(a.kind.value, a.workload.attempt) for a in result.dispatched if a.workload] == [
         ("launch", 2)
@@ -156,6 +159,7 @@ async def test_each_ended_attempt_lands_in_the_capacity_history(tmp_path: Path) 
         workers.exit(("alpha", run_id, 1), 2, 1)
         await c.reconcile()  # failed: stop the others
         await settle(c)
+        c.clock = lambda: time.time() + 10.0  # past the restart backoff
         await c.reconcile()  # relaunch: attempt 2
         await settle(c)
         await c.reconcile()

@@ -88,6 +88,15 @@ def acts(p: Plan) -> list[tuple[str, str, int]]:
     return [(a.kind.value, a.workload.run_id, a.workload.attempt) for a in p.actions if a.workload]
 
 
+def backed_off(run: Run) -> Plan:
+    """The passes of a relaunch's restart backoff (core/workload_backoff): nothing goes until
+    its end, then the plan of the pass at its end."""
+    assert run.w.phase == "pending" and run.w.not_before is not None
+    wait = run.w.not_before - run.now
+    assert wait > 1 and acts(run.step(dt=wait - 1)) == []
+    return run.step(dt=1)
+
+
 # --- launch ------------------------------------------------------------------------------------
 
 
@@ -194,28 +203,30 @@ def test_one_worker_exits_1_others_are_stopped_then_attempt_2_with_one_failure()
     assert "exit 1 on worker 2" in p.actions[0].reason and p.actions[0].workload
     assert (run.w.phase, run.w.failures) == ("failed", 1)
     killed = probes("exited", "exited", "exited", "exited", codes=[143, 143, 1, 143])
-    p = run.step(killed)
+    assert acts(run.step(killed)) == []
+    p = backed_off(run)
     assert acts(p) == [("launch", run_id, 2)]
     assert p.actions[0].reason == "relaunch after failure: attempt 2 (1/2 failures)"
     assert (run.w.attempt, run.w.failures) == (2, 1)
 
 
-def test_a_failure_with_every_worker_already_gone_relaunches_in_the_same_pass() -> None:
+def test_a_failure_with_every_worker_already_gone_is_the_next_attempt_in_the_same_pass() -> None:
     run = Run(held())
     run.running()
-    p = run.step(probes("exited", "exited", "exited", "exited", codes=[0, 1, 0, 0]))
-    assert acts(p) == [("launch", run.w.run_id, 2)]
+    assert acts(run.step(probes("exited", "exited", "exited", "exited", codes=[0, 1, 0, 0]))) == []
+    assert (run.w.phase, run.w.attempt, run.w.not_before) == ("pending", 2, run.now + 10)
+    assert acts(backed_off(run)) == [("launch", run.w.run_id, 2)]
 
 
 def test_a_failure_moved_on_from_at_once_keeps_its_tail_exit_codes_and_detail() -> None:
     run = Run(held())
     run.running()
     before = run.memory
-    p = run.step(probes("exited", "exited", "exited", "exited", codes=[0, 1, 0, 0]))
-    assert acts(p) == [("launch", run.w.run_id, 2)]
+    run.step(probes("exited", "exited", "exited", "exited", codes=[0, 1, 0, 0]))
     # Its telling worker's log is read from the node it ran on, though attempt 2 is in play.
     assert wl.tails_wanted(before, run.memory) == [wl.TailWanted("a", run.w.run_id, 1, "a@1001", 1)]
     run.memory = wl.record_tail(run.memory, "a", run.w.run_id, 1, ["Traceback", "ValueError"])
+    assert acts(backed_off(run)) == [("launch", run.w.run_id, 2)]
     assert run.step(ALIVE).empty and run.w.phase == "running"
     shown = workload_status(run.w, JOB, run.now)
     assert shown is not None and shown.attempt == 2
@@ -235,6 +246,7 @@ def test_a_launch_records_when_it_was_sent_and_a_resend_keeps_it() -> None:
     run.step(ALIVE)
     assert run.w.phase == "running" and run.w.since > sent and run.w.started_at == sent
     run.step(probes("exited", "exited", "exited", "exited", codes=[1, 1, 1, 1]))
+    backed_off(run)
     assert run.w.attempt == 2 and run.w.started_at == run.now  # attempt 2 sent this pass
     assert run.w.prior is not None and run.w.prior.started_at == sent
 
@@ -244,7 +256,8 @@ def test_past_max_failures_gives_up_notifies_and_stays_down_until_bumped() -> No
     run.running()
     dead = probes("exited", "exited", "exited", "exited", codes=[1, 1, 1, 1])
     for attempt in (2, 3):
-        assert acts(run.step(dead)) == [("launch", run.w.run_id, attempt)]
+        assert acts(run.step(dead)) == []
+        assert acts(backed_off(run)) == [("launch", run.w.run_id, attempt)]
         assert run.step(ALIVE).empty
     first_run = run.w.run_id
     p = run.step(probes("alive", "exited", "alive", "alive", codes=[0, 1, 0, 0]))
@@ -301,6 +314,7 @@ def test_preempted_then_recreated_is_the_next_attempt_of_the_same_run_failures_u
     run = Run(held())
     run.running()
     run.step(probes("exited", "exited", "exited", "exited", codes=[1, 1, 1, 1]))  # 1 failure
+    backed_off(run)
     run.step(ALIVE)
     run_id, attempt = run.w.run_id, run.w.attempt
     run.seen = world(qr("a", state=QRState.SUSPENDED, initiator="SERVICE"))
@@ -440,6 +454,7 @@ def test_describe_running_line() -> None:
     run = Run(held())
     run.running()
     run.step(probes("exited", "exited", "exited", "exited", codes=[1, 1, 1, 1]))
+    backed_off(run)
     run.step(ALIVE)
     shown = workload_summary(run.w, JOB, run.now + 7980)
     assert shown == "running 2h13m · attempt 2 · 1/2 failures"

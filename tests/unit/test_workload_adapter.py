@@ -55,11 +55,13 @@ def test_spec_is_nul_separated_records_in_order_then_its_frame() -> None:
         b"workdir=~/repo",
         b"env=A=x y",
         b"env=KEY=v@lue",
+        b"grace=60000",
+        b"keep=5",
         b"shell=python3 train.py --x 'y'",
         b"",
     ]
     argv = encode_spec(_req(command=("python3", "a b", "$(x)"), workdir=None, env={}), {})
-    assert _unframed(argv) == b"arg=python3\0arg=a b\0arg=$(x)\0"
+    assert _unframed(argv) == b"grace=60000\0keep=5\0arg=python3\0arg=a b\0arg=$(x)\0"
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from reconciler.core.memory import record_failure
 from reconciler.core.status import workload_status
 from reconciler.core.workload_memory import from_dict, to_dict
 from reconciler.model.workload import WorkerProbe
-from tests.unit.test_plan_workload import ALIVE, JOB, Run, acts, held, probes
+from tests.unit.test_plan_workload import ALIVE, JOB, Run, acts, backed_off, held, probes
 
 GRACE = health.LOST_GRACE
 
@@ -135,7 +135,8 @@ def test_a_worker_whose_exit_record_was_lost_fails_the_attempt_and_it_is_relaunc
     assert acts(p) == [("stop", run.w.run_id, 1)]  # the others are stopped ...
     gone = lost("exited", "exited", "missing", "exited")
     gone = [replace(g, exit_code=143) if g.state == "exited" else g for g in gone]
-    assert acts(run.step(gone)) == [("launch", run.w.run_id, 2)]  # ... and it runs again
+    assert acts(run.step(gone)) == []  # ... and, after the restart backoff, it runs again
+    assert acts(backed_off(run)) == [("launch", run.w.run_id, 2)]
     assert run.w.missing_since is None
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import read_status
+from reconciler.core.render import restart_note
 from reconciler.errors import StatusUnreadable
 from reconciler.model.durations import format_duration
 from reconciler.model.stamps import epoch_or_none
@@ -86,6 +87,7 @@ class SlotRow:
     last_error: str | None = None
     latency_ms: float | None = None  # round trip to the slot's zone, when something is held there
     owner: str | None = None  # the Unix user who holds it (desired.yaml ``owner:``)
+    restart_at: float | None = None  # the workload's relaunch waits (restart backoff) until then
 
     @property
     def running(self) -> bool:
@@ -125,7 +127,7 @@ class SlotRow:
             self.node or "-",
             str(len(self.ips)) if self.ips else "-",
             self.setup_cell(),
-            self.workload or "-",
+            _with_note(self.workload, self.restart_at, now) or "-",
             self.tmux_cell(),
         )
 
@@ -273,6 +275,12 @@ def _slices_cell(slot: SlotStatus) -> str:
     return f" {ready}/{len(slot.slices)} slices"
 
 
+def _with_note(cell: str, restart_at: float | None, now: float) -> str:
+    """The workload cell, and ``restarting in 40s`` while a relaunch waits out its backoff."""
+    wait = restart_at - now if restart_at is not None and restart_at > now else None
+    return " · ".join(part for part in (cell, restart_note(wait)) if part)
+
+
 def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
     setup = slot.setup or SetupStatus()
     tmux = slot.tmux or TmuxStatus()
@@ -295,6 +303,7 @@ def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
         setup={k: _text(getattr(setup, k), "off") for k in ("bootstrap", "tailscale")},
         setup_detail=_text(setup.detail) or None,
         workload=_workload_cell(workload),
+        restart_at=_ts(getattr(workload, "restart_at", None)),
         tmux_target=_text(tmux.target) or None,
         tmux_open=tmux.open,
         race_group=_text(slot.race_group) or None,
