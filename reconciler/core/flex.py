@@ -55,6 +55,20 @@ def ended_reason(qr: QueuedResource) -> str:
     return f"flex-start run ended{when}; renew: true, queue a new run"
 
 
+def why_idle(spec: SlotSpec, qr: QueuedResource) -> str:
+    """Why ``plan`` does nothing for a slot whose run is over (``ended`` in the plan)."""
+    when = f" at {qr.termination_time}" if qr.termination_time else ""
+    if spec.renew:  # SUSPENDING: replaced once the cloud has finished suspending it
+        return (
+            f"{spec.name}: flex-start run ended{when}; renew: true queues a new run once "
+            f"the queued resource is SUSPENDED (now {qr.state.value})"
+        )
+    return (
+        f"{spec.name}: flex-start run expired{when}; not queued again. Set renew: true to "
+        "queue a new run, or release and hold the slot for one more"
+    )
+
+
 def notices(spec: SlotSpec, qr: QueuedResource | None, now: float) -> list[Notice]:
     """``ending`` once per run when 30 minutes are left; ``expired`` once when it is over."""
     if spec.mode != flex.MODE or qr is None:

@@ -270,6 +270,7 @@ class Emulator:
         node_id: str | None = None,
         state: str | None = None,
         valid_until: float | None = None,
+        max_run_duration: float | None = None,
     ) -> dict[str, Any]:
         """Put a QR in place without the API (e.g. an unmanaged one without our label).
 
@@ -282,6 +283,7 @@ class Emulator:
                 "name": name, "zone": zone, "accelerator": accelerator,
                 "runtime_version": runtime_version, "mode": mode, "labels": labels or {},
                 "node_id": node_id, "state": state, "valid_until": valid_until,
+                "max_run_duration": max_run_duration,
             }
         )  # fmt: skip
         with self._lock:

@@ -19,7 +19,7 @@ from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
 from reconciler.surfaces.cli._say import err
 
 _HERE: Final = "reconciler.surfaces.cli._history"
-MODES: Final = ("spot", "on-demand", "reserved")
+MODES: Final = ("spot", "on-demand", "reserved", "flex-start")
 
 
 def register(sub: Any) -> None:

@@ -332,6 +332,7 @@ def plan_lines(plan: PlanStatus | None) -> tuple[str, ...]:
     lines += [f"  deferred: {_action(d)}: {_text(d.why)}" for d in plan.deferred]
     lines += [f"  blocked: {_action(b)}: {_text(b.why)}" for b in plan.blocked]
     lines += [f"  warning: {_text(w)}" for w in plan.warnings]
+    lines += [f"  expired: {_text(e)}" for e in plan.ended]
     lines.append(_text(plan.summary, "No changes.") or "No changes.")
     return tuple(lines)
 
