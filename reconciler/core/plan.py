@@ -231,7 +231,7 @@ class _Planner:
                 Kind.CREATE,
                 spec.name,
                 spec.zone,
-                reason,
+                reason + flex.create_note(spec),
                 create=_create_request(self.desired, spec, self.now),
                 state="NOT_QUEUED",
                 unlisted_zone=known_to_offer(spec.zone, spec.accelerator) is False,

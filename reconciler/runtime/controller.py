@@ -47,6 +47,7 @@ from reconciler.adapters.lab import user_name
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
 from reconciler.core import control as control_rules
+from reconciler.core import flex as flex_rules
 from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
 from reconciler.core import node_health, retry
@@ -437,6 +438,10 @@ class Controller(ActionTasks):
         release = min(result.plan.releases_at.values(), default=None) if result.plan else None
         if release is not None and not self._observe_failures:
             delay = min(delay, max(1.0, release - self.clock() + 0.5))
+        # So do a flex-start run's end and the notice before it.
+        wake = flex_rules.next_wake(result.desired, result.observation, self.clock())
+        if wake is not None and not self._observe_failures:
+            delay = min(delay, max(1.0, wake - self.clock() + 0.5))
         return delay
 
     def _hurries(self, key: str) -> bool:

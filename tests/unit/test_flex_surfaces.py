@@ -174,7 +174,7 @@ def test_plan_says_a_renewing_run_waits_for_the_suspension() -> None:
 def test_nothing_ended_keeps_the_plan_document_as_it_was() -> None:
     made = plan(desired(FLEX), world(), Memory(), 0.0)
     assert made.ended == () and "ended" not in plan_dict(made)
-    assert "expired" not in format_plan(made, now=0.0)
+    assert "  expired  " not in format_plan(made, now=0.0)
 
 
 # --- a race won by a run that has ended ----------------------------------------------------------
@@ -239,3 +239,28 @@ def test_info_says_the_time_left_the_length_and_what_renew_does() -> None:
     queued = format_slot_info(_info({"state": "WAITING_FOR_RESOURCES"}, False), now)
     assert "flex-start run: starts once ACTIVE; max_run_duration 6h" in queued
     assert "flex-start" not in format_slot_info({"name": "s", "observed": {"state": "ACTIVE"}})
+
+
+# --- the controller looks when a run's notice or end is due --------------------------------------
+
+
+def test_a_running_flex_start_run_wakes_the_controller_for_its_notice_and_end() -> None:
+    from reconciler.core.flex import next_wake
+
+    running = world(replace(_ended(state=QRState.ACTIVE), initiator=None))
+    assert next_wake(desired(FLEX), running, T_END - 3600) == T_END - 1800
+    assert next_wake(desired(FLEX), running, T_END - 1800) == T_END
+    assert next_wake(desired(FLEX), running, T_END + 1) is None
+    assert next_wake(desired(FLEX), world(_ended()), T_END - 3600) is None  # over already
+    spot = replace(FLEX, mode="spot", max_run_seconds=None)
+    assert next_wake(desired(spot), running, T_END - 3600) is None
+    assert next_wake(None, running, 0.0) is None
+
+
+def test_the_create_says_how_long_the_run_lasts() -> None:
+    (action,) = plan(desired(FLEX), world(), Memory(), 0.0).actions
+    assert action.reason.endswith("; flex-start: runs 6h once ACTIVE, then expired")
+    (renewing,) = plan(desired(RENEW), world(), Memory(), 0.0).actions
+    assert renewing.reason.endswith("then queued again (renew)")
+    (plain,) = plan(desired(slot("s")), world(), Memory(), 0.0).actions
+    assert "flex-start" not in plain.reason
