@@ -264,3 +264,13 @@ def test_the_create_says_how_long_the_run_lasts() -> None:
     assert renewing.reason.endswith("then queued again (renew)")
     (plain,) = plan(desired(slot("s")), world(), Memory(), 0.0).actions
     assert "flex-start" not in plain.reason
+
+
+def test_the_tui_table_says_the_time_left() -> None:
+    from reconciler.surfaces.tui._frame import SlotRow
+
+    now = T_END - (5 * 3600 + 12 * 60)
+    row = SlotRow("f", mode="flex-start", state="ACTIVE", ends_at=T_END)
+    assert "ACTIVE 5h12m left" in row.cells(now)
+    assert row.state_cell(T_END + 1) == "ACTIVE"  # over: the next snapshot says expired
+    assert SlotRow("s", state="ACTIVE").state_cell(now) == "ACTIVE"

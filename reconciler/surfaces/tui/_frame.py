@@ -86,6 +86,7 @@ class SlotRow:
     last_error: str | None = None
     latency_ms: float | None = None  # round trip to the slot's zone, when something is held there
     owner: str | None = None  # the Unix user who holds it (desired.yaml ``owner:``)
+    ends_at: float | None = None  # a flex-start run's end (its ``terminationTime``)
 
     @property
     def running(self) -> bool:
@@ -106,6 +107,13 @@ class SlotRow:
                 return state
         return "-"
 
+    def state_cell(self, now: float) -> str:
+        """The state; a running flex-start run adds the time it has left (``ACTIVE 5h12m
+        left``)."""
+        if self.ends_at is not None and self.state == "ACTIVE" and self.ends_at > now:
+            return f"{self.state} {format_duration(self.ends_at - now)} left"
+        return self.state
+
     def tmux_cell(self) -> str:
         if self.tmux_open:
             return "open"
@@ -120,7 +128,7 @@ class SlotRow:
             self.accelerator,
             {"on-demand": "od", "reserved": "res", "flex-start": "flex"}.get(self.mode, self.mode),
             self.want_cell(),
-            self.state,
+            self.state_cell(now),
             format_duration(now - self.since) if self.since is not None else "",
             self.node or "-",
             str(len(self.ips)) if self.ips else "-",
@@ -296,6 +304,7 @@ def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
         last_error=_text(slot.last_error) or None,
         latency_ms=slot.latency_ms,
         owner=(spec.owner if spec is not None else None) or slot.owner,
+        ends_at=_ts(slot.ends_at),
     )
 
 
