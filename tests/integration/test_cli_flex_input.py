@@ -101,6 +101,15 @@ def test_init_asks_for_the_run_length(world: World, tmp_path: Path) -> None:
     assert (spec.mode, spec.max_run_seconds) == ("flex-start", 2 * 86400)
 
 
+def test_recommend_apply_asks_for_the_run_length(world: World) -> None:
+    done = world.cli(EMPTY)("recommend", "v6e-8", "--mode", "flex-start", "--apply", "g")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: --mode flex-start --apply needs --max-run-duration, e.g. 6h"
+    ]
+    assert world.file.read_text(encoding="utf-8") == EMPTY
+
+
 def test_plan_and_info_explain_an_ended_run(world: World) -> None:
     labels = {"managed-by": "tpu-reconciler"}
     world.emu.add_queued_resource(

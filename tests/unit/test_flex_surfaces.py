@@ -274,3 +274,29 @@ def test_the_tui_table_says_the_time_left() -> None:
     assert "ACTIVE 5h12m left" in row.cells(now)
     assert row.state_cell(T_END + 1) == "ACTIVE"  # over: the next snapshot says expired
     assert SlotRow("s", state="ACTIVE").state_cell(now) == "ACTIVE"
+
+
+# --- recommend: the race group it offers for flex-start ------------------------------------------
+
+
+def test_the_recommended_flex_start_race_group_validates_as_pasted() -> None:
+    from reconciler.core.capacity import Recommendation, race_group_yaml
+
+    pick = Recommendation(Z1, 60.0, 4, 0, None, None)
+    text = race_group_yaml("g", "v6e-8", "flex-start", [pick], slot_names=["flex-a"])
+    parsed = parse_desired("project: my-project-123\n" + text)
+    assert parsed.slots[0].max_run_seconds == 86400
+    spot = race_group_yaml("g", "v6e-8", "spot", [pick], slot_names=["spot-a"])
+    assert "max_run_duration" not in spot
+
+
+def test_recommend_apply_gives_each_flex_start_candidate_its_run(tmp_path: Path) -> None:
+    from reconciler.intent.edits_race import RaceZones
+
+    store = _store(tmp_path)
+    edit = RaceZones("g", "v6e-8", (Z1, Z2), "flex-start", 1, max_run_duration="12h")
+    store.apply(edit, source="test")
+    parsed = parse_desired(store.path.read_text(encoding="utf-8"))
+    assert [(s.mode, s.max_run_seconds) for s in parsed.slots] == [("flex-start", 43200)] * 2
+    with pytest.raises(EditRejected, match="needs 'max_run_duration'"):
+        store.apply(RaceZones("h", "v6e-8", (Z1,), "flex-start"), source="test")
