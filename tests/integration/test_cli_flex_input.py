@@ -127,3 +127,21 @@ def test_plan_and_info_explain_an_ended_run(world: World) -> None:
     assert "  expired  flex: flex-start run expired at " in done.stdout, done.stdout
     assert "Set renew: true to queue a new run" in done.stdout
     assert done.stdout.rstrip().endswith("No changes.")
+
+
+async def test_the_mcp_add_slot_tool_takes_flex_start(tmp_path: Path) -> None:
+    from tests.integration.test_mcp_server import call, refused, session
+
+    file = tmp_path / "desired.yaml"
+    file.write_text(EMPTY, encoding="utf-8")
+    async with session(tmp_path) as s:
+        said = await refused(s, "add_slot", zone=ZONE, accelerator="v6e-8", mode="flex-start")
+        assert "mode flex-start needs 'max_run_duration'" in said
+        assert file.read_text(encoding="utf-8") == EMPTY
+        doc = await call(
+            s, "add_slot", zone=ZONE, accelerator="v6e-8", mode="flex-start",
+            max_run_duration="6h", renew=True, operation_id="f1",
+        )  # fmt: skip
+    assert doc["slots"] == ["flex-v6e8-use5b-1"]
+    (spec,) = parse_desired(file.read_text(encoding="utf-8")).slots
+    assert (spec.mode, spec.max_run_seconds, spec.renew) == ("flex-start", 21600, True)
