@@ -300,3 +300,24 @@ def test_recommend_apply_gives_each_flex_start_candidate_its_run(tmp_path: Path)
     assert [(s.mode, s.max_run_seconds) for s in parsed.slots] == [("flex-start", 43200)] * 2
     with pytest.raises(EditRejected, match="needs 'max_run_duration'"):
         store.apply(RaceZones("h", "v6e-8", (Z1,), "flex-start"), source="test")
+
+
+def test_init_on_a_terminal_asks_for_the_run_length_of_flex_start() -> None:
+    import argparse
+
+    from reconciler.surfaces.cli._ops_doctor_init import _questions
+
+    args = argparse.Namespace(
+        project="my-project", zone=[Z1], accelerator=["v6e-8"], mode=None, race=None,
+        max_run_duration=None,
+    )  # fmt: skip
+    asked: list[str] = []
+    answers = iter(["flex-start", "12h"])
+
+    def read(question: str) -> str:
+        asked.append(question)
+        return next(answers)
+
+    _questions(args, read)
+    assert (args.mode, args.max_run_duration) == ("flex-start", "12h")
+    assert asked[-1].startswith("How long each flex-start run lasts (at most 7d)")
