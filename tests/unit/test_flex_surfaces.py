@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -321,3 +322,18 @@ def test_init_on_a_terminal_asks_for_the_run_length_of_flex_start() -> None:
     _questions(args, read)
     assert (args.mode, args.max_run_duration) == ("flex-start", "12h")
     assert asked[-1].startswith("How long each flex-start run lasts (at most 7d)")
+
+
+def test_the_control_api_places_a_flex_start_run_that_ends(make_emulator: Any) -> None:
+    import httpx
+
+    emu = make_emulator(speed=0)
+    with httpx.Client(base_url=emu.url, timeout=10) as http:
+        body = {"zone": Z1, "name": "f", "mode": "flex-start", "max_run_duration": 600}
+        placed = http.post("_emulator/queued-resources", json={**body, "state": "ACTIVE"})
+        assert placed.status_code == 200, placed.text
+        refused = http.post("_emulator/queued-resources", json={**body, "name": "g"} | {
+            "max_run_duration": None})  # fmt: skip
+        assert refused.status_code == 400 and "needs max_run_duration" in refused.text
+    emu.advance(601)
+    assert emu.node(Z1, "f") is None  # the run is over: its VMs are deleted
