@@ -299,6 +299,8 @@ def flex_info_tail(doc: Mapping[str, Any], now: float) -> str:
     end = epoch_or_none(obs.get("ends_at"))
     if end is not None and not obs.get("expired") and end > now:
         out += f" (in {format_duration(end - now)})"
+    elif obs.get("expired") and obs.get("ends_at"):
+        out += f" at {obs['ends_at']}"
     wanted = doc.get("flex") or {}
     if not wanted:
         return out

@@ -237,6 +237,8 @@ def test_info_says_the_time_left_the_length_and_what_renew_does() -> None:
     assert "set renew: true for a new run" in text
     ended = format_slot_info(_info({"state": "SUSPENDED", "expired": True}, True), now)
     assert "flex-start run: ended (expired); max_run_duration 6h, renew: true" in ended
+    at = _info({"state": "SUSPENDED", "expired": True, "ends_at": END}, False)
+    assert f"flex-start run: ended (expired) at {END}; max_run_duration 6h" in format_slot_info(at)
     queued = format_slot_info(_info({"state": "WAITING_FOR_RESOURCES"}, False), now)
     assert "flex-start run: starts once ACTIVE; max_run_duration 6h" in queued
     assert "flex-start" not in format_slot_info({"name": "s", "observed": {"state": "ACTIVE"}})
