@@ -339,3 +339,10 @@ def test_the_control_api_places_a_flex_start_run_that_ends(make_emulator: Any) -
         assert refused.status_code == 400 and "needs max_run_duration" in refused.text
     emu.advance(601)
     assert emu.node(Z1, "f") is None  # the run is over: its VMs are deleted
+
+
+def test_the_time_left_keeps_the_state_colour() -> None:
+    from reconciler.surfaces.tui._widgets import STATE_COLOURS, colour_key
+
+    assert STATE_COLOURS.get(colour_key("ACTIVE 5h12m left")) == STATE_COLOURS["ACTIVE"]
+    assert colour_key("WAITING_FOR_RESOURCES") == "WAITING_FOR_RESOURCES"
