@@ -289,9 +289,14 @@ def race_group_yaml(
 ) -> str:
     """A ready-to-paste ``slots`` + ``race_groups`` fragment for the ranked zones."""
     lines = ["slots:"]
+    # flex-start needs each run's length: an example to change (at most 7d)
+    run = ", max_run_duration: 1d" if mode == "flex-start" else ""
+    if run:
+        lines.insert(0, "# max_run_duration: how long each flex-start run lasts (at most 7d)")
     for pick, name in zip(picks, slot_names, strict=True):
         lines.append(
-            f"  - {{name: {name}, zone: {pick.zone}, accelerator: {accelerator}, mode: {mode}}}"
+            f"  - {{name: {name}, zone: {pick.zone}, accelerator: {accelerator}, mode: {mode}"
+            f"{run}}}"
         )
     lines.append("race_groups:")
     lines.append(f"  - name: {group}")

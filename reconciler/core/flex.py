@@ -18,9 +18,9 @@ from dataclasses import replace
 from reconciler.core.plan_values import Notice
 from reconciler.core.workload import WorkloadAct
 from reconciler.model import flex
-from reconciler.model.desired import SlotSpec
-from reconciler.model.durations import format_duration
-from reconciler.model.observed import QRState, QueuedResource
+from reconciler.model.desired import Desired, SlotSpec
+from reconciler.model.durations import duration_text, format_duration
+from reconciler.model.observed import Observation, QRState, QueuedResource
 from reconciler.model.stamps import epoch
 
 _ENDED = frozenset({QRState.SUSPENDING, QRState.SUSPENDED})
@@ -53,6 +53,28 @@ def renews(spec: SlotSpec, qr: QueuedResource, now: float) -> bool:
 def ended_reason(qr: QueuedResource) -> str:
     when = f" at {qr.termination_time}" if qr.termination_time else ""
     return f"flex-start run ended{when}; renew: true, queue a new run"
+
+
+def create_note(spec: SlotSpec) -> str:
+    """What a flex-start create adds to its reason: the run's length and what follows it."""
+    if spec.mode != flex.MODE or not spec.max_run_seconds:
+        return ""
+    then = "then queued again (renew)" if spec.renew else "then expired"
+    return f"; flex-start: runs {duration_text(spec.max_run_seconds)} once ACTIVE, {then}"
+
+
+def why_idle(spec: SlotSpec, qr: QueuedResource) -> str:
+    """Why ``plan`` does nothing for a slot whose run is over (``ended`` in the plan)."""
+    when = f" at {qr.termination_time}" if qr.termination_time else ""
+    if spec.renew:  # SUSPENDING: replaced once the cloud has finished suspending it
+        return (
+            f"{spec.name}: flex-start run ended{when}; renew: true queues a new run once "
+            f"the queued resource is SUSPENDED (now {qr.state.value})"
+        )
+    return (
+        f"{spec.name}: flex-start run expired{when}; not queued again. Set renew: true to "
+        "queue a new run, or release and hold the slot for one more"
+    )
 
 
 def notices(spec: SlotSpec, qr: QueuedResource | None, now: float) -> list[Notice]:
@@ -91,3 +113,15 @@ def with_end(act: WorkloadAct, qr: QueuedResource | None) -> WorkloadAct:
     if act.verb != "launch" or qr is None or not qr.termination_time:
         return act
     return replace(act, ends_at=qr.termination_time)
+
+
+def next_wake(desired: Desired | None, observed: Observation | None, now: float) -> float | None:
+    """The next moment a running flex-start run's notice (30 minutes before) or end is due,
+    after ``now``: the controller looks then, not at its next steady poll."""
+    moments: list[float] = []
+    for spec in desired.slots if desired is not None and observed is not None else ():
+        qr = observed.qr(spec.zone, spec.name) if observed and spec.mode == flex.MODE else None
+        end = ends_at(qr)
+        if qr is not None and end is not None and qr.state == QRState.ACTIVE:
+            moments += [t for t in (end - flex.ENDING_NOTICE, end) if t > now]
+    return min(moments, default=None)

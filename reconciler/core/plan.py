@@ -191,6 +191,7 @@ class _Planner:
         self.blocked: list[Held] = []
         self.warnings: list[str] = []
         self.notices: list[Notice] = []
+        self.ended: list[str] = []  # flex-start runs over: why nothing is planned for them
         self.decided: dict[str, str] = {}
         self.releases = control.release_reasons(desired, observed, memory, now)
 
@@ -244,7 +245,7 @@ class _Planner:
                 Kind.CREATE,
                 spec.name,
                 spec.zone,
-                reason,
+                reason + flex.create_note(spec),
                 create=_create_request(self.desired, spec, self.now),
                 state="NOT_QUEUED",
                 unlisted_zone=known_to_offer(spec.zone, spec.accelerator) is False,
@@ -259,6 +260,8 @@ class _Planner:
         elif flex.expired(spec, qr, self.now):  # the run's end, not a preemption
             if flex.renews(spec, qr, self.now):
                 self.propose(_delete(self.observed, qr, flex.ended_reason(qr), Kind.REPLACE))
+            else:
+                self.ended.append(flex.why_idle(spec, qr))
         elif qr.state in DEAD_STATES:
             self.propose(_delete(self.observed, qr, _dead_reason(qr), Kind.REPLACE))
         elif lost_slice_replaces(qr, self.observed.node(qr.zone, qr.name)):
@@ -416,6 +419,8 @@ class _Planner:
             qr = self.observed.qr(spec.zone, spec.name)
             if qr is not None and qr.state in WON_STATES:
                 won.append(((_RANK[qr.state], _time_key(qr.create_time), spec.order), spec))
+            elif qr is not None and flex.expired(spec, qr, self.now) and not spec.renew:
+                won.append(((len(_RANK), _time_key(qr.create_time), spec.order), spec))
         won.sort(key=lambda item: item[0])
         done = [s for s in specs if s.name in self.releases]  # a hold that ran out
         won = [item for item in won if item[1].name not in self.releases]
@@ -510,6 +515,7 @@ def plan(
             races=races,
             notices=tuple(p.notices),
             warnings=tuple(p.warnings),
+            ended=tuple(p.ended),
             decided_want=p.decided,
             releases=p.releases,
         ),

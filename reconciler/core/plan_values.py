@@ -137,6 +137,7 @@ class Plan:
     guard: control.Guard | None = None
     releases: Mapping[str, control.Release] = field(default_factory=dict)  # released now
     releases_at: Mapping[str, float] = field(default_factory=dict)  # held slots: when
+    ended: tuple[str, ...] = ()  # flex-start runs over and not queued again: why, one line each
 
     @property
     def empty(self) -> bool:

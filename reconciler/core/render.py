@@ -66,10 +66,11 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
     lines += _control_lines(plan, now)
     for w in plan.warnings:
         lines.append(f"  warning: {w}")
+    lines += [f"  expired  {one_line(e)}" for e in plan.ended]
     if plan.unmanaged:
         names = ", ".join(f"{q.name} ({q.zone}, {q.state.value})" for q in plan.unmanaged)
         lines.append(f"  unmanaged (not in the file; left alone): {names}")
-    notes = (plan.deferred, plan.blocked, plan.warnings, plan.unmanaged, plan.held)
+    notes = (plan.deferred, plan.blocked, plan.warnings, plan.unmanaged, plan.held, plan.ended)
     if any(notes) or plan.releases_at:
         lines.append("")
     lines.append(plan_summary(plan))
@@ -187,8 +188,8 @@ def _note(row: SlotStatus, now: float) -> str:
             return control
     if row.quota is not None and row.quota.state == "waiting":
         return row.quota.message
-    if row.last_error:
-        return _cut(str(row.last_error), _NOTE_WIDTH)
+    if row.last_error:  # a run's end and the node's signals stay in sight (error below)
+        return _cut(", ".join([*_run_notes(row, now), str(row.last_error)]), _NOTE_WIDTH)
     parts = []
     setup = row.setup
     if setup is not None:

@@ -102,6 +102,7 @@ def plan_status(plan: Plan) -> PlanStatus:
             for h in plan.blocked
         ),
         warnings=tuple(one_line(w) for w in plan.warnings),
+        ended=tuple(one_line(e) for e in plan.ended),
         **_control_fields(plan),
     )
 

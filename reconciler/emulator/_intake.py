@@ -104,9 +104,11 @@ def from_scenario(spec: ScenarioQueuedResource, *, seq: int, now: float) -> QRRe
     if spec.valid_until is not None:
         policy = {"validUntilDuration": f"{int(spec.valid_until)}s"}
     node_id = spec.node_id or spec.name
-    q = QRRecord(spec.zone, spec.name, seq, node_id, spec.accelerator, node, tier, policy, now)
-    q.node_count = spec.slices
-    return q
+    record = QRRecord(spec.zone, spec.name, seq, node_id, spec.accelerator, node, tier, policy, now)
+    record.node_count = spec.slices
+    if spec.mode == "flex-start":  # as v2alpha1 creates it: FLEX_START with a run duration
+        record.max_run = spec.max_run_duration
+    return record
 
 
 def apply_policy(q: QRRecord, clock: Clock) -> None:

@@ -216,7 +216,7 @@ class ScenarioQueuedResource(_Base):
     zone: Zone
     accelerator: Accelerator = "v4-8"
     runtime_version: str = "tpu-ubuntu2204-base"
-    mode: Literal["spot", "on-demand", "reserved"] = "spot"
+    mode: Literal["spot", "on-demand", "reserved", "flex-start"] = "spot"
     labels: dict[str, str] = Field(default_factory=dict)
     node_id: Name | None = None  # with slices > 1: the nodes' prefix
     slices: int = Field(1, ge=1, le=64)  # > 1: a multislice QR of this many nodes
@@ -227,6 +227,15 @@ class ScenarioQueuedResource(_Base):
         | None
     ) = None
     valid_until: Seconds | None = None
+    #: mode flex-start (required there): the run's length once ACTIVE, at most 7d.
+    max_run_duration: Seconds | None = None
+
+    def model_post_init(self, _context: Any) -> None:
+        flex = self.mode == "flex-start"
+        if flex and not 0 < (self.max_run_duration or 0) <= 7 * 86400:
+            raise ValueError("mode flex-start needs max_run_duration (at most 7d)")
+        if not flex and self.max_run_duration is not None:
+            raise ValueError(f"max_run_duration needs mode flex-start, not {self.mode}")
 
 
 class Unreachable(_Base):

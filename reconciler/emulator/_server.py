@@ -289,6 +289,7 @@ class Emulator:
         state: str | None = None,
         valid_until: float | None = None,
         slices: int = 1,
+        max_run_duration: float | None = None,
     ) -> dict[str, Any]:
         """Put a QR in place without the API (e.g. an unmanaged one without our label;
         ``slices`` > 1: a multislice QR, nodes ``<node_id or name>-0`` ...).
@@ -303,6 +304,7 @@ class Emulator:
                 "runtime_version": runtime_version, "mode": mode, "labels": labels or {},
                 "node_id": node_id, "state": state, "valid_until": valid_until,
                 "slices": slices,
+                "max_run_duration": max_run_duration,
             }
         )  # fmt: skip
         with self._lock:

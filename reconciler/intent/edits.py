@@ -45,7 +45,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from reconciler.errors import EditRejected, NeedsConfirmation, UnsafeName
 from reconciler.intent.roundtrip import Doc, append_item, put_trailing, take_trailing
-from reconciler.model import names
+from reconciler.model import flex, names
 from reconciler.model.desired import MAX_SLICES, Desired
 from reconciler.model.durations import parse_duration
 
@@ -289,6 +289,8 @@ class AddSlot(Edit):
     index: int | None = None
     runtime_version: str | None = None
     slices: int = 1  # > 1: a multislice slot (written as `slices: N`)
+    max_run_duration: str | float | None = None  # mode flex-start only (required there)
+    renew: bool | None = None  # mode flex-start only
 
     def apply(self, ctx: EditContext) -> None:
         zone, accelerator, mode, want = self.zone, self.accelerator, self.mode, self.want
@@ -301,8 +303,9 @@ class AddSlot(Edit):
         chosen_mode = mode or str(default_mode)
         if chosen_mode not in names.MODE_PREFIX:
             raise EditRejected(
-                f"invalid mode {chosen_mode!r}: expected spot, on-demand or reserved"
+                f"invalid mode {chosen_mode!r}: expected spot, on-demand, reserved or flex-start"
             )
+        _check_flex(chosen_mode, self.max_run_duration, self.renew)
         if want not in ("held", "released"):
             raise EditRejected(f"invalid want {want!r}: expected held or released")
         if self.runtime_version is not None:
@@ -334,10 +337,23 @@ class AddSlot(Edit):
             entry["runtime_version"] = self.runtime_version
         if self.slices > 1:
             entry["slices"] = self.slices
+        if self.max_run_duration is not None:
+            entry["max_run_duration"] = self.max_run_duration
+        if self.renew is not None:
+            entry["renew"] = self.renew
         entry["want"] = want
         append_item(child_seq(ctx.root, "slots"), entry)
         ctx.about(name)
         ctx.note(f"added slot {name!r} ({chosen_mode} {accelerator} in {zone}), want: {want}")
+
+
+def _check_flex(mode: str, max_run: str | float | None, renew: bool | None) -> None:
+    """Refuse a new slot's flex-start keys that the schema would refuse (``model/flex``), in
+    one line, before anything is written."""
+    problem = flex.first_problem(mode, max_run, renew)
+    if problem is not None:
+        hint = ", e.g. max_run_duration: 6h" if mode == flex.MODE and max_run is None else ""
+        raise EditRejected(problem + hint)
 
 
 @dataclass(frozen=True, slots=True)

@@ -179,6 +179,7 @@ class RaceZones(Edit):
     zones: tuple[str, ...]
     mode: str | None = None
     count: int = 1
+    max_run_duration: str | float | None = None  # mode flex-start: each candidate's run
 
     def apply(self, ctx: EditContext) -> None:
         group, count = self.group, self.count
@@ -192,7 +193,12 @@ class RaceZones(Edit):
             raise EditRejected(f"count must be between 1 and the {len(wanted)} zones")
         candidates = []
         for zone in wanted:
-            AddSlot(zone=zone, accelerator=self.accelerator, mode=self.mode).apply(ctx)
+            AddSlot(
+                zone=zone,
+                accelerator=self.accelerator,
+                mode=self.mode,
+                max_run_duration=self.max_run_duration,
+            ).apply(ctx)
             candidates.append(ctx.slots[-1])
         for entry in child_seq(ctx.root, "slots"):
             if isinstance(entry, CommentedMap) and entry.get("name") in candidates:

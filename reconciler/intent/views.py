@@ -37,9 +37,10 @@ from reconciler.errors import (
     ViewError,
 )
 from reconciler.intent.engine import EditResult, IntentEditor
-from reconciler.model import names
+from reconciler.model import flex, names
 from reconciler.model.addresses import is_documentation_address
 from reconciler.model.desired import Desired
+from reconciler.model.durations import duration_text, format_duration
 from reconciler.model.stamps import epoch_or_none
 from reconciler.model.status import SlotStatus, StatusSnapshot, encode
 
@@ -134,6 +135,11 @@ def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
                 "generation": spec.setup.generation,
             },
         }
+        if spec.mode == flex.MODE:  # the run's length and what follows its end
+            out["flex"] = {
+                "max_run_duration": duration_text(spec.max_run_seconds or 0),
+                "renew": spec.renew,
+            }
     elif row is not None:
         out = {k: row.get(k) for k in ("name", "zone", "accelerator", "mode", "managed")}
         out["want"] = None
@@ -236,8 +242,9 @@ def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
     )
 
 
-def format_slot_info(doc: Mapping[str, Any]) -> str:
-    """``slot_info``'s document for a person: the ``info`` verb and the TUI's info pane."""
+def format_slot_info(doc: Mapping[str, Any], now: float | None = None) -> str:
+    """``slot_info``'s document for a person: the ``info`` verb and the TUI's info pane
+    (``now``: the clock for "ends in ..."; default the time of the call)."""
     obs = doc.get("observed") or {}
     lines = [
         f"{doc.get('name')}  {doc.get('zone')}  {doc.get('accelerator')}  {doc.get('mode')}  "
@@ -269,7 +276,12 @@ def format_slot_info(doc: Mapping[str, Any]) -> str:
         lines.append(
             "flex-start run: "
             + ("ended (expired)" if obs.get("expired") else f"ends at {obs['ends_at']}")
+            + flex_info_tail(doc, time.time() if now is None else now)
         )
+    elif doc.get("flex"):
+        started = obs.get("state") == "ACTIVE"
+        when = "end time not reported yet" if started else "starts once ACTIVE"
+        lines.append(f"flex-start run: {when}" + flex_info_tail(doc, 0.0))
     if obs.get("health_note"):
         lines.append(f"node signals: {obs['health_note']}")
     lines.append(f"last error: {obs.get('last_error') or '-'}")
@@ -295,6 +307,26 @@ def format_slot_info(doc: Mapping[str, Any]) -> str:
                 f"  w{w.get('index')}: " + "  ".join(map(_chip_text, w.get("chips") or ()))
             )
     return "\n".join(lines)
+
+
+def flex_info_tail(doc: Mapping[str, Any], now: float) -> str:
+    """After ``flex-start run: ...``: the time left, the run's length and what ``renew``
+    does (``doc['flex']``, from desired.yaml)."""
+    obs = doc.get("observed") or {}
+    out = ""
+    end = epoch_or_none(obs.get("ends_at"))
+    if end is not None and not obs.get("expired") and end > now:
+        out += f" (in {format_duration(end - now)})"
+    elif obs.get("expired") and obs.get("ends_at"):
+        out += f" at {obs['ends_at']}"
+    wanted = doc.get("flex") or {}
+    if not wanted:
+        return out
+    out += f"; max_run_duration {wanted.get('max_run_duration')}, "
+    if wanted.get("renew"):
+        return out + "renew: true (a new run is queued when this one ends)"
+    then = "not queued again" if obs.get("expired") else "not queued again when it ends"
+    return out + f"renew: false ({then}; set renew: true for a new run)"
 
 
 def _chip_text(chip: Mapping[str, Any]) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from reconciler.model.durations import parse_duration
+
 MODE: Final = "flex-start"
 #: The longest run the API grants a flex-start request.
 MAX_RUN_SECONDS: Final = 7 * 86400
@@ -39,3 +41,16 @@ def problems(mode: str, max_run: float | None, renew: bool | None) -> list[tuple
         if renew is not None:
             out.append(("renew", f"renew needs mode flex-start, not {mode}"))
     return out
+
+
+def first_problem(mode: str, max_run: str | float | None, renew: bool | None) -> str | None:
+    """The first rule a new slot's flex-start keys break, as a user gave them (``max_run``: a
+    duration such as ``"6h"``, or seconds), in one line; None when they are fine."""
+    seconds = None
+    if max_run is not None:
+        try:
+            seconds = parse_duration(max_run)
+        except ValueError as e:
+            return f"max_run_duration: {e}"
+    found = problems(mode, seconds, renew)
+    return found[0][1] if found else None

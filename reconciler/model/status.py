@@ -325,6 +325,7 @@ class PlanStatus:
     held: tuple[HeldActionStatus, ...] = added(())  # paused, guarded, suspended
     guard: GuardStatus | None = added()
     suspended: bool = added(False)
+    ended: tuple[str, ...] = added(())  # flex-start runs over and not queued again: why
     extra: Mapping[str, Any] = _extra()
 
 

@@ -48,6 +48,7 @@ from reconciler.adapters.owned_files import read_owned
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
 from reconciler.core import control as control_rules
+from reconciler.core import flex as flex_rules
 from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
 from reconciler.core import retry
@@ -445,6 +446,10 @@ class Controller(ActionTasks):
         restart = restart_due(self.memory, self.clock())
         if restart is not None and not self._observe_failures:
             delay = min(delay, max(0.5, restart - self.clock() + 0.2))
+        # So do a flex-start run's end and the notice before it.
+        wake = flex_rules.next_wake(result.desired, result.observation, self.clock())
+        if wake is not None and not self._observe_failures:
+            delay = min(delay, max(1.0, wake - self.clock() + 0.5))
         return delay
 
     def _hurries(self, key: str) -> bool:

@@ -19,11 +19,11 @@ from typing import Final
 
 from reconciler.adapters.files import atomic_write
 from reconciler.errors import InitError, InvalidDesiredState, UnsafeName
-from reconciler.model import names
+from reconciler.model import flex, names
 from reconciler.model.desired import DEFAULT_RUNTIME_VERSIONS, Desired
 from reconciler.model.load import parse_desired
 
-MODES: Final = ("spot", "on-demand", "reserved")
+MODES: Final = ("spot", "on-demand", "reserved", "flex-start")
 DEFAULT_ZONE: Final = "us-central2-b"
 DEFAULT_ACCELERATOR: Final = "v4-8"
 RACE_GROUP: Final = "first-tpu"
@@ -36,6 +36,7 @@ class Starter:
     accelerators: tuple[str, ...] = (DEFAULT_ACCELERATOR,)
     mode: str = "spot"
     race: bool | None = None  # None: race when there is more than one candidate
+    max_run_duration: str | None = None  # mode flex-start (required there): each slot's run
 
     @property
     def racing(self) -> bool:
@@ -66,7 +67,19 @@ def checked(starter: Starter) -> Starter:
         raise InitError(str(e)) from None
     if not zones or not accelerators:
         raise InitError("give at least one --zone and one --accelerator")
-    return Starter(project, zones, accelerators, starter.mode, starter.race)
+    _check_flex(starter.mode, starter.max_run_duration)
+    return Starter(
+        project, zones, accelerators, starter.mode, starter.race, starter.max_run_duration
+    )
+
+
+def _check_flex(mode: str, max_run: str | None) -> None:
+    """``--max-run-duration``: required with flex-start (at most 7d), refused without it."""
+    problem = flex.first_problem(mode, max_run, None)
+    if problem is not None:
+        hint = ": give --max-run-duration, e.g. 6h" if max_run is None else ""
+        said = problem.replace("'max_run_duration'", "a max_run_duration")
+        raise InitError(said.replace("max_run_duration: ", "--max-run-duration: ", 1) + hint)
 
 
 _HEADER: Final = """\
@@ -133,6 +146,10 @@ def starter_text(starter: Starter) -> str:
     text += _RACE_INTRO if s.racing else _HELD_INTRO
     for i, (name, zone, accelerator) in enumerate(s.candidates()):
         text += f"  - name: {name}\n    zone: {zone}\n    accelerator: {accelerator}\n"
+        if s.max_run_duration is not None:
+            text += f"    max_run_duration: {s.max_run_duration}   # the TPU runs this long\n"
+            if i == 0:
+                text += "    # renew: true   # queue a new run once this one has ended\n"
         if not s.racing:
             text += "    want: held\n"
         if i == 0:

@@ -24,7 +24,8 @@ from reconciler.runtime import init as i
 def test_starter_validates(
     zones: tuple[str, ...], accelerators: tuple[str, ...], race: bool | None, mode: str
 ) -> None:
-    starter = i.Starter("my-project", zones, accelerators, mode, race)
+    run = "6h" if mode == "flex-start" else None  # flex-start needs its run length
+    starter = i.Starter("my-project", zones, accelerators, mode, race, run)
     text = i.starter_text(starter)
     desired = parse_desired(text)
     assert len(desired.slots) == len(zones) * len(accelerators)

@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
+from reconciler.surfaces.cli._intent import max_run_flag
 from reconciler.surfaces.cli._say import err
 
 if TYPE_CHECKING:
     from reconciler.core.capacity_chart import Timeline
 
 _HERE: Final = "reconciler.surfaces.cli._history"
-MODES: Final = ("spot", "on-demand", "reserved")
+MODES: Final = ("spot", "on-demand", "reserved", "flex-start")
 
 
 def register(sub: Any) -> None:
@@ -68,6 +69,7 @@ def register(sub: Any) -> None:
         help="add a race group GROUP with one new candidate slot per recommended zone",
     )
     p.add_argument("--operation-id", default=None, help="idempotency key for --apply")
+    max_run_flag(p)
     p.set_defaults(handler=f"{_HERE}:recommend_command")
 
 
@@ -223,6 +225,8 @@ def recommend_command(args: argparse.Namespace) -> int:
         if args.apply is not None:
             names.check_name(args.apply)
         _since(args.since)
+        if args.apply is not None and args.mode == "flex-start" and not args.max_run_duration:
+            raise ValueError("--mode flex-start --apply needs --max-run-duration, e.g. 6h")
     except (ReconcilerError, ValueError) as e:
         err(str(e))
         return EX_USAGE
@@ -255,4 +259,8 @@ def recommend_command(args: argparse.Namespace) -> int:
     if not args.json:
         print(format_recommend(doc), end="")
     zones = tuple(z["zone"] for z in doc["zones"])
-    return _run(args, RaceZones(args.apply, args.accelerator, zones, mode=args.mode, count=1))
+    run = args.max_run_duration
+    return _run(
+        args,
+        RaceZones(args.apply, args.accelerator, zones, args.mode, 1, max_run_duration=run),
+    )

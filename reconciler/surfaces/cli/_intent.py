@@ -60,11 +60,18 @@ def register(subparsers: Any) -> None:
     p = _edit_parser(subparsers, "add-slot", "add a slot to desired.yaml", "add_slot_command")
     p.add_argument("--zone", required=True)
     p.add_argument("--accelerator", required=True, help="e.g. v6e-8, v4-32")
-    p.add_argument("--mode", choices=("spot", "on-demand", "reserved"), default=None)
+    p.add_argument("--mode", choices=("spot", "on-demand", "reserved", "flex-start"), default=None)
     p.add_argument("--name", default=None, help="default: <mode>-<accel>-<zone code>-<index>")
     p.add_argument("--index", type=int, default=None, help="index for the generated name")
     p.add_argument("--want", choices=("held", "released"), default="held")
     p.add_argument("--slices", type=int, default=1, help="multislice: N slices in one QR")
+    max_run_flag(p)
+    p.add_argument(
+        "--renew",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="flex-start only: queue a new run once each run has ended",
+    )
 
     p = _edit_parser(
         subparsers, "remove-slot", "remove a slot: it becomes unmanaged", "remove_slot_command"
@@ -84,6 +91,16 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser("mcp", help="MCP server on stdio (same as tpu-mcp)")
     p.set_defaults(handler=f"{_HERE}:mcp_command")
+
+
+def max_run_flag(p: argparse.ArgumentParser) -> None:
+    """``--max-run-duration`` (``add-slot``, ``init``): a flex-start run's length."""
+    p.add_argument(
+        "--max-run-duration",
+        default=None,
+        metavar="DURATION",
+        help="mode flex-start (required there): how long the TPU runs, at most 7d, e.g. 6h",
+    )
 
 
 # --- handlers ------------------------------------------------------------------------------------
@@ -215,6 +232,8 @@ def add_slot_command(args: argparse.Namespace) -> int:
             want=args.want,
             index=args.index,
             slices=args.slices,
+            max_run_duration=args.max_run_duration,
+            renew=args.renew,
         ),
     )
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 from typing import Any, Final
 
+from reconciler.surfaces.cli._intent import max_run_flag
+
 _PKG: Final = "reconciler.surfaces.cli"
 #: As in reconciler.runtime.init, which is not imported here: it pulls in pydantic and ruamel.
-MODES: Final = ("spot", "on-demand", "reserved")
+MODES: Final = ("spot", "on-demand", "reserved", "flex-start")
 DEFAULT_ZONE: Final = "us-central2-b"
 DEFAULT_ACCELERATOR: Final = "v4-8"
 
@@ -63,7 +65,10 @@ def register(sub: Any) -> None:
         metavar="TYPE",
         help=f"accelerator type, e.g. v4-8 or v6e-8 (repeatable; default {DEFAULT_ACCELERATOR})",
     )
-    p.add_argument("--mode", choices=MODES, help="spot (default), on-demand or reserved")
+    p.add_argument(
+        "--mode", choices=MODES, help="spot (default), on-demand, reserved or flex-start"
+    )
+    max_run_flag(p)
     p.add_argument(
         "--race",
         action=argparse.BooleanOptionalAction,

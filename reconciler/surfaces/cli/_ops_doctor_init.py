@@ -62,7 +62,9 @@ def _questions(args: argparse.Namespace, read: Callable[[str], str]) -> None:
     if not args.accelerator:
         args.accelerator = _split(_ask("Accelerator types (e.g. v4-8 v6e-8)", "v4-8", read))
     if not args.mode:
-        args.mode = _ask("Mode: spot, on-demand or reserved", "spot", read)
+        args.mode = _ask("Mode: spot, on-demand, reserved or flex-start", "spot", read)
+    if args.mode == "flex-start" and not args.max_run_duration:
+        args.max_run_duration = _ask("How long each flex-start run lasts (at most 7d)", "1d", read)
     if args.race is None and len(args.zone) * len(args.accelerator) > 1:
         answer = _ask("Race the candidates, first one wins? (y/n)", "y", read)
         args.race = answer.lower().startswith("y")
@@ -93,6 +95,7 @@ def init_command(args: argparse.Namespace) -> int:
         accelerators=tuple(args.accelerator or ("v4-8",)),
         mode=args.mode or "spot",
         race=args.race,
+        max_run_duration=args.max_run_duration,
     )
     try:
         text = starter_text(starter)

@@ -75,7 +75,9 @@ def register(server: MCPServer, store: IntentEditor) -> None:
     @edit_tool(server, store, AddSlot, EDIT_AGAIN)
     def add_slot(call: EditCall[AddSlot]) -> dict[str, Any]:
         """Add a slot. Without a name it is named <mode>-<accelerator>-<zone code>-<index>
-        (e.g. spot-v6e8-ew4a-1), with the first free index unless `index` is given."""
+        (e.g. spot-v6e8-ew4a-1), with the first free index unless `index` is given. Mode
+        flex-start needs max_run_duration (at most '7d', e.g. '6h'); renew=true queues a new
+        run after each one ends."""
         return call.apply()
 
     @edit_tool(server, store, Race, DESTRUCTIVE, fixed={"exact": True}, confirm=True)

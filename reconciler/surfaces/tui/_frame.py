@@ -88,6 +88,7 @@ class SlotRow:
     latency_ms: float | None = None  # round trip to the slot's zone, when something is held there
     owner: str | None = None  # the Unix user who holds it (desired.yaml ``owner:``)
     restart_at: float | None = None  # the workload's relaunch waits (restart backoff) until then
+    ends_at: float | None = None  # a flex-start run's end (its ``terminationTime``)
 
     @property
     def running(self) -> bool:
@@ -108,6 +109,13 @@ class SlotRow:
                 return state
         return "-"
 
+    def state_cell(self, now: float) -> str:
+        """The state; a running flex-start run adds the time it has left (``ACTIVE 5h12m
+        left``)."""
+        if self.ends_at is not None and self.state == "ACTIVE" and self.ends_at > now:
+            return f"{self.state} {format_duration(self.ends_at - now)} left"
+        return self.state
+
     def tmux_cell(self) -> str:
         if self.tmux_open:
             return "open"
@@ -122,7 +130,7 @@ class SlotRow:
             self.accelerator,
             {"on-demand": "od", "reserved": "res", "flex-start": "flex"}.get(self.mode, self.mode),
             self.want_cell(),
-            self.state,
+            self.state_cell(now),
             format_duration(now - self.since) if self.since is not None else "",
             self.node or "-",
             str(len(self.ips)) if self.ips else "-",
@@ -313,6 +321,7 @@ def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
         last_error=_text(slot.last_error) or None,
         latency_ms=slot.latency_ms,
         owner=(spec.owner if spec is not None else None) or slot.owner,
+        ends_at=_ts(slot.ends_at),
     )
 
 
@@ -350,6 +359,7 @@ def plan_lines(plan: PlanStatus | None) -> tuple[str, ...]:
     lines += [f"  blocked: {_action(b)}: {_text(b.why)}" for b in plan.blocked]
     lines += [f"  waiting: {_action(h)}: {_text(h.why)}" for h in plan.held if h.rule == "quota"]
     lines += [f"  warning: {_text(w)}" for w in plan.warnings]
+    lines += [f"  expired: {_text(e)}" for e in plan.ended]
     lines.append(_text(plan.summary, "No changes.") or "No changes.")
     return tuple(lines)
 

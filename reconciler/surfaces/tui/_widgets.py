@@ -245,7 +245,7 @@ class SlotTable(ScrollView, can_focus=True):
             style = base
             if colour:
                 name = STATE_COLOURS if i == _STATE else SETUP_COLOURS if i == _SETUP else {}
-                tint = self._colours(name.get(text, "")) if name else ""
+                tint = self._colours(name.get(colour_key(text), "")) if name else ""
                 if tint:
                     style = base + Style(color=tint)
             pad = self._widths[pos] - cell_len(text)
@@ -275,6 +275,11 @@ class SlotTable(ScrollView, can_focus=True):
         room = max(0, width - fixed.cell_length)
         line = Strip.join([fixed, rest.crop(scroll_x, scroll_x + room)])
         return line.extend_cell_length(width, base).crop(0, width)
+
+
+def colour_key(text: str) -> str:
+    """The word a cell is coloured by: ``ACTIVE 5h12m left`` (a flex-start run) is ACTIVE."""
+    return text.split(" ", 1)[0]
 
 
 def _shorten(cells: tuple[str, ...]) -> tuple[str, ...]:
