@@ -438,18 +438,16 @@ class Controller(ActionTasks):
             rand=random.random(),
             retry=self._observe_retry if self._observe_failures else None,
         )
-        # A hold that runs out wakes the loop then, not at the next steady poll.
-        release = min(result.plan.releases_at.values(), default=None) if result.plan else None
-        if release is not None and not self._observe_failures:
-            delay = min(delay, max(1.0, release - self.clock() + 0.5))
-        # So does the end of a relaunch's backoff.
-        restart = restart_due(self.memory, self.clock())
-        if restart is not None and not self._observe_failures:
-            delay = min(delay, max(0.5, restart - self.clock() + 0.2))
-        # So do a flex-start run's end and the notice before it.
-        wake = flex_rules.next_wake(result.desired, result.observation, self.clock())
-        if wake is not None and not self._observe_failures:
-            delay = min(delay, max(1.0, wake - self.clock() + 0.5))
+        # A timer that runs out wakes the loop then, not at the next steady poll: a hold's
+        # release, the end of a relaunch's backoff, a flex-start run's end and its notice.
+        if not self._observe_failures:
+            now = self.clock()
+            release = min(result.plan.releases_at.values(), default=None) if result.plan else None
+            restart = restart_due(self.memory, now)
+            wake = flex_rules.next_wake(result.desired, result.observation, now)
+            for at, slack, least in ((release, 0.5, 1.0), (restart, 0.2, 0.5), (wake, 0.5, 1.0)):
+                if at is not None:
+                    delay = min(delay, max(least, at - now + slack))
         return delay
 
     def _hurries(self, key: str) -> bool:
