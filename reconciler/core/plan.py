@@ -50,7 +50,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Final
 
-from reconciler.core import control, flex, node_health
+from reconciler.core import across, control, flex, node_health
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan_values import (
@@ -368,6 +368,25 @@ class _Planner:
         if d.warning:
             self.warnings.append(d.warning)
 
+    def across(self, v: across.GroupView, view: Observation) -> None:
+        """A race group's one program across its winners (``core/across.py``): the workload
+        rules on its virtual slot, and the stop of a lost winner's program everywhere."""
+        real, self.observed = self.observed, view
+        self.decided[v.spec.name] = v.spec.want or "held"
+        try:
+            self.workload(v.spec)
+        finally:
+            self.observed = real
+        stop = across.cleanup(v, self.memory.workload(v.spec.name))
+        if stop is not None:
+            act, reason = stop
+            self.propose(
+                Action(
+                    Kind.STOP, v.spec.name, v.spec.zone, reason,
+                    instance=v.node.instance if v.node else None, state="ACTIVE", workload=act,
+                )
+            )  # fmt: skip
+
     def window_missing(self, spec: SlotSpec, instance: str) -> bool:
         """Once per node instance (so a re-created node gets its dead window respawned), and
         level-triggered when the tmux inventory is known: a window closed by hand comes back,
@@ -489,6 +508,10 @@ def plan(
             p.workload(spec)
         p.dead_notices(spec)
         p.signal_notices(spec)
+    if desired.race_groups:
+        _, view, groups = across.view(desired, observed, memory)
+        for v in groups:
+            p.across(v, view)
     unmanaged = _unmanaged(desired, observed.queued_resources)
     if desired.settings.prune:
         for qr in unmanaged:

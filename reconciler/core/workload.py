@@ -196,6 +196,7 @@ def record_sent(memory: Memory, slot: str, act: WorkloadAct, instance: str, now:
             started_at=prev.started_at if resend and prev.started_at is not None else now,
             relaunch=False,
             unknown=False,
+            stop_for="",
             after_preemption=act.why == "preempted" or prev.after_preemption,
             last_output_at=None if prev.attempt != act.attempt else prev.last_output_at,
             last_lines=() if prev.attempt != act.attempt else prev.last_lines,
@@ -204,6 +205,8 @@ def record_sent(memory: Memory, slot: str, act: WorkloadAct, instance: str, now:
         )
     elif act.why == "failed":
         return memory  # stopping the rest of a failed attempt keeps it "failed"
+    elif act.why == "lost":  # the rest of a race group's program (``core/across``): sent once
+        new = replace(prev, stop_for=act.why)
     else:
         new = replace(prev, phase="stopping", stop_for=act.why, since=now)
     return replace(memory, workloads=MappingProxyType({**memory.workloads, slot: new}))

@@ -37,6 +37,7 @@ from reconciler.model.workload import Restart, WhenDone, check_env_name, check_s
 
 Mode = Literal["spot", "on-demand", "reserved", "flex-start"]
 Want = Literal["held", "released"]
+Across = Literal["slot", "group"]
 Backend = Literal["gcloud", "rest"]
 CredentialSource = Literal["gcloud", "adc"]
 QuotaSource = Literal["file", "cloud"]
@@ -269,6 +270,12 @@ class WorkloadModel(_Model):
         description="Before a launch, stop processes of others holding the chips (SIGTERM, "
         "stop_grace, SIGKILL) instead of waiting for them.",
     )
+    across: Across | None = Field(
+        None,
+        description="On a race group only: group runs one program across every winner's "
+        "workers (multislice over the network, MEGASCALE variables set); slot (default) runs "
+        "one on each winner.",
+    )
 
 
 class Settings(_Model):
@@ -397,6 +404,13 @@ class RaceGroupModel(_Model):
     )
     owner: UserName | None = Field(
         None, description="Unix user who holds it; its candidates' owner unless they name one."
+    )
+    min_count: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="With workload.across: group, run the program once this many winners are "
+        "set up (at most count) while the rest is raced; else all count.",
     )
 
 
@@ -573,6 +587,10 @@ class RaceGroupSpec:
     slots: tuple[str, ...]
     paused: bool = False
     owner: str | None = None
+    #: ``workload.across: group``: one program over every winner (``core/across.py``); the
+    #: candidates themselves then run none
+    workload: WorkloadSpec | None = None
+    min_count: int | None = None  # winners set up before it runs (None: count)
 
 
 @dataclass(frozen=True, slots=True)
