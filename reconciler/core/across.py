@@ -208,6 +208,16 @@ def view(
     return wdesired, wobserved, found
 
 
+def group_zones(desired: Desired) -> dict[str, str]:
+    """Group -> its candidates' zone, for every group running one program across winners."""
+    out = {}
+    for g in desired.race_groups:
+        first = desired.slot(g.slots[0]) if g.workload is not None and g.slots else None
+        if first is not None:
+            out[g.name] = first.zone
+    return out
+
+
 def cleanup(v: GroupView, wm: WorkloadMemory | None) -> tuple[WorkloadAct, str] | None:
     """The stop of the rest of an interrupted program on the winners still up (remnant)."""
     if not v.remnant or wm is None or v.node is None:

@@ -47,10 +47,10 @@ from reconciler.adapters.lab import user_name
 from reconciler.adapters.owned_files import read_owned
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
+from reconciler.core import across, node_health, retry
 from reconciler.core import control as control_rules
 from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
-from reconciler.core import node_health, retry
 from reconciler.core import workload as wl
 from reconciler.core.chip_use import summary as chip_summary
 from reconciler.core.metrics import pass_result
@@ -294,7 +294,9 @@ class Controller(ActionTasks):
         self.memory = lro_rules.settle(self.memory, observation)
         before, self.memory = (
             self.memory,
-            wl.observe(self.memory, desired, observation, probes, now),
+            wl.observe(
+                self.memory, *across.view(desired, observation, self.memory)[:2], probes, now
+            ),
         )
         self._workloads_moved(desired, before)
         self._owners.update({s.name: s.owner for s in desired.slots})
@@ -320,7 +322,8 @@ class Controller(ActionTasks):
         self._send_notices(desired, decided)
         self.latency.start(desired, observation, self.memory.latency, now)
         if self.workloads is not None:  # after dispatch: a stop or relaunch never waits on it
-            self.memory = await tails(self.workloads, desired, observation, before, self.memory)
+            wd, wo, _ = across.view(desired, observation, self.memory)  # race groups' programs
+            self.memory = await tails(self.workloads, wd, wo, before, self.memory)
         self._last = result
         self._write_snapshot(result, errors, list(windows or ()), orphans)
         self._save_memory()
@@ -389,7 +392,8 @@ class Controller(ActionTasks):
     ) -> dict[str, tuple[WorkerProbe, ...]]:
         if self.workloads is None:
             return {}
-        return await self.prober.probe_all(self.workloads, desired, observation, self.memory)
+        wd, wo, _ = across.view(desired, observation, self.memory)  # race groups' programs
+        return await self.prober.probe_all(self.workloads, wd, wo, self.memory)
 
     # -- snapshot ----------------------------------------------------------------------------
     async def _tmux_inventory(
@@ -456,7 +460,9 @@ class Controller(ActionTasks):
             self.workloads is not None
             and watching(
                 self.memory,
-                {s.name: s.zone for s in result.desired.slots} if result.desired else {},
+                {s.name: s.zone for s in result.desired.slots} | across.group_zones(result.desired)
+                if result.desired
+                else {},
             )
         )
         delay = next_interval(
@@ -598,7 +604,8 @@ class Controller(ActionTasks):
         self._observed_at = now
         self.memory = mem.observe(self.memory, desired, observation, now)
         probes = await self._probe(desired, observation)
-        self.memory = wl.observe(self.memory, desired, observation, probes, now)
+        wd, wo, _ = across.view(desired, observation, self.memory)
+        self.memory = wl.observe(self.memory, wd, wo, probes, now)
         owners = {s.name: s.owner for s in desired.slots}
         confirmed = read_confirmed(self.state, digest=desired.digest, now=now, owners=owners)
         decided = plan(desired, observation, self.memory, now, confirmed=confirmed, probes=probes)
