@@ -406,8 +406,11 @@ def _with_quota(
     )
 
 
-def _race_groups(desired: Desired | None, plan: Plan | None) -> tuple[RaceGroupStatus, ...]:
+def _race_groups(
+    desired: Desired | None, plan: Plan | None, memory: Memory, now: float
+) -> tuple[RaceGroupStatus, ...]:
     paused = {g.name for g in desired.race_groups if g.paused} if desired else set()
+    across = {g.name: g.workload for g in desired.race_groups if g.workload} if desired else {}
     return tuple(
         RaceGroupStatus(
             name=r.name,
@@ -416,6 +419,9 @@ def _race_groups(desired: Desired | None, plan: Plan | None) -> tuple[RaceGroupS
             candidates=tuple(r.candidates),
             open=r.open,
             paused=r.name in paused,
+            workload=workload_status(memory.workload(r.name), across[r.name], now)
+            if r.name in across
+            else None,
         )
         for r in (plan.races if plan else ())
     )
@@ -460,7 +466,7 @@ def build_status(
         observe_error=one_line(observe_error) if observe_error else observe_error,
         unreachable_zones=tuple(sorted(observed.unreachable)),
         slots=slots,
-        race_groups=_race_groups(desired, plan),
+        race_groups=_race_groups(desired, plan, memory, now),
         plan=plan_status(plan) if plan else _no_plan(desired),
         tmux=TmuxInventoryStatus(
             windows=tuple(sorted(windows)), orphans=tuple(sorted(tmux_orphans))

@@ -358,6 +358,13 @@ def when_done_releases(
             continue
         if (wm.generation, wm.identity) == (w.generation, w.identity):
             out[name] = (f"workload succeeded (run {wm.run_id}); when_done: release", wm.since)
+    for g in desired.race_groups:  # one program across the winners (core/across): all of them
+        gm, w = memory.workload(g.name), g.workload
+        if gm is None or w is None or gm.phase != "succeeded" or w.when_done != "release":
+            continue
+        if (gm.generation, gm.identity) == (w.generation, w.identity):
+            why = f"group {g.name}'s workload succeeded (run {gm.run_id}); when_done: release"
+            out.update((name, (why, gm.since)) for name in g.slots)
     return out
 
 

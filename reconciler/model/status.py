@@ -258,6 +258,8 @@ class RaceGroupStatus:
     candidates: tuple[str, ...] = ()
     open: bool = False
     paused: bool = added(False)
+    #: ``workload.across: group``: the one program over its winners (None: none)
+    workload: WorkloadStatus | None = added()
     extra: Mapping[str, Any] = _extra()
 
 

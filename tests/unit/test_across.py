@@ -13,10 +13,12 @@ from reconciler.core import across
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Kind, Plan, plan
+from reconciler.core.status import build_status
 from reconciler.errors import InvalidDesiredState
 from reconciler.model.desired import Desired, WorkloadSpec
 from reconciler.model.load import parse_desired
 from reconciler.model.observed import Node, NodeState, Observation, QRState, QueuedResource
+from reconciler.model.status import from_json, to_json
 from reconciler.model.workload import WorkerProbe
 from tests.support.worlds import Z1, desired, group, node, qr, slot, world
 
@@ -182,6 +184,20 @@ def test_setup_gates_the_launch_on_every_winner() -> None:
     assert {a.slot for a in p.actions if a.kind is Kind.BOOTSTRAP} == {"a", "b"}
 
 
+def test_when_done_release_releases_every_candidate_once_the_program_succeeded() -> None:
+    d = across_desired()
+    g = replace(d.race_groups[0], workload=replace(JOB, when_done="release"))
+    run = Passes(replace(d, race_groups=(g,)))
+    both = world(*up("b"), *up("a"))
+    run.step(both)
+    run.step(both, alive(4))
+    p = run.step(both, {"g": tuple(WorkerProbe(i, "exited", exit_code=0) for i in range(4))})
+    assert run.memory.workload("g").phase == "succeeded"  # type: ignore[union-attr]
+    p = run.step(both)
+    assert sorted((a.kind.value, a.slot) for a in p.actions) == [("delete", "a"), ("delete", "b")]
+    assert set(p.releases) == {"a", "b", "c"}
+
+
 # --- the loader ---------------------------------------------------------------------------------
 
 FILE = """\
@@ -246,3 +262,18 @@ def test_the_loader_refuses_what_cannot_run_across_the_group(text: str, message:
     with pytest.raises(InvalidDesiredState) as e:
         parse_desired(text, "d.yaml")
     assert message in str(e.value)
+
+
+def test_status_shows_the_groups_program_on_its_race_row() -> None:
+    run = Passes(across_desired())
+    both = world(*up("b"), *up("a"))
+    run.step(both)
+    p = run.step(both, alive(4))
+    snap = build_status(
+        desired=run.d, desired_file="d.yaml", errors=(), observation=both,
+        observed_at=run.now, memory=run.memory, plan=p, now=run.now, backend="rest",
+    )  # fmt: skip
+    [row] = snap.race_groups
+    assert row.workload is not None and row.workload.state == "running"
+    assert row.workload.run_id == run.memory.workload("g").run_id  # type: ignore[union-attr]
+    assert from_json(to_json(snap)).race_groups == snap.race_groups
