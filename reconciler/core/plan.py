@@ -549,6 +549,7 @@ def _controls(
     """Hold back what the user asked to wait (see ``core.control``): paused slots, guarded
     deletes, everything while suspended; and say when held slots will be released."""
     paused = {s.name for s in desired.slots if s.hold is not NO_HOLD and s.hold.paused}
+    paused |= {g.name for g in desired.race_groups if g.paused and g.workload}  # its program
     held: list[Held] = []
     actions: list[Action] = []
     for a in plan.actions:

@@ -8,7 +8,8 @@ workers (``core/across.py``): its winners become the slices of one multislice pr
 - every candidate is in one zone (the slices talk over the data-centre network), of one
   accelerator (every slice has the same workers) and a single slice (``slices: 1``);
 - a candidate has no workload block of its own (the group's program is the only one);
-- ``min_count`` needs ``across: group`` and is at most ``count``.
+- ``min_count`` needs ``across: group`` and is at most ``count``;
+- the group's name is no slot's (the program's state and files are kept under it).
 
 Pure: values in, diagnostics out through ``err``.
 """
@@ -65,6 +66,11 @@ def _check_group(
     if rg.min_count is not None and rg.min_count > rg.count:
         err((*loc, "min_count"), f"min_count {rg.min_count} is more than count {rg.count}")
     here = (*loc, "workload", "across")
+    if rg.name in by_name:
+        err(
+            (*loc, "name"),
+            f"race group {rg.name!r} runs one program under its own name: a slot has that name",
+        )
     members = [by_name[n] for n in rg.slots if n in by_name]
     for key, what in (("zone", "zone"), ("accelerator", "accelerator")):
         seen: dict[str, str] = {}

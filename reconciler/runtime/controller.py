@@ -292,13 +292,9 @@ class Controller(ActionTasks):
         )
         self.memory = mem.observe(self.memory, desired, observation, now)
         self.memory = lro_rules.settle(self.memory, observation)
-        before, self.memory = (
-            self.memory,
-            wl.observe(
-                self.memory, *across.view(desired, observation, self.memory)[:2], probes, now
-            ),
-        )
-        self._workloads_moved(desired, before)
+        wd, wo, _ = across.view(desired, observation, self.memory)  # race groups' programs
+        before, self.memory = self.memory, wl.observe(self.memory, wd, wo, probes, now)
+        self._workloads_moved(wd, before)
         self._owners.update({s.name: s.owner for s in desired.slots})
         # one read a pass; usually absent. A member's confirmation counts for what they may change
         confirmation, refused = read_confirmation_checked(self.state, owners=self._owners)

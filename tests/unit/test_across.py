@@ -198,6 +198,16 @@ def test_when_done_release_releases_every_candidate_once_the_program_succeeded()
     assert set(p.releases) == {"a", "b", "c"}
 
 
+def test_a_paused_group_holds_its_program_too() -> None:
+    d = across_desired()
+    run = Passes(replace(d, race_groups=(replace(d.race_groups[0], paused=True),)))
+    p = run.step(world(*up("b"), *up("a")))
+    assert group_acts(p) == []
+    assert [(h.action.kind, h.rule) for h in p.held if h.action.slot == "g"] == [
+        (Kind.LAUNCH, "paused")
+    ]
+
+
 # --- the loader ---------------------------------------------------------------------------------
 
 FILE = """\
@@ -255,6 +265,10 @@ def test_the_loader_gives_the_group_its_program_and_the_candidates_none() -> Non
                 "a, zone: us-central2-b, accelerator: v4-16, slices: 2",
             ),
             "across: group needs single-slice candidates (a has slices: 2)",
+        ),
+        (
+            FILE.replace("  - name: g\n", "  - name: a\n"),
+            "d.yaml:6:11: race group 'a' runs one program under its own name: a slot has that",
         ),
     ],
 )
