@@ -5,8 +5,9 @@ are real sshd on 127.0.0.2 ... 127.0.0.5.
 Once both winners are set up the program is launched once over all four workers with the
 MEGASCALE values (coordinator: winner ``a``'s worker 0, slice ids by name), which give every
 worker a distinct JAX process id (``worker + slice_id * workers_per_slice``). A preempted
-winner stops the program on the other one too; the group re-races it and the program is
-relaunched over both as the same run.
+winner (slice 0) stops the program on the other one too (under the worker numbers it was
+launched with: 2 and 3); the group re-races it and the program is relaunched over both as
+the same run.
 """
 
 from __future__ import annotations
@@ -111,9 +112,10 @@ async def test_one_program_over_both_winners_stopped_everywhere_and_relaunched(
     assert pids == set(range(WORKERS))
     assert world.events("action.started", slot="a", action="launch") == []  # no copy per winner
 
-    # Winner b is preempted: the program is stopped on a too, b re-raced, all relaunched.
-    emulator.preempt(ZONE, "b")
-    assert kill_slice(world, range(PER, 2 * PER)) == PER
+    # Winner a (slice 0) is preempted: the program is stopped on b too (its workers 2 and 3,
+    # as launched), a re-raced, and all relaunched.
+    emulator.preempt(ZONE, "a")
+    assert kill_slice(world, range(PER)) == PER
     await world.until(
         "the rest stopped on a",
         lambda: bool(world.events("action.started", slot="g", action="stop")),
@@ -128,9 +130,9 @@ async def test_one_program_over_both_winners_stopped_everywhere_and_relaunched(
     assert world.cluster is not None
     stopped = [
         p.read_text()
-        for w in range(PER)
+        for w in range(PER, 2 * PER)
         for p in world.cluster.root.glob(f"host-*/home/.tpu-reconciler/w{w}/g/{run_id}/1/exit")
     ]
     assert len(stopped) == PER and all("stopped=yes" in s for s in stopped)
     [stop] = world.events("action.started", slot="g", action="stop")
-    assert "winner b lost" in str(stop["reason"])
+    assert "winner a lost" in str(stop["reason"])
