@@ -138,14 +138,14 @@ def group_view(
 ) -> GroupView | None:
     """The virtual slot of ``group`` (None: it runs no program across its winners, or its
     candidates' zone is not known)."""
-    if group.workload is None:
-        return None
+    wm = memory.workload(group.name)
+    if group.workload is None and wm is None:
+        return None  # (a program it ran before is stopped first: its view stays till then)
     specs = [s for n in group.slots if (s := desired.slot(n)) is not None]
     if not specs:
         return None
     first = specs[0]
     zone = first.zone
-    wm = memory.workload(group.name)
     need = max(1, group.min_count or group.count)
     node: Node | None = None
     remnant = False

@@ -198,6 +198,19 @@ def test_when_done_release_releases_every_candidate_once_the_program_succeeded()
     assert set(p.releases) == {"a", "b", "c"}
 
 
+def test_across_removed_stops_the_program_then_forgets_it() -> None:
+    run = Passes(across_desired())
+    both = world(*up("b"), *up("a"))
+    [(_, run_id, _, _)] = group_acts(run.step(both))
+    run.step(both, alive(4))
+    run.d = replace(run.d, race_groups=(replace(run.d.race_groups[0], workload=None),))
+    p = run.step(both, alive(4))
+    assert group_acts(p) == [("stop", run_id, 1, "removed")]
+    run.step(both, {"g": tuple(WorkerProbe(i, "exited", exit_code=143) for i in range(4))})
+    assert run.memory.workload("g") is None
+    assert group_acts(run.step(both)) == []
+
+
 def test_a_paused_group_holds_its_program_too() -> None:
     d = across_desired()
     run = Passes(replace(d, race_groups=(replace(d.race_groups[0], paused=True),)))
