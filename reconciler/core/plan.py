@@ -24,6 +24,9 @@ Rules (each action carries a human reason; reasons are shown, never used to deci
   changed, or the slot was released; a workload that succeeded with ``when_done: release``
   releases its slot (a race group's: every candidate) through the normal delete path: it is
   one of ``core.control``'s release rules.
+- A race group with ``workload.across: group`` (``core.across``): the same workload rules on
+  one virtual slot named after the group whose node is its winners (set up, sorted by name);
+  a lost winner interrupts it and ``~ stop`` ends it on the winners still up, once.
 - An action whose key is backing off is *deferred*; one whose last permanent error happened
   under the same fingerprint (same intent, same world) is *blocked*. Both are reported. Once
   the fingerprint changed, the action is a new decision and goes ahead at once (a fixed typo
