@@ -20,6 +20,7 @@ from reconciler.model.load import parse_desired
 from reconciler.model.observed import Node, NodeState, Observation, QRState, QueuedResource
 from reconciler.model.status import from_json, to_json
 from reconciler.model.workload import WorkerProbe
+from reconciler.surfaces.cli._logs import no_workload, target_of, unknown_slot
 from tests.support.worlds import Z1, desired, group, node, qr, slot, world
 
 JOB = WorkloadSpec(command="python train.py")
@@ -304,3 +305,10 @@ def test_status_shows_the_groups_program_on_its_race_row() -> None:
     assert row.workload is not None and row.workload.state == "running"
     assert row.workload.run_id == run.memory.workload("g").run_id  # type: ignore[union-attr]
     assert from_json(to_json(snap)).race_groups == snap.race_groups
+    _, wo = run.view(both)
+    n = wo.node(Z1, "g")
+    assert n is not None and (row.instance, row.ips) == (n.instance, n.ips())
+    found = target_of(snap, "g")  # `logs g` reads the program's output on its workers
+    assert found.node is not None and found.run_id == row.workload.run_id
+    assert found.node.instance == n.instance and found.node.ips() == n.ips()
+    assert unknown_slot(run.d, snap, "g") is None and no_workload(run.d, snap, "g") is None
