@@ -253,7 +253,6 @@ class HistoryDB:
         """See ``history_sql.timeline``; SQLite's failures raise ``HistoryUnreadable``."""
         with _reading(self.path):
             return timeline(self.conn, **filters)
-
     def attempts(self, **filters: Any) -> list[WorkloadAttempt]:
         """See ``history_sql.attempts``; SQLite's failures raise ``HistoryUnreadable``."""
         with _reading(self.path):
