@@ -93,6 +93,7 @@ _LITERALS: Final = {
     "WhenDone": d.WhenDone,
     "CredentialSource": d.CredentialSource,
     "QuotaSource": d.QuotaSource,
+    "Across": d.Across,
 }
 
 

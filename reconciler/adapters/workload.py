@@ -199,10 +199,13 @@ class WorkloadRunner(WorkerPool):
             for w, o in zip(workers, outcomes, strict=True)
         )
 
-    async def stop(self, node: Node, slot: str, run_id: str, attempt: int, grace: float) -> None:
+    async def stop(
+        self, node: Node, slot: str, run_id: str, attempt: int, grace: float, *, first: int = 0
+    ) -> None:
         """SIGTERM to the attempt's process group on every worker, SIGKILL after ``grace``
         seconds; returns when every worker has recorded the exit. An attempt that never
-        started is marked so that a late launch of it starts nothing."""
+        started is marked so that a late launch of it starts nothing. ``first``: the index of
+        ``node``'s worker 0 in the program (a race group's winner, ``core/across``)."""
         check_name(slot)
         check_run_id(run_id)
         check_attempt(attempt)
@@ -219,7 +222,7 @@ class WorkloadRunner(WorkerPool):
                 timeout=grace_ms / 1000 + self.command_timeout,
             )
 
-        outcomes = await self._everywhere(node, f"stopping {slot} on", job)
+        outcomes = await self._everywhere(node, f"stopping {slot} on", job, first=first)
         self._raise_failures(node, f"stopping {slot}", outcomes)
 
     # -- logs -------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import importlib.resources
 import posixpath
 import secrets as _random
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -292,6 +292,7 @@ class WorkerPool:
         job: Callable[[_Pooled, Worker], Awaitable[T]],
         *,
         timeout: float | None = None,
+        first: int = 0,
     ) -> list[T | ReconcilerError]:
         """``job`` on every worker at once; each worker's failure becomes its ReconcilerError.
         ``timeout`` bounds each worker's connecting and job together (one deadline for the
@@ -305,6 +306,8 @@ class WorkerPool:
                 return self._failure(instance, worker, exc, what)
 
         workers = self.workers(node)
+        if first:  # a slice of a larger program: its workers' indices as that program has them
+            workers = tuple(replace(w, index=w.index + first) for w in workers)
         tasks = [asyncio.create_task(one(w)) for w in workers]
         late: set[asyncio.Task[T | ReconcilerError]] = set()
         try:

@@ -24,6 +24,9 @@ Rules (each action carries a human reason; reasons are shown, never used to deci
   changed, or the slot was released; a workload that succeeded with ``when_done: release``
   releases its slot (a race group's: every candidate) through the normal delete path: it is
   one of ``core.control``'s release rules.
+- A race group with ``workload.across: group`` (``core.across``): the same workload rules on
+  one virtual slot named after the group whose node is its winners (set up, sorted by name);
+  a lost winner interrupts it and ``~ stop`` ends it on the winners still up, once.
 - An action whose key is backing off is *deferred*; one whose last permanent error happened
   under the same fingerprint (same intent, same world) is *blocked*. Both are reported. Once
   the fingerprint changed, the action is a new decision and goes ahead at once (a fixed typo
@@ -50,7 +53,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Final
 
-from reconciler.core import control, flex, node_health
+from reconciler.core import across, control, flex, node_health
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan_values import (
@@ -371,6 +374,25 @@ class _Planner:
         if d.warning:
             self.warnings.append(d.warning)
 
+    def across(self, v: across.GroupView, view: Observation) -> None:
+        """A race group's one program across its winners (``core/across.py``): the workload
+        rules on its virtual slot, and the stop of a lost winner's program everywhere."""
+        real, self.observed = self.observed, view
+        self.decided[v.spec.name] = v.spec.want or "held"
+        try:
+            self.workload(v.spec)
+        finally:
+            self.observed = real
+        stop = across.cleanup(v, self.memory.workload(v.spec.name))
+        if stop is not None:
+            act, reason = stop
+            self.propose(
+                Action(
+                    Kind.STOP, v.spec.name, v.spec.zone, reason,
+                    instance=v.node.instance if v.node else None, state="ACTIVE", workload=act,
+                )
+            )  # fmt: skip
+
     def window_missing(self, spec: SlotSpec, instance: str) -> bool:
         """Once per node instance (so a re-created node gets its dead window respawned), and
         level-triggered when the tmux inventory is known: a window closed by hand comes back,
@@ -494,6 +516,10 @@ def plan(
             p.workload(spec)
         p.dead_notices(spec)
         p.signal_notices(spec)
+    if desired.race_groups:
+        _, view, groups = across.view(desired, observed, memory)
+        for v in groups:
+            p.across(v, view)
     unmanaged = _unmanaged(desired, observed.queued_resources)
     if desired.settings.prune:
         for qr in unmanaged:
@@ -532,6 +558,7 @@ def _controls(
     """Hold back what the user asked to wait (see ``core.control``): paused slots, guarded
     deletes, everything while suspended; and say when held slots will be released."""
     paused = {s.name for s in desired.slots if s.hold is not NO_HOLD and s.hold.paused}
+    paused |= {g.name for g in desired.race_groups if g.paused and g.workload}  # its program
     held: list[Held] = []
     actions: list[Action] = []
     for a in plan.actions:

@@ -16,6 +16,7 @@ from typing import Any
 from reconciler.core import flex, node_health
 from reconciler.core import latency as lat
 from reconciler.core import workload as wl
+from reconciler.core.across import views as across_views
 from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
@@ -416,8 +417,13 @@ def _with_quota(
     )
 
 
-def _race_groups(desired: Desired | None, plan: Plan | None) -> tuple[RaceGroupStatus, ...]:
+def _race_groups(
+    desired: Desired | None, plan: Plan | None, memory: Memory, now: float, observed: Observation
+) -> tuple[RaceGroupStatus, ...]:
     paused = {g.name for g in desired.race_groups if g.paused} if desired else set()
+    across = {g.name: g.workload for g in desired.race_groups if g.workload} if desired else {}
+    views = across_views(desired, observed, memory) if desired else ()
+    nodes = {v.spec.name: v.node for v in views if v.node}
     return tuple(
         RaceGroupStatus(
             name=r.name,
@@ -426,6 +432,11 @@ def _race_groups(desired: Desired | None, plan: Plan | None) -> tuple[RaceGroupS
             candidates=tuple(r.candidates),
             open=r.open,
             paused=r.name in paused,
+            workload=workload_status(memory.workload(r.name), across[r.name], now)
+            if r.name in across
+            else None,
+            instance=nodes[r.name].instance if r.name in nodes else None,
+            ips=nodes[r.name].ips() if r.name in nodes else (),
         )
         for r in (plan.races if plan else ())
     )
@@ -470,7 +481,7 @@ def build_status(
         observe_error=one_line(observe_error) if observe_error else observe_error,
         unreachable_zones=tuple(sorted(observed.unreachable)),
         slots=slots,
-        race_groups=_race_groups(desired, plan),
+        race_groups=_race_groups(desired, plan, memory, now, observed),
         plan=plan_status(plan) if plan else _no_plan(desired),
         tmux=TmuxInventoryStatus(
             windows=tuple(sorted(windows)), orphans=tuple(sorted(tmux_orphans))

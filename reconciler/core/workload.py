@@ -199,6 +199,7 @@ def record_sent(memory: Memory, slot: str, act: WorkloadAct, instance: str, now:
             started_at=prev.started_at if resend and prev.started_at is not None else now,
             relaunch=False,
             unknown=False,
+            stop_for="",
             after_preemption=act.why == "preempted" or prev.after_preemption,
             last_output_at=None if prev.attempt != act.attempt else prev.last_output_at,
             last_lines=() if prev.attempt != act.attempt else prev.last_lines,
@@ -208,6 +209,8 @@ def record_sent(memory: Memory, slot: str, act: WorkloadAct, instance: str, now:
         )
     elif act.why == "failed":
         return memory  # stopping the rest of a failed attempt keeps it "failed"
+    elif act.why == "lost":  # the rest of a race group's program (``core/across``): sent once
+        new = replace(prev, stop_for=act.why)
     else:
         new = replace(prev, phase="stopping", stop_for=act.why, since=now)
     return replace(memory, workloads=MappingProxyType({**memory.workloads, slot: new}))
@@ -359,6 +362,13 @@ def when_done_releases(
             continue
         if (wm.generation, wm.identity) == (w.generation, w.identity):
             out[name] = (f"workload succeeded (run {wm.run_id}); when_done: release", wm.since)
+    for g in desired.race_groups:  # one program across the winners (core/across): all of them
+        gm, w = memory.workload(g.name), g.workload
+        if gm is None or w is None or gm.phase != "succeeded" or w.when_done != "release":
+            continue
+        if (gm.generation, gm.identity) == (w.generation, w.identity):
+            why = f"group {g.name}'s workload succeeded (run {gm.run_id}); when_done: release"
+            out.update((name, (why, gm.since)) for name in g.slots)
     return out
 
 

@@ -51,6 +51,7 @@ from reconciler.model.workload import Restart, WhenDone
 
 Mode = Literal["spot", "on-demand", "reserved", "flex-start"]
 Want = Literal["held", "released"]
+Across = Literal["slot", "group"]
 Backend = Literal["gcloud", "rest"]
 CredentialSource = Literal["gcloud", "adc"]
 QuotaSource = Literal["file", "cloud"]
@@ -173,6 +174,12 @@ class WorkloadModel(_Model):
     )
     keep_attempts: int = Field(
         5, ge=1, le=10_000, description="Attempt directories (output logs) kept on each worker."
+    )
+    across: Across | None = Field(
+        None,
+        description="On a race group only: group runs one program across every winner's "
+        "workers (multislice over the network, MEGASCALE variables set); slot (default) runs "
+        "one on each winner.",
     )
 
 
@@ -302,6 +309,13 @@ class RaceGroupModel(_Model):
     )
     owner: UserName | None = Field(
         None, description="Unix user who holds it; its candidates' owner unless they name one."
+    )
+    min_count: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="With workload.across: group, run the program once this many winners are "
+        "set up (at most count) while the rest is raced; else all count.",
     )
 
 
@@ -479,6 +493,10 @@ class RaceGroupSpec:
     slots: tuple[str, ...]
     paused: bool = False
     owner: str | None = None
+    #: ``workload.across: group``: one program over every winner (``core/across.py``); the
+    #: candidates themselves then run none
+    workload: WorkloadSpec | None = None
+    min_count: int | None = None  # winners set up before it runs (None: count)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from reconciler.model.desired import (
 )
 from reconciler.model.holds import HoldKeys, resolve_hold
 from reconciler.model.holds import problems as hold_problems
+from reconciler.model.load_across import across_group, check_across
 from reconciler.model.load_quotas import resolve_quotas
 from reconciler.model.load_salvage import Loc, _Salvage
 
@@ -156,6 +157,8 @@ class _Resolution:
     def workload(self, outer: Layer, slot: str, own: Layer) -> WorkloadSpec | None:
         """defaults < generator (``outer``) < race group < the slot's own block (``own``)."""
         group = self.group_layer.get(self.membership.get(slot, ""), (None, ()))
+        if across_group(group[0]):
+            return None  # the group runs one program across its winners (``group_workload``)
         defaults: Layer = (self.model.defaults.workload, ("defaults",))
         return _workload([defaults, outer, group, own], self.err)
 
@@ -235,14 +238,26 @@ def resolve(
         _check_race_groups(r, names_known=salvage is None or not salvage.names_uncertain)
     else:
         _check_race_groups(r, names_known=False)
+    check_across(model, r.slots, r.where, r.err)
     quotas = resolve_quotas(model.quotas, r.err)
+    group_workloads = [_group_workload(r, gi) for gi in range(len(model.race_groups))]
     r.raise_if_invalid()
     slots = r.slots
     groups = tuple(
         RaceGroupSpec(
             name=g.name, count=g.count, slots=tuple(g.slots), paused=g.paused, owner=g.owner
         )
-        for g in model.race_groups
+        if w is None
+        else RaceGroupSpec(
+            name=g.name,
+            count=g.count,
+            slots=tuple(g.slots),
+            paused=g.paused,
+            owner=g.owner,
+            workload=w,
+            min_count=g.min_count,
+        )
+        for g, w in zip(model.race_groups, group_workloads, strict=True)
     )
     return Desired(
         project=model.project,
@@ -256,6 +271,15 @@ def resolve(
             MemberSpec(name, dict(m.chips), m.priority) for name, m in model.members.items()
         ),
     )
+
+
+def _group_workload(r: _Resolution, gi: int) -> WorkloadSpec | None:
+    """A race group's own program when it runs across its winners (defaults < the group)."""
+    rg = r.model.race_groups[gi]
+    if not across_group(rg.workload):
+        return None
+    defaults: Layer = (r.model.defaults.workload, ("defaults",))
+    return _workload([defaults, (rg.workload, ("race_groups", gi))], r.err)
 
 
 def _race_membership(r: _Resolution) -> None:

@@ -259,6 +259,10 @@ class RaceGroupStatus:
     candidates: tuple[str, ...] = ()
     open: bool = False
     paused: bool = added(False)
+    #: ``workload.across: group``: the one program over its winners (None: none)
+    workload: WorkloadStatus | None = added()
+    instance: str | None = added()  # its program's virtual node (``core/across``), for ``logs``
+    ips: tuple[str, ...] = added(())  # that node's workers, first winner's worker 0 first
     extra: Mapping[str, Any] = _extra()
 
 

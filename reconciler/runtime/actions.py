@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from reconciler.adapters.cloud import Cloud
+from reconciler.core import across
 from reconciler.core import memory as mem
 from reconciler.core import workload as wl
 from reconciler.core.outcome import outcome
@@ -89,6 +90,8 @@ class ActionTasks:
 
     def _dispatch(self, desired: Desired, observation: Observation, decided: Plan) -> list[Action]:
         started = []
+        # a race group's one program runs on its virtual slot and node (``core/across``)
+        desired, observation, _ = across.view(desired, observation, self.memory)
         for action in decided.actions:
             if action.key in self.in_flight:
                 continue

@@ -47,11 +47,11 @@ from reconciler.adapters.lab import user_name
 from reconciler.adapters.owned_files import read_owned
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
+from reconciler.core import across, retry
 from reconciler.core import control as control_rules
 from reconciler.core import flex as flex_rules
 from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
-from reconciler.core import retry
 from reconciler.core import workload as wl
 from reconciler.core.chip_use import summary as chip_summary
 from reconciler.core.metrics import pass_result
@@ -292,11 +292,9 @@ class Controller(ActionTasks):
         )
         self.memory = mem.observe(self.memory, desired, observation, now)
         self.memory = lro_rules.settle(self.memory, observation)
-        before, self.memory = (
-            self.memory,
-            wl.observe(self.memory, desired, observation, probes, now),
-        )
-        self._workloads_moved(desired, before)
+        wd, wo, _ = across.view(desired, observation, self.memory)  # race groups' programs
+        before, self.memory = self.memory, wl.observe(self.memory, wd, wo, probes, now)
+        self._workloads_moved(wd, before)
         self._owners.update({s.name: s.owner for s in desired.slots})
         # one read a pass; usually absent. A member's confirmation counts for what they may change
         confirmation, refused = read_confirmation_checked(self.state, owners=self._owners)
@@ -320,7 +318,8 @@ class Controller(ActionTasks):
         self._send_notices(desired, decided)
         self.latency.start(desired, observation, self.memory.latency, now)
         if self.workloads is not None:  # after dispatch: a stop or relaunch never waits on it
-            self.memory = await tails(self.workloads, desired, observation, before, self.memory)
+            wd, wo, _ = across.view(desired, observation, self.memory)  # race groups' programs
+            self.memory = await tails(self.workloads, wd, wo, before, self.memory)
         self._last = result
         self._write_snapshot(result, errors, list(windows or ()), orphans)
         self._save_memory()
@@ -357,7 +356,8 @@ class Controller(ActionTasks):
     ) -> dict[str, tuple[WorkerProbe, ...]]:
         if self.workloads is None:
             return {}
-        return await self.prober.probe_all(self.workloads, desired, observation, self.memory)
+        wd, wo, _ = across.view(desired, observation, self.memory)  # race groups' programs
+        return await self.prober.probe_all(self.workloads, wd, wo, self.memory)
 
     # -- snapshot ----------------------------------------------------------------------------
     async def _tmux_inventory(
@@ -424,7 +424,9 @@ class Controller(ActionTasks):
             self.workloads is not None
             and watching(
                 self.memory,
-                {s.name: s.zone for s in result.desired.slots} if result.desired else {},
+                {s.name: s.zone for s in result.desired.slots} | across.group_zones(result.desired)
+                if result.desired
+                else {},
             )
         )
         delay = next_interval(
@@ -572,7 +574,8 @@ class Controller(ActionTasks):
         self._observed_at = now
         self.memory = mem.observe(self.memory, desired, observation, now)
         probes = await self._probe(desired, observation)
-        self.memory = wl.observe(self.memory, desired, observation, probes, now)
+        wd, wo, _ = across.view(desired, observation, self.memory)
+        self.memory = wl.observe(self.memory, wd, wo, probes, now)
         owners = {s.name: s.owner for s in desired.slots}
         confirmed = read_confirmed(self.state, digest=desired.digest, now=now, owners=owners)
         decided = plan(desired, observation, self.memory, now, confirmed=confirmed, probes=probes)

@@ -23,6 +23,7 @@ it is done (the controller does, on success).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -32,10 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.adapters.statedir import StateDir
 from reconciler.core import workload as wl
+from reconciler.core.across import LOST
 from reconciler.core.plan import Action, Notice
 from reconciler.errors import PermanentError, SetupFailed
 from reconciler.model.desired import Desired, Settings, SlotSpec
-from reconciler.model.observed import Node
+from reconciler.model.observed import Node, NodeState
 from reconciler.model.workload import WorkerProbe
 
 if TYPE_CHECKING:
@@ -279,7 +281,25 @@ class LiveSetup:
         self._refuse_emulated(action.slot, desired.settings, node)
         await self._user(desired.settings)
         runner = await self.workload_runner(desired.settings)
+        if act.why == LOST and node.slices:  # a race group's program: stop it on the winners
+            await self._stop_survivors(runner, node, action.slot, act)  # still up
+            return
         await runner.stop(node, action.slot, act.run_id, act.attempt, act.grace)
+
+    @staticmethod
+    async def _stop_survivors(runner: Any, node: Node, slot: str, act: wl.WorkloadAct) -> None:
+        """Stop the attempt on each READY slice of ``node`` (``core/across``'s remnant), every
+        worker under the index it was launched with (slice ``s`` worker ``w`` is
+        ``s * per_slice + w``), all at once; the first failure is raised after the others."""
+        per = max((len(s.endpoints) for s in node.slices), default=0)
+        stops = [
+            runner.stop(s, slot, act.run_id, act.attempt, act.grace, first=i * per)
+            for i, s in enumerate(node.slices)
+            if s.state == NodeState.READY and s.endpoints
+        ]
+        errors = [e for e in await asyncio.gather(*stops, return_exceptions=True) if e]
+        if errors:
+            raise errors[0]
 
     async def workload_probe(
         self,

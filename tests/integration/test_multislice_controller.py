@@ -36,9 +36,11 @@ while :; do [ -f exit-all ] && exit 0; sleep 0.1; done
 """
 
 
-@pytest.fixture
-async def world(setup_world: Callable[[int], SetupWorld]) -> AsyncIterator[SetupWorld]:
-    made = setup_world(WORKERS)
+async def workers_world(
+    setup_world: Callable[[int], SetupWorld], workers: int
+) -> AsyncIterator[SetupWorld]:
+    """A world of ``workers`` sshd, its detached workloads killed at the end."""
+    made = setup_world(workers)
     yield made
     await made.stop()
     for _ in range(3):  # detached on purpose: the workloads outlive SSH
@@ -46,9 +48,20 @@ async def world(setup_world: Callable[[int], SetupWorld]) -> AsyncIterator[Setup
         await asyncio.sleep(0.3)
 
 
-def desired(world: SetupWorld) -> str:
+@pytest.fixture
+async def world(setup_world: Callable[[int], SetupWorld]) -> AsyncIterator[SetupWorld]:
+    async for made in workers_world(setup_world, WORKERS):
+        yield made
+
+
+def scripts(world: SetupWorld, job: str = JOB) -> None:
+    """The setup script (marks each run per worker) and the job, next to desired.yaml."""
     world.harness.path.with_name("setup.sh").write_text(SETUP.format(marks=world.marks))
-    (world.marks / "job.sh").write_text(JOB)
+    (world.marks / "job.sh").write_text(job)
+
+
+def desired(world: SetupWorld) -> str:
+    scripts(world)
     return world.desired(
         "slots:\n"
         "  - name: alpha\n"
@@ -62,23 +75,27 @@ def desired(world: SetupWorld) -> str:
     )
 
 
-def ran(world: SetupWorld) -> list[list[list[str]]]:
+def ran(world: SetupWorld, workers: int = WORKERS) -> list[list[list[str]]]:
     """Per worker, the fields of every start it saw."""
     out = []
-    for w in range(WORKERS):
+    for w in range(workers):
         path = world.marks / f"ran-{w}"
         lines = path.read_text().splitlines() if path.exists() else []
         out.append([line.split() for line in lines])
     return out
 
 
-def workload(world: SetupWorld) -> dict[str, object]:
-    doc: dict[str, object] = world.memory()["workloads"]["alpha"]
+def workload(world: SetupWorld, slot: str = "alpha") -> dict[str, object]:
+    doc: dict[str, object] = world.memory()["workloads"][slot]
     return doc
 
 
-def running(world: SetupWorld, attempt: int) -> Callable[[], bool]:
-    return lambda: workload(world)["phase"] == "running" and workload(world)["attempt"] == attempt
+def running(world: SetupWorld, attempt: int, slot: str = "alpha") -> Callable[[], bool]:
+    def now() -> bool:
+        w = workload(world, slot)
+        return w["phase"] == "running" and w["attempt"] == attempt
+
+    return now
 
 
 async def test_two_slices_are_held_set_up_everywhere_and_run_one_program(

@@ -96,17 +96,19 @@ def target_of(snapshot: StatusSnapshot | None, slot: str) -> Target:
 
     if snapshot is None:
         return Target(None, None, "no status snapshot yet: is the controller running?")
-    row = next((s for s in snapshot.slots if s.name == slot), None)
+    row: Any = next((s for s in snapshot.slots if s.name == slot), None)
+    if row is None:  # a race group's one program across its winners
+        row = next((g for g in snapshot.race_groups if g.name == slot and g.workload), None)
     if row is None:
         return Target(None, None, f"no slot {slot!r} in the status snapshot")
     run_id = (row.workload.run_id if row.workload is not None else None) or None
     if not row.instance or "@" not in row.instance or not row.ips:
-        state = row.node_state or row.state or "unknown"
+        state = getattr(row, "node_state", None) or getattr(row, "state", None) or "unknown"
         return Target(None, run_id, f"{slot} has no reachable node now (state {state})")
     name, _, uid = row.instance.partition("@")
     node = Node(
         name=name,
-        zone=row.zone or "",
+        zone=getattr(row, "zone", None) or "",
         state=NodeState.READY,
         uid=uid,
         endpoints=tuple(NetworkEndpoint(ip) for ip in row.ips),
@@ -123,6 +125,7 @@ def unknown_slot(desired: Desired | None, snapshot: StatusSnapshot | None, slot:
         return None
     known = [s.name for s in desired.slots] if desired else []
     known += [s.name for s in (snapshot.slots if snapshot else ()) if s.name not in known]
+    known += [g.name for g in desired.race_groups if g.workload] if desired else []
     if slot in known:
         return None
     close = difflib.get_close_matches(slot, known, n=1)
@@ -136,6 +139,8 @@ def no_workload(desired: Desired, snapshot: StatusSnapshot | None, slot: str) ->
     spec = desired.slot(slot)
     if spec is not None and spec.workload is not None:
         return None
+    if any(g.name == slot and g.workload for g in desired.race_groups):
+        return None  # one program across the group's winners
     row = next((s for s in (snapshot.slots if snapshot else ()) if s.name == slot), None)
     if row is not None and row.workload is not None and row.workload.run_id:
         return None  # removed from the file, but a run is known: its output may be read
