@@ -50,12 +50,12 @@ No I/O, no clock (``now`` is an argument), no await.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import replace
 from typing import Final
 
 from reconciler.core import across, control, flex, node_health
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
+from reconciler.core.plan_hold import hold_back
 from reconciler.core.plan_values import (
     CLOUD_KINDS,
     SETUP_KINDS,
@@ -70,9 +70,8 @@ from reconciler.core.plan_values import (
     RaceStatus,
 )
 from reconciler.core.quota import RULE as QUOTA_RULE
-from reconciler.core.quota import gate, refusal_lifted, refused_text
-from reconciler.core.quota_share import lab as quota_lab
-from reconciler.model.desired import NO_HOLD, Desired, RaceGroupSpec, SlotSpec
+from reconciler.core.quota import refusal_lifted, refused_text
+from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
 from reconciler.model.multislice import lost_slice_replaces
 from reconciler.model.observed import (
     DEAD_STATES,
@@ -532,7 +531,7 @@ def plan(
                         Kind.DELETE,
                     )
                 )
-    return _controls(
+    return hold_back(
         Plan(
             actions=tuple(p.actions),
             deferred=tuple(p.deferred),
@@ -549,56 +548,6 @@ def plan(
         observed,
         memory,
         confirmed,
-    )
-
-
-def _controls(
-    plan: Plan, desired: Desired, observed: Observation, memory: Memory, confirmed: Collection[str]
-) -> Plan:
-    """Hold back what the user asked to wait (see ``core.control``): paused slots, guarded
-    deletes, everything while suspended; and say when held slots will be released."""
-    paused = {s.name for s in desired.slots if s.hold is not NO_HOLD and s.hold.paused}
-    paused |= {g.name for g in desired.race_groups if g.paused and g.workload}  # its program
-    held: list[Held] = []
-    actions: list[Action] = []
-    for a in plan.actions:
-        if a.slot in paused:
-            held.append(Held(a, control.PAUSED_WHY, rule="paused"))
-        else:
-            actions.append(a)
-    lab = quota_lab(desired, observed)  # owners, caps and priority, when a lab shares it
-    actions, waits = gate(desired.quotas, observed, actions, lab)  # creates past a limit
-    held += waits
-    ids: dict[str, str] = {}
-    for a in actions:
-        if a.kind != Kind.DELETE or not a.destructive:
-            continue
-        if control.counts_for_guard(plan.releases.get(a.slot), memory):
-            node = observed.node(a.zone, a.slot)
-            ids[control.delete_id(a.zone, a.slot, node.instance if node else None)] = a.key
-    guard = control.guard(ids, desired.settings.delete_guard, confirmed)
-    if guard is not None:
-        keys = {ids[i] for i in guard.deletes}
-        held += [Held(a, guard.why, rule="guard") for a in actions if a.key in keys]
-        actions = [a for a in actions if a.key not in keys]
-    suspended = desired.settings.suspend
-    if suspended:
-        held += [Held(a, control.SUSPENDED_WHY, rule="suspended") for a in actions]
-        actions = []
-    timed = (s for s in desired.slots if s.hold is not NO_HOLD)
-    at = {
-        s.name: t
-        for s in timed
-        if plan.decided_want.get(s.name) == "held"
-        and (t := control.releases_at(s, observed, memory)) is not None
-    }
-    return replace(
-        plan,
-        actions=tuple(actions),
-        held=tuple(held),
-        suspended=suspended,
-        guard=guard,
-        releases_at=at,
     )
 
 

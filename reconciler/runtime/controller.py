@@ -42,9 +42,8 @@ from reconciler.adapters.confirm_file import (
     read_confirmed,
     remove_confirmation,
 )
-from reconciler.adapters.files import read_json, write_json
+from reconciler.adapters.files import write_json
 from reconciler.adapters.lab import user_name
-from reconciler.adapters.owned_files import read_owned
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
 from reconciler.core import across, retry
@@ -76,6 +75,7 @@ from reconciler.runtime.backends import flex_wanted
 from reconciler.runtime.desired_loader import DesiredLoader, LoadResult
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.latency import LatencyProbes
+from reconciler.runtime.memory_file import load_memory
 from reconciler.runtime.quota_limits import CloudQuotaLimits
 from reconciler.runtime.transitions import Transitions
 from reconciler.runtime.workloads import (
@@ -136,7 +136,7 @@ class Controller(ActionTasks):
         self._cloud_key: tuple[object, ...] | None = None
         self.clock = clock
         self.allow_destructive = allow_destructive
-        self.memory = self._load_memory()
+        self.memory = load_memory(self.state, self.events)
         self._memory_saved = mem.to_dict(self.memory)
         self.in_flight: dict[str, asyncio.Task[None]] = {}
         # Expectations: an action that finished after an observation began may not show in
@@ -163,30 +163,6 @@ class Controller(ActionTasks):
         self._owners: dict[str, str | None] = {}
 
     # -- memory ------------------------------------------------------------------------------
-    def _load_memory(self) -> mem.Memory:
-        try:
-            owned = read_owned(self.state.memory)
-        except FileNotFoundError:
-            return mem.Memory()
-        except OSError:
-            owned = None  # read_json below says what is wrong
-        if owned is not None and owned.problem is not None:
-            # A lab member may have replaced it (model/trust): start afresh, say so; the
-            # controller's next save replaces it with its own.
-            self.events.emit("memory.untrusted", error=owned.problem)
-            return mem.Memory()
-        try:
-            return mem.from_dict(read_json(self.state.memory))
-        except FileNotFoundError:
-            return mem.Memory()
-        except ValueError as e:
-            # Memory holds backoff and setup records, not intent: losing it re-runs setup
-            # at worst. Keep the corrupt file for inspection and say so loudly.
-            with contextlib.suppress(OSError):
-                os.replace(self.state.memory, self.state.memory.with_suffix(".corrupt"))
-            self.events.emit("memory.corrupt", error=str(e))
-            return mem.Memory()
-
     def _save_memory(self) -> None:
         doc = mem.to_dict(self.memory)
         if doc != self._memory_saved:

@@ -1,0 +1,70 @@
+"""What the user asked to wait, applied to a plan the planner made (``core/plan.py``): a paused
+slot's actions, creates past a quota or a member's cap (``core/quota``), deletes the delete
+guard holds until confirmed, everything while suspended; and when each held slot's timed hold
+releases it. Each held action is kept with why (``Held``), so plan and status show it.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import replace
+
+from reconciler.core import control
+from reconciler.core.memory import Memory
+from reconciler.core.plan_values import Action, Held, Kind, Plan
+from reconciler.core.quota import gate
+from reconciler.core.quota_share import lab as quota_lab
+from reconciler.model.desired import NO_HOLD, Desired
+from reconciler.model.observed import Observation
+
+
+def hold_back(
+    plan: Plan, desired: Desired, observed: Observation, memory: Memory, confirmed: Collection[str]
+) -> Plan:
+    """Hold back what the user asked to wait (see ``core.control``): paused slots, guarded
+    deletes, everything while suspended; and say when held slots will be released."""
+    paused = {s.name for s in desired.slots if s.hold is not NO_HOLD and s.hold.paused}
+    paused |= {g.name for g in desired.race_groups if g.paused and g.workload}  # its program
+    held: list[Held] = []
+    actions: list[Action] = []
+    for a in plan.actions:
+        if a.slot in paused:
+            held.append(Held(a, control.PAUSED_WHY, rule="paused"))
+        else:
+            actions.append(a)
+    lab = quota_lab(desired, observed)  # owners, caps and priority, when a lab shares it
+    actions, waits = gate(desired.quotas, observed, actions, lab)  # creates past a limit
+    held += waits
+    ids: dict[str, str] = {}
+    for a in actions:
+        if a.kind != Kind.DELETE or not a.destructive:
+            continue
+        if control.counts_for_guard(plan.releases.get(a.slot), memory):
+            node = observed.node(a.zone, a.slot)
+            ids[control.delete_id(a.zone, a.slot, node.instance if node else None)] = a.key
+    guard = control.guard(ids, desired.settings.delete_guard, confirmed)
+    if guard is not None:
+        keys = {ids[i] for i in guard.deletes}
+        held += [Held(a, guard.why, rule="guard") for a in actions if a.key in keys]
+        actions = [a for a in actions if a.key not in keys]
+    suspended = desired.settings.suspend
+    if suspended:
+        held += [Held(a, control.SUSPENDED_WHY, rule="suspended") for a in actions]
+        actions = []
+    timed = (s for s in desired.slots if s.hold is not NO_HOLD)
+    at = {
+        s.name: t
+        for s in timed
+        if plan.decided_want.get(s.name) == "held"
+        and (t := control.releases_at(s, observed, memory)) is not None
+    }
+    return replace(
+        plan,
+        actions=tuple(actions),
+        held=tuple(held),
+        suspended=suspended,
+        guard=guard,
+        releases_at=at,
+    )
