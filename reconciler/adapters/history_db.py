@@ -252,6 +252,7 @@ class HistoryDB:
         """See ``history_rows.timeline``; SQLite's failures raise ``HistoryUnreadable``."""
         with _reading(self.path):
             return timeline(self.conn, **filters)
+
     def attempts(self, **filters: Any) -> list[WorkloadAttempt]:
         """See ``history_rows.attempts``; SQLite's failures raise ``HistoryUnreadable``."""
         with _reading(self.path):

@@ -74,9 +74,7 @@ class _Plot:
     def y(self, value: float) -> float:
         return TOP + self.h - value / self.top * self.h
 
-    def frame(
-        self, label: Any, dates: Sequence[tuple[float, str, str]] | None = None
-    ) -> list[str]:
+    def frame(self, label: Any, dates: Sequence[tuple[float, str, str]] | None = None) -> list[str]:
         """Axes, three horizontal grid lines with their labels, and under the x axis
         ``dates`` (x, anchor, text), by default the window's start, middle and end."""
         out = []

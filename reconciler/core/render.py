@@ -134,8 +134,6 @@ _COLUMNS = (
 )
 
 
-
-
 def status_columns(snapshot: StatusSnapshot) -> tuple[str, ...]:
     """The names of ``status_rows``' cells, in order: a WORKLOAD cell comes before NOTE when
     any slot has a workload, an OWNER cell after SLOT when any slot has an owner."""
