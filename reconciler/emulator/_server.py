@@ -143,7 +143,8 @@ class Emulator:
     ) -> dict[str, str]:
         """The variables that point gcloud at this emulator (merge them into a copy of environ).
 
-        Besides the two APIs served here (Cloud TPU, OS Login), they keep gcloud off every
+        Besides the three APIs served here (Cloud TPU, OS Login, and Cloud Quotas for
+        ``settings.quota_source: cloud``), they keep gcloud and the controller off every
         other address it would dial unasked: the GCE metadata server (asked for the universe
         domain and for the metrics environment), update checks and usage reports. The
         account only names the OS Login user in the request path; the token file
@@ -153,6 +154,7 @@ class Emulator:
             "CLOUDSDK_CONFIG": config_dir,
             "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU": self.url,
             "CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN": self.url,
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDQUOTAS": self.url,
             "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": token_file,
             "CLOUDSDK_CORE_ACCOUNT": EMULATED_ACCOUNT,
             "CLOUDSDK_CORE_PROJECT": project or self.project,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
 
+import reconciler
 from reconciler.emulator import Emulator, EmulatorClient, Fault
 from reconciler.surfaces.cli import build_parser
 from reconciler.surfaces.cli._emulator import serve
@@ -197,3 +200,20 @@ def test_the_serve_command_is_wired_and_refuses_a_bad_scenario(
     bad = build_parser().parse_args(["emulator", "serve", "--scenario", "/nonexistent.yaml"])
     assert serve(bad) == 2
     assert "nonexistent.yaml" in capsys.readouterr().err
+
+
+def test_the_emulators_environment_points_every_api_the_package_calls_at_itself(
+    emu: Emulator,
+) -> None:
+    # Every endpoint override the package reads (found in its source, so a new API cannot be
+    # forgotten here) is set by gcloud_env to the emulator: the demo and `emulator serve`
+    # users never reach a Google endpoint, whichever settings they try.
+    root = Path(reconciler.__file__).parent
+    read = {
+        m
+        for p in root.rglob("*.py")
+        for m in re.findall(r"CLOUDSDK_API_ENDPOINT_OVERRIDES_[A-Z]+", p.read_text())
+    }
+    env = emu.gcloud_env("/tmp/cfg", "/tmp/token")
+    assert read >= {"CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDQUOTAS"}
+    assert {name: env.get(name) for name in read} == dict.fromkeys(read, emu.url)
