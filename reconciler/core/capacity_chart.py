@@ -31,8 +31,8 @@ from typing import Final
 from reconciler.core.capacity import median
 from reconciler.core.history import QRTrack
 from reconciler.errors import UnsafeName
+from reconciler.model import multislice
 from reconciler.model.durations import format_duration
-from reconciler.model.names import chip_count
 
 DAY: Final = 86400.0
 #: The shortest window drawn: one point in time still gets an hour around it.
@@ -159,9 +159,10 @@ def narrowed(
 
 @functools.lru_cache(maxsize=256)
 def chips_of(accelerator: str) -> int:
-    """Chips of a slice; 0 for an accelerator the history could not name (``?``)."""
+    """Chips of a place's accelerator (every slice of a multislice ``2xv6e-64``); 0 for one the
+    history could not name (``?``)."""
     try:
-        return chip_count(accelerator)
+        return multislice.chips(*multislice.split_place(accelerator))
     except UnsafeName:
         return 0
 

@@ -78,6 +78,14 @@ def place_accelerator(accelerator: str, slices: int) -> str:
     return accelerator if slices <= 1 else f"{slices}x{accelerator}"
 
 
+def split_place(place: str) -> tuple[str, int]:
+    """``place_accelerator`` read back: ``2xv6e-64`` -> (``v6e-64``, 2); ``v6e-64`` -> (it, 1)."""
+    count, x, accelerator = place.partition("x")
+    if x and count.isdigit() and int(count) > 1:
+        return accelerator, int(count)
+    return place, 1
+
+
 def chips(accelerator: str, slices: int = 1) -> int:
     """Chips held: ``slices`` times the slice's (v4 and v5p count TensorCores, two a chip)."""
     return max(1, slices) * chip_count(accelerator)

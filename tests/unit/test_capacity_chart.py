@@ -106,6 +106,8 @@ def test_chips_held_are_averaged_over_each_bin() -> None:
     c = charts(Timeline((), tuple(held)), until=T0 + 300, since=T0 - MIN_SPAN, bins=1)
     assert c.chips_now == 4
     assert chips_of("v6e-8") == 8 and chips_of("v4-32") == 16 and chips_of("?") == 0
+    # a multislice is recorded under its own place: every slice's chips count
+    assert chips_of("2xv4-32") == 32 and chips_of("4xv6e-64") == 256
 
 
 def test_a_holding_from_before_the_window_counts_from_the_window_start() -> None:
