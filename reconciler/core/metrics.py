@@ -243,8 +243,8 @@ def gauges(snapshot: StatusSnapshot) -> Gauges:
         raw = (s.zone, s.accelerator, s.mode)
         state = s.state if s.state in _STATE_SET else (OTHER if s.state else NOT_QUEUED)
         counts[state, raw] = counts.get((state, raw), 0.0) + 1.0
-        if state == "ACTIVE":
-            active[raw] = active.get(raw, 0.0) + 1.0
+        if state == "ACTIVE":  # slices held: a multislice slot holds each of its slices
+            active[raw] = active.get(raw, 0.0) + float(max(1, len(s.slices)))
         if s.managed:
             managed.add(raw)
         if s.workload is not None:

@@ -3,6 +3,7 @@ the golden list, bounded labels, gauges from a snapshot, counts from event recor
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from reconciler.core import metrics as m
 from reconciler.model.load import parse_desired
 from reconciler.model.metrics_address import parse_metrics_address
-from reconciler.model.status import SlotStatus, StatusSnapshot, WorkloadStatus
+from reconciler.model.status import SliceStatus, SlotStatus, StatusSnapshot, WorkloadStatus
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "metrics.txt"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
@@ -112,6 +113,9 @@ def test_gauges_from_a_snapshot() -> None:
         ("other", "other", "v6e-8", "spot"): 1,
     }
     assert g.chips_held == {("us-central2-b", "v4-32", "spot"): 32}  # 16 chips each
+    two = SliceStatus(0, "b-0", "READY"), SliceStatus(1, "b-1", "READY")
+    multi = replace(snapshot, slots=(replace(snapshot.slots[1], slices=two),))
+    assert m.gauges(multi).chips_held == {("us-central2-b", "v4-32", "spot"): 32}  # 2 slices
     assert g.workloads[("running",)] == 1 and g.workloads[("failed",)] == 0
     assert g.in_flight == 1 and g.desired_valid == 0
 
