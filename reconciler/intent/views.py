@@ -9,7 +9,8 @@ Every document carries ``schema_version`` ``tpu-reconciler.mcp.v1``. A missing s
 an error: the views then show the desired intent only and say so.
 
 ``format_slot_info`` puts ``slot_info``'s document into words, for the ``info`` verb and the
-TUI's info pane alike (both import it from here).
+TUI's info pane alike (both import it from here). Given a race group's name, ``slot_info``
+answers with the group (``intent/group_info``: its one program under ``workload.across``).
 
 ``wait_for`` polls the snapshot until it shows what an edit asked for (see ``target_reached``).
 """
@@ -37,6 +38,7 @@ from reconciler.errors import (
     ViewError,
 )
 from reconciler.intent.engine import EditResult, IntentEditor
+from reconciler.intent.group_info import candidate_program, format_group_info, group_info
 from reconciler.model import flex, names
 from reconciler.model.addresses import is_documentation_address
 from reconciler.model.desired import Desired
@@ -219,6 +221,8 @@ def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
     snap = read_snapshot(store)
     row = _rows(snap).get(name)
     spec = desired.slot(name) if desired else None
+    if spec is None and row is None and (group := group_info(desired, snap, name)) is not None:
+        return _doc(**group, desired_errors=errors, snapshot=_snapshot_meta(store, snap))
     if spec is None and row is None:
         if errors:  # the file cannot say: name what is wrong with it, not the slot
             raise ViewError(
@@ -230,6 +234,8 @@ def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ViewError(f"unknown slot {name!r}: not in {store.source} nor in the snapshot{hint}")
     view = _slot_view(spec, row)
+    if (program := candidate_program(desired, snap, spec)) is not None:
+        view["group_program"] = program
     owner = (spec.owner if spec is not None else None) or (row.owner if row else None)
     if owner:  # who holds it (a lab's slot; desired.yaml ``owner:``)
         view["owner"] = owner
@@ -245,6 +251,8 @@ def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
 def format_slot_info(doc: Mapping[str, Any], now: float | None = None) -> str:
     """``slot_info``'s document for a person: the ``info`` verb and the TUI's info pane
     (``now``: the clock for "ends in ..."; default the time of the call)."""
+    if doc.get("kind") == "race_group":
+        return format_group_info(doc)
     obs = doc.get("observed") or {}
     lines = [
         f"{doc.get('name')}  {doc.get('zone')}  {doc.get('accelerator')}  {doc.get('mode')}  "
@@ -264,6 +272,10 @@ def format_slot_info(doc: Mapping[str, Any], now: float | None = None) -> str:
         lines.append(
             f"  slice {sl.get('index')}: node {sl.get('node')} {sl.get('state') or '?'}, "
             f"{sl.get('workers')} workers" + "".join(f"  {ip}" for ip in sl.get("ips") or [])
+        )
+    if isinstance(prog := doc.get("group_program"), dict):  # workload.across: group
+        lines.append(
+            f"group program ({prog.get('group')}): {prog.get('summary')}  see {prog.get('see')}"
         )
     ssh = doc.get("ssh") or {}
     lines.append(f"ssh: {ssh['command']}" if ssh.get("available") else f"ssh: {ssh.get('why')}")
