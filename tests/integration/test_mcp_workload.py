@@ -137,6 +137,63 @@ def test_cli_workload_verbs_ask_before_ending_a_running_workload(tmp: Path) -> N
     assert spec(tmp, "idle") is None
 
 
+GROUP = """\
+  - {name: a1, zone: us-central2-b, accelerator: v4-16}
+  - {name: a2, zone: us-central2-b, accelerator: v4-16}
+race_groups:
+  - name: pair  # two v4-16 as one program
+    count: 2
+    slots: [a1, a2]
+    workload: {command: python3 train.py}
+"""
+
+
+def group(tmp: Path) -> Any:
+    (found,) = parse_desired((tmp / "desired.yaml").read_text()).race_groups
+    return found
+
+
+async def test_set_workload_sets_keep_attempts_across_and_min_count(tmp: Path) -> None:
+    (tmp / "desired.yaml").write_text(DESIRED + GROUP)
+    async with session(tmp) as s:
+        await call(s, "set_workload", name="idle", operation_id="k1", command="python3 e.py",
+                   keep_attempts=20)  # fmt: skip
+        low = await refused(s, "set_workload", name="idle", operation_id="k2", keep_attempts=0)
+        high = await refused(
+            s, "set_workload", name="idle", operation_id="k3", keep_attempts=10_001
+        )
+        await call(s, "set_workload", name="pair", operation_id="g1", across="group", min_count=1)
+        more = await refused(s, "set_workload", name="pair", operation_id="g2", min_count=3)
+        on_slot = await refused(s, "set_workload", name="idle", operation_id="g3", min_count=1)
+    assert "keep_attempts must be at least 1; got 0" in low
+    assert "keep_attempts must be at most 10000; got 10001" in high
+    assert spec(tmp, "idle").keep_attempts == 20
+    assert "min_count 3 is more than count 2" in more
+    assert "min_count is a race group's key" in on_slot
+    pair = group(tmp)  # RaceGroupSpec.workload: the one program of across: group
+    assert pair.workload is not None and pair.min_count == 1
+    assert "# two v4-16 as one program" in (tmp / "desired.yaml").read_text()
+
+
+def test_cli_workload_set_keep_attempts_across_and_min_count(tmp: Path) -> None:
+    (tmp / "desired.yaml").write_text(DESIRED + GROUP)
+    assert group(tmp).workload is None  # each winner runs its own copy
+    done = cli(tmp, "set", "train", "--keep-attempts", "50")
+    assert done.returncode == 0, done.stderr  # policy only: nothing stops, nothing asked
+    assert "workload.keep_attempts: 50" in done.stdout and spec(tmp).keep_attempts == 50
+    bad = cli(tmp, "set", "train", "--keep-attempts", "0")
+    assert bad.returncode != 0 and "keep_attempts must be at least 1" in bad.stderr
+    assert spec(tmp).keep_attempts == 50
+    ran = cli(tmp, "set", "pair", "--across", "group", "--min-count", "1")
+    assert ran.returncode == 0, ran.stderr
+    assert "min_count: 1" in ran.stdout and "workload.across: group" in ran.stdout
+    assert group(tmp).workload is not None and group(tmp).min_count == 1
+    only = cli(tmp, "set", "pair", "--min-count", "2")
+    assert only.returncode == 0, only.stderr
+    assert group(tmp).min_count == 2
+    assert "--across group" in cli(tmp, "set", "--help").stdout
+
+
 async def test_logs_of_an_emulated_node_say_at_once_that_no_machine_answers(tmp: Path) -> None:
     # The snapshot puts train's node at a documentation address (as the emulator does): the
     # tool refuses before any OS Login lookup or connection, in well under a second of work.
