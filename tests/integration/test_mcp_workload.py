@@ -3,6 +3,7 @@ snapshot, and edits that end a running workload need confirm=true."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -192,6 +193,48 @@ def test_cli_workload_set_keep_attempts_across_and_min_count(tmp: Path) -> None:
     assert only.returncode == 0, only.stderr
     assert group(tmp).min_count == 2
     assert "--across group" in cli(tmp, "set", "--help").stdout
+
+
+def group_running(tmp: Path) -> None:
+    """desired.yaml's pair runs one program across its winners, running in the snapshot."""
+    (tmp / "desired.yaml").write_text(
+        DESIRED + GROUP.replace("train.py}", "train.py, across: group}")
+    )
+    snapshot(tmp, "gave-up")
+    path = tmp / "state" / "status.json"
+    doc = json.loads(path.read_text())
+    doc["race_groups"] = [{
+        "name": "pair", "count": 2, "winners": ["a1", "a2"], "candidates": ["a1", "a2"],
+        "workload": {"state": "running", "run_id": "pair-0", "attempt": 1,
+                     "summary": "running 5m · attempt 1"},
+        "instance": "pair@abc.a1@1,a2@2",
+    }]  # fmt: skip
+    write_json(path, doc)
+
+
+async def test_an_across_groups_program_is_its_workload_and_ending_it_needs_confirm(
+    tmp: Path,
+) -> None:
+    group_running(tmp)
+    async with session(tmp) as s:
+        doc = await call(s, "workload_status", name="pair")
+        text = await refused(s, "stop_workload", name="pair", operation_id="p1")
+        await call(s, "set_workload", name="pair", operation_id="p2", keep_attempts=9)
+    program = doc["program"]
+    assert program["declared"]["command"] == "python3 train.py"
+    assert program["workload"]["run_id"] == "pair-0"
+    assert program["instance"] == "pair@abc.a1@1,a2@2"
+    assert "confirm=true" in text and group(tmp).workload is not None
+    assert group(tmp).workload.keep_attempts == 9  # policy only: no question
+
+
+def test_cli_asks_before_restarting_an_across_groups_running_program(tmp: Path) -> None:
+    group_running(tmp)
+    asked = cli(tmp, "restart", "pair")
+    assert asked.returncode == EX_CONFIRM and "--yes" in asked.stderr
+    assert group(tmp).workload.generation == 0
+    assert cli(tmp, "restart", "pair", "--yes").returncode == 0
+    assert group(tmp).workload.generation == 1
 
 
 async def test_logs_of_an_emulated_node_say_at_once_that_no_machine_answers(tmp: Path) -> None:
