@@ -45,6 +45,9 @@ _FIELDS = (
     "stop_grace",
     "when_done",
     "keep_attempts",
+    "idle_after",
+    "idle_below",
+    "take_tpu",
     "across",
 )
 
@@ -97,6 +100,9 @@ class SetWorkload(Edit):
     stop_grace: str | float | None = None
     when_done: str | None = None
     keep_attempts: int | None = None  # attempt directories kept on each worker (1..10000)
+    idle_after: str | float | None = None  # every chip idle this long = a hang (telemetry)
+    idle_below: float | None = None  # the duty cycle (percent) under which a chip is idle
+    take_tpu: bool | None = None  # stop others' processes holding the chips before a launch
     across: str | None = None  # a race group's: "group" (one program over its winners) or "slot"
     min_count: int | None = None  # a race group's, with across: group: winners before it starts
 

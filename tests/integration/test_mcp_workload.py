@@ -158,7 +158,7 @@ async def test_set_workload_sets_keep_attempts_across_and_min_count(tmp: Path) -
     (tmp / "desired.yaml").write_text(DESIRED + GROUP)
     async with session(tmp) as s:
         await call(s, "set_workload", name="idle", operation_id="k1", command="python3 e.py",
-                   keep_attempts=20)  # fmt: skip
+                   keep_attempts=20, take_tpu=True, idle_after="1h")  # fmt: skip
         low = await refused(s, "set_workload", name="idle", operation_id="k2", keep_attempts=0)
         high = await refused(
             s, "set_workload", name="idle", operation_id="k3", keep_attempts=10_001
@@ -169,6 +169,7 @@ async def test_set_workload_sets_keep_attempts_across_and_min_count(tmp: Path) -
     assert "keep_attempts must be at least 1; got 0" in low
     assert "keep_attempts must be at most 10000; got 10001" in high
     assert spec(tmp, "idle").keep_attempts == 20
+    assert (spec(tmp, "idle").take_tpu, spec(tmp, "idle").idle_after) == (True, 3600.0)
     assert "min_count 3 is more than count 2" in more
     assert "min_count is a race group's key" in on_slot
     pair = group(tmp)  # RaceGroupSpec.workload: the one program of across: group
@@ -193,6 +194,14 @@ def test_cli_workload_set_keep_attempts_across_and_min_count(tmp: Path) -> None:
     assert only.returncode == 0, only.stderr
     assert group(tmp).min_count == 2
     assert "--across group" in cli(tmp, "set", "--help").stdout
+    idle = cli(tmp, "set", "train", "--idle-after", "20m", "--idle-below", "5", "--take-tpu")
+    assert idle.returncode == 0, idle.stderr
+    w = spec(tmp)
+    assert (w.idle_after, w.idle_below, w.take_tpu, w.keep_attempts) == (1200.0, 5.0, True, 50)
+    assert cli(tmp, "set", "train", "--no-take-tpu").returncode == 0
+    assert spec(tmp).take_tpu is False
+    zero = cli(tmp, "set", "train", "--idle-below", "0")
+    assert zero.returncode != 0 and "idle_below must be more than 0" in zero.stderr
 
 
 def group_running(tmp: Path) -> None:

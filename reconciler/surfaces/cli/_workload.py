@@ -64,6 +64,14 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--keep-attempts", type=int, default=None, help="attempt directories kept (1..10000)"
     )
+    p.add_argument("--idle-after", default=None, help="chips idle this long = a hang, e.g. 20m")
+    p.add_argument("--idle-below", type=float, default=None, help="idle duty cycle, percent")
+    p.add_argument(
+        "--take-tpu",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="stop others' processes holding the chips before a launch",
+    )
     p.add_argument(
         "--across",
         choices=("group", "slot"),
@@ -128,6 +136,9 @@ def set_command(args: argparse.Namespace) -> int:
         stop_grace=args.stop_grace,
         when_done=args.when_done,
         keep_attempts=args.keep_attempts,
+        idle_after=args.idle_after,
+        idle_below=args.idle_below,
+        take_tpu=args.take_tpu,
         across=args.across,
         min_count=args.min_count,
     )
