@@ -105,3 +105,20 @@ def candidate_program(
         "winner": bool(row and spec is not None and spec.name in row.winners),
         "see": f"info {group.name}, logs {group.name}",
     }
+
+
+def program_lines(doc: Mapping[str, Any]) -> list[str]:
+    """The line a candidate's ``info`` gets for its group's program (none for other slots)."""
+    prog = doc.get("group_program")
+    if not isinstance(prog, dict):
+        return []
+    return [f"group program ({prog.get('group')}): {prog.get('summary')}  see {prog.get('see')}"]
+
+
+def group_hint(snap: StatusSnapshot | None, name: str) -> str:
+    """After "not a slot": what to use instead when ``name`` is a race group ("" otherwise)."""
+    row = _row(snap, name)
+    if row is None:
+        return ""
+    pick = f"one of its winners ({', '.join(row.winners)})" if row.winners else "a winner"
+    return f"; {name!r} is a race group: use {pick}, or info {name} / logs {name}"

@@ -37,8 +37,8 @@ from reconciler.errors import (
     UntrustedHostKeys,
     ViewError,
 )
+from reconciler.intent import group_info as groups
 from reconciler.intent.engine import EditResult, IntentEditor
-from reconciler.intent.group_info import candidate_program, format_group_info, group_info
 from reconciler.model import flex, names
 from reconciler.model.addresses import is_documentation_address
 from reconciler.model.desired import Desired
@@ -221,7 +221,7 @@ def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
     snap = read_snapshot(store)
     row = _rows(snap).get(name)
     spec = desired.slot(name) if desired else None
-    if spec is None and row is None and (group := group_info(desired, snap, name)) is not None:
+    if spec is None and row is None and (group := groups.group_info(desired, snap, name)):
         return _doc(**group, desired_errors=errors, snapshot=_snapshot_meta(store, snap))
     if spec is None and row is None:
         if errors:  # the file cannot say: name what is wrong with it, not the slot
@@ -234,7 +234,7 @@ def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ViewError(f"unknown slot {name!r}: not in {store.source} nor in the snapshot{hint}")
     view = _slot_view(spec, row)
-    if (program := candidate_program(desired, snap, spec)) is not None:
+    if program := groups.candidate_program(desired, snap, spec):
         view["group_program"] = program
     owner = (spec.owner if spec is not None else None) or (row.owner if row else None)
     if owner:  # who holds it (a lab's slot; desired.yaml ``owner:``)
@@ -252,7 +252,7 @@ def format_slot_info(doc: Mapping[str, Any], now: float | None = None) -> str:
     """``slot_info``'s document for a person: the ``info`` verb and the TUI's info pane
     (``now``: the clock for "ends in ..."; default the time of the call)."""
     if doc.get("kind") == "race_group":
-        return format_group_info(doc)
+        return groups.format_group_info(doc)
     obs = doc.get("observed") or {}
     lines = [
         f"{doc.get('name')}  {doc.get('zone')}  {doc.get('accelerator')}  {doc.get('mode')}  "
@@ -273,10 +273,7 @@ def format_slot_info(doc: Mapping[str, Any], now: float | None = None) -> str:
             f"  slice {sl.get('index')}: node {sl.get('node')} {sl.get('state') or '?'}, "
             f"{sl.get('workers')} workers" + "".join(f"  {ip}" for ip in sl.get("ips") or [])
         )
-    if isinstance(prog := doc.get("group_program"), dict):  # workload.across: group
-        lines.append(
-            f"group program ({prog.get('group')}): {prog.get('summary')}  see {prog.get('see')}"
-        )
+    lines += groups.program_lines(doc)  # a candidate of a group with workload.across: group
     ssh = doc.get("ssh") or {}
     lines.append(f"ssh: {ssh['command']}" if ssh.get("available") else f"ssh: {ssh.get('why')}")
     if ssh.get("available") and is_documentation_address(str(ssh.get("ip"))):
@@ -385,7 +382,8 @@ def ssh_command(
         raise ViewError("no status snapshot yet: the controller has not reported an address")
     row = _rows(snap).get(name)
     if row is None:
-        raise ViewError(f"slot {name!r} is not in the status snapshot")
+        hint = groups.group_hint(snap, name)  # a race group's name: what to use instead
+        raise ViewError(f"slot {name!r} is not in the status snapshot{hint}")
     ips = [ip for ip in row.ips if isinstance(ip, str)]
     instance = row.instance
     if not ips or not isinstance(instance, str):

@@ -108,6 +108,9 @@ def test_info_on_an_across_group_shows_its_one_program(tmp_path: Path) -> None:
     member = cli(*base, "info", "a1", cwd=tmp_path)
     assert member.returncode == 0, member.stderr
     assert "group program (pair): running 5m · attempt 2  see info pair, logs pair" in member.stdout
+    ssh = cli(*base, "ssh", "pair", "--print", cwd=tmp_path)
+    assert ssh.returncode != 0
+    assert "'pair' is a race group: use one of its winners (a1, a2)" in ssh.stderr
 
 
 def _ssh_world(tmp_path: Path, cluster: SshCluster) -> tuple[Path, StateDir]:
