@@ -335,7 +335,10 @@ def _count(n: int, noun: str) -> str:
 
 def race_line(race: RaceGroupStatus) -> str:
     winners = ", ".join(race.winners) or "none yet"
-    return f"race {race.name}: {len(race.winners)}/{race.count} won ({winners})"
+    line = f"race {race.name}: {len(race.winners)}/{race.count} won ({winners})"
+    if race.workload is not None:  # workload.across: group: its one program (info GROUP)
+        line += f"; program {race.workload.summary or race.workload.state}"
+    return line
 
 
 def snapshot_line(snapshot: StatusSnapshot, now: float) -> str:

@@ -6,7 +6,9 @@ controller's own parser. ``name`` is a slot with its own entry in ``slots:`` or 
 (whose workload runs on whichever candidate wins).
 
 - ``SetWorkload`` sets the given fields of that entry's ``workload:`` block (creating it);
-  ``None`` leaves a field as it is, ``env``/``secret_env`` replace the whole mapping.
+  ``None`` leaves a field as it is, ``env``/``secret_env`` replace the whole mapping. On a race
+  group it also sets ``across`` (in the block) and ``min_count`` (the group's own key); the
+  engine's parse then checks them as the loader does (``model/load_across``).
 - ``RestartWorkload`` bumps the block's ``generation``: the running attempt is stopped and a
   new run (new run id, attempt 1, no failures) starts. A slot whose workload comes from its
   race group, generator or ``defaults`` gets a block of its own holding just the bump.
@@ -42,6 +44,11 @@ _FIELDS = (
     "stall_after",
     "stop_grace",
     "when_done",
+    "keep_attempts",
+    "idle_after",
+    "idle_below",
+    "take_tpu",
+    "across",
 )
 
 
@@ -77,7 +84,9 @@ def _yaml(value: Any) -> Any:
 class SetWorkload(Edit):
     """The given fields of the ``workload:`` block of slot or race group ``name`` (created if
     absent); None leaves a field as it is, ``env`` / ``secret_env`` replace the whole mapping.
-    ``command`` is a string run by ``bash -lc`` on every worker, or an argv list."""
+    ``command`` is a string run by ``bash -lc`` on every worker, or an argv list.
+    ``keep_attempts``: attempt directories kept on each worker (1..10000). ``across`` and
+    ``min_count`` are a race group's (``across: group``: one program over its winners)."""
 
     kind: ClassVar[str] = "set_workload"
     name: str
@@ -90,6 +99,12 @@ class SetWorkload(Edit):
     stall_after: str | float | None = None
     stop_grace: str | float | None = None
     when_done: str | None = None
+    keep_attempts: int | None = None  # attempt directories kept on each worker (1..10000)
+    idle_after: str | float | None = None  # every chip idle this long = a hang (telemetry)
+    idle_below: float | None = None  # the duty cycle (percent) under which a chip is idle
+    take_tpu: bool | None = None  # stop others' processes holding the chips before a launch
+    across: str | None = None  # a race group's: "group" (one program over its winners) or "slot"
+    min_count: int | None = None  # a race group's, with across: group: winners before it starts
 
     @property
     def changes_what_runs(self) -> bool:
@@ -98,9 +113,13 @@ class SetWorkload(Edit):
 
     def apply(self, ctx: EditContext) -> None:
         given = {key: getattr(self, key) for key in _FIELDS}
-        if all(v is None for v in given.values()):
-            raise EditRejected(f"nothing to change: give one of {', '.join(_FIELDS)}")
+        if all(v is None for v in given.values()) and self.min_count is None:
+            raise EditRejected(f"nothing to change: give one of {', '.join(_FIELDS)}, min_count")
         entry, what = _entry(ctx, self.name)
+        if self.min_count is not None:
+            _set_min_count(ctx, entry, what, self.min_count)
+            if all(v is None for v in given.values()):
+                return
         block = child_map(entry, "workload")
         changes = [k for k, v in given.items() if v is not None and block.get(k) != _plain(v)]
         for key in _FIELDS:
@@ -112,6 +131,17 @@ class SetWorkload(Edit):
             ctx.note(f"{what}: the workload already says that")
         elif any(k in _IDENTITY for k in changes):
             ctx.note("what runs changed: the controller stops the old run and starts a new one")
+
+
+def _set_min_count(ctx: EditContext, entry: CommentedMap, what: str, value: int) -> None:
+    """``min_count`` is the race group's own key (beside ``count``), not the workload's; the
+    parser then checks it as in a hand-written file (across: group, at most count)."""
+    if not what.startswith("race group"):
+        raise EditRejected(f"min_count is a race group's key; {what} is a slot")
+    if set_key(entry, "min_count", value):
+        ctx.note(f"{what}: min_count: {value} (the program starts once that many winners are up)")
+    else:
+        ctx.note(f"{what}: min_count is already {value}")
 
 
 def _plain(value: Any) -> Any:

@@ -9,7 +9,8 @@ Every document carries ``schema_version`` ``tpu-reconciler.mcp.v1``. A missing s
 an error: the views then show the desired intent only and say so.
 
 ``format_slot_info`` puts ``slot_info``'s document into words, for the ``info`` verb and the
-TUI's info pane alike (both import it from here).
+TUI's info pane alike (both import it from here). Given a race group's name, ``slot_info``
+answers with the group (``intent/group_info``: its one program under ``workload.across``).
 
 ``wait_for`` polls the snapshot until it shows what an edit asked for (see ``target_reached``).
 """
@@ -36,6 +37,7 @@ from reconciler.errors import (
     UntrustedHostKeys,
     ViewError,
 )
+from reconciler.intent import group_info as groups
 from reconciler.intent.engine import EditResult, IntentEditor
 from reconciler.model import flex, names
 from reconciler.model.addresses import is_documentation_address
@@ -219,6 +221,8 @@ def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
     snap = read_snapshot(store)
     row = _rows(snap).get(name)
     spec = desired.slot(name) if desired else None
+    if spec is None and row is None and (group := groups.group_info(desired, snap, name)):
+        return _doc(**group, desired_errors=errors, snapshot=_snapshot_meta(store, snap))
     if spec is None and row is None:
         if errors:  # the file cannot say: name what is wrong with it, not the slot
             raise ViewError(
@@ -230,6 +234,8 @@ def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ViewError(f"unknown slot {name!r}: not in {store.source} nor in the snapshot{hint}")
     view = _slot_view(spec, row)
+    if program := groups.candidate_program(desired, snap, spec):
+        view["group_program"] = program
     owner = (spec.owner if spec is not None else None) or (row.owner if row else None)
     if owner:  # who holds it (a lab's slot; desired.yaml ``owner:``)
         view["owner"] = owner
@@ -245,6 +251,8 @@ def slot_info(store: IntentEditor, name: str) -> dict[str, Any]:
 def format_slot_info(doc: Mapping[str, Any], now: float | None = None) -> str:
     """``slot_info``'s document for a person: the ``info`` verb and the TUI's info pane
     (``now``: the clock for "ends in ..."; default the time of the call)."""
+    if doc.get("kind") == "race_group":
+        return groups.format_group_info(doc)
     obs = doc.get("observed") or {}
     lines = [
         f"{doc.get('name')}  {doc.get('zone')}  {doc.get('accelerator')}  {doc.get('mode')}  "
@@ -265,6 +273,7 @@ def format_slot_info(doc: Mapping[str, Any], now: float | None = None) -> str:
             f"  slice {sl.get('index')}: node {sl.get('node')} {sl.get('state') or '?'}, "
             f"{sl.get('workers')} workers" + "".join(f"  {ip}" for ip in sl.get("ips") or [])
         )
+    lines += groups.program_lines(doc)  # a candidate of a group with workload.across: group
     ssh = doc.get("ssh") or {}
     lines.append(f"ssh: {ssh['command']}" if ssh.get("available") else f"ssh: {ssh.get('why')}")
     if ssh.get("available") and is_documentation_address(str(ssh.get("ip"))):
@@ -373,7 +382,8 @@ def ssh_command(
         raise ViewError("no status snapshot yet: the controller has not reported an address")
     row = _rows(snap).get(name)
     if row is None:
-        raise ViewError(f"slot {name!r} is not in the status snapshot")
+        hint = groups.group_hint(snap, name)  # a race group's name: what to use instead
+        raise ViewError(f"slot {name!r} is not in the status snapshot{hint}")
     ips = [ip for ip in row.ips if isinstance(ip, str)]
     instance = row.instance
     if not ips or not isinstance(instance, str):

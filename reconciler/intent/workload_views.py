@@ -1,6 +1,7 @@
 """Read-only views of workloads for MCP tools and CLI verbs: the file's workload joined with
-the controller's snapshot (``slots[].workload``), and whether it is live (so that an edit that
-would end it asks for confirmation first).
+the controller's snapshot (``slots[].workload``; a race group with ``workload.across: group``
+also its one ``program``, ``race_groups[].workload``), and whether it is live (so that an edit
+that would end it asks for confirmation first).
 
 May: read desired.yaml and the snapshot (through ``intent.views``). May not: edit, or reach
 the workers (logs go through ``runtime.setup``'s runner, from the surfaces).
@@ -44,6 +45,7 @@ def _spec_view(w: WorkloadSpec | None) -> dict[str, Any] | None:
         "stop_grace": w.stop_grace,
         "when_done": w.when_done,
         "generation": w.generation,
+        "keep_attempts": w.keep_attempts,
     }
 
 
@@ -74,14 +76,30 @@ def workload_status(store: IntentEditor, name: str) -> dict[str, Any]:
                 "instance": instances.get(member),
             }
         )
+    program = _program(desired, snap, name)
     return {
         "schema_version": views.SCHEMA,
         "name": name,
         "slots": slots,
+        **({"program": program} if program is not None else {}),
         "snapshot": {
             "available": snap is not None,
             "generated_at": snap.generated_at if snap is not None else None,
         },
+    }
+
+
+def _program(desired: Desired, snap: StatusSnapshot | None, name: str) -> dict[str, Any] | None:
+    """A race group's one program (``workload.across: group``, state under the group's name):
+    declared, observed, and the virtual node it runs on; None for anything else."""
+    group = next((g for g in desired.race_groups if g.name == name), None)
+    if group is None or group.workload is None or desired.slot(name) is not None:
+        return None
+    row = next((g for g in (snap.race_groups if snap else ()) if g.name == name), None)
+    return {
+        "declared": _spec_view(group.workload),
+        "workload": encode(row.workload) if row and row.workload else None,
+        "instance": row.instance if row else None,
     }
 
 
@@ -93,6 +111,9 @@ def live(store: IntentEditor, name: str) -> bool:
         desired = None
     snap = views.read_snapshot(store)
     rows = snap.by_name() if snap is not None else {}
+    for group in snap.race_groups if snap is not None else ():  # an across group's program
+        if group.name == name and group.workload and group.workload.state in LIVE_STATES:
+            return True
     for member in _members(desired, name):
         row = rows.get(member)
         if row is not None and row.workload is not None and row.workload.state in LIVE_STATES:

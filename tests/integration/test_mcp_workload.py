@@ -3,6 +3,7 @@ snapshot, and edits that end a running workload need confirm=true."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -135,6 +136,114 @@ def test_cli_workload_verbs_ask_before_ending_a_running_workload(tmp: Path) -> N
     assert cli(tmp, "set", "idle", "--env", "oops").returncode == EX_USAGE
     assert cli(tmp, "stop", "idle").returncode == 0  # not running: no question
     assert spec(tmp, "idle") is None
+
+
+GROUP = """\
+  - {name: a1, zone: us-central2-b, accelerator: v4-16}
+  - {name: a2, zone: us-central2-b, accelerator: v4-16}
+race_groups:
+  - name: pair  # two v4-16 as one program
+    count: 2
+    slots: [a1, a2]
+    workload: {command: python3 train.py}
+"""
+
+
+def group(tmp: Path) -> Any:
+    (found,) = parse_desired((tmp / "desired.yaml").read_text()).race_groups
+    return found
+
+
+async def test_set_workload_sets_keep_attempts_across_and_min_count(tmp: Path) -> None:
+    (tmp / "desired.yaml").write_text(DESIRED + GROUP)
+    async with session(tmp) as s:
+        await call(s, "set_workload", name="idle", operation_id="k1", command="python3 e.py",
+                   keep_attempts=20, take_tpu=True, idle_after="1h")  # fmt: skip
+        low = await refused(s, "set_workload", name="idle", operation_id="k2", keep_attempts=0)
+        high = await refused(
+            s, "set_workload", name="idle", operation_id="k3", keep_attempts=10_001
+        )
+        await call(s, "set_workload", name="pair", operation_id="g1", across="group", min_count=1)
+        more = await refused(s, "set_workload", name="pair", operation_id="g2", min_count=3)
+        on_slot = await refused(s, "set_workload", name="idle", operation_id="g3", min_count=1)
+    assert "keep_attempts must be at least 1; got 0" in low
+    assert "keep_attempts must be at most 10000; got 10001" in high
+    assert spec(tmp, "idle").keep_attempts == 20
+    assert (spec(tmp, "idle").take_tpu, spec(tmp, "idle").idle_after) == (True, 3600.0)
+    assert "min_count 3 is more than count 2" in more
+    assert "min_count is a race group's key" in on_slot
+    pair = group(tmp)  # RaceGroupSpec.workload: the one program of across: group
+    assert pair.workload is not None and pair.min_count == 1
+    assert "# two v4-16 as one program" in (tmp / "desired.yaml").read_text()
+
+
+def test_cli_workload_set_keep_attempts_across_and_min_count(tmp: Path) -> None:
+    (tmp / "desired.yaml").write_text(DESIRED + GROUP)
+    assert group(tmp).workload is None  # each winner runs its own copy
+    done = cli(tmp, "set", "train", "--keep-attempts", "50")
+    assert done.returncode == 0, done.stderr  # policy only: nothing stops, nothing asked
+    assert "workload.keep_attempts: 50" in done.stdout and spec(tmp).keep_attempts == 50
+    bad = cli(tmp, "set", "train", "--keep-attempts", "0")
+    assert bad.returncode != 0 and "keep_attempts must be at least 1" in bad.stderr
+    assert spec(tmp).keep_attempts == 50
+    ran = cli(tmp, "set", "pair", "--across", "group", "--min-count", "1")
+    assert ran.returncode == 0, ran.stderr
+    assert "min_count: 1" in ran.stdout and "workload.across: group" in ran.stdout
+    assert group(tmp).workload is not None and group(tmp).min_count == 1
+    only = cli(tmp, "set", "pair", "--min-count", "2")
+    assert only.returncode == 0, only.stderr
+    assert group(tmp).min_count == 2
+    assert "--across group" in cli(tmp, "set", "--help").stdout
+    idle = cli(tmp, "set", "train", "--idle-after", "20m", "--idle-below", "5", "--take-tpu")
+    assert idle.returncode == 0, idle.stderr
+    w = spec(tmp)
+    assert (w.idle_after, w.idle_below, w.take_tpu, w.keep_attempts) == (1200.0, 5.0, True, 50)
+    assert cli(tmp, "set", "train", "--no-take-tpu").returncode == 0
+    assert spec(tmp).take_tpu is False
+    zero = cli(tmp, "set", "train", "--idle-below", "0")
+    assert zero.returncode != 0 and "idle_below must be more than 0" in zero.stderr
+
+
+def group_running(tmp: Path) -> None:
+    """desired.yaml's pair runs one program across its winners, running in the snapshot."""
+    (tmp / "desired.yaml").write_text(
+        DESIRED + GROUP.replace("train.py}", "train.py, across: group}")
+    )
+    snapshot(tmp, "gave-up")
+    path = tmp / "state" / "status.json"
+    doc = json.loads(path.read_text())
+    doc["race_groups"] = [{
+        "name": "pair", "count": 2, "winners": ["a1", "a2"], "candidates": ["a1", "a2"],
+        "workload": {"state": "running", "run_id": "pair-0", "attempt": 1,
+                     "summary": "running 5m · attempt 1"},
+        "instance": "pair@abc.a1@1,a2@2",
+    }]  # fmt: skip
+    write_json(path, doc)
+
+
+async def test_an_across_groups_program_is_its_workload_and_ending_it_needs_confirm(
+    tmp: Path,
+) -> None:
+    group_running(tmp)
+    async with session(tmp) as s:
+        doc = await call(s, "workload_status", name="pair")
+        text = await refused(s, "stop_workload", name="pair", operation_id="p1")
+        await call(s, "set_workload", name="pair", operation_id="p2", keep_attempts=9)
+    program = doc["program"]
+    assert program["declared"]["command"] == "python3 train.py"
+    assert program["workload"]["run_id"] == "pair-0"
+    assert program["instance"] == "pair@abc.a1@1,a2@2"
+    assert "confirm=true" in text and group(tmp).workload is not None
+    assert group(tmp).workload.keep_attempts == 9  # policy only: no question
+
+
+def test_cli_asks_before_restarting_an_across_groups_running_program(tmp: Path) -> None:
+    group_running(tmp)
+    asked = cli(tmp, "restart", "pair")
+    assert asked.returncode == EX_CONFIRM and "--yes" in asked.stderr
+    assert group(tmp).workload.generation == 0
+    assert cli(tmp, "restart", "pair", "--yes").returncode == 0
+    assert group(tmp).workload.generation == 1
 
 
 async def test_logs_of_an_emulated_node_say_at_once_that_no_machine_answers(tmp: Path) -> None:

@@ -15,7 +15,14 @@ from reconciler.adapters.hostkeys import HostKeyStore
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
 from reconciler.model.names import host_key_alias
-from reconciler.model.status import SetupStatus, SlotStatus, StatusSnapshot, TmuxStatus
+from reconciler.model.status import (
+    RaceGroupStatus,
+    SetupStatus,
+    SlotStatus,
+    StatusSnapshot,
+    TmuxStatus,
+    WorkloadStatus,
+)
 from tests.fixtures.sshd import SshCluster
 from tests.support.cli import clean_env, run_cli
 from tests.support.tui_world import make_world
@@ -48,6 +55,62 @@ def test_info_prints_workers_ssh_and_errors(tmp_path: Path) -> None:
     assert doc["ssh"]["available"] is False
     missing = cli(*base, "info", "nope", cwd=tmp_path)
     assert missing.returncode == 1 and "unknown slot 'nope'" in missing.stderr
+
+
+ACROSS = """\
+project: test-project
+settings: {backend: rest, ssh_user: alice}
+slots:
+  - {name: a1, zone: us-central2-b, accelerator: v4-16}
+  - {name: a2, zone: us-central2-b, accelerator: v4-16}
+race_groups:
+  - name: pair
+    count: 2
+    slots: [a1, a2]
+    workload: {command: python3 train.py, across: group}
+"""
+
+
+def test_info_on_an_across_group_shows_its_one_program(tmp_path: Path) -> None:
+    """The program of ``workload.across: group`` lives under the group's name: ``info GROUP``
+    shows it (not "unknown slot"), and a candidate's ``info`` says where it is."""
+    path = tmp_path / "desired.yaml"
+    path.write_text(ACROSS, encoding="utf-8")
+    state = StateDir(tmp_path / "state").ensure()
+    base = ("--file", str(path), "--state-dir", str(state.root))
+    before = cli(*base, "info", "pair", cwd=tmp_path)  # no snapshot yet: the file says it
+    assert before.returncode == 0, before.stderr
+    assert "program (workload.across: group): pending" in before.stdout
+    program = WorkloadStatus(
+        state="running", run_id="pair-0", attempt=2, summary="running 5m · attempt 2"
+    )
+    group = RaceGroupStatus(
+        name="pair",
+        count=2,
+        winners=("a1", "a2"),
+        candidates=("a1", "a2"),
+        workload=program,
+        instance="pair@abc.a1@1,a2@2",
+        ips=("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"),
+    )
+    write_status(state.status, StatusSnapshot(race_groups=(group,)))
+    done = cli(*base, "info", "pair", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "winners: a1, a2" in out
+    assert "program (workload.across: group): running 5m · attempt 2" in out
+    assert "run pair-0, attempt 2" in out and "w3 10.0.0.4" in out
+    assert "output: tpu-reconciler logs pair" in out
+    doc = json.loads(cli(*base, "info", "pair", "--json", cwd=tmp_path).stdout)
+    assert doc["kind"] == "race_group" and doc["across"] is True
+    assert doc["program"]["workload"]["run_id"] == "pair-0"
+    assert doc["program"]["instance"] == "pair@abc.a1@1,a2@2"
+    member = cli(*base, "info", "a1", cwd=tmp_path)
+    assert member.returncode == 0, member.stderr
+    assert "group program (pair): running 5m · attempt 2  see info pair, logs pair" in member.stdout
+    ssh = cli(*base, "ssh", "pair", "--print", cwd=tmp_path)
+    assert ssh.returncode != 0
+    assert "'pair' is a race group: use one of its winners (a1, a2)" in ssh.stderr
 
 
 def _ssh_world(tmp_path: Path, cluster: SshCluster) -> tuple[Path, StateDir]:

@@ -586,6 +586,27 @@ async def test_want_reads_the_race_group_in_the_table_and_in_info(tui) -> None:
     assert "want race:any-v6e-8" in info, info
 
 
+async def test_the_race_strip_shows_a_group_programs_state(world: World) -> None:
+    """``workload.across: group``: the group's one program (under the group's name, no slot's
+    row) has its state cell on the race-group strip; a group without one shows none."""
+    doc = snapshot(world.path)
+    doc["race_groups"][0].update(
+        winners=["spot-v6e8-ew4a-1"],
+        workload={"state": "running", "run_id": "any-v6e-8-0", "summary": "running 5m · attempt 1"},
+    )
+    world.write_snapshot(doc)
+    app = Run(world).app
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        strip = str(app.query_one("#races").render())
+        assert "any-v6e-8 1/1 won: spot-v6e8-ew4a-1, program running 5m · attempt 1" in strip
+    world.write_snapshot(snapshot(world.path))
+    app = Run(world).app
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert "program" not in str(app.query_one("#races").render())
+
+
 async def test_the_result_line_wraps_instead_of_cutting(world: World) -> None:
     app = Run(world).app
     async with app.run_test(size=(80, 24)) as pilot:

@@ -145,3 +145,14 @@ def test_a_create_in_an_unlisted_zone_carries_its_note_into_the_snapshot() -> No
     status = plan_status(plan(want, world(zones=["us-east9-z", "us-central2-b"])))
     notes = {a.slot: a.note for a in status.actions}
     assert notes == {"odd": "zone not known to offer v6e-8", "usual": ""}
+
+
+def test_the_race_line_names_an_across_groups_one_program() -> None:
+    from reconciler.core.render import race_line
+    from reconciler.model.status import RaceGroupStatus, WorkloadStatus
+
+    plain = RaceGroupStatus(name="pair", count=2, winners=("a1",), candidates=("a1", "a2"))
+    assert race_line(plain) == "race pair: 1/2 won (a1)"
+    running = WorkloadStatus(state="running", summary="running 5m · attempt 2")
+    across = RaceGroupStatus(name="pair", count=2, winners=("a1", "a2"), workload=running)
+    assert race_line(across) == "race pair: 2/2 won (a1, a2); program running 5m · attempt 2"

@@ -61,6 +61,26 @@ def register(subparsers: Any) -> None:
     p.add_argument("--stall-after", default=None, help="e.g. 30m")
     p.add_argument("--stop-grace", default=None, help="e.g. 60s")
     p.add_argument("--when-done", choices=("keep", "release"), default=None)
+    p.add_argument(
+        "--keep-attempts", type=int, default=None, help="attempt directories kept (1..10000)"
+    )
+    p.add_argument("--idle-after", default=None, help="chips idle this long = a hang, e.g. 20m")
+    p.add_argument("--idle-below", type=float, default=None, help="idle duty cycle, percent")
+    p.add_argument(
+        "--take-tpu",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="stop others' processes holding the chips before a launch",
+    )
+    p.add_argument(
+        "--across",
+        choices=("group", "slot"),
+        default=None,
+        help="race group only: group = one program over every winner",
+    )
+    p.add_argument(
+        "--min-count", type=int, default=None, help="race group with --across group: start on N"
+    )
     p.add_argument("--yes", action="store_true", help="do not ask before ending a running one")
 
     for verb, text in (
@@ -115,6 +135,12 @@ def set_command(args: argparse.Namespace) -> int:
         stall_after=args.stall_after,
         stop_grace=args.stop_grace,
         when_done=args.when_done,
+        keep_attempts=args.keep_attempts,
+        idle_after=args.idle_after,
+        idle_below=args.idle_below,
+        take_tpu=args.take_tpu,
+        across=args.across,
+        min_count=args.min_count,
     )
     return _guarded(args, edit, edit.changes_what_runs)
 

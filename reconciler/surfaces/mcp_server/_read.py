@@ -47,7 +47,8 @@ def register(server: MCPServer, store: IntentEditor) -> None:
     @server.tool(annotations=READ)
     def slot_info(name: str) -> dict[str, Any]:
         """One slot in detail: IPs, create time, setup state, last error, tmux window and the
-        SSH command for worker 0."""
+        SSH command for worker 0. Given a race group's name: the group (``kind:
+        race_group``), with its one program under ``workload.across: group``."""
         return guard(lambda: views.slot_info(store, name))
 
     @server.tool(annotations=READ)

@@ -203,10 +203,12 @@ class RaceRow:
     count: int
     winners: tuple[str, ...]
     candidates: tuple[str, ...]
+    program: str = ""  # workload.across: group: its one program's state cell ("" for none)
 
     def text(self) -> str:
         won = ", ".join(self.winners) if self.winners else "none yet"
-        return f"{self.name} {len(self.winners)}/{self.count} won: {won}"
+        ran = f", program {self.program}" if self.program else ""
+        return f"{self.name} {len(self.winners)}/{self.count} won: {won}{ran}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,6 +440,9 @@ def load_frame(
                 count=g.count,
                 winners=tuple(_text(w) for w in g.winners),
                 candidates=tuple(_text(c) for c in g.candidates),
+                program=(_text(g.workload.summary) or _text(g.workload.state))
+                if g.workload
+                else "",
             )
             for g in snap.race_groups
         )
