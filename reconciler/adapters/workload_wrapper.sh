@@ -240,8 +240,11 @@ supervise() {
     finish "$code" "$sig"
 }
 
-probe() { # one line: state=alive|exited|missing pid=.. started=.. code=.. output=..
+probe() { # one line: state=alive|exited|missing pid=.. started=.. code=.. output=..[ left=..]
+    # "left=PID,...": the exit record named processes that survived the kill deadline and they
+    # are still there (marked with this attempt); the controller starts nothing until they go
     local dir=$1 started=- boot=- pid=- out=- code=- state rec adopt attempt=${1##*/} run
+    local left='' pids
     if [ ! -e "$dir/started" ]; then
         run=${dir%/*}
         if adoptable "${run%/*}" "${run##*/}" "$attempt"; then
@@ -261,12 +264,17 @@ probe() { # one line: state=alive|exited|missing pid=.. started=.. code=.. outpu
         read -r rec <"$dir/exit"
         code=${rec#code=}
         code=${code%% *}
+        if [[ $rec == *" left="* ]]; then # some survived the kill deadline: still there?
+            marked "$dir"
+            left=${pids# }
+            left=${left// /,}
+        fi
     elif [ "$pid" != - ] && [ "$boot" = "$BOOT_ID" ] && kill -0 -- "-$pid" 2>/dev/null; then
         state=alive # the supervisor is gone but the program still runs
     else
         state=missing # vanished without a record (reboot, supervisor and program killed)
     fi
-    echo "state=$state pid=$pid started=$started code=$code output=$out"
+    echo "state=$state pid=$pid started=$started code=$code output=$out${left:+ left=${left:0:120}}"
 }
 
 serve() { # answer "probe DIR" lines until stdin ends (a pooled probe channel)

@@ -239,7 +239,8 @@ def _last_error(
         error = memory.error(f"{spec.zone}/{spec.name}:{step}")
         if error:
             return f"{step} failed: {one_line(error.message)}"
-    return None
+    wm = memory.workload(spec.name)
+    return wm.left if wm is not None and wm.left and instance is not None else None
 
 
 def _managed_row(
@@ -299,7 +300,10 @@ def workload_summary(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: flo
 
 
 def _workload_detail(wm: WorkloadMemory) -> str:
-    return f"not started: {wm.unsent}" if wm.phase == "starting" and wm.unsent else wm.detail
+    detail = f"not started: {wm.unsent}" if wm.phase == "starting" and wm.unsent else wm.detail
+    if wm.left:  # processes that outlived the stop: they hold back the next attempt
+        return f"{detail}; {wm.left}" if detail else wm.left
+    return detail
 
 
 def workload_status(
