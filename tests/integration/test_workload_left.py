@@ -27,7 +27,7 @@ import pytest
 
 from reconciler.adapters.workload_wire import encode_spec, parse_probe, parse_stop
 from reconciler.model.workload import LaunchRequest
-from tests.support.tools import in_ci, require_tool
+from tests.support.tools import require_root, require_tool
 
 pytestmark = pytest.mark.integration
 
@@ -35,18 +35,10 @@ WRAPPER = str(files("reconciler.adapters").joinpath("workload_wrapper.sh"))
 CAPS = "+sys_ptrace,+dac_read_search"
 
 
-def _require_root() -> None:
-    if os.geteuid() != 0:
-        message = "creating Unix users needs root"
-        if in_ci():
-            pytest.fail(f"CI=true: {message}", pytrace=False)
-        pytest.skip(message)
-
-
 @pytest.fixture
 def users() -> Iterator[tuple[str, str]]:
     """(the worker's user, another user), created for the test and removed after it."""
-    _require_root()
+    require_root("creating Unix users")
     for tool in ("useradd", "userdel", "setpriv"):
         require_tool(tool)
     names = (f"trw{os.getpid() % 100000}", f"tro{os.getpid() % 100000}")
