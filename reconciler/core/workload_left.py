@@ -6,7 +6,8 @@ user the worker's user cannot signal) is named in the attempt's exit record, the
 (``stopped left=PID,...``) and every later probe while it is still there. Such a worker's
 chips may still be held, so no new attempt of the slot starts until the probe finds none:
 ``core/workload_fold`` counts a worker with processes left as still running, and keeps the
-text (``said``) in the workload's memory for status, NOTE and the ``workload.left`` event.
+text (``said``) in the workload's memory for status, NOTE and the ``workload.left`` event (the
+wrapper refuses another attempt's launch meanwhile too).
 
 No I/O, no clock, no await.
 """

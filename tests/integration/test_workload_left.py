@@ -56,11 +56,25 @@ def _as(user: str, argv: list[str], *, caps: bool = False) -> list[str]:
     return ["setpriv", "--reuid", user, "--regid", user, "--clear-groups", *extra, *argv]
 
 
-def _wrapper(user: str, *args: str, stdin: bytes = b"", timeout: float = 90) -> str:
+def _wrapper(user: str, *args: str, stdin: bytes = b"", code: int = 0) -> str:
     done = subprocess.run(_as(user, ["bash", WRAPPER, *args], caps=True), input=stdin,
-                          capture_output=True, timeout=timeout)  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+                          capture_output=True, timeout=90)  # fmt: skip
+    assert done.returncode == code, done.stdout + done.stderr
     return done.stdout.decode().strip()
+
+
+def _request(base: Path, attempt: int) -> bytes:
+    request = LaunchRequest(
+        slot="train-a", run_id="r1", attempt=attempt, command="while :; do sleep 0.1; done",
+        workdir=str(base), env={}, secret_env={}, workers=1, grace=0.3,
+    )  # fmt: skip
+    return encode_spec(request, {})
+
+
+def _launch(user: str, base: Path, attempt: int, code: int = 0) -> str:
+    directory = str(base / "w0" / "train-a" / "r1" / str(attempt))
+    argv = ["launch", directory, "0", "1", "train-a", "r1", str(attempt)]
+    return _wrapper(user, *argv, stdin=_request(base, attempt), code=code)
 
 
 def test_a_process_that_survives_sigkill_is_named_by_stop_and_by_each_probe_until_gone(
@@ -76,12 +90,7 @@ def test_a_process_that_survives_sigkill_is_named_by_stop_and_by_each_probe_unti
         uid = pwd.getpwnam(worker).pw_uid
         os.chown(base, uid, uid)
         directory = str(base / "w0" / "train-a" / "r1" / "1")
-        request = LaunchRequest(
-            slot="train-a", run_id="r1", attempt=1, command="while :; do sleep 0.1; done",
-            workdir=str(base), env={}, secret_env={}, workers=1, grace=0.3,
-        )  # fmt: skip
-        launch = ["launch", directory, "0", "1", "train-a", "r1", "1"]
-        assert _wrapper(worker, *launch, stdin=encode_spec(request, {})) == "launched"
+        assert _launch(worker, base, 1) == "launched"
         # a process of the attempt the worker's user may see but not signal
         marker = {"TPU_RECONCILER_ATTEMPT_DIR": directory, "PATH": os.environ["PATH"]}
         holder = subprocess.Popen(_as(other, ["sleep", "600"]), env=marker)
@@ -99,11 +108,20 @@ def test_a_process_that_survives_sigkill_is_named_by_stop_and_by_each_probe_unti
 
         seen = parse_probe(0, _wrapper(worker, "probe", directory))
         assert (seen.state, seen.left) == ("exited", (holder.pid,))
+        # the wrapper itself starts no next attempt over them either (the controller does not
+        # ask while the probe names them; a launch from elsewhere is refused)
+        refused = _launch(worker, base, 2, code=75)
+        said = f"processes of attempt r1/1 outlived its stop and are still here (pid {holder.pid})"
+        assert refused == f"error {said}"
 
         holder.kill()  # what a person does (root, or its owner)
         holder.wait(timeout=30)
         seen = parse_probe(0, _wrapper(worker, "probe", directory))
         assert (seen.state, seen.left) == ("exited", ())
+        assert _launch(worker, base, 2) == "launched"
+        assert _wrapper(worker, "stop", str(base / "w0" / "train-a" / "r1" / "2"), "300") == (
+            "stopped"
+        )
     finally:
         if holder is not None and holder.poll() is None:
             with contextlib.suppress(OSError):
