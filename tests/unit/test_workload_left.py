@@ -74,6 +74,7 @@ def test_a_failed_attempt_with_processes_left_relaunches_only_once_they_are_gone
         assert [s.name for s, _ in wl.probe_targets(run.want, run.seen, run.memory)] == ["a"]
     status = workload_status(run.w, JOB, run.now)
     assert status is not None and status.detail == f"exit 1 on worker 2; {run.w.left}"
+    assert status.summary == "failed (exit 1 on worker 2)"  # the cell: NOTE says the rest
     assert from_dict(to_dict(run.w)) == replace(run.w, workers=run.w.workers)  # kept on restart
     # gone: the next attempt (its restart backoff ran out while they were there)
     assert acts(run.step(exited((), (), (), ()))) == [("launch", run_id, 2)]
