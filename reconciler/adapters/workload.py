@@ -64,6 +64,7 @@ from reconciler.adapters.workload_wire import (
     check_attempt,
     encode_spec,
     parse_probe,
+    parse_stop,
     worker_dir,
 )
 from reconciler.errors import (
@@ -201,11 +202,13 @@ class WorkloadRunner(WorkerPool):
 
     async def stop(
         self, node: Node, slot: str, run_id: str, attempt: int, grace: float, *, first: int = 0
-    ) -> None:
+    ) -> dict[int, tuple[int, ...]]:
         """SIGTERM to the attempt's process group on every worker, SIGKILL after ``grace``
         seconds; returns when every worker has recorded the exit. An attempt that never
         started is marked so that a late launch of it starts nothing. ``first``: the index of
-        ``node``'s worker 0 in the program (a race group's winner, ``core/across``)."""
+        ``node``'s worker 0 in the program (a race group's winner, ``core/across``).
+        Returns worker -> the processes still there at the kill deadline (the wrapper's
+        ``stopped left=...``), only for the workers that have some."""
         check_name(slot)
         check_run_id(run_id)
         check_attempt(attempt)
@@ -224,6 +227,8 @@ class WorkloadRunner(WorkerPool):
 
         outcomes = await self._everywhere(node, f"stopping {slot} on", job, first=first)
         self._raise_failures(node, f"stopping {slot}", outcomes)
+        lefts = {first + i: parse_stop(o) for i, o in enumerate(outcomes) if isinstance(o, str)}
+        return {worker: pids for worker, pids in lefts.items() if pids}
 
     # -- logs -------------------------------------------------------------------------------
 

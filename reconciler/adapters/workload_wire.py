@@ -136,7 +136,27 @@ def parse_probe(index: int, output: str) -> WorkerProbe:
         started_at=number("started"),
         last_output_at=number("output"),
         adopt=_adopt(fields.get("adopt")) if state == "missing" else None,
+        left=parse_left(fields.get("left", "")) if state == "exited" else (),
     )
+
+
+def parse_left(value: str) -> tuple[int, ...]:
+    """The wrapper's ``left=PID,...`` (``-PGID`` for a process group still there): the ids,
+    positive; anything else in the list is dropped."""
+    out = []
+    for word in value.split(","):
+        word = word.strip().lstrip("-")
+        if word.isdigit() and 0 < int(word) < 1 << 31:
+            out.append(int(word))
+    return tuple(dict.fromkeys(out))
+
+
+def parse_stop(answer: str) -> tuple[int, ...]:
+    """The processes a ``stop`` answer (``stopped`` or ``stopped left=PID,...``) says survived
+    the kill deadline; () when none did."""
+    words = answer.split()
+    lefts = [w.removeprefix("left=") for w in words[1:] if w.startswith("left=")]
+    return parse_left(lefts[0]) if words[:1] == ["stopped"] and lefts else ()
 
 
 def _adopt(value: str | None) -> str | None:

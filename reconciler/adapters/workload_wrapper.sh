@@ -38,7 +38,8 @@
 # double fork) is still found, by /proc/*/environ. When the program ends, by itself or by stop,
 # the attempt ends with it: the rest are sent SIGTERM, then SIGKILL after the grace, and the
 # supervisor lets go of its lock only once none is left or the kill deadline (KILL_WAIT_MS after
-# SIGKILL) has passed. A new attempt of the slot starts only once that lock is free.
+# SIGKILL) has passed. A new attempt of the slot starts only once that lock is free, and none
+# while a process the latest attempt's exit record names as left is still there.
 #
 # The spec (NUL-terminated records "workdir=P", "env=NAME=VALUE", "grace=MS", "keep=N",
 # "shell=COMMAND" or "arg=ARG"...) goes from stdin into a 0600 file that is unlinked as soon as
@@ -110,9 +111,20 @@ framed() { # file: whole, with its "end=<bytes> <sha256>" last line matching wha
     [ "$(head -c "$len" -- "$f" | sha256sum)" = "${BASH_REMATCH[2]}  -" ]
 }
 
+leftover() { # attemptdir -> $left: what its exit record named as left and is still there
+    local rec='' pids
+    left=
+    [ -r "$1/exit" ] && read -r rec <"$1/exit"
+    [[ $rec == *" left="* ]] || return 1
+    marked "$1"
+    left=${pids# }
+    left=${left// /,}
+    [ -n "$left" ]
+}
+
 launch() {
     local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
-    local slotdir=${dir%/*/*} prev='' adopt=''
+    local slotdir=${dir%/*/*} prev='' adopt='' left=''
     DRAIN=1 # until the spec is read, every way out reads it first
     mkdir -p -- "$dir" || die 74 "cannot create $dir"
     # The slot's lock first, then the attempt's (stop takes only the attempt's): from the check
@@ -136,6 +148,9 @@ launch() {
         read -r prev <"$slotdir/current"
         if [ "$prev" != "$run/$attempt" ] && held "$slotdir/$prev/lock"; then
             die 75 "attempt $prev is still running on this worker"
+        fi
+        if [ "$prev" != "$run/$attempt" ] && leftover "$slotdir/$prev"; then
+            die 75 "processes of attempt $prev outlived its stop and are still here (pid $left)"
         fi
     fi
     exec 8>"$dir/lock"
@@ -240,8 +255,11 @@ supervise() {
     finish "$code" "$sig"
 }
 
-probe() { # one line: state=alive|exited|missing pid=.. started=.. code=.. output=..
+probe() { # one line: state=alive|exited|missing pid=.. started=.. code=.. output=..[ left=..]
+    # "left=PID,...": the exit record named processes that survived the kill deadline and they
+    # are still there (marked with this attempt); the controller starts nothing until they go
     local dir=$1 started=- boot=- pid=- out=- code=- state rec adopt attempt=${1##*/} run
+    local left=''
     if [ ! -e "$dir/started" ]; then
         run=${dir%/*}
         if adoptable "${run%/*}" "${run##*/}" "$attempt"; then
@@ -261,12 +279,13 @@ probe() { # one line: state=alive|exited|missing pid=.. started=.. code=.. outpu
         read -r rec <"$dir/exit"
         code=${rec#code=}
         code=${code%% *}
+        leftover "$dir" # some survived the kill deadline: are they still there?
     elif [ "$pid" != - ] && [ "$boot" = "$BOOT_ID" ] && kill -0 -- "-$pid" 2>/dev/null; then
         state=alive # the supervisor is gone but the program still runs
     else
         state=missing # vanished without a record (reboot, supervisor and program killed)
     fi
-    echo "state=$state pid=$pid started=$started code=$code output=$out"
+    echo "state=$state pid=$pid started=$started code=$code output=$out${left:+ left=${left:0:120}}"
 }
 
 serve() { # answer "probe DIR" lines until stdin ends (a pooled probe channel)

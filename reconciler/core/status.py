@@ -239,7 +239,8 @@ def _last_error(
         error = memory.error(f"{spec.zone}/{spec.name}:{step}")
         if error:
             return f"{step} failed: {one_line(error.message)}"
-    return None
+    wm = memory.workload(spec.name)
+    return wm.left if wm is not None and wm.left and instance is not None else None
 
 
 def _managed_row(
@@ -291,15 +292,20 @@ def workload_summary(wm: WorkloadMemory | None, w: WorkloadSpec | None, now: flo
         return state
     running_for = now - wm.since if state == "running" else None
     max_failures = w.max_failures if w is not None else None
-    detail = _workload_detail(wm)
+    detail = _workload_detail(wm, left=False)
     note = restart_note(restart_wait(wm, now))
     cell = format_workload(state, running_for, wm.attempt, wm.failures, max_failures, detail, note)
     tpu = tpu_figure(wm)
     return f"{cell} · {tpu}" if tpu else cell
 
 
-def _workload_detail(wm: WorkloadMemory) -> str:
-    return f"not started: {wm.unsent}" if wm.phase == "starting" and wm.unsent else wm.detail
+def _workload_detail(wm: WorkloadMemory, *, left: bool = True) -> str:
+    """``left``: with the processes that outlived the stop (the status cell leaves them to
+    NOTE, which shows them as the slot's last error)."""
+    detail = f"not started: {wm.unsent}" if wm.phase == "starting" and wm.unsent else wm.detail
+    if wm.left and left:  # processes that outlived the stop: they hold back the next attempt
+        return f"{detail}; {wm.left}" if detail else wm.left
+    return detail
 
 
 def workload_status(

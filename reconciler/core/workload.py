@@ -104,7 +104,9 @@ def probe_targets(
         wm = memory.workload(spec.name)
         if wm is None or wm.instance is None:
             continue
-        if wm.phase in AFTER_FAILURE:
+        if wm.left:  # until the processes left after its stop are gone, whatever the phase
+            pass
+        elif wm.phase in AFTER_FAILURE:
             # Only while a worker may still run (to stop it); the first look always.
             if not ran(wm.workers):
                 continue
@@ -119,7 +121,7 @@ def watching(memory: Memory) -> bool:
     """Some attempt is starting, running, stopping or has workers left to stop: poll fast, so
     an exit is noticed within one fast interval."""
     return any(
-        w.phase in LIVE or (w.phase in AFTER_FAILURE and ran(w.workers))
+        w.phase in LIVE or (w.phase in AFTER_FAILURE and ran(w.workers)) or bool(w.left)
         for w in memory.workloads.values()
     )
 

@@ -22,6 +22,7 @@ from reconciler.core.memory import Memory
 from reconciler.core.telemetry import idle_check
 from reconciler.core.workload_backoff import after_failure, healthy_for
 from reconciler.core.workload_health import adopted, lost_worker, make_run_id, unsent
+from reconciler.core.workload_left import probes_said
 from reconciler.core.workload_memory import PriorAttempt, WorkerSeen, WorkloadMemory
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.durations import format_duration
@@ -88,8 +89,9 @@ def new_run(w: WorkloadSpec, now: float) -> WorkloadMemory:
 
 
 def _running(seen: Sequence[WorkerProbe]) -> bool:
-    """Some worker may still run the attempt (alive, or not reachable to tell)."""
-    return any(p.state in ("alive", "unknown") for p in seen)
+    """Some worker may still run the attempt (alive, or not reachable to tell), or still has
+    processes of it that survived the stop (``core/workload_left``)."""
+    return any(p.state in ("alive", "unknown") or p.left for p in seen)
 
 
 def ran(workers: Sequence[WorkerSeen]) -> bool:
@@ -109,6 +111,7 @@ def _summarise(prev: WorkloadMemory, seen: Sequence[WorkerProbe]) -> WorkloadMem
         ),
         unknown=any(p.state == "unknown" for p in seen),
         last_output_at=max(times) if times else None,
+        left=probes_said(seen),
     )
 
 
@@ -136,6 +139,7 @@ def _next_attempt(
         "idle_since": None,
         "chip_use": None,
         "not_before": None,
+        "left": "",
     }
     fields.update(kw)
     return replace(prev, **fields)  # type: ignore[arg-type]
@@ -207,6 +211,7 @@ def fold(
             busy = _running(seen)
         else:
             busy = prev.phase in LIVE or (prev.phase in AFTER_FAILURE and ran(prev.workers))
+            busy = busy or bool(prev.left)
         if at.lost or prev.instance is None or not busy:
             return None if w is None else new_run(w, now)
         return prev
@@ -255,6 +260,8 @@ def fold(
         prev = replace(prev, idle_since=idle_since) if idle_since != prev.idle_since else prev
         known = not any(p.state == "unknown" for p in seen)
         if known and seen and all(p.state == "exited" for p in seen):
+            if w.restart == "always" and prev.left:  # the next one waits until they are gone
+                return prev
             if w.restart == "always":
                 return _next_attempt(prev, w, now, detail=SUCCEEDED_BEFORE)
             return replace(prev, phase="succeeded", since=now, detail="every worker exited 0")

@@ -82,6 +82,7 @@ class WorkloadMemory:
     chip_use: cu.ChipUse | None = None  # the attempt's duty cycle and idle time so far
     streak: int = 0  # failures in a row, for the restart backoff (core/workload_backoff)
     not_before: float | None = None  # phase pending: the relaunch after a failure waits until
+    left: str = ""  # processes of the attempt left after its stop (core/workload_left), "" none
 
 
 def to_dict(w: WorkloadMemory) -> dict[str, Any]:
@@ -112,6 +113,7 @@ def to_dict(w: WorkloadMemory) -> dict[str, Any]:
         **({"chip_use": cu.to_dict(w.chip_use)} if w.chip_use is not None else {}),
         **({"streak": w.streak} if w.streak else {}),
         **({"not_before": w.not_before} if w.not_before is not None else {}),
+        **({"left": w.left} if w.left else {}),
     }
 
 
@@ -184,6 +186,7 @@ def from_dict(d: Any) -> WorkloadMemory:
         chip_use=cu.from_dict(d.get("chip_use")),
         streak=int(d.get("streak", 0)),
         not_before=_optional_float(d.get("not_before")),
+        left=str(d.get("left", "")),
     )
     optional = (
         w.last_output_at,

@@ -58,6 +58,9 @@ class WorkerProbe:
     adopt: str | None = None
     #: the chips and their holders (``setup.telemetry``); None: not read this pass
     telemetry: WorkerTelemetry | None = None
+    #: state "exited": processes of the attempt that survived its kill deadline and are still
+    #: there (the wrapper's ``left=``); no new attempt starts on this worker until they go
+    left: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

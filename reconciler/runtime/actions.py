@@ -200,8 +200,8 @@ class ActionTasks:
             if action.kind == Kind.LAUNCH:
                 said = await self.workloads.workload_launch(desired, action, node)
                 return f"sent; {said}" if said else "sent"
-            await self.workloads.workload_stop(desired, action, node)
-            return "stopped"
+            left = await self.workloads.workload_stop(desired, action, node)
+            return f"stopped; {left}" if left else "stopped"
         assert self.setup is not None
         step: Callable[[Desired, Action, Node], Awaitable[None]] = {
             Kind.BOOTSTRAP: self.setup.bootstrap,

@@ -4,10 +4,11 @@ Probes: the desired file (parsed; its settings read leniently when it is invalid
 ``PATH`` (of the environment given, so a systemd unit's PATH can be checked), ``gcloud auth
 list`` and an access token through the same provider the REST backend uses, one list call
 through the configured backend, the state directory's owners and modes, the controller lock,
-status.json, ``ssh-add -l``, the cached OS Login user (else one gcloud lookup).
+status.json, ``ssh-add -l``, the cached OS Login user (else one gcloud lookup); where they
+apply, a lab's owner-checked state files and one Cloud Quotas read (``doctor_lab_probes``).
 
 May: read files, stat, run gcloud / ssh-add (argument lists, stdin closed, timeouts, killed when
-late), make one read-only cloud list call. May not: write or create anything (not even the
+late), make read-only cloud list calls. May not: write or create anything (not even the
 state directory: ``StateDir.secrets`` would create it, so paths are built by hand), print.
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 
 from reconciler.adapters import gcloud_stderr
 from reconciler.adapters.auth import TOKEN_ENV, TOKEN_FILE_ENV, GcloudAccessToken
+from reconciler.adapters.lab import user_name
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import read_status
 from reconciler.errors import InvalidDesiredState, ReconcilerError, StatusUnreadable
@@ -32,7 +34,9 @@ from reconciler.model.desired import Desired, Settings
 from reconciler.model.load import env_overrides, parse_yaml
 from reconciler.model.status import StatusSnapshot
 from reconciler.runtime import doctor as d
+from reconciler.runtime import doctor_lab as dl
 from reconciler.runtime.desired_loader import DesiredLoader
+from reconciler.runtime.doctor_lab_probes import probe_cloud_quotas, probe_state_files
 from reconciler.runtime.lock import read_holder
 
 
@@ -229,6 +233,12 @@ async def probe_oslogin(
         return d.UserFacts(None, error=str(e))
 
 
+def _state_files(found: list[dl.OwnedFacts], controller_uid: int) -> d.Check:
+    return dl.check_state_files(
+        found, controller_uid=controller_uid, controller=user_name(controller_uid)
+    )
+
+
 def _failed(*checks: d.Check) -> str | None:
     return next((c.name for c in checks if c.status == "fail"), None)
 
@@ -280,9 +290,14 @@ async def diagnose(
     else:
         api = await probe_api(desired, env, timeout)
 
+    quotas = None  # settings.quota_source: cloud (doctor_lab)
+    if settings.quota_source == "cloud" and desired is not None and blocked is None:
+        quotas = await probe_cloud_quotas(desired, env, timeout)
+
     pid = read_holder(state) if state_root.is_dir() else None
     snapshot, problem = probe_snapshot(state)
     poll = settings.poll_interval
+    lab_files = probe_state_files(state_root)
     return [
         d.check_desired(str(desired_file), desired, errors),
         d.check_project(desired, _raw(raw, "project")),
@@ -290,7 +305,9 @@ async def diagnose(
         auth_check,
         d.check_api(api, blocked),
         d.check_quota_project(api),
+        *([dl.check_cloud_quotas(quotas, blocked)] if settings.quota_source == "cloud" else []),
         d.check_state_dir(str(state_root), probe_state_dir(state_root), os.getuid()),
+        *([_state_files(*lab_files)] if lab_files is not None else []),
         d.check_controller(pid),
         d.check_snapshot(snapshot, problem, now, poll, pid is not None),
         d.check_tmux(tmux_slots, shutil.which("tmux", path=path)),

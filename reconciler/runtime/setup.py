@@ -35,6 +35,7 @@ from reconciler.adapters.statedir import StateDir
 from reconciler.core import workload as wl
 from reconciler.core.across import LOST
 from reconciler.core.plan import Action, Notice
+from reconciler.core.workload_left import left_said
 from reconciler.errors import PermanentError, SetupFailed
 from reconciler.model.desired import Desired, Settings, SlotSpec
 from reconciler.model.observed import Node, NodeState
@@ -274,7 +275,9 @@ class LiveSetup:
         await runner.launch(node, request)
         return said or None
 
-    async def workload_stop(self, desired: Desired, action: Action, node: Node) -> None:
+    async def workload_stop(self, desired: Desired, action: Action, node: Node) -> str | None:
+        """Stop the attempt; the text says which processes survived the kill deadline, or
+        None when none did."""
         act = action.workload
         if act is None:
             raise PermanentError(f"{action.slot}: no workload attempt to stop")
@@ -282,12 +285,13 @@ class LiveSetup:
         await self._user(desired.settings)
         runner = await self.workload_runner(desired.settings)
         if act.why == LOST and node.slices:  # a race group's program: stop it on the winners
-            await self._stop_survivors(runner, node, action.slot, act)  # still up
-            return
-        await runner.stop(node, action.slot, act.run_id, act.attempt, act.grace)
+            return left_said(await self._stop_survivors(runner, node, action.slot, act))
+        return left_said(await runner.stop(node, action.slot, act.run_id, act.attempt, act.grace))
 
     @staticmethod
-    async def _stop_survivors(runner: Any, node: Node, slot: str, act: wl.WorkloadAct) -> None:
+    async def _stop_survivors(
+        runner: Any, node: Node, slot: str, act: wl.WorkloadAct
+    ) -> dict[int, tuple[int, ...]]:
         """Stop the attempt on each READY slice of ``node`` (``core/across``'s remnant), every
         worker under the index it was launched with (slice ``s`` worker ``w`` is
         ``s * per_slice + w``), all at once; the first failure is raised after the others."""
@@ -297,9 +301,11 @@ class LiveSetup:
             for i, s in enumerate(node.slices)
             if s.state == NodeState.READY and s.endpoints
         ]
-        errors = [e for e in await asyncio.gather(*stops, return_exceptions=True) if e]
+        results = await asyncio.gather(*stops, return_exceptions=True)
+        errors = [e for e in results if isinstance(e, BaseException)]
         if errors:
             raise errors[0]
+        return {w: pids for r in results if isinstance(r, dict) for w, pids in r.items()}
 
     async def workload_probe(
         self,

@@ -34,7 +34,9 @@ PROBE_TIMEOUT: Final = 5.0
 @runtime_checkable
 class WorkloadPort(Protocol):
     async def workload_launch(self, desired: Desired, action: Action, node: Node) -> str | None: ...
-    async def workload_stop(self, desired: Desired, action: Action, node: Node) -> None: ...
+    async def workload_stop(
+        self, desired: Desired, action: Action, node: Node
+    ) -> str | None: ...  # what survived the kill deadline, if anything
     async def workload_probe(
         self,
         settings: Settings,
@@ -150,6 +152,16 @@ async def tails(
 def transition_events(events: EventLog, before: Memory, after: Memory) -> None:
     for slot in sorted(set(before.workloads) | set(after.workloads)):
         old, new = before.workload(slot), after.workload(slot)
+        left_before, left_now = (old.left if old else ""), (new.left if new else "")
+        if left_now != left_before:  # processes that outlived a stop: seen, changed, or gone
+            whose = new if left_now else old  # the attempt they belong (belonged) to
+            events.emit(
+                "workload.left",
+                slot=slot,
+                run_id=whose.run_id if whose else None,
+                attempt=whose.attempt if whose else None,
+                detail=left_now or "gone: no process of the attempt is left",
+            )
         was = (wl.state_of(old), old.run_id, old.attempt) if old else None
         now = (wl.state_of(new), new.run_id, new.attempt) if new else None
         if was == now:

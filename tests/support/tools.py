@@ -29,6 +29,7 @@ HINTS = {
     "runuser": "apt-get install util-linux",
     "chromium": "apt-get install chromium",
     "unshare": "apt-get install util-linux",
+    "setpriv": "apt-get install util-linux",
 }
 
 _EXTRA_PATHS = ("/usr/sbin", "/sbin", "/usr/local/sbin")

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from reconciler.core.plan import Action
+from reconciler.core.workload_left import left_said
+from reconciler.model.desired import Desired, Settings
+from reconciler.model.observed import Node
+from reconciler.model.workload import WorkerProbe
 from reconciler.runtime.controller import Controller
 from reconciler.runtime.events import read_events
 from tests.support.fakeworkload import FakeWorkers, ReadyCloud
@@ -179,3 +185,58 @@ async def test_each_ended_attempt_lands_in_the_capacity_history(tmp_path: Path) 
         ).fetchall()
     assert [(r[0], r[1], r[2]) for r in rows] == [(run_id, 1, 1), (run_id, 2, 0)]
     assert rows[0][3].startswith("failed") and rows[1][3].startswith("succeeded")
+
+
+@dataclass
+class StuckWorkers(FakeWorkers):
+    """Workers where the stop leaves processes behind (``stuck``: worker -> pids) that survive
+    it, as the wrapper reports them: in stop's answer and in each probe while they are there."""
+
+    stuck: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    async def workload_stop(self, desired: Desired, action: Action, node: Node) -> str | None:
+        await super().workload_stop(desired, action, node)
+        return left_said(self.stuck)
+
+    async def workload_probe(
+        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int
+    ) -> tuple[WorkerProbe, ...]:
+        seen = await super().workload_probe(settings, node, slot, run_id, attempt)
+        return tuple(
+            replace(p, left=self.stuck.get(p.index, ())) if p.state == "exited" else p for p in seen
+        )
+
+
+async def test_processes_left_after_a_stop_are_shown_and_hold_the_relaunch_back(
+    tmp_path: Path,
+) -> None:
+    cloud, workers = ReadyCloud(), StuckWorkers()
+    c = make(tmp_path, cloud, workers)
+    await c.reconcile()
+    await settle(c)
+    await c.reconcile()
+    await settle(c)
+    await c.reconcile()
+    run_id = c.memory.workloads["alpha"].run_id
+    workers.stuck = {3: (4242,)}
+    workers.exit(("alpha", run_id, 1), 2, 1)
+    assert [a.kind.value for a in (await c.reconcile()).dispatched] == ["stop"]
+    await settle(c)
+    c.clock = lambda: time.time() + 60.0  # the restart backoff is long over
+    for _ in range(3):
+        assert (await c.reconcile()).dispatched == []
+        w = c.memory.workloads["alpha"]
+        assert (w.phase, w.attempt) == ("failed", 1) and "worker 3: pid 4242" in w.left
+    events = read_events(c.state.events)
+    (stopped,) = [e for e in events if e["kind"] == "action.succeeded" and e["action"] == "stop"]
+    assert stopped["outcome"].startswith("stopped; processes left after the stop on worker 3")
+    (shown,) = [e for e in events if e["kind"] == "workload.left"]
+    assert (shown["attempt"], shown["detail"]) == (1, w.left)
+
+    workers.stuck = {}  # gone (a reboot, its owner)
+    result = await c.reconcile()
+    assert [(a.kind.value, a.workload.attempt) for a in result.dispatched if a.workload] == [
+        ("launch", 2)
+    ]
+    gone = [e for e in read_events(c.state.events) if e["kind"] == "workload.left"][-1]
+    assert gone["detail"].startswith("gone")
