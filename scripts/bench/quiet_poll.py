@@ -18,51 +18,20 @@ baseline's (the steady interval, never the fast one); at most one lookup per bac
 from __future__ import annotations
 
 import argparse
-import http.server
-import json
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import _rig
 
+from tests.support.oslogin import RefusingOsLogin, refusing_oslogin
+
 IPS = ",".join(f"127.0.0.{i}" for i in range(100, 104))
-
-
-class Refusing:
-    """A local OS Login endpoint that answers every request 403, counting them."""
-
-    def __init__(self) -> None:
-        self.hits = 0
-        body = json.dumps(
-            {"error": {"code": 403, "message": "refused", "status": "PERMISSION_DENIED"}}
-        ).encode()
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                owner.hits += 1
-                self.send_response(403)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def _steady(ctl: _rig.ControllerProcess, n: int, tmux: bool) -> bool:
@@ -79,7 +48,7 @@ def _steady(ctl: _rig.ControllerProcess, n: int, tmux: bool) -> bool:
     return tmux or (doc.get("plan") or {}).get("summary") == "No changes."
 
 
-def run_once(args: argparse.Namespace, tmux: bool, refusing: Refusing) -> dict[str, float]:
+def run_once(args: argparse.Namespace, tmux: bool, refusing: RefusingOsLogin) -> dict[str, float]:
     world = _rig.slots(args.slots, zones=("us-central2-b",))
     root = Path(tempfile.mkdtemp(prefix="bench-quiet-"))
     scenario = _rig.scenario_yaml(world)
@@ -104,9 +73,9 @@ def run_once(args: argparse.Namespace, tmux: bool, refusing: Refusing) -> dict[s
             if tmux:
                 time.sleep(args.warmup)
             emu.client.clear_requests()
-            hits0, cpu0, t0 = refusing.hits, ctl.cpu_seconds(), time.monotonic()
+            hits0, cpu0, t0 = len(refusing.hits), ctl.cpu_seconds(), time.monotonic()
             time.sleep(args.window)
-            cpu1, t1, hits1 = ctl.cpu_seconds(), time.monotonic(), refusing.hits
+            cpu1, t1, hits1 = ctl.cpu_seconds(), time.monotonic(), len(refusing.hits)
             polls = sum(
                 1
                 for r in emu.client.requests()
@@ -132,12 +101,9 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     report = _rig.start("quiet_poll", "A steady controller while a setup step keeps failing")
-    refusing = Refusing()
-    try:
+    with refusing_oslogin("refused") as refusing:
         base = run_once(args, False, refusing)
         failing = run_once(args, True, refusing)
-    finally:
-        refusing.close()
     report.note(
         f"{args.slots} ACTIVE slots, REST, poll 2 s (fast 0.3 s), window {args.window:g} s each"
     )
