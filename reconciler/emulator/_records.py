@@ -240,8 +240,12 @@ def _flex_fields(qr: QRRecord, clock: Clock) -> JSON:
     return {"provisioningModel": "FLEX_START", "runDuration": run}
 
 
-def render_qr(qr: QRRecord, project: str, clock: Clock, *, alpha: bool = True) -> JSON:
-    """``alpha``: as v2alpha1 shows it (a flex-start QR's fields); False for v2."""
+def render_qr(qr: QRRecord, project: str, clock: Clock, *, alpha: bool | None = None) -> JSON:
+    """``alpha``: as v2alpha1 shows it (a flex-start QR's fields, ``multiNodeParams``); False
+    for v2; None (the emulator's own views, an operation's response): as the API it was
+    created through shows it (v2alpha1 for a flex-start QR, else v2)."""
+    if alpha is None:
+        alpha = qr.max_run is not None
     state: JSON = {"state": qr.state}
     data = STATE_DATA.get(qr.state)
     if data == "failedData":
@@ -263,9 +267,7 @@ def render_qr(qr: QRRecord, project: str, clock: Clock, *, alpha: bool = True) -
     if qr.node_count > 1:
         spec = body["tpu"]["nodeSpec"][0]
         del spec["nodeId"]
-        # v2alpha1 names it multiNodeParams: shown so for a flex-start QR (only v2alpha1 has
-        # those); the emulator's own views default to alpha and keep v2's name otherwise
-        key = "multiNodeParams" if alpha and qr.max_run is not None else "multisliceParams"
+        key = "multiNodeParams" if alpha else "multisliceParams"  # v2alpha1's name, v2's
         spec[key] = {"nodeCount": qr.node_count, "nodeIdPrefix": qr.node_id}
     body |= {
         "state": state,

@@ -89,3 +89,15 @@ def test_a_node_id_beside_multislice_params_is_refused(api: Api) -> None:
     body["tpu"]["nodeSpec"][0]["nodeId"] = "ms"
     refused = post(api, "ms", body)
     assert refused.status_code == 400 and "not both" in refused.json()["error"]["message"]
+
+
+def test_v2alpha1_names_the_multislice_params_multinodeparams_v2_multisliceparams(api: Api) -> None:
+    # as the two APIs' messages do, whatever version the QR was created through
+    assert post(api, "ms", multislice("ms", 2)).status_code == 200
+    v2 = api.get(f"{ZONE}/queuedResources/ms").json()["tpu"]["nodeSpec"][0]
+    alpha_url = f"v2alpha1{BASE.removeprefix('v2')}/{ZONE}/queuedResources/ms"
+    alpha = api.http.get(alpha_url).json()["tpu"]["nodeSpec"][0]
+    assert (
+        v2["multisliceParams"] == alpha["multiNodeParams"] == {"nodeCount": 2, "nodeIdPrefix": "ms"}
+    )
+    assert "multiNodeParams" not in v2 and "multisliceParams" not in alpha
