@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from reconciler.core.capacity_chart import chips_of
 from reconciler.core.history import UNKNOWN, Lifetime, RaceWon, Record, Seen, Tracker, Wait
 from reconciler.core.plan_values import Kind
 from reconciler.model import names
@@ -206,13 +207,6 @@ def pass_result(*, has_intent: bool, observe_error: str | None) -> str:
     return "observe_failed" if observe_error is not None else "success"
 
 
-def chips(accelerator: str) -> int:
-    """Chips in a slice: v4-8 4 (TensorCores counted, two per chip), v6e-8 8; 0 if unknown."""
-    if names.ACCELERATOR_RE.fullmatch(accelerator) is None:
-        return 0
-    return names.chip_count(accelerator)
-
-
 # -- gauges from the snapshot ----------------------------------------------------------------
 Labels = tuple[str, ...]
 
@@ -264,7 +258,7 @@ def gauges(snapshot: StatusSnapshot) -> Gauges:
         slots[key] = slots.get(key, 0.0) + n
     held: dict[Labels, float] = {}
     for raw, n in active.items():
-        held[places[raw]] = held.get(places[raw], 0.0) + n * chips(raw[1] or "")
+        held[places[raw]] = held.get(places[raw], 0.0) + n * chips_of(raw[1] or "?")
     return Gauges(
         slots=slots,
         chips_held=held,
