@@ -83,7 +83,7 @@ def test_validate_resolved_prints_what_the_controller_sees(tmp_path: Path) -> No
     path.write_text("project: my-project-123\nslots:\n  - {name: a, zone: us-central2-b}\n")
     bad = Cli("-f", str(path), env=env)("validate", "--resolved")
     assert bad.returncode == 1 and bad.stdout == ""
-    assert f"{path}:3:5: missing required key 'accelerator'" in bad.stderr
+    assert f"{path}:3:12: this slot needs accelerator (like v6e-8)" in bad.stderr
 
 
 def test_plan_shows_terraform_style_and_detailed_exit_code(cli: SpineCli) -> None:

@@ -155,7 +155,7 @@ async def test_invalid_edits_leave_the_file_byte_identical(tmp: Path) -> None:
         assert "unknown slot 'smal'" in text and "did you mean 'small'" in text
         text = await refused(s, "add_slot", zone="us-central2-b", accelerator="v9-8",
                              operation_id="i3")  # fmt: skip
-        assert re.search(r"desired\.yaml:\d+:\d+: no runtime version for 'v9-8'", text)
+        assert re.search(r"desired\.yaml:\d+:\d+: unknown accelerator 'v9-8'", text)
         assert "confirm=true" in await refused(s, "cancel_slot", name="big", operation_id="i4")
         text = await refused(s, "cancel_slot", name="bgi")  # unknown before "ask the user"
         assert "unknown slot 'bgi'" in text and "did you mean 'big'" in text

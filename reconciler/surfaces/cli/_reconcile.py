@@ -147,6 +147,8 @@ def validate(args: argparse.Namespace) -> int:
 
     for warning in catalogue_warnings([(s.name, s.zone, s.accelerator) for s in desired.slots]):
         print(f"{args.file}: warning: {warning}", file=sys.stderr)
+    for note in desired.notes:  # another spelling of an accelerator, and the name sent
+        print(note, file=sys.stderr)
     from reconciler.model.load_warnings import setup_warnings
 
     try:
