@@ -186,6 +186,9 @@ class ComputeClient:
     ) -> None:
         self._post("fail-bulk", location=location, group=group, member=member, **fields)
 
+    def fail_resize_request(self, location: str, group: str, name: str, **fields: Any) -> None:
+        self._post("fail-resize-request", location=location, group=group, name=name, **fields)
+
     def fail_operations(self, **fields: Any) -> None:
         self._post("operation-failures", **fields)
 

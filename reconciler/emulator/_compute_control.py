@@ -18,6 +18,7 @@ request onto one method; ``_control`` serves them with the TPU side's.
     POST /_emulator/compute/lapse-flex        {zone, instance}
     POST /_emulator/compute/end-run           {zone, instance}
     POST /_emulator/compute/fail-bulk         {location, group, member?, code?, message?}
+    POST /_emulator/compute/fail-resize-request {location, group, name, code?, message?}
     POST /_emulator/compute/operation-failures {op_type?, zone?, name?, code?, message?,
                                                 http_status?, after?, count?}
     POST /_emulator/compute/operation-delay   {seconds}
@@ -29,12 +30,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from reconciler.emulator._compute_api import Call, group_view, instance_view, policy_view
+from reconciler.emulator._compute_api import group_view, instance_view, policy_view
 from reconciler.emulator._compute_errors import ComputeError
 from reconciler.emulator._compute_group_render import render_member
-from reconciler.emulator._compute_groups import ComputeWorld
 from reconciler.emulator._compute_instances import FailureRule
 from reconciler.emulator._compute_records import JSON, render_op, render_template, wall_stamp
+from reconciler.emulator._compute_resize import ComputeWorld
+from reconciler.emulator._compute_routing import Call
 from reconciler.model.names import ZONE_RE
 
 _T = TypeVar("_T")
@@ -134,6 +136,17 @@ class ComputeControls:
         message: str = "Internal error while creating the instance.",
     ) -> None:
         self._do(lambda w: w.fail_bulk(scope_of(location), group, member, code, message))
+
+    def fail_resize_request(
+        self,
+        location: str,
+        group: str,
+        name: str,
+        code: str = "ZONE_RESOURCE_POOL_EXHAUSTED",
+        message: str = "The resize request could not be provisioned.",
+    ) -> None:
+        """An ACCEPTED (or CREATING) resize request goes FAILED with ``status.error``."""
+        self._do(lambda w: w.fail_resize_request(scope_of(location), group, name, code, message))
 
     def fail_operations(self, **fields: Any) -> None:
         """Arm a ``FailureRule``: matching requests (``op_type`` "insert" by default, or
@@ -274,6 +287,9 @@ ROUTES: dict[tuple[str, str], _Action] = {
     ("POST", "lapse-flex"): lambda c, a: c.lapse_flex(a["zone"], a["instance"]),
     ("POST", "end-run"): lambda c, a: c.end_run(a["zone"], a["instance"]),
     ("POST", "fail-bulk"): lambda c, a: c.fail_bulk(a.pop("location"), a.pop("group"), **a),
+    ("POST", "fail-resize-request"): lambda c, a: c.fail_resize_request(
+        a.pop("location"), a.pop("group"), a.pop("name"), **a
+    ),
     ("POST", "operation-failures"): lambda c, a: c.fail_operations(**a),
     ("POST", "operation-delay"): lambda c, a: c.set_operation_delay(float(a["seconds"])),
     ("POST", "instances"): lambda c, a: c.add_instance(

@@ -1,5 +1,5 @@
-"""The emulated Compute Engine's resource policies, instance templates and managed instance
-groups (MIGs), on top of its instances.
+"""The emulated Compute Engine's managed instance groups (MIGs), on top of its instances,
+resource policies and instance templates.
 
 Pure: no I/O, no threads, no wall clock (``World.settle`` drives it like the instances).
 
@@ -36,11 +36,10 @@ from reconciler.emulator._compute_catalog import (
     hosts_per_slice,
     relative,
     resource_id,
-    topology_chips,
     valid_name,
 )
 from reconciler.emulator._compute_errors import OpFailure
-from reconciler.emulator._compute_instances import UP, InstanceWorld, machine_type, scheduling
+from reconciler.emulator._compute_instances import UP, machine_type, scheduling
 from reconciler.emulator._compute_records import (
     JSON,
     Instance,
@@ -50,11 +49,10 @@ from reconciler.emulator._compute_records import (
     Template,
     fingerprint,
 )
+from reconciler.emulator._compute_templates import TemplateWorld, resource_name
 from reconciler.emulator._records import Clock
 from reconciler.emulator._scenario import ComputeTimings
 from reconciler.model.quotas import region_of
-
-JSON_ = JSON
 
 
 @dataclass(slots=True)
@@ -64,6 +62,7 @@ class Member:
     zone: str | None  # where its instance is (or will be); None until a regional group picks
     action: str = "CREATING"  # currentAction: CREATING | NONE | DELETING | RECREATING
     errors: list[JSON] = field(default_factory=list)  # lastAttempt.errors.errors
+    run: float | None = None  # made by a resize request: deleted this long after it runs
 
 
 @dataclass(slots=True)
@@ -106,20 +105,17 @@ class Group:
         return str(topology) if topology else None
 
 
-class ComputeWorld(InstanceWorld):
+class GroupWorld(TemplateWorld):
     def __init__(
         self, clock: Clock, timings: ComputeTimings, addresses: AddressPool, user: str
     ) -> None:
         super().__init__(clock, timings, addresses, user)
-        self.policies: dict[tuple[str, str], Policy] = {}
-        self.templates: dict[str, Template] = {}  # by relative path
         self.groups: dict[str, Group] = {}  # by relative path
 
     # --- the clock ---------------------------------------------------------------------------
 
     def next_time(self) -> float | None:
         times = [super().next_time()]
-        times += [p.ready_at for p in self.policies.values() if p.ready_at > self.t]
         for g in self.groups.values():
             if g.running_since is not None and not g.was_active:
                 times.append(g.running_since + self.timings.activate)
@@ -135,89 +131,18 @@ class ComputeWorld(InstanceWorld):
             self._tend(g)
         self.grant()
 
+    def users_of(self, resource: object) -> list[str]:
+        return [g.path for g in self.groups.values() if resource in (g.policy, g.template)]
+
     def grant(self) -> None:
         super().grant()
         for g in sorted(self.groups.values(), key=lambda g: g.seq):
             self._create_members(g)
 
-    # --- resource policies -------------------------------------------------------------------
-
-    def insert_policy(self, region: str, body: JSON, request_id: str | None) -> Operation:
-        name = _name(body)
-        path = f"regions/{region}/resourcePolicies/{name}"
-        if (region, name) in self.policies:
-            raise err.already_exists(path)
-        workload = body.get("workloadPolicy")
-        if isinstance(workload, dict):
-            _check_workload(workload)
-        seq = self.next_seq()
-        ready = self.t + self.timings.policy
-        policy = Policy(region, name, resource_id(seq, 3), self.t, copy.deepcopy(body), ready)
-        self.policies[(region, name)] = policy
-        op = self.new_op(f"regions/{region}", "insert", path, policy.id, request_id)
-        self.finish(op, after=self.timings.policy)
-        return op
-
-    def get_policy(self, region: str, name: str) -> Policy:
-        policy = self.policies.get((region, name))
-        if policy is None:
-            raise err.not_found(f"regions/{region}/resourcePolicies/{name}")
-        return policy
-
-    def delete_policy(self, region: str, name: str, request_id: str | None) -> Operation:
-        policy = self.get_policy(region, name)
-        for g in self.groups.values():
-            if g.policy is policy:
-                raise err.in_use("resource_policy", policy.path, g.path)
-        del self.policies[(region, name)]
-        op = self.new_op(f"regions/{region}", "delete", policy.path, policy.id, request_id)
-        self.finish(op, after=self.timings.operation)
-        return op
-
-    # --- instance templates ------------------------------------------------------------------
-
-    def insert_template(self, region: str | None, body: JSON, request_id: str | None) -> Operation:
-        name = _name(body)
-        scope = "global" if region is None else f"regions/{region}"
-        path = f"{scope}/instanceTemplates/{name}"
-        if path in self.templates:
-            raise err.already_exists(path)
-        props = body.get("properties")
-        if not isinstance(props, dict) or not props.get("machineType"):
-            raise err.bad_field("resource.properties.machineType", "", "It is required.")
-        scheduling(props, "resource.properties.scheduling")
-        seq = self.next_seq()
-        tpl = Template(region, name, resource_id(seq, 4), self.t, copy.deepcopy(body))
-        self.templates[path] = tpl
-        op_type = "compute.instanceTemplates.insert"
-        op = self.new_op(scope, op_type, path, tpl.id, request_id)
-        self.finish(op, after=self.timings.operation)
-        return op
-
-    def get_template(self, region: str | None, name: str) -> Template:
-        scope = "global" if region is None else f"regions/{region}"
-        tpl = self.templates.get(f"{scope}/instanceTemplates/{name}")
-        if tpl is None:
-            raise err.not_found(f"{scope}/instanceTemplates/{name}")
-        return tpl
-
-    def delete_template(self, region: str | None, name: str, request_id: str | None) -> Operation:
-        tpl = self.get_template(region, name)
-        for g in self.groups.values():
-            if g.template is tpl:
-                raise err.in_use("instance_template", tpl.path, g.path)
-        del self.templates[tpl.path]
-        op_type = "compute.instanceTemplates.delete"
-        op = self.new_op(
-            tpl.path.split("/instanceTemplates/")[0], op_type, tpl.path, tpl.id, request_id
-        )
-        self.finish(op, after=self.timings.operation)
-        return op
-
     # --- managed instance groups -------------------------------------------------------------
 
     def insert_group(self, scope: str, body: JSON, request_id: str | None) -> Operation:
-        name = _name(body)
+        name = resource_name(body)
         path = f"{scope}/instanceGroupManagers/{name}"
         if path in self.groups:
             raise err.already_exists(path)
@@ -240,7 +165,7 @@ class ComputeWorld(InstanceWorld):
         g.policy = self._workload_policy(body, region)
         self._check_tpu7x(g, props)
         target = _size(body.get("targetSize") or 0, "resource.targetSize")
-        self._check_size(g, target)
+        self.check_size(g, target)
         self.groups[path] = g
         self._grow(g, target)
         op = self.new_op(scope, "compute.instanceGroupManagers.insert", path, g.id, request_id)
@@ -265,7 +190,7 @@ class ComputeWorld(InstanceWorld):
     def create_instances(
         self, scope: str, name: str, body: JSON, request_id: str | None
     ) -> Operation:
-        g = self._live_group(scope, name)
+        g = self.live_group(scope, name)
         names = [i.get("name") for i in body.get("instances") or [] if isinstance(i, dict)]
         if not names:
             raise err.bad_field("resource.instances", "[]", "At least one instance is required.")
@@ -278,9 +203,9 @@ class ComputeWorld(InstanceWorld):
                 )
             if not g.regional and (g.zones[0], n) in self.instances:
                 raise err.already_exists(f"zones/{g.zones[0]}/instances/{n}")
-        self._check_size(g, g.target_size + len(names))
+        self.check_size(g, g.target_size + len(names))
         for n in names:
-            self._add_member(g, str(n))
+            self.add_member(g, str(n))
         g.target_size += len(names)
         op_type = "compute.instanceGroupManagers.createInstances"
         op = self.new_op(scope, op_type, g.path, g.id, request_id)
@@ -291,7 +216,7 @@ class ComputeWorld(InstanceWorld):
     def delete_instances(
         self, scope: str, name: str, body: JSON, request_id: str | None
     ) -> Operation:
-        g = self._live_group(scope, name)
+        g = self.live_group(scope, name)
         wanted = [relative(str(u)).rsplit("/", 1)[-1] for u in body.get("instances") or []]
         unknown = [n for n in wanted if n not in g.members]
         if unknown and not body.get("skipInstancesOnValidationError"):
@@ -308,8 +233,8 @@ class ComputeWorld(InstanceWorld):
         return op
 
     def resize(self, scope: str, name: str, size: int, request_id: str | None) -> Operation:
-        g = self._live_group(scope, name)
-        self._check_size(g, size)
+        g = self.live_group(scope, name)
+        self.check_size(g, size)
         if size > g.target_size:
             self._grow(g, size)
         else:
@@ -327,7 +252,7 @@ class ComputeWorld(InstanceWorld):
         """A bulk creation fails: the created hosts are rolled back, the failing member (the
         first when none is named) carries the error in ``lastAttempt``, the topology is
         FAILED, and the group does not retry [I]."""
-        g = self._live_group(scope, name)
+        g = self.live_group(scope, name)
         names = list(g.members)
         culprit = member or (names[0] if names else None)
         if culprit not in g.members:
@@ -347,13 +272,14 @@ class ComputeWorld(InstanceWorld):
     def _grow(self, g: Group, size: int) -> None:
         base = g.body.get("baseInstanceName") or g.name
         while len([m for m in g.members.values() if m.action != "DELETING"]) < size:
-            self._add_member(g, _generated(base, g.seq, self.next_seq()))
+            self.add_member(g, generated_name(base, g.seq, self.next_seq()))
         g.target_size = size
 
-    def _add_member(self, g: Group, name: str) -> None:
-        zone = None if g.regional else g.zones[0]
-        g.members[name] = Member(name, self.next_seq(), zone)
+    def add_member(self, g: Group, name: str, zone: str | None = None) -> Member:
+        zone = zone or (None if g.regional else g.zones[0])
+        member = g.members[name] = Member(name, self.next_seq(), zone)
         g.failed = None  # asking for hosts again starts a new attempt
+        return member
 
     def member_instance(self, g: Group, m: Member) -> Instance | None:
         vm = self.instances.get((m.zone or "", m.name))
@@ -428,7 +354,7 @@ class ComputeWorld(InstanceWorld):
             else [[m] for m in waiting]
         )  # a BULK group creates its hosts together; a repair is one host
         for batch in batches:
-            zone, refusal = self._place(g, len(batch))
+            zone, refusal = self.place(g, len(batch))
             if zone is None:
                 error = (refusal or err.stockout(g.zones[0])).errors[0]
                 for m in batch:
@@ -438,9 +364,9 @@ class ComputeWorld(InstanceWorld):
             g.bulk_error = None
             for m in batch:
                 m.zone = zone
-                self._create_member(g, m)
+                self.create_member(g, m)
 
-    def _place(self, g: Group, count: int) -> tuple[str | None, OpFailure | None]:
+    def place(self, g: Group, count: int) -> tuple[str | None, OpFailure | None]:
         """The first of the group's zones with capacity and quota for ``count`` hosts."""
         model, _ = scheduling(g.template.properties, "properties.scheduling")
         refusal: OpFailure | None = None
@@ -455,7 +381,7 @@ class ComputeWorld(InstanceWorld):
             return zone, None
         return None, refusal
 
-    def _create_member(self, g: Group, m: Member) -> None:
+    def create_member(self, g: Group, m: Member) -> None:
         assert m.zone is not None
         props = copy.deepcopy(g.template.properties)
         props["name"] = m.name
@@ -471,6 +397,8 @@ class ComputeWorld(InstanceWorld):
             ]
             return
         vm = self.make_instance(m.zone, m.name, g.machine, props, model, action)
+        if m.run is not None:
+            vm.max_run, vm.action = m.run, "DELETE"
         vm.group = g.path
         self.admit(vm)
         self.instances[(m.zone, m.name)] = vm
@@ -479,7 +407,7 @@ class ComputeWorld(InstanceWorld):
 
     # --- checks ------------------------------------------------------------------------------
 
-    def _live_group(self, scope: str, name: str) -> Group:
+    def live_group(self, scope: str, name: str) -> Group:
         g = self.get_group(scope, name)
         if g.deleting is not None:
             raise err.invalid(f"The instance group manager '{err.named(g.path)}' is being deleted.")
@@ -559,7 +487,7 @@ class ComputeWorld(InstanceWorld):
                     f"{machine.chips} chips.",
                 )
 
-    def _check_size(self, g: Group, size: int) -> None:
+    def check_size(self, g: Group, size: int) -> None:
         if size < 0:
             raise err.bad_field("size", size, "It must not be negative.")
         if g.hosts is not None and size > g.hosts:
@@ -571,15 +499,6 @@ class ComputeWorld(InstanceWorld):
             raise err.placement_policy_refused(g.machine.name)
 
 
-def _name(body: JSON) -> str:
-    name = body.get("name")
-    if not valid_name(name):
-        raise err.bad_field(
-            "resource.name", name, "Must be a match of regex '[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?'"
-        )
-    return str(name)
-
-
 def _size(value: Any, field: str) -> int:
     try:
         return int(value)
@@ -587,26 +506,7 @@ def _size(value: Any, field: str) -> int:
         raise err.bad_field(field, value) from None
 
 
-def _check_workload(workload: JSON) -> None:
-    """[3P: a topology only with HIGH_THROUGHPUT, never with maxTopologyDistance; I: words]"""
-    topology = workload.get("acceleratorTopology")
-    if topology and workload.get("maxTopologyDistance"):
-        raise err.bad_field(
-            "resource.workloadPolicy",
-            "acceleratorTopology",
-            "acceleratorTopology and maxTopologyDistance cannot both be set.",
-        )
-    if topology and workload.get("type") != "HIGH_THROUGHPUT":
-        raise err.bad_field(
-            "resource.workloadPolicy.type",
-            workload.get("type", ""),
-            "acceleratorTopology needs type HIGH_THROUGHPUT.",
-        )
-    if topology and topology_chips(str(topology)) is None:
-        raise err.bad_field("resource.workloadPolicy.acceleratorTopology", topology)
-
-
-def _generated(base: str, group_seq: int, seq: int) -> str:
+def generated_name(base: str, group_seq: int, seq: int) -> str:
     """``base-xxxx``: a random-looking 4-character suffix, deterministic per emulator [V]."""
     digest = hashlib.sha256(f"{group_seq}/{seq}".encode()).hexdigest()
     alphabet = "bcdfghjklmnpqrstvwxz0123456789"
@@ -614,4 +514,4 @@ def _generated(base: str, group_seq: int, seq: int) -> str:
     return f"{base[:58]}-{suffix}"
 
 
-__all__ = ["UP", "ComputeWorld", "Group", "Member", "fingerprint"]
+__all__ = ["UP", "Group", "GroupWorld", "Member", "fingerprint"]

@@ -28,7 +28,7 @@ from typing import Any
 from reconciler.emulator import _intake as intake
 from reconciler.emulator import _records as rec
 from reconciler.emulator._addresses import AddressPool
-from reconciler.emulator._compute_groups import ComputeWorld
+from reconciler.emulator._compute_resize import ComputeWorld
 from reconciler.emulator._faults import FaultBook
 from reconciler.emulator._quota import QuotaBook
 from reconciler.emulator._records import ApiError, NodeRecord, OpRecord, QRRecord

@@ -40,6 +40,10 @@ REQUESTS: dict[str, Any] = {
     "compute.regionInstanceGroupManagers.deleteInstances": (
         sdk.RegionInstanceGroupManagersDeleteInstancesRequest
     ),
+    "compute.instanceGroupManagerResizeRequests.insert": sdk.InstanceGroupManagerResizeRequest,
+    "compute.regionInstanceGroupManagerResizeRequests.insert": (
+        sdk.InstanceGroupManagerResizeRequest
+    ),
 }
 #: The SDK message of each route's answer; a route not named here answers an Operation.
 RESPONSES: dict[str, Any] = {
@@ -62,6 +66,14 @@ RESPONSES: dict[str, Any] = {
     "compute.regionInstanceGroupManagers.list": sdk.RegionInstanceGroupManagerList,
     "compute.regionInstanceGroupManagers.listManagedInstances": (
         sdk.RegionInstanceGroupManagersListInstancesResponse
+    ),
+    "compute.instanceGroupManagerResizeRequests.get": sdk.InstanceGroupManagerResizeRequest,
+    "compute.instanceGroupManagerResizeRequests.list": (
+        sdk.InstanceGroupManagerResizeRequestsListResponse
+    ),
+    "compute.regionInstanceGroupManagerResizeRequests.get": sdk.InstanceGroupManagerResizeRequest,
+    "compute.regionInstanceGroupManagerResizeRequests.list": (
+        sdk.RegionInstanceGroupManagerResizeRequestsListResponse
     ),
     "compute.zoneOperations.list": sdk.OperationList,
     "compute.regionOperations.list": sdk.OperationList,

@@ -279,3 +279,55 @@ def test_quota_holds_a_bulk_slice_back_until_it_fits(ce: ComputeApi) -> None:
     ce.emu.compute.set_quota("tpu7x", "preemptible", REGION, 8)
     ce.emu.advance(5)
     assert state(ce) == "ACTIVE"
+
+
+def test_a_resize_request_is_accepted_then_succeeds_when_every_host_fits(ce: ComputeApi) -> None:
+    ce.ok(ce.post(TEMPLATES, template("gpu-like", "ct6e-standard-4t")))
+    mig = {"name": "dws", "instanceTemplate": f"{TEMPLATES}/gpu-like", "targetSize": 0,
+           "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"}}  # fmt: skip
+    zonal = f"zones/{ZONE}/instanceGroupManagers/dws"
+    ce.ok(ce.post(f"zones/{ZONE}/instanceGroupManagers", mig))
+    ce.emu.compute.set_capacity(ZONE, "ct6e-standard-4t", 1)
+    body = {"name": "r1", "instances": [{"name": "w-0"}, {"name": "w-1"}],
+            "requestedRunDuration": {"seconds": "3600"}}  # fmt: skip
+    op = ce.ok(ce.post(f"{zonal}/resizeRequests", body))
+    assert op["operationType"] == "compute.instanceGroupManagers.createResizeRequest"
+    assert ce.ok(ce.get(f"{zonal}/resizeRequests/r1"))["state"] == "CREATING"
+    ce.emu.advance(1)
+    waiting = ce.ok(ce.get(f"{zonal}/resizeRequests/r1"))
+    assert waiting["state"] == "ACCEPTED"
+    assert waiting["status"]["lastAttempt"]["error"]["errors"][0]["code"] == (
+        "ZONE_RESOURCE_POOL_EXHAUSTED"
+    )
+    assert ce.emu.compute.instances() == []
+    ce.emu.compute.set_capacity(ZONE, "ct6e-standard-4t", 2)
+    done = ce.ok(ce.get(f"{zonal}/resizeRequests/r1"))
+    assert done["state"] == "SUCCEEDED" and "status" not in done
+    assert ce.ok(ce.get(zonal))["targetSize"] == 2
+    ce.emu.advance(2 + 3600)  # running, then deleted at the end of the requested run
+    assert ce.instance("w-0")["status"] == "STOPPING"
+    ce.emu.advance(1)
+    assert ce.get(f"zones/{ZONE}/instances/w-0").status_code == 404
+
+    for name in ("r2", "r3"):
+        queued = {"name": name, "resizeBy": 4, "requestedRunDuration": {"seconds": "600"}}
+        ce.ok(ce.post(f"{zonal}/resizeRequests", queued))
+    ce.emu.compute.set_capacity(ZONE, "ct6e-standard-4t", 0)
+    ce.emu.advance(1)
+    assert ce.delete(f"{zonal}/resizeRequests/r2").status_code == 400  # not final yet
+    ce.ok(ce.post(f"{zonal}/resizeRequests/r2/cancel"))
+    ce.emu.compute.fail_resize_request(ZONE, "dws", "r3", message="no luck")
+    listed = ce.ok(ce.get(f"{zonal}/resizeRequests"))["items"]
+    assert [(r["name"], r["state"]) for r in listed] == [
+        ("r1", "SUCCEEDED"), ("r2", "CANCELLED"), ("r3", "FAILED")
+    ]  # fmt: skip
+    assert listed[2]["status"] == {
+        "error": {"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": "no luck"}]}
+    }
+    ce.ok(ce.delete(f"{zonal}/resizeRequests/r2"))
+    both = {"name": "bad", "resizeBy": 1, "instances": [{"name": "x"}],
+            "requestedRunDuration": {"seconds": "600"}}  # fmt: skip
+    assert ce.post(f"{zonal}/resizeRequests", both).status_code == 400
+    short = {"name": "bad", "resizeBy": 1, "requestedRunDuration": {"seconds": "60"}}
+    assert ce.post(f"{zonal}/resizeRequests", short).status_code == 400
+    assert ce.post(f"{zonal}/resizeRequests", {"name": "bad", "resizeBy": 1}).status_code == 400
