@@ -39,7 +39,8 @@ from reconciler.emulator._compute_catalog import (
     valid_name,
 )
 from reconciler.emulator._compute_errors import OpFailure
-from reconciler.emulator._compute_instances import UP, machine_type, scheduling
+from reconciler.emulator._compute_instances import UP
+from reconciler.emulator._compute_intake import machine_type, scheduling
 from reconciler.emulator._compute_records import (
     JSON,
     Instance,

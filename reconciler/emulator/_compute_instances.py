@@ -24,6 +24,7 @@ nothing is created; past a quota limit, with QUOTA_EXCEEDED.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 import uuid
 from dataclasses import dataclass
@@ -32,14 +33,12 @@ from typing import Any
 from reconciler.emulator import _compute_errors as err
 from reconciler.emulator._addresses import AddressPool
 from reconciler.emulator._compute_catalog import (
-    MACHINE_TYPES,
-    REFUSED_PREFIXES,
     MachineType,
-    relative,
     resource_id,
     valid_name,
 )
 from reconciler.emulator._compute_errors import ComputeError, OpFailure
+from reconciler.emulator._compute_intake import duration, machine_type, scheduling
 from reconciler.emulator._compute_quota import ComputeQuotaBook
 from reconciler.emulator._compute_records import Instance, Operation, OpKey, fingerprint
 from reconciler.emulator._records import Clock
@@ -47,7 +46,6 @@ from reconciler.emulator._scenario import ComputeTimings
 
 #: Statuses in which an instance is (being) started and holds capacity.
 UP = frozenset({"PROVISIONING", "STAGING", "RUNNING"})
-_MODELS = ("STANDARD", "SPOT", "FLEX_START", "RESERVATION_BOUND")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,16 +62,6 @@ class FailureRule:
     http_status: int = 400
     after: float = 1.0
     count: int | None = None
-
-
-def duration(value: Any, field: str) -> float:
-    """A ``Duration`` JSON (``{"seconds": "3600", "nanos": 0}``) in seconds."""
-    if not isinstance(value, dict):
-        raise err.bad_field(field, value)
-    try:
-        return int(value.get("seconds") or 0) + int(value.get("nanos") or 0) / 1e9
-    except (TypeError, ValueError):
-        raise err.bad_field(field, value) from None
 
 
 class InstanceWorld:
@@ -140,7 +128,8 @@ class InstanceWorld:
     ) -> Operation:
         seq = self.next_seq()
         millis = int(self.clock.wall(self.t) * 1000)
-        name = f"operation-{millis}-{uuid.UUID(int=seq).hex[-13:]}-{seq:08x}"
+        tail = hashlib.sha256(f"{millis}/{seq}".encode()).hexdigest()
+        name = f"operation-{millis}-{tail[:13]}-{tail[13:21]}-{tail[21:29]}"  # Google's shape
         op = Operation(
             scope,
             name,
@@ -541,59 +530,4 @@ class InstanceWorld:
         self.terminate(vm)
 
 
-def machine_type(zone: str | None, value: str, *, field: str = "machine_type") -> MachineType:
-    """The catalogue entry an instance's ``machineType`` names (``zones/Z/machineTypes/MT``,
-    a full link, or a bare name, as a template gives it); ``zone`` None: any zone."""
-    path = relative(value)
-    m = re.fullmatch(r"(?:zones/([^/]+)/machineTypes/)?([^/]+)", path)
-    if m is None or (m.group(1) is not None and zone is not None and m.group(1) != zone):
-        raise err.bad_field(field, value, "Invalid machine type URL for this zone.")
-    name = m.group(2)
-    if name.startswith(REFUSED_PREFIXES):
-        raise err.not_allowed_machine_type(name)
-    found = MACHINE_TYPES.get(name)
-    if found is None:
-        where = f"zone '{zone}'" if zone else "any zone"
-        raise err.bad_field(
-            field, value, f"Machine type with name '{name}' does not exist in {where}."
-        )
-    return found
-
-
-def scheduling(body: dict[str, Any], field: str = "resource.scheduling") -> tuple[str, str]:
-    """(provisioning model, termination action) of an Instance or InstanceProperties, refusing
-    the combinations the service refuses [V: the enums; 3P: FLEX_START's companions; I: the
-    words]."""
-    sched = body.get("scheduling") or {}
-    model = sched.get("provisioningModel") or ("SPOT" if sched.get("preemptible") else "STANDARD")
-    if model not in _MODELS:
-        raise err.bad_field(f"{field}.provisioningModel", model)
-    if sched.get("onHostMaintenance") == "MIGRATE":
-        raise err.bad_field(
-            f"{field}.onHostMaintenance",
-            "MIGRATE",
-            "Instances with TPU machine types do not support live migration.",
-        )
-    params = body.get("params") or {}
-    if params.get("requestValidForDuration") is not None and model != "FLEX_START":
-        raise err.bad_field(
-            "resource.params.requestValidForDuration",
-            "set",
-            "It is allowed only with the FLEX_START provisioning model.",
-        )
-    if model == "FLEX_START" and sched.get("maxRunDuration") is None:
-        raise err.bad_field(
-            f"{field}.maxRunDuration", "", "FLEX_START instances need a maximum run duration."
-        )
-    if model == "RESERVATION_BOUND":
-        affinity = body.get("reservationAffinity") or {}
-        if affinity.get("consumeReservationType") != "SPECIFIC_RESERVATION":
-            raise err.bad_field(
-                "resource.reservationAffinity.consumeReservationType",
-                affinity.get("consumeReservationType", ""),
-                "RESERVATION_BOUND needs a SPECIFIC_RESERVATION.",
-            )
-    return model, str(sched.get("instanceTerminationAction") or "STOP")
-
-
-__all__ = ["UP", "ComputeError", "FailureRule", "InstanceWorld", "machine_type", "scheduling"]
+__all__ = ["UP", "ComputeError", "FailureRule", "InstanceWorld"]

@@ -25,7 +25,7 @@ from reconciler.emulator import _compute_errors as err
 from reconciler.emulator._addresses import AddressPool
 from reconciler.emulator._compute_catalog import link, resource_id, valid_name
 from reconciler.emulator._compute_groups import Group, GroupWorld, generated_name
-from reconciler.emulator._compute_instances import duration, scheduling
+from reconciler.emulator._compute_intake import duration, scheduling
 from reconciler.emulator._compute_records import JSON, Operation, Stamp
 from reconciler.emulator._compute_templates import resource_name
 from reconciler.emulator._records import Clock

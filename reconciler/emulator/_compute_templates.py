@@ -13,7 +13,8 @@ import copy
 from reconciler.emulator import _compute_errors as err
 from reconciler.emulator._addresses import AddressPool
 from reconciler.emulator._compute_catalog import resource_id, topology_chips, valid_name
-from reconciler.emulator._compute_instances import InstanceWorld, scheduling
+from reconciler.emulator._compute_instances import InstanceWorld
+from reconciler.emulator._compute_intake import scheduling
 from reconciler.emulator._compute_records import JSON, Operation, Policy, Template
 from reconciler.emulator._records import Clock
 from reconciler.emulator._scenario import ComputeTimings

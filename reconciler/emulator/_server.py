@@ -466,6 +466,11 @@ class Emulator:
             obj: Any = None
             if fault is not None and fault.http_status is not None:
                 status, payload = fault.http_status, _fault_body(fault, compute)
+                if self.record_responses and payload[:1] == b"{":
+                    try:
+                        obj = json.loads(payload)
+                    except ValueError:
+                        obj = payload.decode("utf-8", "replace")
             elif isinstance(body, str):
                 err = ApiError("INVALID_ARGUMENT", "the request body is not JSON")
                 status, obj = err.http_status, err.body()

@@ -78,6 +78,25 @@ def test_bad_inserts_are_refused_in_googles_envelope(
     assert ce.emu.compute.instances() == []
 
 
+def test_a_reservation_bound_instance_draws_on_its_reservation_not_the_zone(
+    ce: ComputeApi,
+) -> None:
+    ce.emu.compute.set_capacity(ZONE, "ct5p-hightpu-4t", 0)
+    affinity = {
+        "consumeReservationType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": ["mine"],
+    }
+    reserved = {"provisioningModel": "RESERVATION_BOUND", "instanceTerminationAction": "DELETE"}
+    refused = ce.post(INSTANCES, instance_body("r", "ct5p-hightpu-4t", scheduling=reserved))
+    assert refused.status_code == 400 and "SPECIFIC_RESERVATION" in refused.text
+    ce.insert("r", machine="ct5p-hightpu-4t", scheduling=reserved, reservationAffinity=affinity)
+    ce.emu.advance(2)
+    vm = ce.instance("r")
+    assert vm["status"] == "RUNNING" and vm["reservationAffinity"] == affinity
+    assert vm["scheduling"]["provisioningModel"] == "RESERVATION_BOUND"
+
+
 def test_conflicts_and_absences(ce: ComputeApi) -> None:
     ce.insert("a")
     dup = ce.post(INSTANCES, instance_body("a"))

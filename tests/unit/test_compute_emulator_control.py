@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from reconciler.emulator import Emulator, EmulatorClient, Scenario, ScenarioError
+from reconciler.emulator import Emulator, EmulatorClient, Fault, Scenario, ScenarioError
 from tests.fixtures.compute import POOL, REGION, ZONE, ComputeApi
 
 
@@ -88,3 +88,12 @@ def test_gcloud_env_points_compute_engine_at_the_emulator(ce: ComputeApi) -> Non
     env = ce.emu.gcloud_env("/tmp/cfg", "/tmp/token")
     assert env["CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE"] == ce.emu.url
     assert ce.emu.compute_url == f"{ce.emu.url}compute/v1/"
+
+
+def test_an_injected_fault_on_a_compute_route_answers_in_computes_envelope(ce: ComputeApi) -> None:
+    ce.emu.inject_fault(Fault(status=503, method="GET", path=r"/aggregated/instances$"))
+    refused = ce.get("aggregated/instances")
+    assert refused.status_code == 503
+    assert refused.json()["error"]["errors"][0]["reason"] == "backendError"
+    assert ce.ok(ce.get("aggregated/instances"))["items"] == {}
+    assert ce.emu.request_counts()["GET compute.instances.aggregatedList"] == 2
