@@ -5,10 +5,20 @@ points gcloud's Compute Engine calls at the emulator."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from reconciler.emulator import Emulator, EmulatorClient, Fault, Scenario, ScenarioError
+from reconciler.emulator import (
+    ComputeClient,
+    ComputeControls,
+    Emulator,
+    EmulatorClient,
+    Fault,
+    Scenario,
+    ScenarioError,
+)
+from reconciler.emulator._compute_control import ROUTES
 from tests.fixtures.compute import POOL, REGION, ZONE, ComputeApi
 
 
@@ -97,3 +107,13 @@ def test_an_injected_fault_on_a_compute_route_answers_in_computes_envelope(ce: C
     assert refused.json()["error"]["errors"][0]["reason"] == "backendError"
     assert ce.ok(ce.get("aggregated/instances"))["items"] == {}
     assert ce.emu.request_counts()["GET compute.instances.aggregatedList"] == 2
+
+
+def test_every_control_is_documented_and_the_client_has_every_method() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "emulator.md").read_text(encoding="utf-8")
+    for _method, path in ROUTES:
+        assert f"compute/{path}" in doc, path
+    public = {n for n in vars(ComputeControls) if not n.startswith("_")}
+    assert public - {"project"} <= {n for n in vars(ComputeClient) if not n.startswith("_")}
+    for name in public - {"project"}:
+        assert f"`{name}(" in doc or f"`{name}`" in doc or f", `{name}(" in doc, name
