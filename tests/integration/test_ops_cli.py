@@ -224,9 +224,12 @@ def test_events_follow_prints_new_events_and_ends_on_ctrl_c(tmp_path: Path) -> N
 def healthy_setup(emulator: Emulator, tmp_path: Path) -> Iterator[tuple[GoldenCli, dict[str, str]]]:
     require_tool("tmux")
     cli = GoldenCli(tmp_path)
+    key = tmp_path / "key"  # the tmux window's SSH needs one (doctor's ssh_key)
+    subprocess.run([require_tool("ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-f", str(key)])
     (tmp_path / "desired.yaml").write_text(
         "project: test-project\n"
-        "settings: {backend: rest, ntfy_topic: tpu-3f9c2a7b1e4d8c6a5b0f9e2d}\n"
+        "settings: {backend: rest, ntfy_topic: tpu-3f9c2a7b1e4d8c6a5b0f9e2d,\n"
+        f"           ssh_key: {key}}}\n"
         "slots:\n  - {name: a-1, zone: us-central2-b, accelerator: v4-8, want: held}\n",
         encoding="utf-8",
     )
@@ -240,7 +243,7 @@ def healthy_setup(emulator: Emulator, tmp_path: Path) -> Iterator[tuple[GoldenCl
 
 
 def test_doctor_healthy_against_the_emulator(
-    healthy_setup: tuple[GoldenCli, dict[str, str]],
+    healthy_setup: tuple[GoldenCli, dict[str, str]], tmp_path: Path
 ) -> None:
     cli, env = healthy_setup
     done = cli.run("--state-dir", "state", "doctor", "--json", env=env)
@@ -260,6 +263,8 @@ def test_doctor_healthy_against_the_emulator(
     )
     assert checks["oslogin_user"]["detail"] == "alice_example_com (cached)"
     assert checks["ssh_agent"]["status"] == "skip"
+    assert checks["ssh_key"]["detail"] == str(tmp_path / "key")
+    assert checks["ssh_reach"]["detail"] == "no live node in the controller's snapshot to try"
 
 
 def test_doctor_reports_an_api_that_refuses(
