@@ -102,6 +102,9 @@ def setup_logging(args: argparse.Namespace) -> None:
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    from reconciler.surfaces.cli._run_report import quiet_libraries
+
+    quiet_libraries(args.verbose)
 
 
 def _load_or_report(path: Path, store: Any = None) -> Any:
@@ -346,6 +349,10 @@ def run_cmd(args: argparse.Namespace) -> int:
     try:
         with ControllerLock(state, desired=args.file) as lock:
             controller = build_controller(args, allow_destructive=True, history=True, lock=lock)
+            if not args.quiet:  # the file's problems on stderr as they happen, not only logged
+                from reconciler.surfaces.cli._run_report import IntentReport
+
+                controller.events.listeners.append(IntentReport(str(args.file), _say))
 
             async def main() -> None:
                 stop = asyncio.Event()
@@ -375,6 +382,10 @@ def run_cmd(args: argparse.Namespace) -> int:
         )
         return EX_CONFIG
     return EX_OK
+
+
+def _say(line: str) -> None:
+    print(f"tpu-reconciler: {line}", file=sys.stderr, flush=True)
 
 
 def read_status(args: argparse.Namespace) -> StatusSnapshot:
