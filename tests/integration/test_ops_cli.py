@@ -400,6 +400,45 @@ def test_service_install_now_status_uninstall(tmp_path: Path) -> None:
     assert "not installed" in gone.stdout
 
 
+def test_service_install_refuses_the_demo_s_exports(emulator: Emulator, tmp_path: Path) -> None:
+    """The shell `demo --keep` leaves: the emulator's endpoints, the demo's gcloud config and
+    token, its files (exactly the variables the demo exports). Refused in one line naming
+    them, no unit written; --allow-emulator writes it anyway."""
+    work = tmp_path / "tpu-reconciler-demo-abc123"
+    work.mkdir()
+    (work / "desired.yaml").write_text("project: my-project\n")
+    env = {
+        **emulator.gcloud_env(str(work / "gcloud"), str(work / "token"), "my-project"),
+        "TPU_RECONCILER_FILE": str(work / "desired.yaml"),
+        "TPU_RECONCILER_STATE_DIR": str(work / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "PATH": "/usr/bin:/bin",
+    }
+    units = tmp_path / "config" / "systemd" / "user"
+    done = subprocess.run(
+        [*CLI, "service", "install"], env=clean_env(env), capture_output=True, text=True
+    )
+    assert done.returncode == 1 and done.stdout == "", done
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: refusing to write the emulator or the demo into the unit")
+    for name in ("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", "CLOUDSDK_CONFIG", "TPU_RECONCILER_FILE",
+                 "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", "CLOUDSDK_CORE_ACCOUNT"):  # fmt: skip
+        assert f"{name}=" in line, name
+    assert f"={emulator.url} (a local endpoint: an emulator)" in line
+    assert line.endswith("or pass --allow-emulator")
+    assert not units.exists()
+    allowed = subprocess.run(
+        [*CLI, "service", "install", "--allow-emulator"],
+        env=clean_env(env),
+        capture_output=True,
+        text=True,
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert "note: the unit keeps emulator/demo settings (--allow-emulator)" in allowed.stdout
+    (unit,) = units.glob("tpu-reconciler@desired-*.service")
+    assert emulator.url in unit.read_text()
+
+
 # --- completion -------------------------------------------------------------------------------
 
 
