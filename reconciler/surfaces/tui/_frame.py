@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import read_status
 from reconciler.core.render import restart_note
+from reconciler.core.terminal_text import escaped
 from reconciler.errors import StatusUnreadable
 from reconciler.model.durations import format_duration
 from reconciler.model.stamps import epoch_or_none
@@ -55,10 +56,7 @@ def _text(value: Any, default: str = "") -> str:
     """Snapshot text made safe for a terminal: control characters escaped."""
     if value is None:
         return default
-    text = str(value)
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    return escaped(str(value))
 
 
 @dataclass(frozen=True, slots=True)
