@@ -97,6 +97,7 @@ Screen { layout: vertical; }
 #slots { height: 1fr; min-height: 4; }
 #races { height: auto; max-height: 3; padding: 0 1; color: $text-muted; }
 #pane { height: 35%; min-height: 4; border-top: solid $primary; }
+#pane.tall { height: 70%; }
 #pane > * { height: 1fr; padding: 0 1; }
 #filter { display: none; height: 1; border: none; padding: 0 1; }
 #filter.shown { display: block; }
@@ -119,13 +120,14 @@ class TpuApp(KeyActions):
     CSS = CSS
     TITLE = "tpu-reconciler"
     ENABLE_COMMAND_PALETTE = False  # every action has its key (?); saves start-up work
-    BINDINGS: ClassVar[list[BindingType]] = [  # the footer shows them in this order
+    # The footer shows those with ``show`` in this order; they fit 80 columns (? lists all).
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit_app", "quit"),
         Binding("c", "hold", "hold"),
         Binding("a", "hold_all", "hold all", show=False),
-        Binding("b", "bucket", "bucket"),
-        Binding("B", "race_bucket", "race", key_display="B"),
+        Binding("b", "bucket", "bucket", show=False),
+        Binding("B", "race_bucket", "race", key_display="B", show=False),
         Binding("d", "release", "release"),
         Binding("x", "close_tmux", "close tmux", show=False),
         Binding("o", "open_tmux", "tmux", show=False),
@@ -140,7 +142,7 @@ class TpuApp(KeyActions):
         Binding("e", "pane('events')", "events"),
         Binding("h", "pane('history')", "history", show=False),
         Binding("u", "pane('chips')", "chips", show=False),
-        Binding("slash", "filter", "filter", key_display="/"),
+        Binding("slash", "filter", "filter", key_display="/", show=False),
         Binding("r", "reload", "reload", show=False),
         Binding("escape", "clear_filter", show=False),
     ]
@@ -416,7 +418,9 @@ class TpuApp(KeyActions):
     # -- panes -----------------------------------------------------------------------------
     def action_pane(self, name: str) -> None:
         self.pane = name
-        self.query_one(ContentSwitcher).current = name
+        switcher = self.query_one(ContentSwitcher)
+        switcher.current = name
+        switcher.set_class(name == "history", "tall")  # a plot needs the room (80x24 too)
         if name == "history":  # drawn for the width it has once it is laid out
             self.call_after_refresh(self._pane_follow)
         else:
