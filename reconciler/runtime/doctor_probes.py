@@ -26,6 +26,7 @@ from typing import Any
 
 from reconciler.adapters import gcloud_stderr
 from reconciler.adapters.auth import TOKEN_ENV, TOKEN_FILE_ENV, GcloudAccessToken
+from reconciler.adapters.disk_space import disk_of
 from reconciler.adapters.lab import user_name
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import read_status
@@ -37,6 +38,7 @@ from reconciler.runtime import doctor as d
 from reconciler.runtime import doctor_lab as dl
 from reconciler.runtime import doctor_ssh as ds
 from reconciler.runtime.desired_loader import DesiredLoader
+from reconciler.runtime.doctor_disk import check_state_disk
 from reconciler.runtime.doctor_lab_probes import probe_cloud_quotas, probe_state_files
 from reconciler.runtime.doctor_ssh_probes import live_node, probe_key, probe_reach
 from reconciler.runtime.lock import read_holder
@@ -333,6 +335,7 @@ async def diagnose(
         d.check_quota_project(api),
         *([dl.check_cloud_quotas(quotas, blocked)] if settings.quota_source == "cloud" else []),
         d.check_state_dir(str(state_root), probe_state_dir(state_root), os.getuid()),
+        check_state_disk(str(state_root), disk_of(state_root)),
         *([_state_files(*lab_files)] if lab_files is not None else []),
         d.check_controller(pid),
         d.check_snapshot(snapshot, problem, now, poll, pid is not None),

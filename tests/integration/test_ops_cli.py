@@ -398,6 +398,11 @@ def test_service_install_now_status_uninstall(tmp_path: Path) -> None:
     ]
     gone = cli.run("--state-dir", "state", "service", "status", env=env, code=3)
     assert "not installed" in gone.stdout
+    # Installed, but no systemd on this machine: nothing runs it, so not running (3).
+    cli.run("--state-dir", "state", "service", "install", env=env)
+    no_systemd = {**env, "PATH": str(tmp_path / "empty")}
+    alone = cli.run("--state-dir", "state", "service", "status", env=no_systemd, code=3)
+    assert "systemd: systemctl not found" in alone.stdout
 
 
 def test_service_install_refuses_the_demo_s_exports(emulator: Emulator, tmp_path: Path) -> None:
@@ -437,6 +442,39 @@ def test_service_install_refuses_the_demo_s_exports(emulator: Emulator, tmp_path
     assert "note: the unit keeps emulator/demo settings (--allow-emulator)" in allowed.stdout
     (unit,) = units.glob("tpu-reconciler@desired-*.service")
     assert emulator.url in unit.read_text()
+
+
+# --- confirm ------------------------------------------------------------------------------------
+
+
+def test_confirm_without_an_id_asks_and_refuses_without_a_terminal(watched: GoldenCli) -> None:
+    """Like ``release``: with no FINGERPRINT, a person at a terminal says yes to the deletes
+    shown; without a terminal nobody can, so it refuses (exit 2) and writes nothing."""
+    path = watched.cwd / "state" / "status.json"
+    doc = json.loads(path.read_text())
+    doc["plan"]["guard"] = {
+        "limit": 2,
+        "deletes": ["us-central2-b/a@1", "us-central2-b/b@2", "us-central2-b/c@3"],
+        "slots": ["a", "b", "c"],
+        "fingerprint": "0123456789abcdef",
+        "command": "tpu-reconciler confirm 0123456789abcdef",
+    }
+    path.write_text(json.dumps(doc))
+    confirmation = watched.cwd / "state" / "confirm.json"
+    piped = watched.run("--state-dir", "state", "confirm", code=2)
+    assert piped.stdout == ""
+    assert "3 delete(s) wait for confirmation (us-central2-b/a@1, " in piped.stderr
+    assert "stdin is not a terminal, so nobody can confirm" in piped.stderr
+    assert "tpu-reconciler confirm 0123456789abcdef" in piped.stderr
+    assert not confirmation.exists()
+
+    no = Pty(watched.cwd, ["--state-dir", "state", "confirm"])
+    no.answer(r"Delete 3 running TPU\(s\): us-central2-b/a@1, .*\? \[y/N\]", "n")
+    assert no.finish() == 2 and not confirmation.exists()
+    yes = Pty(watched.cwd, ["--state-dir", "state", "confirm"])
+    yes.answer(r"\[y/N\]", "y")
+    yes.expect("confirmed 3 delete")
+    assert yes.finish() == 0 and confirmation.exists()
 
 
 # --- completion -------------------------------------------------------------------------------

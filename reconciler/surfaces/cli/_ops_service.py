@@ -188,13 +188,13 @@ def status_command(args: argparse.Namespace) -> int:
     same = current == service.unit_text(spec)
     print(f"file: {path} ({'current' if same else 'differs from a fresh install: re-run it'})")
     systemctl = service.systemctl_path(env)
-    if systemctl is None:
-        print("systemd: systemctl not found")
-        return EX_OK
+    if systemctl is None:  # nothing can say it runs: not running, as the docs promise
+        print("systemd: systemctl not found (nothing runs the unit here)")
+        return EX_NOT_RUNNING
     state = service.unit_state(systemctl, name, env)
     if isinstance(state, str):
         print(f"systemd: unavailable ({state})")
-        return EX_OK
+        return EX_NOT_RUNNING
     print(
         f"systemd: {state['ActiveState'] or '?'} ({state['SubState'] or '?'}), "
         f"{state['UnitFileState'] or 'unknown'}, pid {state['MainPID'] or '-'}, "
