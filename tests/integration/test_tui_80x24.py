@@ -91,6 +91,8 @@ def test_the_tui_at_80x24(tmp_path: Path, tmux_socket: str, tmux_server: object)
         top = next(i for i, x in enumerate(lines) if "Capacity history" in x)
         axis = next(i for i, x in enumerate(lines) if "+-----" in x)
         assert axis - top >= 10, screen  # the waits' chart whole, with its axis
+        today = time.strftime("%m-%d", time.gmtime())
+        assert lines[axis + 1].rstrip().endswith(today), screen  # its right label not cut
         assert lines[-1].split()[:2] == ["?", "help"]  # the footer stays
     finally:
         _tmux(tmux_socket, "send-keys", "-t", "tui", "q")

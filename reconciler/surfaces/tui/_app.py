@@ -445,11 +445,17 @@ class TpuApp(KeyActions):
                 self._follow_logs(row)
         elif self.pane == "history":
             # Drawn again once a minute at most (the store changes slowly), or at another width.
-            width = max(40, self.query_one("#history", RichLog).size.width - 1)
+            width = self.history_width()
             drawn = (int((self.frame.now if self.frame else 0.0) // 60), width)
             if drawn != self._history_for:
                 self._history_for = drawn
                 self._load_history(width)
+
+    def history_width(self) -> int:
+        """The columns a chart may take in the history pane: inside its padding, and clear of
+        the scroll bar a long chart brings (else its right-hand labels are cut)."""
+        log = self.query_one("#history", RichLog)
+        return max(40, log.content_region.width - log.styles.scrollbar_size_vertical)
 
     @work(exclusive=True, group="history", thread=True)
     def _load_history(self, width: int) -> None:
@@ -468,6 +474,9 @@ class TpuApp(KeyActions):
         pane = self.query_one("#history", RichLog)
         pane.clear()
         pane.write(text.rstrip("\n"))
+        # The first drawing may come before the pane's layout settled (its scroll bar, its
+        # padding): look again once it has, and draw at the width it really has.
+        self.call_after_refresh(self._pane_follow)
 
     @work(exclusive=True, group="info", thread=True)
     def _load_info(self, slot: str | None, pane: str = "info") -> None:
