@@ -103,11 +103,14 @@ def test_plan_shows_terraform_style_and_detailed_exit_code(cli: SpineCli) -> Non
 
 
 def _interrupted_apply(cli: SpineCli, fault: Fault, until: str) -> subprocess.CompletedProcess[str]:
-    """``apply``, Ctrl-C once its stdout shows ``until`` (or at once for "")."""
+    """``apply``, Ctrl-C once it holds the state directory's lock and its stdout shows
+    ``until``, while ``fault`` holds the emulator's answer."""
     cli.emu.inject_fault(fault)
+    lock = Path(cli.env["TPU_RECONCILER_STATE_DIR"]) / "controller.lock"
+    lock.unlink(missing_ok=True)
     proc = subprocess.Popen(
         cli.argv("apply", "--yes"), env=cli.env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     assert proc.stdout is not None
     shown = ""
@@ -115,6 +118,9 @@ def _interrupted_apply(cli: SpineCli, fault: Fault, until: str) -> subprocess.Co
         line = proc.stdout.readline()
         assert line, "apply ended before " + until
         shown += line
+    deadline = time.monotonic() + 30
+    while not lock.exists() and time.monotonic() < deadline:  # apply has begun
+        time.sleep(0.05)
     time.sleep(0.5)  # the request is on its way (the fault holds its answer)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
