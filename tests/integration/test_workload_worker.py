@@ -489,7 +489,7 @@ async def test_logs_follow_moves_to_a_recreated_node(
         looks.append(_logs.Target(world.node if len(looks) < 3 else recreated, None))
         return looks[-1]
 
-    args = argparse.Namespace(slot=SLOT, worker=0, attempt=None, lines=100)
+    args = argparse.Namespace(slot=SLOT, worker=0, attempt=None, lines=100, raw=False)
     task = asyncio.create_task(_logs._follow(world.runner, args, look))
 
     def printed() -> list[str]:
