@@ -256,8 +256,9 @@ def recommend_command(args: argparse.Namespace) -> int:
     from reconciler.intent.edits_race import RaceZones
     from reconciler.surfaces.cli._intent import _run
 
-    if not args.json:
-        print(format_recommend(doc), end="")
+    if not args.json:  # the ranking; the names written are the edit's (its diff and note):
+        # the paste-in snippet's would differ where the file already has such names
+        print(format_recommend({**doc, "race_group_yaml": None}), end="")
     zones = tuple(z["zone"] for z in doc["zones"])
     run = args.max_run_duration
     return _run(

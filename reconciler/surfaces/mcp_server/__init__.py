@@ -18,6 +18,8 @@ One module per group of tools, as the CLI has ``cli/_<group>.py``, each with
     _control    suspend, resume, confirm_deletes
     _common     what they share; ``edit_tool`` makes an edit tool's parameters from its edit
                 class (``reconciler.intent.edits*``), so they are never copied by hand
+    _protocol   the ``Server``: unknown tools and arguments refused by name, missing and
+                wrong arguments in one line, malformed JSON-RPC answered with its error
 
 Results are dicts with ``schema_version`` ``tpu-reconciler.mcp.v1``. Edits take an optional
 ``operation_id``: an identical retry returns the first result with ``status: "exists"``; the
@@ -50,6 +52,7 @@ from reconciler.surfaces.mcp_server import (
     _tmux,
     _workload,
 )
+from reconciler.surfaces.mcp_server._protocol import Server
 
 log = logging.getLogger("reconciler.mcp")
 
@@ -69,7 +72,7 @@ GROUPS: Final = (_read, _slots, _setup, _tmux, _workload, _control, _quota)
 def build_server(store: IntentEditor) -> MCPServer:
     """The server with every tool; each group of tools registers itself (a new feature adds
     its own ``_<feature>.py`` with ``register(server, store)`` and one entry in ``GROUPS``)."""
-    server = MCPServer(
+    server = Server(
         "tpu-reconciler", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
     for group in GROUPS:

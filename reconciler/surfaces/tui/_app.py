@@ -97,6 +97,7 @@ Screen { layout: vertical; }
 #slots { height: 1fr; min-height: 4; }
 #races { height: auto; max-height: 3; padding: 0 1; color: $text-muted; }
 #pane { height: 35%; min-height: 4; border-top: solid $primary; }
+#pane.tall { height: 70%; }
 #pane > * { height: 1fr; padding: 0 1; }
 #filter { display: none; height: 1; border: none; padding: 0 1; }
 #filter.shown { display: block; }
@@ -119,13 +120,14 @@ class TpuApp(KeyActions):
     CSS = CSS
     TITLE = "tpu-reconciler"
     ENABLE_COMMAND_PALETTE = False  # every action has its key (?); saves start-up work
-    BINDINGS: ClassVar[list[BindingType]] = [  # the footer shows them in this order
+    # The footer shows those with ``show`` in this order; they fit 80 columns (? lists all).
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit_app", "quit"),
         Binding("c", "hold", "hold"),
         Binding("a", "hold_all", "hold all", show=False),
-        Binding("b", "bucket", "bucket"),
-        Binding("B", "race_bucket", "race", key_display="B"),
+        Binding("b", "bucket", "bucket", show=False),
+        Binding("B", "race_bucket", "race", key_display="B", show=False),
         Binding("d", "release", "release"),
         Binding("x", "close_tmux", "close tmux", show=False),
         Binding("o", "open_tmux", "tmux", show=False),
@@ -140,7 +142,7 @@ class TpuApp(KeyActions):
         Binding("e", "pane('events')", "events"),
         Binding("h", "pane('history')", "history", show=False),
         Binding("u", "pane('chips')", "chips", show=False),
-        Binding("slash", "filter", "filter", key_display="/"),
+        Binding("slash", "filter", "filter", key_display="/", show=False),
         Binding("r", "reload", "reload", show=False),
         Binding("escape", "clear_filter", show=False),
     ]
@@ -416,7 +418,9 @@ class TpuApp(KeyActions):
     # -- panes -----------------------------------------------------------------------------
     def action_pane(self, name: str) -> None:
         self.pane = name
-        self.query_one(ContentSwitcher).current = name
+        switcher = self.query_one(ContentSwitcher)
+        switcher.current = name
+        switcher.set_class(name == "history", "tall")  # a plot needs the room (80x24 too)
         if name == "history":  # drawn for the width it has once it is laid out
             self.call_after_refresh(self._pane_follow)
         else:
@@ -441,11 +445,17 @@ class TpuApp(KeyActions):
                 self._follow_logs(row)
         elif self.pane == "history":
             # Drawn again once a minute at most (the store changes slowly), or at another width.
-            width = max(40, self.query_one("#history", RichLog).size.width - 1)
+            width = self.history_width()
             drawn = (int((self.frame.now if self.frame else 0.0) // 60), width)
             if drawn != self._history_for:
                 self._history_for = drawn
                 self._load_history(width)
+
+    def history_width(self) -> int:
+        """The columns a chart may take in the history pane: inside its padding, and clear of
+        the scroll bar a long chart brings (else its right-hand labels are cut)."""
+        log = self.query_one("#history", RichLog)
+        return max(40, log.content_region.width - log.styles.scrollbar_size_vertical)
 
     @work(exclusive=True, group="history", thread=True)
     def _load_history(self, width: int) -> None:
@@ -464,6 +474,9 @@ class TpuApp(KeyActions):
         pane = self.query_one("#history", RichLog)
         pane.clear()
         pane.write(text.rstrip("\n"))
+        # The first drawing may come before the pane's layout settled (its scroll bar, its
+        # padding): look again once it has, and draw at the width it really has.
+        self.call_after_refresh(self._pane_follow)
 
     @work(exclusive=True, group="info", thread=True)
     def _load_info(self, slot: str | None, pane: str = "info") -> None:
