@@ -210,7 +210,8 @@ def _row(
         ends, why = as_of, RELEASING
     if kind is not None:
         tail = spans[-1] if spans and spans[-1].end is None and spans[-1].kind == kind else None
-        start = since if since is not None else tail.start if tail is not None else as_of
+        created = epoch_or_none(row.create_time)
+        start = since if since is not None else tail.start if tail is not None else created or as_of
         spans = _before(spans, start)
         sent = epoch_or_none(row.create_time) or start
         expected = _active(spec, sent, hint) if hint is not None else None

@@ -294,6 +294,12 @@ def _items(items: Sequence[str], width: int) -> list[str]:
     return lines
 
 
+def waiting(timeline: LabTimeline) -> list[tuple[Row, Estimate]]:
+    """The rows with an estimate, soonest first (never last)."""
+    found = [(r, r.estimate) for r in timeline.rows() if r.estimate is not None]
+    return sorted(found, key=lambda item: (item[1].start is None, item[1].start or 0.0))
+
+
 def notes(timeline: LabTimeline, width: int) -> list[str]:
     """The words under the chart: the legend, what is scheduled, the estimates."""
     width = max(MIN_WIDTH, width)
@@ -302,13 +308,9 @@ def notes(timeline: LabTimeline, width: int) -> list[str]:
         out += ["", "Scheduled (UTC):"]
         for at, words in moments:
             out += _wrap(f"  {_when(at)}  {words}", width)
-    waiting = sorted(
-        ((r, r.estimate) for r in timeline.rows() if r.estimate is not None),
-        key=lambda item: (item[1].start is None, item[1].start or 0.0),
-    )
-    if waiting:
+    if found := waiting(timeline):
         out += ["", "Waiting for a quota or a cap (estimates, in the quota's fair order):"]
-        for row, e in waiting:
+        for row, e in found:
             label = (
                 "next run" if e.renewal else "starts" if e.start is not None else "never starts:"
             )

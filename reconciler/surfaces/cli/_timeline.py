@@ -13,6 +13,7 @@ from reconciler.surfaces.cli._say import err
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Mapping
 
     from reconciler.model.desired import Desired
 
@@ -103,3 +104,20 @@ def timeline_cmd(args: argparse.Namespace) -> int:
         width = args.width or shutil.get_terminal_size((80, 24)).columns
         print(format_timeline(found, width), end="")
     return EX_OK
+
+
+def html_section(args: argparse.Namespace, filters: Mapping[str, str | None]) -> str:
+    """``history --html``'s section of the lab's timeline (its rows narrowed to the page's
+    ``--zone``, ``--accelerator`` and ``--mode``); "" when the history cannot be read."""
+    from reconciler.core.timeline import only
+    from reconciler.core.timeline_svg import section
+    from reconciler.errors import ReconcilerError
+    from reconciler.runtime.timeline import lab_timeline
+    from reconciler.surfaces.cli._reconcile import state_dir
+    from reconciler.surfaces.cli._snapshot import current_status
+
+    try:
+        found = lab_timeline(current_status(args), _desired(args), state_dir(args).history)
+    except ReconcilerError:
+        return ""
+    return section(only(found, **filters))
