@@ -241,8 +241,7 @@ def scheduled(timeline: LabTimeline) -> list[tuple[float, str]]:
             if m.at < timeline.as_of and (m.until or m.at) < timeline.as_of:
                 continue
             if m.kind == END:
-                what = "released" if m.text in ("hold_until", "hold_for") else m.text
-                words = f"{_who(row)} {what}" + (f" ({m.text})" if what == "released" else "")
+                words = f"{_who(row)} {end_words(m.text)}"
             elif m.kind == START_AT:
                 words = f"{_who(row)} start_at: capacity not before then"
             elif m.kind == MAINTENANCE:
@@ -254,12 +253,22 @@ def scheduled(timeline: LabTimeline) -> list[tuple[float, str]]:
     return sorted(out)
 
 
+def end_words(reason: str) -> str:
+    """``released (hold_until)``, ``flex-start run ends``: a scheduled end in words."""
+    return f"released ({reason})" if reason in ("hold_until", "hold_for") else reason
+
+
+def end_time(at: float, as_of: float) -> str:
+    """``03-02 03:00 (in 3h)``."""
+    return f"{_when(at)} ({_in(at - as_of)})"
+
+
 def estimate_words(row: Row, e: Estimate, as_of: float) -> str:
     """``~03-01 13:00 (in 4h), when b-1 (bob) ends (hold_for); after b-2; then ~2h in the
     queue (p50 of 14)`` or ``never: ...``."""
     if e.start is None:
         return f"never: {e.never}"
-    words = f"~{_when(e.start)} ({_in(e.start - as_of)}), {e.because}"
+    words = f"~{end_time(e.start, as_of)}, {e.because}"
     if e.ahead:
         words += f"; after {', '.join(e.ahead)}"
     hint = row.expected_wait

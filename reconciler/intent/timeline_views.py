@@ -10,9 +10,11 @@ May: read the snapshot, the file, the lock and the history (through ``intent.vie
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from reconciler.adapters.statedir import StateDir
 from reconciler.core.memory import Memory
 from reconciler.core.status import build_status
 from reconciler.core.timeline import LabTimeline, moment
@@ -25,11 +27,16 @@ from reconciler.model.status import ControllerInfo, StatusSnapshot
 from reconciler.runtime.lock import read_holder
 from reconciler.runtime.timeline import as_of, lab_timeline
 
+Holder = Callable[[StateDir], int | None]
 NO_SNAPSHOT = "no status snapshot yet (has the controller run?): desired.yaml only"
 
 
 def _snapshot(
-    store: IntentEditor, snap: StatusSnapshot | None, desired: Desired | None, errors: list[str]
+    store: IntentEditor,
+    snap: StatusSnapshot | None,
+    desired: Desired | None,
+    errors: list[str],
+    holder: Holder,
 ) -> StatusSnapshot:
     """The snapshot to draw: the controller's, else one of desired.yaml alone; ``controller``
     from the lock."""
@@ -47,7 +54,7 @@ def _snapshot(
             backend=backend,
         )
         snap = replace(snap, note=NO_SNAPSHOT)
-    pid = read_holder(store.state)
+    pid = holder(store.state)
     return replace(snap, controller=ControllerInfo(pid is not None, pid))
 
 
@@ -55,19 +62,21 @@ def read(
     store: IntentEditor,
     *,
     by: str = "owner",
-    since: str | None = None,
-    until: str | None = None,
+    since: str | float | None = None,
+    until: str | float | None = None,
     saved: StatusSnapshot | None = None,
+    holder: Holder = read_holder,
 ) -> LabTimeline:
     """The picture as of the snapshot (``saved``: the controller's, already read); ``since`` /
-    ``until`` as ``timeline`` takes them (a duration back or ahead, or an ISO time).
-    ``ViewError`` for one it cannot read."""
+    ``until`` as ``timeline`` takes them (a duration back or ahead, or an ISO time) or epoch
+    seconds; ``holder``: who holds the controller lock. ``ViewError`` for a time it cannot
+    read."""
     desired, errors = views._desired(store)
-    snap = _snapshot(store, saved or views.read_snapshot(store), desired, errors)
+    snap = _snapshot(store, saved or views.read_snapshot(store), desired, errors, holder)
     now = as_of(snap)
     try:
-        start = None if since is None else moment(since, now, ahead=False)
-        end = None if until is None else moment(until, now, ahead=True)
+        start = since if not isinstance(since, str) else moment(since, now, ahead=False)
+        end = until if not isinstance(until, str) else moment(until, now, ahead=True)
         return lab_timeline(snap, desired, store.state.history, since=start, until=end, by=by)
     except ValueError as e:
         raise ViewError(f"timeline: {e}") from None
