@@ -27,6 +27,7 @@ from typing import Final
 
 from reconciler.core import timeline_estimate as est
 from reconciler.core.capacity import Place, WaitHint
+from reconciler.core.capacity_chart import chips_of as place_chips
 from reconciler.core.quota import applies
 from reconciler.core.timeline_facts import (
     FLEX_END,
@@ -51,10 +52,8 @@ from reconciler.core.timeline_past import (
     Span,
     kind_of,
 )
-from reconciler.errors import UnsafeName
 from reconciler.model.desired import Desired, QuotaSpec, SlotSpec
 from reconciler.model.durations import format_duration, parse_duration
-from reconciler.model.multislice import chips as chips_of
 from reconciler.model.stamps import epoch_or_none
 from reconciler.model.status import SlotStatus, StatusSnapshot
 from reconciler.model.times import parse_instant, utc_text
@@ -96,6 +95,7 @@ class Row:
     end_reason: str | None = None
     estimate: est.Estimate | None = None
     expected_wait: WaitHint | None = None
+    since: float | None = None  # in its present state since (the snapshot's ``state_since``)
     note: str = ""
 
 
@@ -267,6 +267,7 @@ def _row(
         end_reason=why,
         estimate=estimate,
         expected_wait=hint,
+        since=since,
     )
 
 
@@ -276,16 +277,14 @@ def _p50(hint: WaitHint) -> str:
 
 def _gone(where: tuple[str, str], past: Past, facts: Facts, since: float) -> Row | None:
     """A request the history knows and the snapshot does not (gone, or a slot left the file),
-    when it did something in the window."""
+    when it did something in the window. A last state the history left open (its recorder
+    stopped watching before the request went) is not drawn: how long it lasted is not known."""
     zone, slot = where
-    spans = _before(past.spans, facts.as_of)
-    if not any(s.end is None or s.end > since for s in spans):
+    spans = _before([s for s in past.spans if s.end is not None], facts.as_of)
+    if not any(s.end is not None and s.end > since for s in spans):
         return None
     spec = facts.spec(slot)
-    try:
-        n = chips_of(past.accelerator) if past.accelerator != "?" else 0
-    except UnsafeName:
-        n = 0
+    n = place_chips(past.accelerator)
     return Row(
         slot=slot,
         owner=spec.owner if spec is not None and spec.zone == zone else None,

@@ -190,8 +190,9 @@ def estimate(
     now: float,
 ) -> dict[str, Estimate]:
     """Per waiting slot (and per flex-start slot renewing within the scheduled ends), when its
-    create can go. ``lab`` (``core.quota_share.lab``'s value: owners, priorities, caps) is
-    counted on here: pass one of its own. See the module docstring for the rules."""
+    create can go. ``lab`` (a ``core.quota_share.Lab``: owners, priorities, caps) is counted
+    on here, its ``held`` from ``holders``: pass a fresh one, with nothing held. See the module
+    docstring for the rules."""
     replay = _Replay(limits, lab)
     for lim in limits:
         replay.use[key(lim.spec)] = lim.used

@@ -284,7 +284,8 @@ def _queued_words(row: Row, as_of: float) -> str | None:
     queued = [s for s in row.spans if s.kind == QUEUED_SPAN and not s.estimate]
     if hint is None or not queued or queued[-1].end not in (None, as_of):
         return None
-    waited = f"queued {format_duration(as_of - queued[-1].start)}"
+    since = row.since if row.since is not None else queued[-1].start
+    waited = f"queued {format_duration(as_of - since)}"
     p50 = f"p50 {format_duration(hint.p50_seconds)} ({hint.samples} samples)"
     expected = next((m.at for m in row.marks if m.kind == EXPECTED), None)
     if expected is not None:
@@ -314,11 +315,11 @@ def notes(timeline: LabTimeline, width: int) -> list[str]:
     width = max(MIN_WIDTH, width)
     out = _items(LEGEND, width)
     if moments := scheduled(timeline):
-        out += ["", "Scheduled (UTC):"]
+        out += ["", *_wrap("Scheduled (UTC):", width)]
         for at, words in moments:
             out += _wrap(f"  {_when(at)}  {words}", width)
     if found := waiting(timeline):
-        out += ["", "Waiting for a quota or a cap (estimates, in the quota's fair order):"]
+        out += ["", *_wrap("Waiting for a quota or a cap (estimates, in the fair order):", width)]
         for row, e in found:
             label = (
                 "next run" if e.renewal else "starts" if e.start is not None else "never starts:"
@@ -327,7 +328,7 @@ def notes(timeline: LabTimeline, width: int) -> list[str]:
             out += _wrap(f"  {_who(row)} {label} {words}", width)
     queued = [(r, w) for r in timeline.rows() if (w := _queued_words(r, timeline.as_of))]
     if queued:
-        out += ["", "Queued for capacity (the history's expected wait):"]
+        out += ["", *_wrap("Queued for capacity (the history's expected wait):", width)]
         for row, words in queued:
             out += _wrap(f"  {_who(row)} {words}", width)
     return out

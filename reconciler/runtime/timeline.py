@@ -44,7 +44,11 @@ def _past(path: Path, since: float) -> dict[tuple[str, str], Past]:
     if db is None:
         return {}
     try:
-        before = [replace(t, at=since) for t in db.states_before(since) if t.after is not None]
+        before = [
+            replace(t, at=since, before=None)  # where each stood then (not a change then)
+            for t in db.states_before(since)
+            if t.after is not None
+        ]
         return spans([*before, *db.transitions(since=since)])
     finally:
         db.close()

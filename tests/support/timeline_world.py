@@ -95,6 +95,9 @@ def _waiting(used: int, behind: str = "") -> SlotQuotaStatus:
     return SlotQuotaStatus("waiting", words, None, LIMIT.chips, ZONE)
 
 
+WAITING: Final = ("spot-v6e8-eua-2", "bob-v6e8", "carol-v6e64")
+
+
 def snapshot(desired_file: Path, *, running: bool = True) -> StatusSnapshot:
     held = " (held by alice 8, bob 16, carol 8)"
     slots = (
@@ -128,12 +131,7 @@ def snapshot(desired_file: Path, *, running: bool = True) -> StatusSnapshot:
         observed_at=_at(-0.01),
         slots=slots,
         plan=PlanStatus(summary="No changes."),
-        quotas=(
-            QuotaStatus(
-                "v6e", "spot", "zone", ZONE, 32, 32,
-                ("spot-v6e8-eua-2", "bob-v6e8", "carol-v6e64"),
-            ),
-        ),  # fmt: skip
+        quotas=(QuotaStatus("v6e", "spot", "zone", ZONE, 32, 32, WAITING),),
     )
 
 
