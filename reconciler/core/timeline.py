@@ -313,8 +313,8 @@ def window(
         later += [s.end for r in rows for s in r.spans if s.end is not None and s.end > as_of]
         ahead = max(MIN_AHEAD, min(MAX_AHEAD, (max(later) - as_of) * 1.1 if later else 0.0))
         until = -(-(as_of + ahead) // HOUR) * HOUR
-    if since is None:
-        since = min(as_of, until) - max(MIN_AHEAD, abs(until - as_of) / 2)
+    if since is None:  # to the hour, as ``until``
+        since = (min(as_of, until) - max(MIN_AHEAD, abs(until - as_of) / 2)) // HOUR * HOUR
     if since >= until:
         raise ValueError(f"{utc_text(since)} is not before {utc_text(until)}")
     return since, until

@@ -170,12 +170,21 @@ def _goes_on(s: Span, end: float) -> bool:
 
 
 def _label_width(timeline: LabTimeline, width: int) -> int:
-    names = [len(r.slot) + 2 for r in timeline.rows()] + [len(g.name) for g in timeline.groups]
+    names = [len(r.slot) + 2 for r in timeline.rows()]  # a group has a line of its own
     return max(10, min(max(names, default=10), width // 4, 32))
 
 
 def _label(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "~"
+
+
+def _name(text: str, width: int) -> str:
+    """A slot's name in ``width`` columns: names of a lab differ at the end (zone, index),
+    so a long one keeps its start and its end (``spot~-use1d-1``)."""
+    if len(text) <= width:
+        return text
+    head = max(1, (width - 1) // 3)
+    return text[:head] + "~" + text[len(text) - (width - 1 - head) :]
 
 
 def chart(
@@ -219,7 +228,7 @@ def chart(
     for group in timeline.groups:
         lines.append([(_label(group.name, width), "group")])
         for row in group.rows:
-            name = f"  {_label(row.slot, name_width - 2)}".ljust(name_width + 1)
+            name = f"  {_name(row.slot, name_width - 2)}".ljust(name_width + 1)
             style = "selected" if row.slot == selected else "label"
             lines.append([(name, style), *axis.cells(row, timeline.as_of)])
     return lines

@@ -110,7 +110,8 @@ async def test_keys_move_the_view_only_while_the_pane_is_shown(lab: Lab) -> None
         await pilot.press("question_mark")
         await pilot.pause()
         help_text = " ".join(str(w.render()) for w in app.screen.query("Static"))
-        assert "timeline pane" in help_text and "scroll in time" in help_text
+        assert "timeline pane: who holds what, when" in help_text  # the m key
+        assert "in the timeline pane: scroll in time" in help_text  # the moves
 
 
 async def test_the_estimate_under_the_chart_names_what_frees_the_chips(lab: Lab) -> None:

@@ -188,6 +188,7 @@ def test_the_default_window_shows_every_scheduled_moment_and_half_as_much_past()
     empty = made(replace(lab_snapshot(), slots=()))
     assert (empty.since, empty.until) == (AS_OF - 6 * H, AS_OF + 6 * H)
     assert window([], AS_OF, AS_OF - H, AS_OF + H) == (AS_OF - H, AS_OF + H)
+    assert window([], AS_OF + 1500, None, None) == (AS_OF - 6 * H, AS_OF + 7 * H)  # to the hour
     with pytest.raises(ValueError, match="is not before"):
         window([], AS_OF, AS_OF + H, AS_OF)
 
@@ -278,6 +279,12 @@ def test_every_line_fits_the_width(width: int) -> None:
     text = format_timeline(made(), width)
     assert max(len(line) for line in text.splitlines()) <= width
     assert "bob-v6e8 (bob) starts ~03-02 03:00 (in 3h)" in text.replace("\n    ", " ")
+
+
+def test_a_long_name_keeps_its_start_and_its_end() -> None:
+    text = format_timeline(made(), 60)  # 13 columns for a name
+    assert "  spot~e8-eua-1 " in text and "  spot~e8-eua-2 " in text
+    assert "  bob-v6e8 " in text
 
 
 def test_the_chart_draws_each_span_and_mark_and_now() -> None:

@@ -160,7 +160,10 @@ class TimelinePane(Static):
         if chosen is not None and not self._top <= chosen < self._top + room:
             self._top = max(0, chosen - room + 1) if chosen >= self._top else chosen
         self._top = min(self._top, max(0, len(body) - room))
-        shown = lines[:head] + body[self._top : self._top + room]
+        rows = body[self._top : self._top + room]
+        if len(rows) > 1 and rows[-1] and rows[-1][0][1] == "group":
+            rows = rows[:-1]  # a group's heading without its first row waits for the next
+        shown = lines[:head] + rows
         text = Text()
         for n, line in enumerate([*shown, *([[(w, "note")] for w in words])]):
             if n:
