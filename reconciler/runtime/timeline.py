@@ -11,7 +11,6 @@ May: read the history store. May not: write anything, call the cloud, print.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -25,8 +24,6 @@ from reconciler.model.desired import Desired
 from reconciler.model.stamps import epoch_or_none
 from reconciler.model.status import StatusSnapshot
 from reconciler.runtime.history import summary_stats
-
-log = logging.getLogger(__name__)
 
 
 def as_of(snapshot: StatusSnapshot, now: float | None = None) -> float:
@@ -73,7 +70,6 @@ def lab_timeline(
         frame = build(snapshot, desired, as_of=moment, hints=hints, since=since, until=until, by=by)
         past = _past(history, frame.since)
     except HistoryUnreadable as e:
-        log.warning("%s", e)
         found = build(snapshot, desired, as_of=moment, since=since, until=until, by=by)
         note = f"the capacity history cannot be read ({e}): no past, no expected waits"
         return replace(found, notes=(*found.notes, note))

@@ -177,3 +177,12 @@ def test_history_html_narrows_the_section_to_its_filters(lab: Lab, tmp_path: Pat
     assert done.returncode == 0, done.stderr
     section = page.read_text().split("<h2>Who holds what, when</h2>")[1]
     assert 'data-slot="dave-later"' in section and 'data-slot="bob-v6e8"' not in section
+
+
+def test_an_unreadable_history_leaves_the_past_out_and_says_so(tmp_path: Path) -> None:
+    broken = make_lab(tmp_path, history=False)
+    broken.state.history.write_bytes(b"not a database, " * 64)
+    done = cli(broken)("timeline", *WINDOW)
+    assert done.returncode == 0 and done.stderr == "", done.stderr  # said once, in the notes
+    assert "note: the capacity history cannot be read" in done.stdout
+    assert "bob-v6e8 (bob) starts ~03-02 03:00 (in 3h)" in done.stdout  # the estimate stands
