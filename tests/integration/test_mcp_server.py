@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 READ_ONLY = {"list_slots", "slot_info", "ssh_command", "tmux_status", "plan", "events",
              "workload_status", "workload_logs", "capacity_history", "recommend_zones",
-             "quotas"}  # fmt: skip
+             "quotas", "timeline"}  # fmt: skip
 EDITS = {"queue_slot", "queue_slots", "setup_vm", "tailscale_setup", "tmux_sync", "tmux_open",
          "add_slot", "set_poll", "set_workload", "suspend", "resume"}  # fmt: skip
 DESTRUCTIVE = {"cancel_slot", "set_race_group", "remove_slot", "tmux_close",

@@ -179,9 +179,17 @@ def _pictures(args: argparse.Namespace, since: float | None, filters: dict[str, 
     if args.html is not None:
         from reconciler.adapters.files import atomic_write
         from reconciler.core.capacity_html import format_html
+        from reconciler.surfaces.cli._timeline import html_section
 
+        section = html_section(args, filters)
         page = format_html(
-            timeline, rankings, until=until, since=since, generated=now, filters=shown
+            timeline,
+            rankings,
+            until=until,
+            since=since,
+            generated=now,
+            filters=shown,
+            lab=section,
         )
         try:
             atomic_write(Path(args.html), page, mode=None)  # a page to share: 0644 when new

@@ -16,6 +16,8 @@ One module per group of tools, as the CLI has ``cli/_<group>.py``, each with
     _tmux       tmux_status, tmux_sync, tmux_open, tmux_close
     _workload   workload_status, workload_logs, set_workload, restart_workload, stop_workload
     _control    suspend, resume, confirm_deletes
+    _quota      quotas
+    _timeline   timeline
     _common     what they share; ``edit_tool`` makes an edit tool's parameters from its edit
                 class (``reconciler.intent.edits*``), so they are never copied by hand
     _protocol   the ``Server``: unknown tools and arguments refused by name, missing and
@@ -49,6 +51,7 @@ from reconciler.surfaces.mcp_server import (
     _read,
     _setup,
     _slots,
+    _timeline,
     _tmux,
     _workload,
 )
@@ -66,7 +69,7 @@ INSTRUCTIONS: Final = (
     "first. suspend / resume stop and restart the controller's actions."
 )
 #: The tool groups, in the order their tools are listed.
-GROUPS: Final = (_read, _slots, _setup, _tmux, _workload, _control, _quota)
+GROUPS: Final = (_read, _slots, _setup, _tmux, _workload, _control, _quota, _timeline)
 
 
 def build_server(store: IntentEditor) -> MCPServer:

@@ -3,7 +3,8 @@
 Layout, top to bottom: the header line (file valid, controller running, backend, observation
 age), a banner when no controller runs or the file is invalid (with the command to start it,
 or the ``file:line:col`` errors), the slot table, the race-group strip, one bottom pane (plan,
-events, logs, info, history, or chips: every worker's chips with ``setup.telemetry``), the
+events, logs, info, history, chips: every worker's chips with ``setup.telemetry``, or the
+lab's timeline: ``_timeline``), the
 result line of the last key, Textual's key footer.
 
 Data: ``_frame.load_frame`` reads the snapshot, the file and the lock; a worker watches
@@ -50,9 +51,13 @@ from reconciler.surfaces.tui._frame import (
 )
 from reconciler.surfaces.tui._key_actions import KeyActions
 from reconciler.surfaces.tui._logs import UNAVAILABLE, LogSource, format_line
+from reconciler.surfaces.tui._timeline import KEY as TIMELINE_KEY
+from reconciler.surfaces.tui._timeline import MOVES as TIMELINE_MOVES
+from reconciler.surfaces.tui._timeline import TimelineKeys, TimelinePane
 from reconciler.surfaces.tui._widgets import HelpScreen, SlotTable
 
 if TYPE_CHECKING:
+    from reconciler.core.timeline import LabTimeline
     from reconciler.intent.engine import IntentEditor
 
 PANES: Final = ("plan", "events", "logs", "info", "history")
@@ -63,6 +68,7 @@ NAVIGATION: Final = (
     ("pgdn pgup", "a page down / up"),
     ("→ ←", "scroll the table sideways (a narrow one leaves columns out: i shows all)"),
     ("/", "filter the slots, owner:NAME for one person's (escape clears)"),
+    TIMELINE_MOVES,
 )
 KEYS: Final = (
     ("c", "hold the slot (want: held)"),
@@ -83,6 +89,7 @@ KEYS: Final = (
     ("e", "events pane: the event log's tail"),
     ("h", "history pane: waits by zone, chips held, preemptions per day"),
     ("u", "chips pane: each worker's chips, duty cycle, HBM and holders (setup.telemetry)"),
+    TIMELINE_KEY,
     ("r", "reload now"),
     ("?", "this help"),
     ("q", "quit"),
@@ -112,7 +119,7 @@ ModalScreen { align: center middle; }
 """
 
 
-class TpuApp(KeyActions):
+class TpuApp(TimelineKeys, KeyActions):
     """``tpu-reconciler tui``. ``clock`` and ``holder`` (the controller probe) are arguments
     so a screen can be reproduced; ``watch=False`` leaves out the file watcher and the timer
     (snapshot tests drive ``reload`` themselves)."""
@@ -142,6 +149,7 @@ class TpuApp(KeyActions):
         Binding("e", "pane('events')", "events"),
         Binding("h", "pane('history')", "history", show=False),
         Binding("u", "pane('chips')", "chips", show=False),
+        Binding(TIMELINE_KEY[0], "pane('timeline')", "timeline", show=False),
         Binding("slash", "filter", "filter", key_display="/", show=False),
         Binding("r", "reload", "reload", show=False),
         Binding("escape", "clear_filter", show=False),
@@ -228,6 +236,7 @@ class TpuApp(KeyActions):
             yield Static(id="info")
             yield RichLog(id="history", max_lines=500, wrap=False, auto_scroll=False)
             yield Static(id="chips")
+            yield TimelinePane(self._read_timeline, self._colour, id="timeline")
         yield Input(
             value=self.filter_text,
             placeholder="filter: part of a slot, zone, accelerator or state; owner:NAME",
@@ -443,6 +452,8 @@ class TpuApp(KeyActions):
             if key != self._logs_for:
                 self._logs_for = key
                 self._follow_logs(row)
+        elif self.pane == "timeline":
+            self.query_one(TimelinePane).follow(self.frame, slot)
         elif self.pane == "history":
             # Drawn again once a minute at most (the store changes slowly), or at another width.
             width = self.history_width()
@@ -542,8 +553,15 @@ class TpuApp(KeyActions):
         if self.frame is not None:
             self.show(self.frame)
 
+    def _read_timeline(self, since: float | None) -> LabTimeline:
+        """The lab's timeline for its pane (on the pane's thread)."""
+        from reconciler.intent.timeline_views import read
+
+        return read(self.editor, since=since, holder=self.holder)
+
     def action_reload(self) -> None:
         self._history_for = None
+        self.query_one(TimelinePane).reload()
         self.reload()
         self.say("reloaded")
 
