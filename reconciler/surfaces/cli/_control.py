@@ -12,7 +12,6 @@ import argparse
 import json
 from typing import Any, Final
 
-from reconciler.exitcodes import EX_REFUSED
 from reconciler.surfaces.cli._say import err
 
 _HERE: Final = "reconciler.surfaces.cli._control"
@@ -62,9 +61,9 @@ def confirm_command(args: argparse.Namespace) -> int:
 
     try:
         result = confirm_deletes(_store(args), args.fingerprint)
-    except ReconcilerError as e:
+    except ReconcilerError as e:  # NotYourSlot, NotPermitted: 77, as every ownership refusal
         err(str(e))
-        return EX_REFUSED
+        return e.exit_code
     if args.json:
         print(json.dumps({"schema_version": "tpu-reconciler.intent.v1", **result}, indent=2))
     elif not args.quiet:

@@ -240,7 +240,7 @@ def _confirm(question: str) -> bool:
 def apply_cmd(args: argparse.Namespace) -> int:
     import asyncio
 
-    from reconciler.errors import ControllerAlreadyRunning
+    from reconciler.errors import ControllerAlreadyRunning, NotPermitted
     from reconciler.runtime.lock import ControllerLock
 
     try:
@@ -254,6 +254,9 @@ def apply_cmd(args: argparse.Namespace) -> int:
     except ControllerAlreadyRunning as e:
         _err(f"{e} — it applies desired.yaml itself; use `status` to watch it")
         return EX_REFUSED
+    except NotPermitted as e:  # a lab member on the lab's state directory
+        _err(str(e))
+        return e.exit_code
     if done is None:
         return EX_REFUSED
     if done is _CANCELLED:
@@ -334,7 +337,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     import asyncio
     import signal
 
-    from reconciler.errors import ControllerAlreadyRunning
+    from reconciler.errors import ControllerAlreadyRunning, NotPermitted
     from reconciler.runtime.lock import ControllerLock
 
     setup_logging(args)
@@ -361,7 +364,7 @@ def run_cmd(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
             asyncio.run(main())
-    except ControllerAlreadyRunning as e:
+    except (ControllerAlreadyRunning, NotPermitted) as e:
         _err(str(e))
         return e.exit_code
     except OSError as e:  # a state directory made read-only or full under us
