@@ -278,9 +278,7 @@ class IntentEditor:
         target = self.lab.route(edit, self.actor, view)
         if target.owner is None:
             target = replace(target, path=self.path)  # a symlinked file is edited, not replaced
-        names = [n for n in (edit.args.get("name"), edit.args.get("group")) if isinstance(n, str)]
-        what = f"{names[0]!r}" if names else "what this edit changes"
-        writable(target, self.actor, self.source, self.lab.members, what)
+        writable(target, self.actor, self.source, self.lab.members, self.lab.what(edit, view))
         if target.owner is not None and target.owner == self.actor.user:
             create_own(target, self.source)
         return target

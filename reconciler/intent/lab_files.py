@@ -55,9 +55,8 @@ from reconciler.model.intent_parts import (
 
 #: A member's file as this tool first writes it.
 TEMPLATE = (
-    "# {user}'s slots in the lab: slots, race_groups and generate only; lab-wide settings\n"
-    "# are in {shared}. Only {user} (or root) changes this file, and the controller holds\n"
-    "# what it declares as {user}'s.\n"
+    "# {user}'s slots in the lab (slots, race_groups and generate; lab-wide settings are in\n"
+    "# ../{shared}). Only {user} (or root) changes this file; what it declares is {user}'s.\n"
     "slots: []\n"
 )
 
@@ -173,6 +172,20 @@ class LabFiles:
             return next(iter(files.values()))
         return self.own_target(actor)
 
+    @staticmethod
+    def what(edit: Edit, view: LabView) -> str:
+        """What ``edit`` is about, for a refusal: ``slot 'a1'``, ``race group 'g'``."""
+        for key in ("name", "group"):
+            name = edit.args.get(key)
+            if not isinstance(name, str):
+                continue
+            for part in view.parts:
+                if any(s.name == name for s in part.desired.slots):
+                    return f"slot {name!r}"
+                if any(g.name == name for g in part.desired.race_groups):
+                    return f"race group {name!r}"
+        return "what this edit changes"
+
     def clashes(self, target: Target, part: Part, view: LabView) -> list[Diagnostic]:
         """The names ``part`` (the edited ``target``) now shares with the lab's other files,
         at both places."""
@@ -237,7 +250,8 @@ def create_own(target: Target, shared_source: str) -> None:
         ) from None
     try:
         os.fchmod(fd, 0o640)
-        os.write(fd, TEMPLATE.format(user=target.owner, shared=shared_source).encode())
+        shared = Path(shared_source).name
+        os.write(fd, TEMPLATE.format(user=target.owner, shared=shared).encode())
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -612,9 +612,13 @@ class Controller(ActionTasks):
 
     async def observe_and_plan(self) -> PassResult:
         """Look and decide without acting (``plan`` and the first half of ``apply``)."""
-        desired = self.store.load().desired
+        loaded = self.store.load()
+        desired = loaded.desired
         if desired is None:
             return PassResult(None, None, None)
+        if desired.digest != self._last_digest:  # `apply` audits the files it acts on
+            self._last_digest = desired.digest
+            self._audit_load(loaded)
         desired = await self.cloud_quotas.apply(desired)
         cloud = await self._cloud_for(desired)
         zones = None if cloud.backend == "rest" else desired.zones

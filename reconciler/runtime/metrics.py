@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -140,6 +141,11 @@ class _Server(ThreadingMixIn, WSGIServer):
             super().process_request_thread(request, client_address)
         finally:
             self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went silent or away is dropped without a traceback on stderr."""
+        if not isinstance(sys.exc_info()[1], TimeoutError | ConnectionError):
+            log.exception("metrics: serving %s failed", client_address)
 
 
 class _Server6(_Server):
