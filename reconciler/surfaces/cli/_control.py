@@ -74,6 +74,6 @@ def confirm_command(args: argparse.Namespace) -> int:
                 print(f"  - delete {d}")
             print(
                 f"confirmed {len(result['deletes'])} delete(s) ({result['fingerprint']}): "
-                "the controller deletes exactly these at its next pass"
+                f"{result['note']}"
             )
     return 0
