@@ -96,25 +96,31 @@ def link_problem(path: Path) -> str:
 
 def read_owned(path: Path) -> OwnedFile:
     """``path``'s content and owner. Raises FileNotFoundError when it is missing and OSError
-    when it cannot be read; a symbolic link, a file with several names or one others may
-    write reads as a file nobody trusts (``model/trust.written_file_problem``). User names are
-    looked up only for a refusal's message (a worker's every pin check reads the file)."""
-    directory_owner = path.parent.stat().st_uid
-    trusted = trusted_uids(reader=os.geteuid(), directory_owner=directory_owner)
+    when it cannot be read; a symbolic link, and in a directory others may enter a file with
+    several names or one others may write, reads as a file nobody trusts
+    (``model/trust.written_file_problem``). User names are looked up only for a refusal's
+    message (a worker's every pin check reads the file)."""
+    folder = path.parent.stat()
+    trusted = trusted_uids(reader=os.geteuid(), directory_owner=folder.st_uid)
     opened = open_unfollowed(path)
     if opened is None:
-        return OwnedFile(b"", path.lstat().st_uid, directory_owner, link_problem(path))
+        return OwnedFile(b"", path.lstat().st_uid, folder.st_uid, link_problem(path))
     st = opened.st
+    # In a directory nobody else may enter (one user's 0700 state directory) nobody else can
+    # write the file or link it either: its links (a hard-link backup) and mode are its owner's
+    # business, as before; in one others reach (a lab's), they decide.
+    private = not folder.st_mode & 0o077
+    nlink, mode = (1, st.st_mode & ~0o022) if private else (st.st_nlink, st.st_mode)
     problem = None
-    if st.st_uid not in trusted or st.st_nlink != 1 or st.st_mode & 0o022 or not opened.regular:
+    if st.st_uid not in trusted or nlink != 1 or mode & 0o022 or not opened.regular:
         problem = written_file_problem(
             str(path),
             regular=opened.regular,
-            nlink=st.st_nlink,
-            mode=st.st_mode,
+            nlink=nlink,
+            mode=mode,
             uid=st.st_uid,
             owner=user_name(st.st_uid),
             trusted=trusted,
-            controller=user_name(directory_owner),
+            controller=user_name(folder.st_uid),
         )
-    return OwnedFile(opened.content, st.st_uid, directory_owner, problem)
+    return OwnedFile(opened.content, st.st_uid, folder.st_uid, problem)
