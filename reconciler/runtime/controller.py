@@ -42,11 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.adapters.cloud import Cloud
 from reconciler.adapters.confirm_file import (
-    accept,
     read_confirmation_checked,
     read_confirmed,
     remove_confirmation,
-    take_requests,
 )
 from reconciler.adapters.files import write_json
 from reconciler.adapters.lab import user_name
@@ -81,6 +79,7 @@ from reconciler.runtime.actions import ActionTasks, SetupRunner
 from reconciler.runtime.backends import flex_wanted
 from reconciler.runtime.desired_loader import DesiredLoader, LoadResult
 from reconciler.runtime.events import EventLog
+from reconciler.runtime.lab_intake import audit_files, report_layout, take_confirmations
 from reconciler.runtime.latency import LatencyProbes
 from reconciler.runtime.memory_file import load_memory
 from reconciler.runtime.quota_limits import CloudQuotaLimits
@@ -199,28 +198,13 @@ class Controller(ActionTasks):
 
     def _audit_load(self, loaded: LoadResult) -> None:
         """Each file of the intent in force whose text is new, in the audit log with that
-        file's owner at load (``adapters/audit``), by a controller that acts on it (``plan``'s
-        does not); a state directory the controller cannot write is said by the pass."""
-        from reconciler.adapters.audit import file_change
-
+        file's owner at load (``runtime/lab_intake.audit_files``), by a controller that acts on
+        it (``plan``'s does not)."""
         if loaded.desired is None or not self.allow_destructive:
             return
-        parts = {p.source: p for p in self.store.parts}
-        uids = {f.source: f.uid for f in loaded.files}
-        now = self.clock()
-        with contextlib.suppress(OSError):
-            for source, part in parts.items():
-                old = self._audited.get(source)
-                if old is None or old.digest != part.digest:
-                    before = old.desired if old is not None else None
-                    file_change(
-                        self.state, before, part.desired, uids.get(source), now, file=source
-                    )
-            for source, old in self._audited.items():
-                if source not in parts:  # a member's file removed: its slots left the intent
-                    gone = replace_record(old.desired, slots=(), race_groups=())
-                    file_change(self.state, old.desired, gone, None, now, file=source)
-        self._audited = parts
+        self._audited = audit_files(
+            self.state, self._audited, self.store.parts, loaded.files, self.clock()
+        )
 
     # -- one pass ----------------------------------------------------------------------------
     async def reconcile(self) -> PassResult:
@@ -329,31 +313,8 @@ class Controller(ActionTasks):
         return result
 
     def _take_requests(self) -> None:
-        """The lab members' confirmation requests: each accepted one becomes the controller's
-        own confirmation (the latest wins), each refused one is said; both name who asked."""
-        from reconciler.adapters.audit import confirm_record
-
-        for request in take_requests(self.state, owners=self._owners):
-            if request.reason is None:
-                accept(self.state, request)
-                fingerprint = request.document.get("fingerprint") if request.document else None
-                self.events.emit(
-                    "confirm.accepted",
-                    user=request.user,
-                    deletes=request.deletes,
-                    fingerprint=fingerprint,
-                )
-            else:
-                self.events.emit("confirm.refused", user=request.user, error=request.reason)
-            with contextlib.suppress(OSError):
-                confirm_record(
-                    self.state,
-                    user=request.user,
-                    uid=request.uid,
-                    deletes=request.deletes,
-                    error=request.reason,
-                    now=self.clock(),
-                )
+        """The lab members' confirmation requests (``runtime/lab_intake``)."""
+        take_confirmations(self.state, self.events, self._owners, self.clock())
 
     def _record_latency(self, zone: str, ms: float | None) -> None:
         self.memory = mem.record_latency(self.memory, zone, ms, self.clock())
@@ -508,16 +469,8 @@ class Controller(ActionTasks):
         if self.history is not None:
             self.history.start()
         self.events.emit("controller.started", pid=os.getpid(), file=str(self.store.path))
-        layout = self.lock.layout if self.lock is not None else None
-        if layout is not None and layout.changed:  # a lab's older layout, moved on this start
-            self.events.emit(
-                "lab.layout",
-                moved=list(layout.moved),
-                left=list(layout.left),
-                removed=list(layout.removed),
-                set_aside=list(layout.set_aside),
-                notes=list(layout.notes),
-            )
+        if self.lock is not None:
+            report_layout(self.events, self.lock.layout)
         try:
             failures = 0
             while not stop.is_set():
