@@ -287,9 +287,12 @@ def test_a_member_cannot_chmod_the_intent_lock_and_a_bad_one_is_one_line(lab: La
     assert f"is {ctl}'s, mode 0600" in refused.stderr and f"chmod 640 {lock}" in refused.stderr
     lock.chmod(0o640)
     assert lab.run(alice, *add, "l2").returncode == EX_OK
-    # nor can a member change a lab-wide setting: that is the shared file's owner's
+    # nor can a member change a lab-wide setting (the shared file's owner's), or run the
+    # lab's controller
     refused = lab.run(bob, "suspend")
     assert refused.returncode == EX_NOPERM and "lab-wide settings" in refused.stderr
+    refused = lab.run(bob, "run")
+    assert refused.returncode == EX_NOPERM and f"its controller runs as {ctl}" in refused.stderr
 
 
 def test_a_hand_edit_of_anothers_slot_is_refused(lab: Lab, emu: Emulator) -> None:
