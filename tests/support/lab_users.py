@@ -34,21 +34,20 @@ ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
-def require_system_python() -> None:
-    """``/usr/bin/python3`` must be this interpreter's minor version (the copied compiled
-    packages are built for it) and have ``venv``."""
-    want = f"{sys.version_info.major}.{sys.version_info.minor}"
+def require_system_python() -> str:
+    """``/usr/bin/python3`` must be a Python 3.11+ with ``venv``; returns its version."""
     probe = [SYSTEM_PYTHON, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=60, check=False)
-        ok, said = done.stdout.strip() == want, done.stdout + done.stderr
+        version, said = done.stdout.strip(), done.stdout + done.stderr
     except OSError as e:
-        ok, said = False, e.strerror or str(e)
-    if not ok:
-        message = f"{SYSTEM_PYTHON} is not a Python {want} with venv: {said.strip()}"
+        version, said = "", e.strerror or str(e)
+    if not version or tuple(map(int, version.split("."))) < (3, 11):
+        message = f"{SYSTEM_PYTHON} is not a Python 3.11+ with venv: {said.strip()}"
         if in_ci():
             pytest.fail(f"CI=true: {message}", pytrace=False)
         pytest.skip(message)
+    return version
 
 
 def _norm(name: str) -> str:
@@ -247,9 +246,12 @@ def lab_users(
     names: Sequence[str], *, build: Callable[[Path], Path] = user_python
 ) -> Iterator[Users]:
     """A group and ``names`` (the first: the controller's user), with an interpreter they may
-    run (``build``: ``user_python``, or ``installed_python``)."""
+    run (``build``: ``user_python``, or ``installed_python``, which a system Python of another
+    minor version than this one needs)."""
     require_root("creating Unix users")
-    require_system_python()
+    version = require_system_python()
+    if version != f"{sys.version_info.major}.{sys.version_info.minor}":
+        build = installed_python  # the copied compiled packages are this interpreter's
     base = Path(tempfile.mkdtemp(prefix="tr-lab-users-"))
     try:
         base.chmod(0o755)
