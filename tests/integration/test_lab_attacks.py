@@ -142,7 +142,7 @@ def test_forged_confirmations_by_hard_link_and_rename_delete_nothing(
     assert any(f"names {ctl!r} but is owned by {alice}" in r for r in refusals), refusals
     assert list(inbox.iterdir()) == []  # every request taken and removed
 
-    done = lab.run(bob, "confirm", "--yes")  # his own: a request in the inbox, his by the kernel's word
+    done = lab.run(bob, "confirm", "--yes")  # his own: an inbox request, his by the kernel
     assert done.returncode == EX_OK, done.stderr
     applied = lab.run(ctl, "apply", "--yes")
     assert applied.returncode == EX_OK, applied.stderr
