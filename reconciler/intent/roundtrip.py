@@ -22,8 +22,9 @@ from typing import Any, Final
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import RoundTripConstructor
 
-from reconciler.model.load import parse_yaml
+from reconciler.errors import Diagnostic, InvalidDesiredState
 
 Node = CommentedMap | CommentedSeq
 
@@ -52,8 +53,20 @@ def _indents(text: str) -> tuple[int, int]:
     return 2, 0
 
 
+class _TextTimestamps(RoundTripConstructor):
+    """Timestamps stay text, as the loader reads them (``model/load_yaml``): an impossible one
+    (month 13) is the schema's to report, and the tree holds what the file says."""
+
+
+_TextTimestamps.add_constructor(
+    "tag:yaml.org,2002:timestamp", RoundTripConstructor.construct_yaml_str
+)
+
+
 def _yaml(text: str) -> YAML:
     y = YAML(typ="rt")
+    y.Constructor = _TextTimestamps
+    y.allow_duplicate_keys = False
     y.preserve_quotes = True
     y.width = 4096
     sequence, offset = _indents(text)
@@ -62,8 +75,13 @@ def _yaml(text: str) -> YAML:
 
 
 def load(text: str, source: str) -> Any:
-    """The round-trip tree of ``text`` (raises InvalidDesiredState like the controller)."""
-    return parse_yaml(text, source)
+    """The round-trip tree of ``text``, which the loader has read (``model/load_yaml``);
+    raises InvalidDesiredState when ruamel cannot read it after all."""
+    try:
+        return _yaml(text).load(text)
+    except Exception as e:  # ruamel raises a zoo of types; the loader has said the words
+        said = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise InvalidDesiredState([Diagnostic(source, 1, 1, f"YAML: {said}")]) from None
 
 
 def plain(node: Any) -> Any:
