@@ -248,16 +248,23 @@ def delete_item_text(text: str, parent: CommentedMap, key: str, index: int) -> s
     return "".join(lines)
 
 
+class OutsideWindow(Exception):
+    """An edit of a ``partial`` Doc needs what was left out of it (``intent.window``): the
+    engine edits the whole file instead. Never leaves the engine."""
+
+
 class Doc:
     """A desired file being edited: its text plus a round-trip tree to change in place.
 
     Change ``tree`` freely; ``sync()`` splices the changes into ``text`` and reloads the tree
     (so references into the old tree go stale). ``delete_item`` syncs, deletes on lines and
-    reloads. ruamel renders with the list indentation of the original text.
+    reloads. ruamel renders with the list indentation of the original text. ``partial``: the
+    text is a window of the file (``intent.window``), without some of its entries.
     """
 
-    def __init__(self, text: str, source: str) -> None:
+    def __init__(self, text: str, source: str, *, partial: bool = False) -> None:
         self.source = source
+        self.partial = partial
         self._yaml = _yaml(text)
         self.text = text
         self._tree: Any = None
