@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from typing import Final
 
-from reconciler.adapters.status_file import read_status
 from reconciler.errors import ReconcilerError, SetupFailed, StatusUnreadable
 from reconciler.intent.engine import IntentEditor
 
@@ -50,6 +49,12 @@ def _no_server(socket: str | None) -> bool:
     return not os.path.exists(os.path.join(base, f"tmux-{os.getuid()}", socket or "default"))
 
 
+def tmux_may_run(store: IntentEditor) -> bool:
+    """Whether a tmux server may hold windows of the desired file's slots (its socket file is
+    there): without one, ``stays_open_notes`` has nothing to say."""
+    return not _no_server(tmux_socket(store))
+
+
 async def stays_open_notes(store: IntentEditor, name: str) -> list[str]:
     """Warnings that releasing ``name`` leaves its tmux windows open (design: deleting a TPU
     leaves its window and warns). Asks the tmux server, if one runs (without one, tmux would
@@ -65,6 +70,8 @@ async def stays_open_notes(store: IntentEditor, name: str) -> list[str]:
         async with TmuxMirror(socket) as mirror:
             targets = [w.target for w in await mirror.windows_for(name)]
     except (ImportError, ReconcilerError):
+        from reconciler.adapters.status_file import read_status  # the status model: only here
+
         try:
             snapshot = read_status(store.state.status)
         except StatusUnreadable:

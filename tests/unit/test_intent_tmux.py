@@ -13,9 +13,9 @@ import asyncio, sys
 from pathlib import Path
 from reconciler.adapters.statedir import StateDir
 from reconciler.intent.engine import IntentEditor
-from reconciler.intent.tmux import stays_open_notes
+from reconciler.intent.tmux import stays_open_notes, tmux_may_run
 store = IntentEditor(Path(sys.argv[1]), StateDir(Path(sys.argv[2])), env={})
-print(asyncio.run(stays_open_notes(store, "a")), "libtmux" in sys.modules)
+print(tmux_may_run(store), asyncio.run(stays_open_notes(store, "a")), "libtmux" in sys.modules)
 """
 
 
@@ -30,4 +30,4 @@ def test_no_tmux_server_means_no_window_and_no_tmux_run(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    assert done.stdout.split() == ["[]", "False"]
+    assert done.stdout.split() == ["False", "[]", "False"]

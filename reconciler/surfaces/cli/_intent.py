@@ -141,12 +141,13 @@ def _run(args: argparse.Namespace, edit: Edit) -> int:
     if getattr(args, "close_tmux", False):
         return _close_tmux(args, store)
     if isinstance(edit, Release) and not args.quiet and not args.json:
-        import asyncio
+        from reconciler.intent.tmux import stays_open_notes, tmux_may_run
 
-        from reconciler.intent.tmux import stays_open_notes
+        if tmux_may_run(store):  # else no window stays open: asyncio and libtmux stay unloaded
+            import asyncio
 
-        for note in asyncio.run(stays_open_notes(store, args.slot)):
-            print(f"note: {note}")
+            for note in asyncio.run(stays_open_notes(store, args.slot)):
+                print(f"note: {note}")
     return EX_OK
 
 
