@@ -117,6 +117,13 @@ def _store(args: argparse.Namespace) -> IntentEditor:
 
 def _run(args: argparse.Namespace, edit: Edit) -> int:
     """Apply ``edit`` (asking first when it needs confirmation), print what changed."""
+    from reconciler.surfaces.cli._reconcile import one_shot
+
+    with one_shot():
+        return _apply(args, edit)
+
+
+def _apply(args: argparse.Namespace, edit: Edit) -> int:
     from reconciler.errors import NeedsConfirmation, ReconcilerError
     from reconciler.intent.edits import Release
 
