@@ -23,11 +23,14 @@ running this script measures this work tree (``PYTHONPATH``); any other, e.g. a 
 ``pip install .`` of another checkout (``--python main=/tmp/venv-main/bin/python``: before and
 after in one run), measures what is installed in it (it needs PyYAML for the floor).
 
+Shown, not gated: an edit in one process, as the TUI and the MCP server make one (their editor
+kept, no interpreter start): ``--in-process`` release+hold pairs, the median.
+
 Targets, for each interpreter and size, the median against the floor's median: ``hold`` and
 ``release`` <= 8x, ``validate`` <= 4x. Exit status 1 when one is missed.
 
     python scripts/bench/edit_speed.py [--slots 200 1000] [--runs 10]
-        [--python [NAME=]PYTHON ...] [--json F] [--markdown F]
+        [--in-process 5] [--python [NAME=]PYTHON ...] [--json F] [--markdown F]
 """
 
 from __future__ import annotations
@@ -46,7 +49,29 @@ import _rig
 #: Each command's median may take at most this many times the floor's.
 TARGETS = {"hold": 8.0, "release": 8.0, "validate": 4.0}
 FLOOR = "libyaml load (floor)"
+IN_PROCESS = "in one process"
 _LOAD = "import sys, yaml; yaml.load(open(sys.argv[1], encoding='utf-8'), Loader=yaml.CSafeLoader)"
+#: As the TUI and the MCP server edit: one process, its editor kept, release then hold N times;
+#: prints the median seconds of an edit (shown, not gated: no interpreter start in it).
+_IN_PROCESS = """
+import shutil, statistics, sys, tempfile, time
+from pathlib import Path
+from reconciler.adapters.statedir import StateDir
+from reconciler.intent.edits import Hold, Release
+from reconciler.intent.engine import IntentEditor
+source, slot, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tmp = Path(tempfile.mkdtemp())
+shutil.copy(source, tmp / "desired.yaml")
+editor = IntentEditor(tmp / "desired.yaml", StateDir(tmp / "state"), env={})
+took = []
+for _ in range(n + 1):
+    for edit in (Release(slot), Hold(slot)):
+        t0 = time.perf_counter()
+        editor.apply(edit, source="mcp", confirmed=True)
+        took.append(time.perf_counter() - t0)
+shutil.rmtree(tmp)
+print(statistics.median(took[2:]))
+"""
 _ZONES = ("us-central2-b", "europe-west4-a", "us-east1-d", "us-east5-a")  # all offer v6e
 
 
@@ -139,6 +164,15 @@ def measure(args: argparse.Namespace, report: _rig.Report) -> Results:
             f"[{name}] {n} slots, {label} / floor", ratio, "x", f"<= {target:g}x", ratio <= target
         )
         report.add(f"[{name}] {n} slots, {label} / floor, CPU", cpu / floor_cpu, "x")
+    for name, python in _rig.interpreters(args.python) if args.in_process else ():
+        env = _rig.interpreter_env(python, dict(os.environ))
+        for n in args.slots:
+            desired = root / f"in-process-{n}.yaml"
+            desired.write_text(desired_text(n), encoding="utf-8")
+            argv = ["-c", _IN_PROCESS, str(desired), f"slot-{n // 2:05d}", str(args.in_process)]
+            took = float(_rig.python_output(python, env, root, *argv))
+            report.add(f"[{name}] {n} slots, {IN_PROCESS} (TUI, MCP): median", took * 1000, "ms")
+            got[name, n, IN_PROCESS] = (took, took)
     return got
 
 
@@ -148,9 +182,9 @@ Results: TypeAlias = dict[tuple[str, int, str], tuple[float, float]]
 
 def markdown(got: Results) -> str:
     """One row per interpreter and size: the floor, then each command's wall time, its ratio
-    to the floor's (the gated one) and the ratio of their CPU times."""
-    head = "| tree | slots | libyaml load (floor) | validate | release | hold |"
-    out = [head, "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    to the floor's (the gated one) and the ratio of their CPU times; an edit in one process."""
+    head = "| tree | slots | libyaml load (floor) | validate | release | hold | edit in-process |"
+    out = [head, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, n in dict.fromkeys((k[0], k[1]) for k in got):
         floor, floor_cpu = got[name, n, FLOOR]
         cells = [f"{floor * 1000:.0f} ms"]
@@ -160,6 +194,8 @@ def markdown(got: Results) -> str:
             cells.append(
                 f"{wall * 1000:.0f} ms = **{wall / floor:.1f}x**{mark} (CPU {cpu / floor_cpu:.1f}x)"
             )
+        inside = got.get((name, n, IN_PROCESS))
+        cells.append(f"{inside[0] * 1000:.0f} ms" if inside else "")
         out.append(f"| {name} | {n:,} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
@@ -168,6 +204,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--slots", type=int, nargs="+", default=[200, 1000])
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument(
+        "--in-process", type=int, default=5, metavar="N",
+        help="also time N release+hold pairs in one process, as the TUI and MCP edit (0: no)",
+    )  # fmt: skip
     _rig.add_python_option(parser)
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     parser.add_argument("--markdown", type=Path, default=None, help="write the table here")
