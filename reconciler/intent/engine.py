@@ -189,12 +189,12 @@ class IntentEditor:
         except FileNotFoundError:
             raise EditRejected(f"{self.source} does not exist; write it first") from None
 
-    def parse(self, text: str) -> Desired:
+    def parse(self, text: str, tree: Tree | None = None) -> Desired:
         """The intent with ``text`` as the desired file, as the controller sees it (with a
-        lab's members' files as they are now)."""
+        lab's members' files as they are now); ``tree``: the YAML of ``text``, if read."""
         if self.lab.active:
             return self.lab.view(text).desired
-        return self._document(text).desired
+        return self._document(text, tree).desired
 
     def _document(self, text: str, tree: Tree | None = None) -> Parsed:
         """``text`` parsed and validated (``tree``: its YAML, when read already); the last one
@@ -217,9 +217,7 @@ class IntentEditor:
         """``target``'s own intent (the whole intent outside a lab). Raises
         InvalidDesiredState."""
         if target is None:
-            if self.lab.active:
-                return self.lab.view(text).desired
-            return self._document(text, tree).desired
+            return self.parse(text, tree)
         shared = self.lab.shared_part(self._shared_text())
         if target.owner is None:
             return self.lab.shared_part(text).desired
