@@ -275,8 +275,15 @@ class IntentEditor:
                     return new, tree, ctx
             except (OutsideWindow, InvalidDesiredState):
                 pass  # the whole file, below
-        ctx = run(Doc(text, source))
-        return ctx.doc.sync(), None, ctx
+        try:
+            ctx = run(Doc(text, source))
+            return ctx.doc.sync(), None, ctx
+        except InvalidDesiredState as e:  # the loader reads it; ruamel, stricter here, does not
+            raise InvalidEdit(
+                f"{source} cannot be edited: the round trip that keeps its comments cannot "
+                f"read it; rewrite the part it names:\n{e}",
+                e.diagnostics,
+            ) from None
 
     def _run(
         self, doc: Doc, *, edit: Edit, before: Desired, confirmed: bool, owned: bool

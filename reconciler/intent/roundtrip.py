@@ -24,7 +24,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import RoundTripConstructor
 
-from reconciler.errors import Diagnostic, InvalidDesiredState
+from reconciler.model.load_yaml import refusal
 
 Node = CommentedMap | CommentedSeq
 
@@ -76,12 +76,11 @@ def _yaml(text: str) -> YAML:
 
 def load(text: str, source: str) -> Any:
     """The round-trip tree of ``text``, which the loader has read (``model/load_yaml``);
-    raises InvalidDesiredState when ruamel cannot read it after all."""
+    raises InvalidDesiredState (``file:line:col``) when ruamel cannot read it after all."""
     try:
         return _yaml(text).load(text)
-    except Exception as e:  # ruamel raises a zoo of types; the loader has said the words
-        said = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise InvalidDesiredState([Diagnostic(source, 1, 1, f"YAML: {said}")]) from None
+    except Exception as e:  # ruamel raises a zoo of types: worded as the loader words its own
+        raise refusal(e, text, source) from None
 
 
 def plain(node: Any) -> Any:

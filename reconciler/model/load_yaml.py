@@ -12,7 +12,9 @@ which reads YAML 1.2; so does this module, where PyYAML alone would read YAML 1.
 - timestamps stay text (``model.times`` parses them where the schema says, so an impossible
   one is reported at its own line); the ``=`` scalar is text;
 - a key repeated in one mapping is refused, every repetition at its own place (PyYAML would
-  keep the last value without a word);
+  keep the last value without a word), whether written alike or read alike (``1`` and ``1.0``,
+  as ruamel compares them; ``1`` and ``'1'``, one key to the schema);
+- a ``%YAML`` directive other than ``1.2`` is refused (ruamel would read the file as 1.1);
 - ``<<`` merges a mapping (or a list of them) as ruamel does: keys written beside it win, an
   earlier mapping wins over a later one; a merged value's position is where it is written;
 - NEL, LINE SEPARATOR and PARAGRAPH SEPARATOR (U+0085, U+2028, U+2029) are ordinary
@@ -26,7 +28,16 @@ libyaml accepts a tab after ``key:`` that ruamel refuses, and words its errors i
 text with a tab, or one libyaml refuses, is read again by PyYAML's pure-Python parser, whose
 errors (problem, context and marks) are ruamel's own, so ``model/messages.yaml_problem`` words
 them exactly as before. A file larger than 4 MiB, with a NUL byte, nested too deeply or not
-YAML is refused as ``file:line:col: message``.
+YAML is refused as ``file:line:col: message`` (``refusal``, which words ruamel's errors for
+the round trip too).
+
+An anchor or alias name that YAML 1.1 ends at a ``:`` or ``?`` that 1.2 takes into it
+(``&a: b``, ``*a: b``) is refused at its place. Left as it is, where the two parsers' grammars
+differ (never on a value both read): a plain value starting with ``:`` inside ``[...]`` or
+``{...}``, an anchor name with ``:`` inside it, a tab between the items of ``{...}`` or
+``[...]`` and a value with no key (``: v`` at the start of a line) are refused here and read
+by ruamel; a single pair ``["a":b]`` is read here and refused by
+ruamel, so an edit of such a file says where ruamel stops (``intent/engine``).
 
 Pure: text in, values out.
 """
@@ -40,12 +51,12 @@ from typing import Any, Final
 
 import yaml
 from yaml.composer import Composer
-from yaml.error import MarkedYAMLError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.parser import Parser
-from yaml.reader import Reader, ReaderError
+from yaml.reader import Reader
 from yaml.resolver import BaseResolver
 from yaml.scanner import Scanner
+from yaml.tokens import AliasToken, AnchorToken, StreamEndToken, Token
 
 from reconciler.errors import Diagnostic, InvalidDesiredState
 from reconciler.model.messages import yaml_problem
@@ -61,6 +72,11 @@ _STAND_INS: Final[dict[str, str | int | None]] = {
     "\u2028": "\ue028",
     "\u2029": "\ue029",
 }
+
+#: Where an anchor or alias name may be cut short (``_name_cut_short``).
+_CUT_SHORT: Final = re.compile(r"[&*][0-9A-Za-z_-]+[:?]")
+#: A ``%YAML`` directive (they come before the document's ``---``): ruamel honours ``1.1``.
+_VERSION: Final = re.compile(r"^%YAML[ \t]+(\S+)", re.MULTILINE)
 
 
 class _Resolver(BaseResolver):
@@ -119,6 +135,25 @@ def _compose_with(composer: type[Any], text: str) -> Node | None:
         return node
     finally:
         loader.dispose()
+
+
+def _name_cut_short(text: str) -> Token | None:
+    """An anchor or alias whose name YAML 1.1 ends at a ``:`` or ``?`` that YAML 1.2 (ruamel)
+    takes into it: ``&a: b`` is an anchor on an empty key here, an anchor ``a:`` there."""
+    if _CUT_SHORT.search(text) is None:  # the tokens are scanned only when it can happen
+        return None
+    scanner = (_FAST or _PureComposer)(text)
+    try:
+        while not scanner.check_token(StreamEndToken):
+            token: Token = scanner.get_token()
+            end = token.end_mark.index
+            if isinstance(token, AnchorToken | AliasToken) and text[end : end + 1] in (":", "?"):
+                return token
+    except Exception:  # not YAML: composing it says where
+        return None
+    finally:
+        scanner.dispose()
+    return None
 
 
 def _compose(text: str) -> Node | None:
@@ -212,6 +247,7 @@ class _Builder:
         out: dict[str, Any] = {}
         self.memo[id(node)] = out
         pairs: dict[str, tuple[Node, Node]] = {}
+        values: set[Any] = set()  # the keys as read: ``1`` and ``1.0`` are one key to ruamel
         merged: list[tuple[str, tuple[Node, Node]]] = []
         merge_seen = False
         for key_node, value_node in node.value:
@@ -221,10 +257,11 @@ class _Builder:
                 merge_seen = True
                 merged.extend(self._merged(value_node))
                 continue
-            key = self._key(key_node)
-            if key in pairs:
+            key, read = self._key(key_node)
+            if key in pairs or read in values:
                 self.problems.append((key_node, _duplicate(key)))
                 continue
+            values.add(read)
             pairs[key] = (key_node, value_node)
             out[key] = self.value(value_node)
         for key, (key_node, value_node) in merged:  # written keys win; then the first merged
@@ -243,11 +280,13 @@ class _Builder:
             built = self.value(source)
             yield from self.maps.get(id(built), {}).items()
 
-    def _key(self, node: Node) -> str:
+    def _key(self, node: Node) -> tuple[str, Any]:
+        """A key as text (as the schema sees it) and as read (compared as ruamel compares)."""
         value = self.value(node)
         if isinstance(value, list):
             value = tuple(value)
-        return value if isinstance(value, str) else str(value)
+        text = value if isinstance(value, str) else str(value)
+        return text, value if isinstance(value, int | float) else text
 
     def _scalar(self, node: ScalarNode) -> Any:
         text: str = node.value if self.back is None else node.value.translate(self.back)
@@ -327,6 +366,37 @@ def _place(text: str, index: int) -> tuple[int, int]:
     return text.count("\n", 0, index) + 1, index - (text.rfind("\n", 0, index) + 1) + 1
 
 
+def refusal(error: Exception, text: str, source: str) -> InvalidDesiredState:
+    """``error``, raised reading ``text``, as ``file:line:col: message``. It may come from
+    PyYAML or from ruamel.yaml (``intent/roundtrip``): their errors have the same fields
+    (``problem``, ``context`` and their marks; a reader error's ``position`` and
+    ``character``), so the round trip's refusals read as the loader's."""
+
+    def refuse(line: int, col: int, message: str) -> InvalidDesiredState:
+        return InvalidDesiredState([Diagnostic(source, line, col, message)])
+
+    position, character = getattr(error, "position", None), getattr(error, "character", None)
+    if isinstance(position, int) and character is not None:  # a character YAML does not allow
+        line, col = _place(text, position)
+        char = chr(character) if isinstance(character, int) else str(character)[:1]
+        what = f"character U+{ord(char):04X}" if char else "a character"
+        return refuse(line, col, f"{what} is not allowed in a YAML file")
+    if hasattr(error, "problem_mark"):  # a MarkedYAMLError
+        problem = getattr(error, "problem", None) or ""
+        context = getattr(error, "context", None) or ""
+        context_at = getattr(error, "context_mark", None)
+        at = error.problem_mark or context_at
+        line, col = (at.line + 1, at.column + 1) if at else (1, 1)
+        context_line = context_at.line + 1 if context_at else None
+        if "quoted scalar" in context and context_at:
+            line, col = context_at.line + 1, context_at.column + 1
+        return refuse(line, col, yaml_problem(problem, context, text, line, col, context_line))
+    if isinstance(error, RecursionError):
+        return refuse(1, 1, "YAML nests too deeply")
+    said = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return refuse(1, 1, f"YAML: {said}")  # the parsers raise a zoo of types on hostile input
+
+
 def parse_tree(text: str, source: str) -> Tree:
     """The document in ``text``; raises InvalidDesiredState with every YAML problem's
     position (``source`` names the file)."""
@@ -338,6 +408,11 @@ def parse_tree(text: str, source: str) -> Tree:
         raise refuse(1, 1, "file is larger than 4 MiB")
     if "\x00" in text:
         raise refuse(1, 1, "file contains a NUL byte")
+    directive = _VERSION.search(text.split("\n---", 1)[0])
+    if directive is not None and directive.group(1) != "1.2":
+        line, col = _place(text, directive.start())
+        said = f"'%YAML {directive.group(1)}': a desired file is read as YAML 1.2 (as every"
+        raise refuse(line, col, said + " edit reads it); remove this line")
     read, back = text, None
     if any(c in text for c in _STAND_INS):
         taken = next((str(c) for c in _STAND_INS.values() if str(c) in text), None)
@@ -347,29 +422,20 @@ def parse_tree(text: str, source: str) -> Tree:
             raise refuse(line, col, said + " or U+2029 in it")
         read = text.translate(str.maketrans(_STAND_INS))
         back = str.maketrans({str(v): k for k, v in _STAND_INS.items()})
+    cut = _name_cut_short(read)
+    if cut is not None:
+        line, col = cut.start_mark.line + 1, cut.start_mark.column + 1
+        name = text[cut.start_mark.index : cut.end_mark.index + 1]
+        said = f"{name!r}: YAML 1.2 reads this name with its {name[-1]!r} (as every edit reads"
+        raise refuse(line, col, said + f" it); put a space before {name[-1]!r}")
     try:
         node = _compose(read)
         if node is None:
             return Tree(None)
         builder = _Builder(back)
         data = builder.value(node)
-    except ReaderError as e:  # a character YAML does not allow (control, lone surrogate)
-        line, col = _place(text, e.position)
-        char = chr(e.character) if isinstance(e.character, int) else str(e.character)[:1]
-        what = f"character U+{ord(char):04X}" if char else "a character"
-        raise refuse(line, col, f"{what} is not allowed in a YAML file") from None
-    except MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        context_line = e.context_mark.line + 1 if e.context_mark else None
-        if "quoted scalar" in (e.context or "") and e.context_mark:
-            line, col = e.context_mark.line + 1, e.context_mark.column + 1
-        message = yaml_problem(e.problem or "", e.context or "", text, line, col, context_line)
-        raise refuse(line, col, message) from None
-    except RecursionError:
-        raise refuse(1, 1, "YAML nests too deeply") from None
-    except Exception as e:  # the parser raises a zoo of types on hostile input
-        raise refuse(1, 1, f"YAML: {e}") from None
+    except Exception as e:  # RecursionError too: nested too deeply
+        raise refusal(e, text, source) from None
     if builder.problems:
         found = {
             Diagnostic(source, n.start_mark.line + 1, n.start_mark.column + 1, message)
