@@ -6,8 +6,8 @@ router sends each request to the cloud serving its ``api`` — a create by
 ``CreateRequest.api``, a delete or describe by the ``api`` it is given, an operation to the
 cloud that can read that name back (``Capability.reads``) — and merges their observations
 into one, so a race group may one day list slots of several APIs. A request for an API no
-configured cloud serves is a ``PermanentCloudError`` (the action is blocked with that
-message), never a crash.
+configured cloud serves, or a flex-start one for a cloud without ``Capability.flex_start``, is
+a ``PermanentCloudError`` (the action is blocked with that message), never a crash.
 
 One observation is every cloud's, taken together: if any of them fails, the whole look fails
 (nothing is decided on half a world); a zone counts as seen only where every cloud saw it.
@@ -30,6 +30,7 @@ from reconciler.adapters.cloud import (
     zones_to_observe,
 )
 from reconciler.errors import PermanentCloudError
+from reconciler.model import flex
 from reconciler.model.capacity import CapacityRequest
 from reconciler.model.observed import Observation
 from reconciler.model.requests import CreateRequest
@@ -83,7 +84,14 @@ class CloudRouter:
         return merge(looks)
 
     async def create_request(self, request: CreateRequest) -> Submitted:
-        return await self.serving(request.api).create_request(request)
+        cloud = self.serving(request.api)
+        if request.mode == flex.MODE and not cloud.capability.flex_start:
+            raise PermanentCloudError(
+                f"the {request.api!r} API's cloud ({cloud.capability.transport}) cannot create "
+                "flex-start requests",
+                status="FAILED_PRECONDITION",
+            )
+        return await cloud.create_request(request)
 
     async def delete_request(self, api: str, zone: str, name: str, *, force: bool) -> Submitted:
         return await self.serving(api).delete_request(api, zone, name, force=force)

@@ -86,7 +86,7 @@ _EMPTY_SLOT: Final = SlotMemory()
 class PendingOperation:
     """A create's or delete's long-running operation, remembered until it is settled."""
 
-    name: str  # projects/P/locations/Z/operations/ID
+    name: str  # its full name, one the cloud can read back (``Capability.reads``)
     kind: str  # "create" | "delete"
     zone: str
     slot: str

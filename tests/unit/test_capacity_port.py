@@ -222,6 +222,17 @@ def test_a_request_for_an_api_no_cloud_serves_is_a_permanent_error() -> None:
         CloudRouter({"compute": ApiCloud("tpu")})
 
 
+def test_a_flex_start_request_needs_a_cloud_that_can_make_one() -> None:
+    other = ApiCloud("compute")
+    router = CloudRouter({"tpu": ApiCloud("tpu"), "compute": other})
+    flex = CreateRequest("f", ZONE, "tpu7x-8", "img", "flex-start", api="compute")
+    with pytest.raises(PermanentCloudError, match="cannot create flex-start requests"):
+        asyncio.run(router.create_request(flex))
+    other.capability = dataclasses.replace(other.capability, flex_start=True)
+    asyncio.run(router.create_request(flex))
+    assert other.calls == [("create", "f")]
+
+
 def test_one_look_is_every_clouds_and_fails_with_any_of_them() -> None:
     tpu, other = ApiCloud("tpu", all_zones=True), ApiCloud("compute")
     asyncio.run(tpu.create_request(CreateRequest("a", ZONE, "v4-8", "img", "spot")))
