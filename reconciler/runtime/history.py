@@ -485,20 +485,16 @@ def _tracker_to_json(tracker: Tracker) -> str:
 def _tracker_from_json(text: str) -> Tracker:
     try:
         data = json.loads(text)
-        tracks = {(z, s): _track(fields) for z, s, fields in data["tracks"]}
+        # a track saved before tracks kept their neutral state gets it from its word (they
+        # were all the Cloud TPU API's); a saved one wins
+        tracks = {
+            (z, s): RequestTrack(**{"request": legacy_state(f["state"]).value, **f})
+            for z, s, f in data["tracks"]
+        }
         failures = {str(k): float(v) for k, v in data["failures"].items()}
     except (ValueError, TypeError, KeyError):
         return Tracker()
     return Tracker(tracks=tracks, failures_seen=failures)
-
-
-def _track(fields: dict[str, Any]) -> RequestTrack:
-    """A saved track; one saved before tracks kept their neutral state gets it from the word
-    (they were all the Cloud TPU API's)."""
-    track = RequestTrack(**fields)
-    if not track.request:
-        track.request = legacy_state(track.state).value
-    return track
 
 
 def summary_stats(path: Path, *, now: float | None = None, **filters: Any) -> list[PlaceStats]:

@@ -579,3 +579,22 @@ def test_tracker_records_are_consistent_for_any_sequence_of_looks(
                        "WAITING_FOR_RESOURCES") and r.before in (None, "DELETING", "SUSPENDING",
                        "SUSPENDED", "FAILED") for r in records)  # fmt: skip
     assert served <= incarnations
+
+
+def test_a_tracker_saved_before_neutral_states_reads_them_from_its_words() -> None:
+    from reconciler.runtime.history import _tracker_from_json, _tracker_to_json
+
+    tracker = Tracker()
+    tracker.step([seen("a", "WAITING_FOR_RESOURCES"), seen("b", "ACTIVE")], 10.0)
+    saved = json.loads(_tracker_to_json(tracker))
+    assert {t[2]["request"] for t in saved["tracks"]} == {"waiting", "active"}
+    for _, _, fields in saved["tracks"]:
+        del fields["request"]  # as a recorder of the previous version wrote it
+    loaded = _tracker_from_json(json.dumps(saved))
+    assert {k[1]: t.phase.value for k, t in loaded.tracks.items()} == {
+        "a": "waiting",
+        "b": "active",
+    }
+    assert loaded.step([seen("a", "ACTIVE")], 70.0)[-1] == Wait(
+        "a", Z1, "v6e-8", "spot", 10.0, 60.0, 60.0, 60.0
+    )
