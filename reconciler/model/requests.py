@@ -27,7 +27,6 @@ class CreateRequest:
     accelerator: str  # one slice's shape, e.g. "v6e-8"
     image: str  # the software image its nodes boot (the TPU API's runtime version)
     mode: str  # "spot" | "on-demand" | "reserved" | "flex-start"
-    api: str = DEFAULT_API  # which API holds it ("tpu": the Cloud TPU API)
     network: str | None = None
     subnetwork: str | None = None
     valid_until_seconds: int | None = None  # how long it may wait for capacity
@@ -37,6 +36,7 @@ class CreateRequest:
     valid_after_time: float | None = None  # start_at: epoch seconds
     max_run_seconds: int | None = None  # how long it may run once held (flex-start)
     slices: int = 1  # > 1: a multislice of this many nodes <name>-0 ... (same shape)
+    api: str = DEFAULT_API  # which API holds it ("tpu": the Cloud TPU API)
 
 
 def _positive(name: str, value: object) -> int:
