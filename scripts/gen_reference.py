@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from pydantic import BaseModel  # noqa: E402
 from pydantic_core import PydanticUndefined  # noqa: E402
 
+from reconciler.model import accelerators as cat  # noqa: E402
 from reconciler.model import desired as d  # noqa: E402
 from reconciler.model.durations import duration_text  # noqa: E402
 from reconciler.model.load import env_overrides  # noqa: E402
@@ -59,10 +60,29 @@ GLOSSARY: Final[dict[str, str]] = {
     "letter (legacy `domain.com:project` ids too)",
     "SlotName": "lowercase letters, digits and hyphens, starting with a letter, ending with a "
     "letter or digit, at most 63 characters",
-    "ZoneName": "a zone like `us-central2-b`",
-    "RegionName": "a region like `europe-west4` (a zone without its letter)",
-    "Accelerator": "an accelerator type like `v4-8`, `v5litepod-16`, `v6e-64`",
-    "Family": "an accelerator family like `v4`, `v5litepod`, `v6e`",
+    "ZoneName": "a zone that exists, like `us-central2-b`: one missing from tpu-reconciler's "
+    "list (`model/tpu_zones.py`) is refused with a did-you-mean, unless "
+    "`settings.allow_unknown_zones` is true",
+    "RegionName": "a region like `europe-west4` (a zone without its letter; checked like zones)",
+    "Accelerator": "an accelerator type that exists: "
+    + ", ".join(
+        f"`{g.family}-{g.sizes[0]}` ... `{g.family}-{g.sizes[-1]}`" for g in cat.GENERATIONS
+    )
+    + " (the sizes between: `model/accelerators.py`; one that does not exist is refused with "
+    "the sizes); the number counts TensorCores (two a chip) for "
+    + ", ".join(g.family for g in cat.GENERATIONS if g.cores_per_chip == 2)
+    + ", chips for the rest; other spellings are read as the APIs' names: "
+    + ", ".join(f"`{a}-N` as `{f}-N`" for a, f in cat.ALIASES.items()),
+    "Family": "an accelerator family: "
+    + ", ".join(
+        f"`{g.family}`" + (f" (or {', '.join(f'`{a}`' for a in g.aliases)})" if g.aliases else "")
+        for g in cat.GENERATIONS
+    ),
+    "MachineTypeName": "a Compute Engine TPU machine type: "
+    + ", ".join(f"`{m}`" for m in cat.MACHINE_TYPES),
+    "Topology": "chips per side: `2x4` (v5e, v6e), `4x4x4` (v4, v5p, tpu7x)",
+    "ImageName": "a Compute Engine image: `projects/P/global/images/NAME` or "
+    "`projects/P/global/images/family/FAMILY`",
     "RuntimeVersion": "a runtime version like `tpu-ubuntu2204-base`",
     "NetworkName": "a network or subnetwork name, or a full resource path",
     "UserName": "a POSIX user name (OS Login names look like `alice_example_com`)",
@@ -94,6 +114,7 @@ _LITERALS: Final = {
     "CredentialSource": d.CredentialSource,
     "QuotaSource": d.QuotaSource,
     "Across": d.Across,
+    "Api": d.Api,
 }
 
 

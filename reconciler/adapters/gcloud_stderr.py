@@ -30,18 +30,42 @@ def _is_boilerplate(line: str) -> bool:
     return any(p.search(line) for p in _BOILERPLATE)
 
 
+_COMMAND: Final = re.compile(r"^\s+\$\s+(\S.*)$")
+
+
+def _error_lines(lines: list[str]) -> list[str]:
+    """The ``ERROR:`` paragraphs. One that ends by introducing a command ("Please run:") goes
+    on with that command (``$ gcloud auth login`` -> ```gcloud auth login```) and the sentence
+    that finishes it ("to obtain new credentials."), so the advice is never cut mid-sentence."""
+    kept: list[str] = []
+    mode = "out"  # "error" in a paragraph, "command" after its ":", "after" past the command
+    for line in lines:
+        text = line.strip()
+        command = _COMMAND.match(line)
+        if line.startswith("ERROR:"):
+            mode = "error"
+        elif mode == "error" and not text:
+            mode = "command" if kept and kept[-1].rstrip().endswith(":") else "out"
+            continue
+        elif mode == "command" and command:
+            kept.append(f"`{command.group(1).strip()}`")
+            continue
+        elif mode == "command" and not text:
+            mode = "after" if kept and kept[-1].endswith("`") else "out"
+            continue
+        elif mode == "after" and text:
+            mode = "error" if text[0].islower() else "out"
+        elif mode in ("command", "after"):
+            mode = "out" if not text else "error"
+        if mode == "error":
+            kept.append(line)
+    return kept
+
+
 def message(stderr: str, *, limit: int = _LIMIT) -> str:
     """The ``ERROR:`` paragraphs of ``stderr`` (else every line that is not boilerplate),
     whitespace folded to single spaces, at most ``limit`` characters; "" when nothing is left."""
     lines = [line for line in stderr.splitlines() if not _is_boilerplate(line)]
-    kept: list[str] = []
-    inside = False
-    for line in lines:
-        if line.startswith("ERROR:"):
-            inside = True
-        elif not line.strip():
-            inside = False
-        if inside:
-            kept.append(line)
+    kept = _error_lines(lines)
     text = " ".join(_OBJECT_REPR.sub("", " ".join(kept or lines)).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -38,7 +38,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from reconciler.adapters.files import PRIVATE_FILE, shared_mode
-from reconciler.adapters.history_rows import attempts, timeline, transitions
+from reconciler.adapters.history_rows import attempts, states_before, timeline, transitions
 from reconciler.adapters.history_sql import (
     SCHEMA,
     TABLES,
@@ -247,6 +247,11 @@ class HistoryDB:
         """See ``history_rows.transitions``; SQLite's failures raise ``HistoryUnreadable``."""
         with _reading(self.path):
             yield from transitions(self.conn, **filters)
+
+    def states_before(self, moment: float) -> list[Transition]:
+        """See ``history_rows.states_before``; SQLite's failures raise ``HistoryUnreadable``."""
+        with _reading(self.path):
+            return states_before(self.conn, moment)
 
     def timeline(self, **filters: Any) -> Timeline:
         """See ``history_rows.timeline``; SQLite's failures raise ``HistoryUnreadable``."""

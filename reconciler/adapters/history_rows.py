@@ -1,7 +1,7 @@
 """The capacity history's reads of rows over time: ``transitions`` (oldest first, for
-``history --export csv``), ``timeline`` (waits and holdings, for ``history --plot`` / ``--html``
-and the TUI's history pane) and ``attempts`` (workload attempts with their chip use, newest
-first, for ``history``).
+``history --export csv`` and, with ``states_before``, the lab's timeline), ``timeline`` (waits
+and holdings, for ``history --plot`` / ``--html`` and the TUI's history pane) and ``attempts``
+(workload attempts with their chip use, newest first, for ``history``).
 
 Functions of a ``sqlite3.Connection`` the caller holds (``adapters/history_db.HistoryDB``); the
 schema, the names table and the filters are ``adapters/history_sql.py``'s.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from typing import Any
 
 from reconciler.adapters.history_sql import _s, read_names, where_clause
 from reconciler.core.capacity_chart import GAVE_UP, SERVED, Holding, Timeline, WaitPoint
@@ -35,25 +36,42 @@ def transitions(
     clause, args = where
     names = read_names(conn)
 
+    for row in conn.execute(f"SELECT {_COLUMNS} FROM transitions{clause} ORDER BY rowid", args):
+        yield _transition(row, names)
+
+
+_COLUMNS = "at, slot, zone, acc, mode, before, after, code, msg"
+
+
+def _transition(row: tuple[Any, ...], names: dict[int, str]) -> Transition:
+    at, slot, z, a, m, before, after, code, msg = row
+
     def name(i: int | None) -> str | None:
         return None if i is None else names.get(i, "?")
 
-    for at, slot, z, a, m, before, after, code, msg in conn.execute(
-        "SELECT at, slot, zone, acc, mode, before, after, code, msg FROM transitions"
-        f"{clause} ORDER BY rowid",
-        args,
-    ):
-        yield Transition(
-            slot=name(slot) or "?",
-            zone=name(z) or "?",
-            accelerator=name(a) or "?",
-            mode=name(m) or "?",
-            before=name(before),
-            after=name(after),
-            at=at / 1000.0,
-            code=code,
-            message=name(msg) or "",
-        )
+    return Transition(
+        slot=name(slot) or "?",
+        zone=name(z) or "?",
+        accelerator=name(a) or "?",
+        mode=name(m) or "?",
+        before=name(before),
+        after=name(after),
+        at=at / 1000.0,
+        code=code,
+        message=name(msg) or "",
+    )
+
+
+def states_before(conn: sqlite3.Connection, moment: float) -> list[Transition]:
+    """The last transition of each (zone, slot) before ``moment``: the state each request was
+    in then (the lab's timeline starts from it). Its SQLite's bare columns come from the row
+    of ``max(rowid)``, the latest recorded."""
+    names = read_names(conn)
+    rows = conn.execute(
+        f"SELECT {_COLUMNS}, max(rowid) FROM transitions WHERE at < ? GROUP BY zone, slot",
+        (round(moment * 1000),),
+    )
+    return [_transition(row[:-1], names) for row in rows]
 
 
 def timeline(

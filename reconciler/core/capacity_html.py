@@ -243,9 +243,11 @@ def format_html(
     since: float | None = None,
     generated: float | None = None,
     filters: Mapping[str, str] | None = None,
+    lab: str = "",
 ) -> str:
     """The page: the three charts over ``[since or the oldest record, until]`` and the
-    ``rankings`` (``tpu-reconciler.recommend.v1`` documents)."""
+    ``rankings`` (``tpu-reconciler.recommend.v1`` documents); ``lab``, the lab's
+    timeline section (``core.timeline_svg.section``), after them."""
     asked = ", ".join(f"{k}={v}" for k, v in (filters or {}).items() if v)
     parts = [
         "<!DOCTYPE html>",
@@ -288,6 +290,8 @@ def format_html(
         parts.append("<h2>Preemptions per day</h2>")
         parts.append(f'<p class="note">{_e(f"UTC days {first} to {last}; {total} in all.")}</p>')
         parts.append(preemptions_svg(c))
+    if lab:
+        parts.append(lab)
     parts.append("<h2>Zones ranked by expected time to capacity</h2>")
     if not rankings:
         parts.append('<p class="note">Nothing to rank yet.</p>')

@@ -131,13 +131,28 @@ def format_history(stats: Sequence[PlaceStats], filters: Mapping[str, str] | Non
                 f"{_d(s.p50_provisioning)}/{_d(s.p90_provisioning)}",
                 f"{_d(s.p50_active)}/{_d(s.p90_active)}",
                 _d(s.median_lifetime),
-                "-" if s.preemptions_per_day is None else f"{s.preemptions_per_day:.2f}",
+                rate_text(s.preemptions, s.preemptions_per_day),
                 failures or "-",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def rate_text(preemptions: int, per_day_rate: float | None) -> str:
+    """Preemptions per day of capacity held as a person should read it: a rate once a day of
+    capacity was held (``0.50``, with the count while there are few: ``0.50 (n=1)``); before
+    that what was seen (``1 in 24m held``), never one preemption in minutes extrapolated to
+    ``59.99`` a day."""
+    if per_day_rate is None:
+        return "-"
+    if preemptions == 0 or per_day_rate <= 0:
+        return f"{per_day_rate:.2f}"
+    held = preemptions / per_day_rate * 86400.0
+    if held < 86400.0:
+        return f"{preemptions} in {format_duration(held)} held"
+    return f"{per_day_rate:.2f}" + (f" (n={preemptions})" if preemptions < 3 else "")
 
 
 def csv_row(row: Transition) -> list[str]:

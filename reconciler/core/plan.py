@@ -77,7 +77,6 @@ from reconciler.core.quota import RULE as QUOTA_RULE
 from reconciler.core.quota import refusal_lifted, refused_text
 from reconciler.model.capacity import (
     DEAD_STATES,
-    DEFAULT_API,
     MANAGED_LABEL,
     MANAGED_VALUE,
     MOVING_STATES,
@@ -127,21 +126,15 @@ def _time_key(stamp: str | None) -> tuple[str, str]:
     return (head, rest.ljust(9, "0"))
 
 
-def api_of(spec: SlotSpec) -> str:
-    """The API that holds ``spec``'s capacity (the Cloud TPU API until the file can name
-    another: issue 31's ``api:`` key)."""
-    return DEFAULT_API
-
-
 def _create_request(desired: Desired, spec: SlotSpec, now: float) -> CreateRequest:
     s = desired.settings
     after, at = control.start_window(spec, now)
     return CreateRequest(
         name=spec.name,
         zone=spec.zone,
-        api=api_of(spec),
+        api=spec.api,
         accelerator=spec.accelerator,
-        image=spec.runtime_version,
+        image=spec.image or spec.runtime_version,
         mode=spec.mode,
         network=s.network,
         subnetwork=s.subnets.get(spec.zone),
@@ -152,6 +145,9 @@ def _create_request(desired: Desired, spec: SlotSpec, now: float) -> CreateReque
         valid_after_time=at,
         max_run_seconds=spec.max_run_seconds,
         slices=spec.slices,
+        machine_type=spec.machine_type,
+        topology=spec.topology,
+        hosts=spec.hosts,
     )
 
 
@@ -261,7 +257,7 @@ class _Planner:
                 create=_create_request(self.desired, spec, self.now),
                 state="NOT_QUEUED",
                 unlisted_zone=known_to_offer(spec.zone, spec.accelerator) is False,
-                api=api_of(spec),
+                api=spec.api,
             )
             not_before = self.memory.slot(spec.name).create_not_before
             if not_before > self.now:

@@ -155,11 +155,27 @@ def _page(
         except ValueError:
             raise ApiError("INVALID_ARGUMENT", "pageSize must be an integer") from None
         size = default_size if size <= 0 else min(size, MAX_PAGE_SIZE)
-    if token := query.get("pageToken"):
+    try:
+        return paginate(items, query.get("pageToken"), size)
+    except ValueError:
+        raise ApiError("INVALID_ARGUMENT", f"invalid pageToken {query['pageToken']!r}") from None
+
+
+_K = TypeVar("_K", bound=tuple[str, ...])
+
+
+def paginate(
+    items: list[tuple[_K, _T]], token: str | None, size: int
+) -> tuple[list[tuple[_K, _T]], str | None]:
+    """The ``size`` items (sorted by key) after the key ``token`` names, and the token of the
+    next page (None on the last). The token is opaque to clients; a malformed one raises
+    ``ValueError``. Naming the last key served, a page boundary never skips or repeats an item
+    when others come or go between pages."""
+    if token:
         try:
             after = tuple(json.loads(base64.urlsafe_b64decode(token.encode())))
         except (ValueError, TypeError):
-            raise ApiError("INVALID_ARGUMENT", f"invalid pageToken {token!r}") from None
+            raise ValueError(f"invalid page token {token!r}") from None
         items = [kv for kv in items if kv[0] > after]
     page = items[:size]
     if len(items) <= size:

@@ -11,6 +11,7 @@ import collections
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from reconciler.emulator._scenario import Fault
@@ -21,6 +22,8 @@ class EmulatorClient:
     def __init__(self, url: str, *, timeout: float = 10.0) -> None:
         self.url = url if url.endswith("/") else url + "/"
         self.timeout = timeout
+        #: the Compute Engine controls, as ``Emulator.compute`` has them
+        self.compute = ComputeClient(self._call)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
@@ -135,3 +138,93 @@ class EmulatorClient:
     ) -> None:
         body = {"family": family, "mode": mode, "chips": chips, "zone": zone, "region": region}
         self._call("POST", "quotas", body)
+
+
+class ComputeClient:
+    """``ComputeControls`` over the control API: the same method names and arguments."""
+
+    def __init__(self, call: Callable[..., Any]) -> None:
+        self._call = call
+
+    def _post(self, path: str, **body: Any) -> Any:
+        return self._call("POST", f"compute/{path}", body)
+
+    def state(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "compute/state")
+        return result
+
+    def set_capacity(self, zone: str, machine_type: str, count: int | None) -> None:
+        self._post("capacity", zone=zone, machine_type=machine_type, count=count)
+
+    def capacity_used(self, zone: str, machine_type: str) -> int:
+        return int(self._post("capacity-used", zone=zone, machine_type=machine_type))
+
+    def set_quota(self, family: str, pool: str, region: str, chips: int | None) -> None:
+        self._post("quotas", family=family, pool=pool, region=region, chips=chips)
+
+    def preempt(self, zone: str, instance: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._post("preempt", zone=zone, instance=instance)
+        return result
+
+    def preempt_member(self, location: str, group: str, index: int) -> dict[str, Any]:
+        result: dict[str, Any] = self._post(
+            "preempt-member", location=location, group=group, index=index
+        )
+        return result
+
+    def grant_flex(self, zone: str, instance: str) -> None:
+        self._post("grant-flex", zone=zone, instance=instance)
+
+    def lapse_flex(self, zone: str, instance: str) -> None:
+        self._post("lapse-flex", zone=zone, instance=instance)
+
+    def end_run(self, zone: str, instance: str) -> None:
+        self._post("end-run", zone=zone, instance=instance)
+
+    def fail_bulk(
+        self, location: str, group: str, member: str | None = None, **fields: Any
+    ) -> None:
+        self._post("fail-bulk", location=location, group=group, member=member, **fields)
+
+    def fail_resize_request(self, location: str, group: str, name: str, **fields: Any) -> None:
+        self._post("fail-resize-request", location=location, group=group, name=name, **fields)
+
+    def fail_operations(self, **fields: Any) -> None:
+        self._post("operation-failures", **fields)
+
+    def set_operation_delay(self, seconds: float) -> None:
+        self._post("operation-delay", seconds=seconds)
+
+    def add_instance(
+        self, zone: str, name: str, machine_type: str, **options: Any
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = self._post(
+            "instances", zone=zone, name=name, machine_type=machine_type, **options
+        )
+        return result
+
+    def instances(self) -> list[dict[str, Any]]:
+        return list(self.state()["instances"])
+
+    def instance(self, zone: str, name: str) -> dict[str, Any] | None:
+        suffix = f"/zones/{zone}/instances/{name}"
+        return next((i for i in self.instances() if i["selfLink"].endswith(suffix)), None)
+
+    def groups(self) -> list[dict[str, Any]]:
+        return list(self.state()["groups"])
+
+    def group(self, location: str, name: str) -> dict[str, Any] | None:
+        suffix = f"/{location}/instanceGroupManagers/{name}"
+        return next((g for g in self.groups() if g["selfLink"].endswith(suffix)), None)
+
+    def members(self, location: str, group: str) -> list[dict[str, Any]]:
+        return list(self._post("members", location=location, group=group))
+
+    def policies(self) -> list[dict[str, Any]]:
+        return list(self.state()["policies"])
+
+    def templates(self) -> list[dict[str, Any]]:
+        return list(self.state()["templates"])
+
+    def operations(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "compute/operations"))

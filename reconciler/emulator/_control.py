@@ -23,6 +23,8 @@ own; errors come back in Google's error shape with HTTP 400 / 404.
     POST   /_emulator/node-health {zone, node, health?, symptoms?, maintenance?}
     GET    /_emulator/requests                    {"requests": [...], "counts": {...}}
     DELETE /_emulator/requests
+    *      /_emulator/compute/...                 the Compute Engine controls
+                                                  (``_compute_control``)
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from reconciler.emulator import _compute_control
+from reconciler.emulator._compute_control import ComputeControls
 from reconciler.emulator._scenario import Fault
 
 
@@ -43,6 +47,8 @@ class Emulator(Protocol):
 
     @property
     def speed(self) -> float: ...
+    @property
+    def compute(self) -> ComputeControls: ...
     @property
     def url(self) -> str: ...
     def now(self) -> float: ...
@@ -153,8 +159,16 @@ ROUTES: dict[tuple[str, str], _Action] = {
 }
 
 
+def _route(method: str, path: str) -> _Action | None:
+    name = path.removeprefix("/_emulator/").strip("/")
+    if name.startswith("compute/"):
+        compute = _compute_control.ROUTES.get((method, name.removeprefix("compute/")))
+        return None if compute is None else (lambda e, a: compute(e.compute, a))
+    return ROUTES.get((method, name))
+
+
 def handle(emu: Emulator, method: str, path: str, raw: bytes) -> tuple[int, bytes]:
-    action = ROUTES.get((method, path.removeprefix("/_emulator/").strip("/")))
+    action = _route(method, path)
     if action is None:
         return _error(404, "NOT_FOUND", f"no control endpoint {method} {path}")
     try:

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from reconciler.emulator._compute_catalog import MACHINE_TYPES
 from reconciler.model.durations import parse_duration
 from reconciler.model.names import ACCELERATOR_RE, NAME_RE, ZONE_RE
 from reconciler.model.rpc_codes import RPC_CODES
@@ -139,6 +140,33 @@ class Timings(_Base):
     activate: Seconds = 5.0  # PROVISIONING -> ACTIVE (node CREATING -> READY)
     delete: Seconds = 3.0  # DELETING -> gone
     suspend: Seconds = 0.0  # SUSPENDING -> SUSPENDED after a preemption
+
+
+class ComputeTimings(_Base):
+    """How long each Compute Engine step takes, in emulated seconds."""
+
+    operation: Seconds = 1.0  # an operation with nothing else to wait for is DONE after this
+    provision: Seconds = 2.0  # instance PROVISIONING -> STAGING
+    stage: Seconds = 3.0  # STAGING -> RUNNING (an insert's or a start's operation is DONE then)
+    stop: Seconds = 2.0  # STOPPING -> TERMINATED
+    delete: Seconds = 3.0  # a deleted instance: STOPPING -> gone
+    policy: Seconds = 1.0  # a resource policy: CREATING -> READY
+    activate: Seconds = 2.0  # a MIG's accelerator topology: ACTIVATING -> ACTIVE
+
+
+class ComputeCapacityChange(_Base):
+    """From ``at`` on, at most ``count`` VMs of ``machine_type`` (a Compute Engine TPU machine
+    type) hold capacity in ``zone``; null: unlimited (the default for every pair)."""
+
+    at: Seconds = 0.0
+    zone: Zone
+    machine_type: str
+    count: int | None = Field(default=None, ge=0)
+
+    def model_post_init(self, _context: Any) -> None:
+        if self.machine_type not in MACHINE_TYPES:
+            known = ", ".join(sorted(MACHINE_TYPES))
+            raise ValueError(f"machine_type must be one of {known}, not {self.machine_type!r}")
 
 
 class CapacityChange(_Base):
@@ -264,6 +292,9 @@ class Scenario(_Base):
     latency: list[LatencyChange] = Field(default_factory=list)
     queued_resources: list[ScenarioQueuedResource] = Field(default_factory=list)
     unreachable: list[Unreachable] = Field(default_factory=list)
+    #: The Compute Engine side: its step timings and capacity changes.
+    compute_timings: ComputeTimings = Field(default_factory=ComputeTimings)
+    compute_capacity: list[ComputeCapacityChange] = Field(default_factory=list)
     #: The POSIX user name of the OS Login profile every caller gets (``describe-profile``).
     os_login_user: PosixUser = "demo_user"
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from reconciler.emulator import _api
+from reconciler.emulator import _api, _compute_api
 from reconciler.emulator import _records as rec
+from reconciler.emulator._compute_control import ComputeControls
 from reconciler.emulator._control import handle as handle_control
 from reconciler.emulator._http import EmulatorHTTPServer
 from reconciler.emulator._records import ApiError
@@ -30,6 +31,9 @@ from reconciler.emulator._world import DEFAULT_IP_POOL, World
 EMULATED_ACCOUNT = "demo-user@example.com"
 #: The request log keeps the newest this many requests (a long demo must not grow forever).
 LOG_LIMIT = 100_000
+#: The longest a Compute Engine ``operations.wait`` blocks (real seconds; Google's is about
+#: two minutes, and it may answer sooner with the operation not yet DONE) [V].
+WAIT_LIMIT = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,20 +47,29 @@ class RequestRecord:
     status: int
     at: float  # emulated seconds since start
     user_project: str | None = None  # the X-Goog-User-Project header, when sent
+    #: the JSON answered, when the emulator was made with ``record_responses=True``
+    response: Any = None
 
     @property
     def key(self) -> str:
-        """``"POST queuedResources.create"``: the ``request_counts`` key of this request."""
-        return _api.classify(self.method, self.path)
+        """``"POST queuedResources.create"``, ``"POST compute.instances.insert"``: the
+        ``request_counts`` key of this request."""
+        return _compute_api.classify(self.method, self.path) or _api.classify(
+            self.method, self.path
+        )
 
 
 class Emulator:
-    """A local Cloud TPU v2 API. ``with Emulator() as emu:`` starts and stops it.
+    """A local Cloud TPU v2 API and Compute Engine v1 API. ``with Emulator() as emu:``
+    starts and stops it.
 
     ``speed`` (default: the scenario's, else 1.0) is emulated seconds per real second; 0
     freezes the clock so that only ``advance`` moves it. ``page_size`` (default 25) is the
-    list page size when the client does not ask for one. ``ip_pool`` hands out external IPs,
-    one per worker, lowest free first. ``project`` names resources in control-API output.
+    TPU list page size when the client does not ask for one. ``ip_pool`` hands out external
+    IPs, one per TPU worker and per Compute Engine address, lowest free first. ``project``
+    names resources in control-API output. ``record_responses`` keeps each answer's JSON in
+    the request log (``RequestRecord.response``), for tests that decode them.
+    ``emu.compute`` holds the Compute Engine controls (``ComputeControls``).
     """
 
     def __init__(
@@ -69,6 +82,7 @@ class Emulator:
         ip_pool: Sequence[str] | None = None,
         page_size: int | None = None,
         project: str = "test-project",
+        record_responses: bool = False,
     ) -> None:
         scenario = scenario or Scenario()
         self.scenario = scenario
@@ -85,7 +99,9 @@ class Emulator:
         self.host = host
         self._port = port
         self._lock = threading.RLock()
-        self._world = World(scenario, epoch=time.time(), ip_pool=pool)
+        self._world = World(scenario, epoch=time.time(), ip_pool=pool, user=EMULATED_ACCOUNT)
+        self.record_responses = record_responses
+        self.compute = ComputeControls(self._run_compute, project)
         self._t0 = time.monotonic()
         self._offset = 0.0
         self._log: collections.deque[RequestRecord] = collections.deque(maxlen=LOG_LIMIT)
@@ -135,16 +151,24 @@ class Emulator:
 
     @property
     def url(self) -> str:
-        """The value for ``CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU`` (and ``..._OSLOGIN``)."""
+        """The value for ``CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU`` (and ``..._OSLOGIN``,
+        ``..._CLOUDQUOTAS``, ``..._COMPUTE``: gcloud appends ``compute/v1/`` to a bare
+        override)."""
         return f"http://{self.host}:{self._port}/"
+
+    @property
+    def compute_url(self) -> str:
+        """The Compute Engine API's root here, ``http://HOST:PORT/compute/v1/``: what
+        ``https://compute.googleapis.com/compute/v1/`` is to the real one."""
+        return f"{self.url}compute/v1/"
 
     def gcloud_env(
         self, config_dir: str, token_file: str, project: str | None = None
     ) -> dict[str, str]:
         """The variables that point gcloud at this emulator (merge them into a copy of environ).
 
-        Besides the three APIs served here (Cloud TPU, OS Login, and Cloud Quotas for
-        ``settings.quota_source: cloud``), they keep gcloud and the controller off every
+        Besides the four APIs served here (Cloud TPU, Compute Engine, OS Login, and Cloud
+        Quotas for ``settings.quota_source: cloud``), they keep gcloud and the controller off every
         other address it would dial unasked: the GCE metadata server (asked for the universe
         domain and for the metrics environment), update checks and usage reports. The
         account only names the OS Login user in the request path; the token file
@@ -153,6 +177,7 @@ class Emulator:
         return {
             "CLOUDSDK_CONFIG": config_dir,
             "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU": self.url,
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE": self.url,
             "CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN": self.url,
             "CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDQUOTAS": self.url,
             "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": token_file,
@@ -200,6 +225,15 @@ class Emulator:
         """The world settled to now; call with the lock held."""
         self._world.settle(self.now())
         return self._world
+
+    def _run_compute(self, action: Any) -> Any:
+        """Run a Compute Engine control on the settled world, under the lock."""
+        with self._lock:
+            world = self._settled()
+            result = action(world.compute)
+            world.compute.tend()
+            world.settle(world.t)
+            return result
 
     # --- control -----------------------------------------------------------------------------
 
@@ -422,33 +456,80 @@ class Emulator:
                 body = json.loads(raw)
             except ValueError:
                 body = raw.decode("utf-8", "replace")
+        compute = path.startswith(_compute_api.ROOT)
+        if compute and (fault is None or fault.http_status is None):
+            waited = _compute_api.waited_operation(method, path)
+            if waited is not None:
+                self._wait_for(waited)
         with self._lock:
             world = self._settled()
+            obj: Any = None
             if fault is not None and fault.http_status is not None:
-                status, payload = fault.http_status, _fault_body(fault)
+                status, payload = fault.http_status, _fault_body(fault, compute)
+                if self.record_responses and payload[:1] == b"{":
+                    try:
+                        obj = json.loads(payload)
+                    except ValueError:
+                        obj = payload.decode("utf-8", "replace")
             elif isinstance(body, str):
                 err = ApiError("INVALID_ARGUMENT", "the request body is not JSON")
-                status, payload = err.http_status, _dump(err.body())
+                status, obj = err.http_status, err.body()
+                if compute:
+                    obj = _compute_api.error_body(
+                        400, "parseError", "Invalid JSON payload received."
+                    )
+                payload = _dump(obj)
             else:
                 try:
-                    status, obj = _api.dispatch(world, method, path, query, body, self.page_size)
+                    if compute:
+                        status, obj = _compute_api.dispatch(
+                            world.compute, method, path, query, body
+                        )
+                    else:
+                        status, obj = _api.dispatch(
+                            world, method, path, query, body, self.page_size
+                        )
                 except Exception as exc:  # an emulator bug: answer like Google, keep serving
                     traceback.print_exc()
-                    status, obj = 500, ApiError("INTERNAL", f"emulator error: {exc!r}").body()
+                    message = f"emulator error: {exc!r}"
+                    status, obj = 500, ApiError("INTERNAL", message).body()
+                    if compute:
+                        obj = _compute_api.error_body(500, "backendError", message)
                 payload = _dump(obj)
+            kept = obj if self.record_responses else None
             self._log.append(
-                RequestRecord(method, path, dict(query), body, status, world.t, user_project)
+                RequestRecord(method, path, dict(query), body, status, world.t, user_project, kept)
             )
         return status, payload
+
+    def _wait_for(self, key: tuple[str, str]) -> None:
+        """Block (outside the lock) until the operation is DONE, for at most ``WAIT_LIMIT``
+        real and 120 emulated seconds; at once when the clock stands still, since nothing
+        but this thread could move it."""
+        deadline = time.monotonic() + WAIT_LIMIT
+        with self._lock:
+            started = self.now()
+        while True:
+            with self._lock:
+                world = self._settled()
+                op = world.compute.ops.get(key)
+                if op is None or op.ended is not None or self.speed == 0:
+                    return
+                if self.now() - started >= 120 or time.monotonic() >= deadline:
+                    return
+            time.sleep(0.01)
 
 
 def _dump(obj: Any) -> bytes:
     return json.dumps(obj, indent=1).encode()
 
 
-def _fault_body(fault: Fault) -> bytes:
+def _fault_body(fault: Fault, compute: bool = False) -> bytes:
     if fault.body is not None:
         return fault.body.encode() if isinstance(fault.body, str) else fault.body
     status = fault.status_name or "UNKNOWN"
     message = f"{status}: injected by the emulator"
+    if compute:  # Compute Engine's envelope names a reason per error
+        code = fault.http_status or 500
+        return _dump(_compute_api.error_body(code, _compute_api.reason_for(code), message))
     return _dump({"error": {"code": fault.http_status, "message": message, "status": status}})

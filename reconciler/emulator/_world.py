@@ -27,6 +27,8 @@ from typing import Any
 
 from reconciler.emulator import _intake as intake
 from reconciler.emulator import _records as rec
+from reconciler.emulator._addresses import AddressPool
+from reconciler.emulator._compute_resize import ComputeWorld
 from reconciler.emulator._faults import FaultBook
 from reconciler.emulator._quota import QuotaBook
 from reconciler.emulator._records import ApiError, NodeRecord, OpRecord, QRRecord
@@ -53,7 +55,14 @@ class _Event:
 
 
 class World:
-    def __init__(self, scenario: Scenario, *, epoch: float, ip_pool: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        epoch: float,
+        ip_pool: tuple[str, ...],
+        user: str = "demo-user@example.com",
+    ) -> None:
         self.clock = rec.Clock(epoch)
         self.timings: Timings = scenario.timings
         self.t = 0.0
@@ -72,13 +81,12 @@ class World:
         self.op_failures: list[tuple[OperationFailure, int | None]] = [
             (f, f.count) for f in scenario.operation_failures
         ]
-        self.ip_pool = ip_pool
+        self.addresses = AddressPool(ip_pool)
+        #: The Compute Engine side, on the same clock and address pool.
+        self.compute = ComputeWorld(self.clock, scenario.compute_timings, self.addresses, user)
         self.os_login_user: str = scenario.os_login_user
         #: (zone, accelerator or None for every type) refusing flex-start creates
         self.flex_rejections: set[tuple[str, str | None]] = set()
-        self._ips_in_use: set[str] = set()
-        self._ip_rr = 0
-        self._internal = 0
         self._seq = 0
         self._events: list[_Event] = []
         for c in scenario.capacity:
@@ -91,6 +99,8 @@ class World:
             self._schedule(lat.at, "latency", lat.seconds)
         for q in scenario.queued_resources:
             self._schedule(q.at, "qr", q)
+        for cc in scenario.compute_capacity:
+            self._schedule(cc.at, "compute-capacity", cc)
         for u in scenario.unreachable:
             self._schedule(u.at, "unreachable", (u.zone, True))
             if u.until is not None:
@@ -115,15 +125,18 @@ class World:
             if q.ends is not None and q.state == "ACTIVE":
                 times.append(q.ends)
         times.extend(o.due_at for o in self.ops.values() if o.due_at is not None and not o.done)
+        if (compute := self.compute.next_time()) is not None:
+            times.append(compute)
         return min(times, default=None)
 
     def settle(self, now: float) -> None:
-        """Replay everything due up to emulated time ``now``."""
+        """Replay everything due up to emulated time ``now`` (both APIs' worlds)."""
         while (t := self._next_time()) is not None and t <= now:
-            self.t = max(self.t, t)
+            self.t = self.compute.t = max(self.t, t)
             self._fire(self.t)
             self._grant()
-        self.t = max(self.t, now)
+            self.compute.fire(self.t)
+        self.t = self.compute.t = max(self.t, now)
 
     def _fire(self, t: float) -> None:
         while self._events and self._events[0].at <= t:
@@ -144,6 +157,8 @@ class World:
     def _apply_event(self, kind: str, payload: Any) -> None:
         if kind == "capacity":
             self.set_capacity(payload.zone, payload.accelerator, payload.count, payload.shortage)
+        elif kind == "compute-capacity":
+            self.compute.set_capacity(payload.zone, payload.machine_type, payload.count)
         elif kind == "preempt":
             if (payload.zone, payload.node) in self.nodes:
                 self.preempt(payload.zone, payload.node)
@@ -211,22 +226,9 @@ class World:
         external = (q.node_spec.get("networkConfig") or {}).get("enableExternalIps", True)
         for node in q.all_nodes:  # every slice of a multislice QR: its own workers and IPs
             workers = worker_count(q.accelerator)
-            node.endpoints = [(self._internal_ip(), None) for _ in range(workers)]
+            node.endpoints = [(self.addresses.internal(), None) for _ in range(workers)]
             if external is not False:
-                node.endpoints = [(ip, self._take_ip()) for ip, _ in node.endpoints]
-
-    def _internal_ip(self) -> str:
-        self._internal += 1
-        n = self._internal
-        return f"10.{128 + n // 62500 % 64}.{n // 250 % 250}.{n % 250 + 2}"
-
-    def _take_ip(self) -> str:
-        for ip in self.ip_pool:
-            if ip not in self._ips_in_use:
-                self._ips_in_use.add(ip)
-                return ip
-        self._ip_rr += 1  # pool exhausted: share addresses round-robin
-        return self.ip_pool[(self._ip_rr - 1) % len(self.ip_pool)]
+                node.endpoints = [(ip, self.addresses.take()) for ip, _ in node.endpoints]
 
     def _fail(self, q: QRRecord, status: str, message: str) -> None:
         q.state = "FAILED"
@@ -262,7 +264,7 @@ class World:
         del self.qrs[(q.zone, q.name)]
         for node in q.all_nodes:
             self.nodes.pop((q.zone, node.name), None)
-            self._ips_in_use.difference_update(ext for _, ext in node.endpoints if ext)
+            self.addresses.release(ext for _, ext in node.endpoints)
         q.holds = False
         for op_id in q.delete_ops:
             op = self.ops[(q.zone, op_id)]
@@ -454,7 +456,7 @@ class World:
         q.ends = min(q.ends if q.ends is not None else self.t, self.t)
         for node in q.all_nodes:  # every slice of a multislice QR
             self.nodes.pop((q.zone, node.name), None)
-            self._ips_in_use.difference_update(ext for _, ext in node.endpoints if ext)
+            self.addresses.release(ext for _, ext in node.endpoints)
         q.node, q.slices = None, []
         q.state, q.initiator = "SUSPENDING", "SERVICE"
         q.next_at = self.t + self.timings.suspend

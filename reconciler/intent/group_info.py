@@ -10,6 +10,7 @@ program is found from either side. Reads only the parsed desired state and the s
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +46,8 @@ def group_info(
         "paused": spec.paused if spec is not None else bool(row and row.paused),
         "across": across,
     }
+    if not across and (each := _each_winner(desired, snap, spec, doc["winners"])):
+        doc["each_winner"] = each
     if across:
         doc["min_count"] = spec.min_count if spec is not None else None
         doc["program"] = {
@@ -54,6 +57,36 @@ def group_info(
             "logs": f"tpu-reconciler logs {name}",
         }
     return doc
+
+
+def _command_text(command: str | tuple[str, ...]) -> str:
+    return command if isinstance(command, str) else shlex.join(command)
+
+
+def _each_winner(
+    desired: Desired | None,
+    snap: StatusSnapshot | None,
+    spec: RaceGroupSpec | None,
+    winners: list[str],
+) -> dict[str, Any] | None:
+    """Without ``across: group``, the group's ``workload:`` runs on each winner as that slot's
+    own: the command (when every candidate runs the same one) and each winner's state."""
+    if spec is None or desired is None:
+        return None
+    specs = [desired.slot(c) for c in spec.slots]
+    loads = [s.workload for s in specs if s is not None and s.workload is not None]
+    if not loads:
+        return None
+    same = len({w.identity for w in loads}) == 1 and len(loads) == len(specs)
+    rows = {s.name: s for s in (snap.slots if snap else ())}
+    states = {}
+    for name in winners:
+        wl = rows[name].workload if name in rows else None
+        states[name] = (wl.summary or wl.state) if wl is not None else "pending"
+    return {
+        "command": _command_text(loads[0].command) if same else None,
+        "winners": states,
+    }
 
 
 def format_group_info(doc: Mapping[str, Any]) -> str:
@@ -66,6 +99,17 @@ def format_group_info(doc: Mapping[str, Any]) -> str:
         f"winners: {', '.join(winners) if winners else 'none yet'}",
     ]
     program = doc.get("program")
+    each = doc.get("each_winner")
+    if not isinstance(program, dict) and isinstance(each, dict):
+        command = each.get("command")
+        lines.append(
+            f"program: {command} on each winner, as its own (the group's workload)"
+            if command
+            else "program: each winner runs its own slot's workload"
+        )
+        for name, state in (each.get("winners") or {}).items():
+            lines.append(f"  {name}: {state}  (logs {name})")
+        return "\n".join(lines)
     if not isinstance(program, dict):
         lines.append("program: none (each winner runs its own slot's workload, if any)")
         return "\n".join(lines)

@@ -24,13 +24,18 @@ from pydantic import (
     Field,
 )
 
-from reconciler.model import names
+from reconciler.errors import Diagnostic
+from reconciler.model import accelerators, names
+from reconciler.model import desired_docs as doc
+from reconciler.model.accelerators import Api
 from reconciler.model.desired_types import (
     Accelerator,
     Command,
     EnvName,
     EnvValue,
     Family,
+    ImageName,
+    MachineTypeName,
     MetricsSetting,
     Moment,
     NetworkName,
@@ -42,6 +47,7 @@ from reconciler.model.desired_types import (
     SecretName,
     SlotName,
     SocketName,
+    Topology,
     Url,
     UserName,
     ZoneCode,
@@ -56,52 +62,24 @@ Backend = Literal["gcloud", "rest"]
 CredentialSource = Literal["gcloud", "adc"]
 QuotaSource = Literal["file", "cloud"]
 
-#: Runtime versions used when neither the slot nor ``settings.runtime_versions`` names one.
+#: Runtime versions used when neither the slot nor ``settings.runtime_versions`` names one
+#: (TPU API slots; the catalogue's, ``model/accelerators.py``).
 DEFAULT_RUNTIME_VERSIONS: Final[Mapping[str, str]] = {
-    "v2": "tpu-ubuntu2204-base",
-    "v3": "tpu-ubuntu2204-base",
-    "v4": "tpu-ubuntu2204-base",
-    "v5litepod": "v2-alpha-tpuv5-lite",
-    "v5p": "v2-alpha-tpuv5",
-    "v6e": "v2-alpha-tpuv6e",
+    g.family: g.runtime_version for g in accelerators.GENERATIONS if g.runtime_version
 }
-
-
-#: What ``owner:`` means on a slot and a race group (set by intent edits; see docs/security.md).
-_OWNER_DOC: Final = (
-    "Unix user who holds it (set by intent edits from the user running them); "
-    "else its race group's, else its generator's."
-)
+#: Boot images used when neither the slot nor ``settings.images`` names one (Compute Engine
+#: slots; TPU7x's is from third-party sources, not verified).
+DEFAULT_IMAGES: Final[Mapping[str, str]] = {
+    g.family: g.image for g in accelerators.GENERATIONS if g.image
+}
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
-#: Descriptions of the time and pause keys, shared by slots, generators and race groups.
-_HOLD_DOC: Final = {
-    "start_at": "Queue now, provision no earlier than this time (ISO 8601 with offset).",
-    "start_after": "Queue now, provision no earlier than this long after each create.",
-    "hold_for": "Release once the node has been ACTIVE this long (per node instance).",
-    "hold_until": "Release at this time (ISO 8601 with offset).",
-    "paused": "Nothing is created, deleted or set up for it; what it holds stays held.",
-}
-
-#: Descriptions of the flex-start keys, shared by slots and generators.
-_FLEX_DOC: Final = {
-    "max_run_duration": "mode flex-start only (required there): how long the TPU runs once "
-    "provisioned, at most 7d; then the cloud deletes it and the slot reads expired.",
-    "renew": "mode flex-start only: queue again once each run has ended (default false: an "
-    "expired run stays expired).",
-}
-
-
 #: Most slices one multislice queued resource may ask for.
 MAX_SLICES: Final = 64
-_SLICES_DOC: Final = (
-    "Slices of this accelerator in one queued resource (multislice, nodes <slot>-0 ... "
-    "<slot>-N-1); the slot is ACTIVE when every slice is READY."
-)
 
 
 class Setup(_Model):
@@ -210,8 +188,24 @@ class Settings(_Model):
     zone_codes: dict[ZoneName, ZoneCode] = Field(
         default_factory=dict, description="Short zone codes for generated names and tmux sessions."
     )
+    allow_unknown_zones: bool = Field(
+        False,
+        description="Accept zones and regions missing from tpu-reconciler's list of Google "
+        "Cloud zones (a zone newer than the list); off, one is an error with a did-you-mean.",
+    )
     runtime_versions: dict[Family, RuntimeVersion] = Field(
-        default_factory=dict, description="Runtime version per accelerator family."
+        default_factory=dict,
+        description="Runtime version per accelerator family, for slots on api: tpu.",
+    )
+    apis: dict[Family, Api] = Field(
+        default_factory=dict,
+        description="Which API holds each family's slots that do not say: tpu (the TPU API's "
+        "queued resources) or compute (Compute Engine). Built in: compute for tpu7x, tpu for "
+        "the rest.",
+    )
+    images: dict[Family, ImageName] = Field(
+        default_factory=dict,
+        description="Boot image per accelerator family, for slots on api: compute.",
     )
     internal_ips: bool = Field(False, description="Create without external IPs; SSH internally.")
     prune: bool = Field(
@@ -265,32 +259,35 @@ class Defaults(_Model):
 class SlotModel(_Model):
     name: SlotName = Field(description="Slot name = queued resource id = node id.")
     zone: ZoneName = Field(description="Zone to queue in.")
-    accelerator: Accelerator = Field(
-        description="Accelerator type as gcloud spells it: v4-8, v6e-64."
+    accelerator: Accelerator | None = Field(
+        None,
+        description=doc.SLOT["accelerator"],
     )
+    machine_type: MachineTypeName | None = Field(None, description=doc.SLOT["machine_type"])
+    topology: Topology | None = Field(None, description=doc.SLOT["topology"])
+    api: Api | None = Field(None, description=doc.SLOT["api"])
     mode: Mode | None = Field(
         None, description="spot, on-demand, reserved or flex-start; else defaults.mode."
     )
-    runtime_version: RuntimeVersion | None = Field(
-        None, description="Runtime version; else settings.runtime_versions by family."
-    )
+    runtime_version: RuntimeVersion | None = Field(None, description=doc.SLOT["runtime_version"])
+    image: ImageName | None = Field(None, description=doc.SLOT["image"])
     valid_until: Seconds | None = Field(None, description="Queueing window, e.g. 6h.")
     want: Want | None = Field(None, description="held or released; omit inside race groups.")
     setup: Setup | None = Field(
         None, description="Setup flags for this slot, each overriding defaults.setup."
     )
-    start_at: Moment | None = Field(None, description=_HOLD_DOC["start_at"])
-    start_after: Seconds | None = Field(None, description=_HOLD_DOC["start_after"])
-    hold_for: Seconds | None = Field(None, description=_HOLD_DOC["hold_for"])
-    hold_until: Moment | None = Field(None, description=_HOLD_DOC["hold_until"])
-    paused: bool = Field(False, description=_HOLD_DOC["paused"])
+    start_at: Moment | None = Field(None, description=doc.HOLD["start_at"])
+    start_after: Seconds | None = Field(None, description=doc.HOLD["start_after"])
+    hold_for: Seconds | None = Field(None, description=doc.HOLD["hold_for"])
+    hold_until: Moment | None = Field(None, description=doc.HOLD["hold_until"])
+    paused: bool = Field(False, description=doc.HOLD["paused"])
     workload: WorkloadModel | None = Field(
         None, description="The program to run on every worker; see workload."
     )
-    owner: UserName | None = Field(None, description=_OWNER_DOC)
-    max_run_duration: Seconds | None = Field(None, description=_FLEX_DOC["max_run_duration"])
-    renew: bool | None = Field(None, description=_FLEX_DOC["renew"])
-    slices: int = Field(1, ge=1, le=MAX_SLICES, description=_SLICES_DOC)
+    owner: UserName | None = Field(None, description=doc.OWNER)
+    max_run_duration: Seconds | None = Field(None, description=doc.FLEX["max_run_duration"])
+    renew: bool | None = Field(None, description=doc.FLEX["renew"])
+    slices: int = Field(1, ge=1, le=MAX_SLICES, description=doc.SLICES)
 
 
 class RaceGroupModel(_Model):
@@ -299,11 +296,11 @@ class RaceGroupModel(_Model):
     slots: list[SlotName] = Field(
         min_length=1, description="Candidate slot names (defined in slots or generated)."
     )
-    start_at: Moment | None = Field(None, description=_HOLD_DOC["start_at"])
-    start_after: Seconds | None = Field(None, description=_HOLD_DOC["start_after"])
-    hold_for: Seconds | None = Field(None, description=_HOLD_DOC["hold_for"])
-    hold_until: Moment | None = Field(None, description=_HOLD_DOC["hold_until"])
-    paused: bool = Field(False, description=_HOLD_DOC["paused"])
+    start_at: Moment | None = Field(None, description=doc.HOLD["start_at"])
+    start_after: Seconds | None = Field(None, description=doc.HOLD["start_after"])
+    hold_for: Seconds | None = Field(None, description=doc.HOLD["hold_for"])
+    hold_until: Moment | None = Field(None, description=doc.HOLD["hold_until"])
+    paused: bool = Field(False, description=doc.HOLD["paused"])
     workload: WorkloadModel | None = Field(
         None, description="Run on whichever candidate wins; see workload."
     )
@@ -328,26 +325,33 @@ class GeneratorModel(_Model):
     want: Want | None = Field(
         None, description="held or released for generated slots not in a race group."
     )
+    api: Api | None = Field(None, description="As on slots.")
     runtime_version: RuntimeVersion | None = Field(None, description="As on slots.")
+    image: ImageName | None = Field(None, description="As on slots.")
     valid_until: Seconds | None = Field(None, description="As on slots.")
     setup: Setup | None = Field(None, description="As on slots.")
-    start_at: Moment | None = Field(None, description=_HOLD_DOC["start_at"])
-    start_after: Seconds | None = Field(None, description=_HOLD_DOC["start_after"])
-    hold_for: Seconds | None = Field(None, description=_HOLD_DOC["hold_for"])
-    hold_until: Moment | None = Field(None, description=_HOLD_DOC["hold_until"])
-    paused: bool = Field(False, description=_HOLD_DOC["paused"])
+    start_at: Moment | None = Field(None, description=doc.HOLD["start_at"])
+    start_after: Seconds | None = Field(None, description=doc.HOLD["start_after"])
+    hold_for: Seconds | None = Field(None, description=doc.HOLD["hold_for"])
+    hold_until: Moment | None = Field(None, description=doc.HOLD["hold_until"])
+    paused: bool = Field(False, description=doc.HOLD["paused"])
     workload: WorkloadModel | None = Field(None, description="As on slots.")
     owner: UserName | None = Field(None, description="As on slots; its slots' owner.")
-    max_run_duration: Seconds | None = Field(None, description=_FLEX_DOC["max_run_duration"])
-    renew: bool | None = Field(None, description=_FLEX_DOC["renew"])
+    max_run_duration: Seconds | None = Field(None, description=doc.FLEX["max_run_duration"])
+    renew: bool | None = Field(None, description=doc.FLEX["renew"])
     slices: int = Field(1, ge=1, le=MAX_SLICES, description="As on slots.")
 
 
 class QuotaModel(_Model):
     """A chip limit the cloud enforces (TRC grant, spot quota): one family, mode and place."""
 
-    family: Family = Field(description="Accelerator family: v4, v5litepod, v5p, v6e, ...")
+    family: Family = Field(description="Accelerator family: v4, v5litepod, v5p, v6e, tpu7x.")
     mode: Mode = Field(description="spot, on-demand or reserved.")
+    api: Api | None = Field(
+        None,
+        description="The API whose quota it is (each has its own); else the family's "
+        "(settings.apis, else compute for tpu7x and tpu for the rest).",
+    )
     zone: ZoneName | None = Field(None, description="The zone it applies to (or region).")
     region: RegionName | None = Field(
         None, description="The region it applies to, every zone in it (or zone)."
@@ -484,6 +488,36 @@ class SlotSpec:
     max_run_seconds: int | None = None  # mode flex-start: the run's length
     renew: bool = False  # mode flex-start: queue again after each run's end
     slices: int = 1  # > 1: one multislice QR of this many nodes <name>-0 ... <name>-(N-1)
+    #: "tpu" (the TPU API's queued resources) or "compute" (Compute Engine)
+    api: str = accelerators.TPU_API
+    #: Compute Engine machine type (api "compute" only): ct6e-standard-4t
+    machine_type: str | None = None
+    #: chips per side of one slice: 2x4, 4x4x4 (the accelerator's default unless chosen)
+    topology: str = ""
+    #: VMs (SSH workers) of one slice: chips / chips per VM on Compute Engine
+    hosts: int = 0
+    #: chips of one slice (``slices`` of them in all)
+    chips: int = 0
+    #: Compute Engine boot image (api "compute" only)
+    image: str | None = None
+
+    def __post_init__(self) -> None:
+        """A spec made without its shape (tests, older callers) gets the TPU API's."""
+        if self.hosts and self.chips and self.topology:
+            return
+        found = accelerators.lookup(self.accelerator)
+        if found is not None:
+            gen, chips = found
+            shape = accelerators.tpu_api_shape(gen, chips)
+            topology, hosts = shape.topology, shape.hosts
+        elif names.ACCELERATOR_RE.fullmatch(self.accelerator):  # a family not catalogued
+            chips, topology = names.chip_count(self.accelerator), ""
+            hosts = names.worker_count(self.accelerator)
+        else:
+            chips, topology, hosts = 0, "", 0
+        object.__setattr__(self, "topology", self.topology or topology)
+        object.__setattr__(self, "hosts", self.hosts or hosts)
+        object.__setattr__(self, "chips", self.chips or chips)
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,6 +545,7 @@ class QuotaSpec:
     chips: int
     source: str = "file"
     quota_id: str | None = None
+    api: str = accelerators.TPU_API  # whose quota: each API has its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,6 +567,9 @@ class Desired:
     digest: str = ""  # sha256 of the text it was parsed from
     quotas: tuple[QuotaSpec, ...] = ()
     members: tuple[MemberSpec, ...] = ()
+    #: what ``validate`` says about a valid file: an accelerator written in Google's spelling
+    #: and the name it is sent as (``file:line:col: note: ...``)
+    notes: tuple[Diagnostic, ...] = field(default=(), compare=False)
     _by_name: Mapping[str, SlotSpec] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

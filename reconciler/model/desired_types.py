@@ -14,8 +14,9 @@ from pydantic import AfterValidator, BeforeValidator
 from pydantic_core import PydanticCustomError
 
 from reconciler.errors import UnsafeName
-from reconciler.model import names
+from reconciler.model import accelerators, names
 from reconciler.model.durations import parse_duration
+from reconciler.model.messages import did_you_mean
 from reconciler.model.metrics_address import parse_metrics_address
 from reconciler.model.times import parse_instant
 from reconciler.model.workload import check_env_name, check_secret_name
@@ -46,11 +47,53 @@ def _instant(value: Any) -> float:
 
 
 def _family(value: Any) -> str:
+    """A generation the catalogue knows, as its family (Google's ``v5e`` -> ``v5litepod``)."""
     if not isinstance(value, str) or not names.ACCELERATOR_RE.fullmatch(f"{value}-8"):
         raise PydanticCustomError(
-            "family", "expected an accelerator family like v4, v5litepod or v6e"
+            "family", "expected an accelerator family like v4, v5litepod, v6e or tpu7x"
         )
-    return value
+    gen = accelerators.generation(value)
+    if gen is None:
+        raise PydanticCustomError("family", accelerators.family_problem(value) or "unknown")
+    return gen.family
+
+
+def _accelerator(value: Any) -> str:
+    """A name that exists (kept as written: the loader reads aliases and says so)."""
+    try:
+        written = names.check_accelerator(value)
+    except UnsafeName as e:
+        raise PydanticCustomError("invalid_name", str(e)) from None
+    problem = accelerators.accelerator_problem(written)
+    if problem is not None:
+        raise PydanticCustomError("catalogue", problem)
+    return written
+
+
+def _machine_type(value: Any) -> str:
+    """A Compute Engine TPU machine type of the catalogue (a GKE-only one says so)."""
+    try:
+        name = names.check_machine_type(value)
+    except UnsafeName as e:
+        raise PydanticCustomError("invalid_name", str(e)) from None
+    if name in accelerators.MACHINE_TYPES:
+        return name
+    gke = accelerators.GKE_MACHINE_TYPES.get(name)
+    if gke is not None:
+        gen = accelerators.generation(gke)
+        title = gen.title if gen is not None else gke
+        raise PydanticCustomError(
+            "catalogue",
+            f"machine type {name!r} is GKE's: Compute Engine does not offer {title}; write "
+            f"accelerator: {gke}-N (api: tpu) instead",
+        )
+    near = did_you_mean(name, list(accelerators.MACHINE_TYPES))
+    hint = f" (did you mean {near!r}?)" if near else ""
+    raise PydanticCustomError(
+        "catalogue",
+        f"unknown TPU machine type {name!r}{hint}; Compute Engine's are "
+        + ", ".join(accelerators.MACHINE_TYPES),
+    )
 
 
 def _region(value: Any) -> str:
@@ -106,7 +149,10 @@ def _env_value(value: Any) -> str:
 
 SlotName = Annotated[str, _named(names.check_name)]
 ZoneName = Annotated[str, _named(names.check_zone)]
-Accelerator = Annotated[str, _named(names.check_accelerator)]
+Accelerator = Annotated[str, AfterValidator(_accelerator)]
+MachineTypeName = Annotated[str, AfterValidator(_machine_type)]
+Topology = Annotated[str, _named(names.check_topology)]
+ImageName = Annotated[str, _named(names.check_image)]
 RuntimeVersion = Annotated[str, _named(names.check_runtime_version)]
 NetworkName = Annotated[str, _named(names.check_network)]
 ProjectId = Annotated[str, _named(names.check_project)]

@@ -46,7 +46,7 @@ ENV_PREFIX: Final = "TPU_RECONCILER_"
 _ENV_SETTINGS: Final = tuple(
     name
     for name, f in Settings.model_fields.items()
-    if name not in {"subnets", "zone_codes", "runtime_versions", "setup_scripts"}
+    if name not in {"subnets", "zone_codes", "runtime_versions", "apis", "images", "setup_scripts"}
 )
 _MAX_BYTES: Final = 4 * 1024 * 1024
 

@@ -6,7 +6,9 @@ workers (``core/across.py``): its winners become the slices of one multislice pr
 - ``across`` is a race group's key only (a slot, generator or ``defaults`` block saying it is
   reported where it is written);
 - every candidate is in one zone (the slices talk over the data-centre network), of one
-  accelerator (every slice has the same workers) and a single slice (``slices: 1``);
+  accelerator and number of hosts (every slice has the same workers; a v6e-8 has one host
+  on the TPU API, two as ``machine_type: ct6e-standard-4t``) and a single slice
+  (``slices: 1``);
 - a candidate has no workload block of its own (the group's program is the only one);
 - ``min_count`` needs ``across: group`` and is at most ``count``;
 - the group's name is no slot's (the program's state and files are kept under it).
@@ -72,12 +74,16 @@ def _check_group(
             f"race group {rg.name!r} runs one program under its own name: a slot has that name",
         )
     members = [by_name[n] for n in rg.slots if n in by_name]
-    for key, what in (("zone", "zone"), ("accelerator", "accelerator")):
-        seen: dict[str, str] = {}
+    for key, what, word in (
+        ("zone", "zone", "in"),
+        ("accelerator", "accelerator", "in"),
+        ("hosts", "number of hosts per slice", "with"),  # the same accelerator on two APIs
+    ):
+        seen: dict[object, str] = {}
         for s in members:
             seen.setdefault(getattr(s, key), s.name)
         if len(seen) > 1:
-            shown = ", ".join(f"{name} in {value}" for value, name in seen.items())
+            shown = ", ".join(f"{name} {word} {value}" for value, name in seen.items())
             err(here, f"across: group needs every candidate of one {what} ({shown})")
     for s in members:
         if s.slices > 1:

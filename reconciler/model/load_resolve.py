@@ -3,7 +3,8 @@ rules across the file checked (``model/load.py``'s second half).
 
 ``resolve`` reports every problem at once, at the line the user has to change: duplicate
 names after generation, race membership, ``want`` only outside race groups, holds, generator
-sizes, a known runtime version. With a ``_Salvage`` (``model/load_salvage.py``: the schema
+sizes, a known runtime version, zones and regions that exist, and what each slot is and which
+API holds it (``model/load_shape.py``). With a ``_Salvage`` (``model/load_salvage.py``: the schema
 refused part of the file) the checks that would only guess about the part left out are
 skipped, and a problem that follows from another is not reported beside it.
 
@@ -18,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from reconciler.errors import Diagnostic, InvalidDesiredState, UnsafeName
-from reconciler.model import flex, names
+from reconciler.model import flex, names, tpu_zones
+from reconciler.model.accelerators import TPU_API, canonical
 from reconciler.model.desired import (
     DEFAULT_RUNTIME_VERSIONS,
     Desired,
@@ -39,6 +41,7 @@ from reconciler.model.holds import problems as hold_problems
 from reconciler.model.load_across import across_group, check_across
 from reconciler.model.load_quotas import resolve_quotas
 from reconciler.model.load_salvage import Loc, _Salvage
+from reconciler.model.load_shape import Resolved, Written, family_api_problems, resolve_shape
 
 #: Most slots a file may ask for (explicit and generated). plan() is measured at 10,000.
 MAX_SLOTS: Final = 10_000
@@ -153,6 +156,7 @@ class _Resolution:
     #: looks like this slot is the cause, and says so instead
     unwanted: dict[str, Diagnostic] = field(default_factory=dict)
     flex_checked: set[Loc] = field(default_factory=set)  # entries whose flex keys were checked
+    notes: list[Diagnostic] = field(default_factory=list)  # said about a valid file
 
     def workload(self, outer: Layer, slot: str, own: Layer) -> WorkloadSpec | None:
         """defaults < generator (``outer``) < race group < the slot's own block (``own``)."""
@@ -195,6 +199,47 @@ class _Resolution:
         self.where[spec.name] = loc
         self.slots.append(spec)
 
+    def shape(self, w: Written, loc: Loc, where: Loc, *, prefix: str = "") -> Resolved | None:
+        """The TPU one entry asks for (``model/load_shape``); its problems at ``loc``'s keys
+        (a problem of the entry itself at ``where``, where its accelerator is written)."""
+        settings = self.model.settings
+        resolved, problems = resolve_shape(w, settings.apis, settings.images)
+        for key, message, at_key in problems:
+            self.err((*loc, key) if key is not None else where, prefix + message, key=at_key)
+        if resolved is not None and resolved.alias is not None:
+            line, col = self.at(where, key=where[-2:-1] == ("accelerators",))
+            name = resolved.shape.accelerator
+            self.notes.append(
+                Diagnostic(
+                    self.source,
+                    line,
+                    col,
+                    f"note: {resolved.alias} is {name}: the name the APIs know, "
+                    f"which is sent and shown",
+                )
+            )
+        return resolved
+
+    def spec_shape(
+        self, resolved: Resolved | None, written: str | None, explicit: str | None, loc: Loc
+    ) -> dict[str, Any]:
+        """A ``SlotSpec``'s fields of what it is (a stand-in when ``resolved`` is None: the
+        file is invalid then, and the spec is only used to check the rest)."""
+        if resolved is None:
+            return {"accelerator": canonical(written or ""), "runtime_version": ""}
+        shape = resolved.shape
+        tpu = shape.api == TPU_API
+        return {
+            "accelerator": shape.accelerator,
+            "runtime_version": self.runtime_for(shape.accelerator, explicit, loc) if tpu else "",
+            "api": shape.api,
+            "machine_type": shape.machine_type,
+            "topology": shape.topology,
+            "hosts": shape.hosts,
+            "chips": shape.chips,
+            "image": resolved.image,
+        }
+
     def runtime_for(self, accelerator: str, explicit: str | None, loc: Loc) -> str:
         if explicit:
             return explicit
@@ -230,6 +275,12 @@ def resolve(
     settings = model.settings
     runtimes = {**DEFAULT_RUNTIME_VERSIONS, **settings.runtime_versions}
     r = _Resolution(model, pos, source, runtimes, diags=list(prior), salvage=salvage)
+    for (key, family), message in family_api_problems(
+        settings.apis, settings.images, settings.runtime_versions
+    ):
+        r.err(("settings", key, family), message, key=True)
+    if not settings.allow_unknown_zones:
+        _check_zones(r)
     _race_membership(r)
     _check_holds(r)
     _written_slots(r)
@@ -239,7 +290,7 @@ def resolve(
     else:
         _check_race_groups(r, names_known=False)
     check_across(model, r.slots, r.where, r.err)
-    quotas = resolve_quotas(model.quotas, r.err)
+    quotas = resolve_quotas(model.quotas, settings.apis, r.err)
     group_workloads = [_group_workload(r, gi) for gi in range(len(model.race_groups))]
     r.raise_if_invalid()
     slots = r.slots
@@ -270,7 +321,33 @@ def resolve(
         members=tuple(
             MemberSpec(name, dict(m.chips), m.priority) for name, m in model.members.items()
         ),
+        notes=tuple(sorted(set(r.notes), key=lambda d: (d.line, d.col))),
     )
+
+
+def _check_zones(r: _Resolution) -> None:
+    """Every zone and region written is one that exists (``model/tpu_zones.KNOWN_ZONES``), or
+    is refused with a "did you mean" (``settings.allow_unknown_zones`` lets new ones in)."""
+    model = r.model
+    zones: list[tuple[Loc, str, bool]] = [
+        (("slots", i, "zone"), s.zone, False) for i, s in enumerate(model.slots)
+    ]
+    zones += [
+        (("generate", gi, "zones", zi), z, False)
+        for gi, g in enumerate(model.generate)
+        for zi, z in enumerate(g.zones)
+    ]
+    zones += [(("quotas", i, "zone"), q.zone, False) for i, q in enumerate(model.quotas) if q.zone]
+    for key in ("subnets", "zone_codes"):
+        zones += [(("settings", key, z), z, True) for z in getattr(model.settings, key)]
+    for loc, zone, at_key in zones:
+        problem = tpu_zones.zone_problem(zone)
+        if problem is not None:
+            r.err(loc, problem, key=at_key)
+    for i, q in enumerate(model.quotas):
+        problem = tpu_zones.region_problem(q.region) if q.region else None
+        if problem is not None:
+            r.err(("quotas", i, "region"), problem)
 
 
 def _group_workload(r: _Resolution, gi: int) -> WorkloadSpec | None:
@@ -332,10 +409,20 @@ def _group_owner(r: _Resolution, group: str | None) -> str | None:
 
 def _written_slots(r: _Resolution) -> None:
     """The slots written out under ``slots:``, with defaults applied."""
-    model, err, add, runtime_for = r.model, r.err, r.add, r.runtime_for
+    model, err, add = r.model, r.err, r.add
     settings, defaults, membership, slots = model.settings, model.defaults, r.membership, r.slots
     for i, slot in enumerate(model.slots):
         loc: Loc = ("slots", i)
+        written = Written(
+            slot.accelerator,
+            slot.machine_type,
+            slot.topology,
+            slot.api,
+            slot.runtime_version,
+            slot.image,
+        )
+        where = (*loc, "accelerator") if slot.accelerator is not None else (*loc, "name")
+        resolved = r.shape(written, loc, where)
         group = membership.get(slot.name)
         if group is not None and slot.want is not None:
             err(
@@ -355,9 +442,8 @@ def _written_slots(r: _Resolution) -> None:
             SlotSpec(
                 name=slot.name,
                 zone=slot.zone,
-                accelerator=slot.accelerator,
+                **r.spec_shape(resolved, slot.accelerator, slot.runtime_version, (*loc, "name")),
                 mode=slot.mode or defaults.mode,
-                runtime_version=runtime_for(slot.accelerator, slot.runtime_version, (*loc, "name")),
                 want=slot.want if group is None else None,
                 race_group=group,
                 valid_until_seconds=int(slot.valid_until) if slot.valid_until else None,
@@ -406,14 +492,24 @@ def _check_generator_sizes(r: _Resolution) -> bool:
 
 def _generated_slots(r: _Resolution) -> None:
     """The slots the ``generate:`` entries expand to, named by ``names.slot_name``."""
-    model, err, add, runtime_for = r.model, r.err, r.add, r.runtime_for
+    model, err, add = r.model, r.err, r.add
     settings, defaults, membership, slots = model.settings, model.defaults, r.membership, r.slots
     for gi, gen in enumerate(model.generate):
         loc = ("generate", gi)
         mode = gen.mode or defaults.mode
+        shapes = {
+            written: r.shape(
+                Written(written, None, None, gen.api, gen.runtime_version, gen.image),
+                loc,
+                (*loc, "accelerators", written),
+                prefix=f"{written}: ",
+            )
+            for written in gen.accelerators
+        }
         for zone in dict.fromkeys(gen.zones):
             code = settings.zone_codes.get(zone) or names.zone_code(zone)
-            for accelerator, count in gen.accelerators.items():
+            for written, count in gen.accelerators.items():
+                accelerator = canonical(written)
                 for index in range(1, count + 1):
                     try:
                         name = names.slot_name(mode, accelerator, code, index)
@@ -432,9 +528,8 @@ def _generated_slots(r: _Resolution) -> None:
                         SlotSpec(
                             name=name,
                             zone=zone,
-                            accelerator=accelerator,
+                            **r.spec_shape(shapes[written], written, gen.runtime_version, loc),
                             mode=mode,
-                            runtime_version=runtime_for(accelerator, gen.runtime_version, loc),
                             want=gen.want if group is None else None,
                             race_group=group,
                             valid_until_seconds=int(gen.valid_until) if gen.valid_until else None,

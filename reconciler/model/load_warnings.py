@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reconciler.errors import Diagnostic, InvalidDesiredState
+from reconciler.model.accelerators import canonical
 from reconciler.model.desired import Desired, SlotSpec
 from reconciler.model.load import _Positions, parse_yaml
 
@@ -60,7 +61,7 @@ def _own(root: Mapping[str, Any], slot: SlotSpec, mode: str) -> Loc | None:
         if (
             slot.zone in zones
             and isinstance(accelerators, Mapping)
-            and slot.accelerator in accelerators
+            and slot.accelerator in {canonical(str(a)) for a in accelerators}
             and (gen.get("mode") or mode) == slot.mode
         ):
             return ("generate", i)

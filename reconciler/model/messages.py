@@ -16,7 +16,18 @@ from typing import Any, Final
 
 #: Schema errors raised by the model's own validators: their text is already ours.
 OWN_KINDS: Final = frozenset(
-    {"invalid_name", "duration", "instant", "family", "text", "socket", "command", "env", "url"}
+    {
+        "invalid_name",
+        "catalogue",
+        "duration",
+        "instant",
+        "family",
+        "text",
+        "socket",
+        "command",
+        "env",
+        "url",
+    }
 )
 
 
@@ -106,7 +117,7 @@ def schema_problem(err: Mapping[str, Any], label: str) -> str:
     msg = str(err["msg"])
     for prefix in ("Value error, ", "Assertion failed, "):
         msg = msg.removeprefix(prefix)
-    if kind == "invalid_name":
+    if kind in {"invalid_name", "catalogue"}:
         return msg  # names the value and the rule itself
     return f"{label}: {msg}"
 

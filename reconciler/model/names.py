@@ -12,18 +12,26 @@ from collections.abc import Mapping
 from typing import Final
 
 from reconciler.errors import UnsafeName
+from reconciler.model import accelerators as catalogue
 
 # Cloud resource ids: RFC 1035 labels, as gcloud and the TPU API accept them.
 NAME_RE: Final = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 # us-central2-b, europe-west4-a, northamerica-northeast1-a, me-central1-a
 ZONE_RE: Final = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
-# v4-8, v5litepod-16, v5p-128, v6e-64, v2-8, v3-32
-ACCELERATOR_RE: Final = re.compile(r"^(v[0-9][a-z0-9]*)-([1-9][0-9]{0,4})$")
+# v4-8, v5litepod-16, v5p-128, v6e-64, v2-8, v3-32, tpu7x-128 (the catalogue's)
+ACCELERATOR_RE: Final = catalogue.ACCELERATOR_RE
 # GCP project ids: 6-30 chars, lowercase letters, digits, hyphens, start with a letter.
 # Legacy "domain.com:project" ids are accepted too.
 PROJECT_RE: Final = re.compile(r"^(?:[a-z][-a-z0-9.]{0,61}:)?[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 # Runtime versions: tpu-ubuntu2204-base, v2-alpha-tpuv5-lite, tpu-vm-tf-2.16.1-pjrt
 RUNTIME_RE: Final = re.compile(r"^[a-z0-9][-a-z0-9._]{0,127}$")
+# Compute Engine boot images: projects/P/global/images/NAME or projects/P/global/images/family/F.
+IMAGE_RE: Final = re.compile(
+    r"^projects/[a-z][-a-z0-9.:]{4,62}[a-z0-9]/global/images/(?:family/)?"
+    r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$"
+)
+# Compute Engine machine types: ct6e-standard-4t, tpu7x-standard-4t.
+MACHINE_TYPE_RE: Final = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+){1,3}$")
 # Networks and subnetworks: a short name or a full resource path.
 NETWORK_RE: Final = re.compile(r"^[a-z0-9][-a-z0-9_/.]{0,254}$")
 # POSIX-ish user names for SSH (OS Login names look like alice_example_com).
@@ -58,7 +66,31 @@ def check_zone(value: object) -> str:
 
 
 def check_accelerator(value: object) -> str:
-    return _check("accelerator", value, ACCELERATOR_RE, "expected a type like v4-8 or v6e-64")
+    """Shaped like an accelerator name (whether it exists is ``model/accelerators``')."""
+    return _check(
+        "accelerator", value, ACCELERATOR_RE, "expected a type like v4-8, v6e-64 or tpu7x-128"
+    )
+
+
+def check_topology(value: object) -> str:
+    return _check(
+        "topology", value, catalogue.TOPOLOGY_RE, "expected chips per side like 2x4 or 4x4x4"
+    )
+
+
+def check_machine_type(value: object) -> str:
+    return _check(
+        "machine type", value, MACHINE_TYPE_RE, "expected a machine type like ct6e-standard-4t"
+    )
+
+
+def check_image(value: object) -> str:
+    return _check(
+        "image",
+        value,
+        IMAGE_RE,
+        "expected projects/PROJECT/global/images/NAME or projects/PROJECT/global/images/family/F",
+    )
 
 
 def check_project(value: object) -> str:
@@ -105,37 +137,38 @@ def check_query_path(value: object) -> str:
 
 
 def accelerator_family(accelerator: str) -> str:
-    """``v6e-64`` -> ``v6e``; ``v5litepod-16`` -> ``v5litepod``."""
-    m = ACCELERATOR_RE.fullmatch(accelerator)
-    if not m:
+    """``v6e-64`` -> ``v6e``; ``v5litepod-16`` -> ``v5litepod``; Google's ``v5e-8`` ->
+    ``v5litepod`` (``model/accelerators.ALIASES``)."""
+    family = catalogue.family_of(accelerator)
+    if family is None:
         raise UnsafeName(f"invalid accelerator {accelerator!r}")
-    return m.group(1)
+    return family
 
 
 def accelerator_size(accelerator: str) -> int:
-    m = ACCELERATOR_RE.fullmatch(accelerator)
-    if not m:
+    parts = catalogue.split(accelerator)
+    if parts is None:
         raise UnsafeName(f"invalid accelerator {accelerator!r}")
-    return int(m.group(2))
-
-
-# Families whose suffix counts TensorCores (2 per chip, 4 chips per host -> 8 per host);
-# the others count chips (4 per host on multi-host slices, up to 8 on one host).
-_CORE_COUNTED: Final = frozenset({"v2", "v3", "v4", "v5p"})
+    return parts[1]
 
 
 def worker_count(accelerator: str) -> int:
-    """Hosts (SSH workers) in a slice: v4-8 1, v4-32 4, v5litepod-16 4, v6e-8 1, v6e-64 16."""
+    """Hosts (SSH workers) of a TPU API slice: v4-8 1, v4-32 4, v5litepod-16 4, v6e-8 1,
+    v6e-64 16 (``Generation.tpu_api_hosts``; a family the catalogue does not know: its
+    number counts chips, one host up to 8, then one per 4)."""
     family, size = accelerator_family(accelerator), accelerator_size(accelerator)
-    if family in _CORE_COUNTED:
-        return max(1, size // 8)
+    gen = catalogue.generation(family)
+    if gen is not None:
+        return gen.tpu_api_hosts(gen.chips(size))
     return 1 if size <= 8 else size // 4
 
 
 def chip_count(accelerator: str) -> int:
-    """Chips in a slice: v4-8 4 (its suffix counts TensorCores), v6e-8 8, v5litepod-16 16."""
+    """Chips in a slice: v4-8 4 (its number counts TensorCores), v6e-8 8, v5litepod-16 16,
+    tpu7x-128 64 (``Generation.cores_per_chip``; a family not catalogued counts chips)."""
     family, size = accelerator_family(accelerator), accelerator_size(accelerator)
-    return max(1, size // 2) if family in _CORE_COUNTED else size
+    gen = catalogue.generation(family)
+    return gen.chips(size) if gen is not None else size
 
 
 def zone_code(zone: str) -> str:

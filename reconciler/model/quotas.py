@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from reconciler.model import accelerators
+
 #: The words a quota id uses for a mode (the cloud says "Preemptible" for spot).
 _MODE_WORD: Final = {"spot": "Preemptible", "on-demand": "", "reserved": "Reserved"}
 
@@ -47,7 +49,18 @@ def family_mode_of(quota: str) -> tuple[str, str] | None:
     if m is None:
         return None
     mode = {"Preemptible": "spot", "Reserved": "reserved"}.get(m.group(2) or "", "on-demand")
-    return m.group(1).lower(), mode
+    return _family_word(m.group(1).lower()), mode
+
+
+def _family_word(word: str) -> str:
+    """The family a quota id's word names, read through the catalogue: ``v5slitepod`` (from
+    ``TPUV5sLitepod...``, a plural ``s`` after the version) -> ``v5litepod``; a word the
+    catalogue does not know stays as it is."""
+    for candidate in (word, re.sub(r"^(v[0-9]+)s(?=[a-z])", r"\1", word)):
+        gen = accelerators.generation(candidate)
+        if gen is not None:
+            return gen.family
+    return word
 
 
 def scope_of(quota: str) -> str | None:

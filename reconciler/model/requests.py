@@ -25,7 +25,7 @@ class CreateRequest:
     name: str
     zone: str
     accelerator: str  # one slice's shape, e.g. "v6e-8"
-    image: str  # the software image its nodes boot (the TPU API's runtime version)
+    image: str  # the software image its nodes boot (TPU API: runtime version; else a boot image)
     mode: str  # "spot" | "on-demand" | "reserved" | "flex-start"
     network: str | None = None
     subnetwork: str | None = None
@@ -36,7 +36,12 @@ class CreateRequest:
     valid_after_time: float | None = None  # start_at: epoch seconds
     max_run_seconds: int | None = None  # how long it may run once held (flex-start)
     slices: int = 1  # > 1: a multislice of this many nodes <name>-0 ... (same shape)
-    api: str = DEFAULT_API  # which API holds it ("tpu": the Cloud TPU API)
+    api: str = DEFAULT_API  # which API holds it ("tpu": the Cloud TPU API; "compute")
+    #: one slice's shape as the file resolved it: its hosts' machine type (None: the API
+    #: picks it from the accelerator, as the TPU API does), chips per side, hosts (VMs)
+    machine_type: str | None = None
+    topology: str = ""
+    hosts: int = 0
 
 
 def _positive(name: str, value: object) -> int:

@@ -1,7 +1,9 @@
 """The intent as the controller sees it, as YAML: ``tpu-reconciler validate --resolved``.
 
-Every slot the file asks for, generators expanded, with the defaults, the runtime version
-chosen for its family, its race group, setup, holds and workload filled in; every setting
+Every slot the file asks for, generators expanded, with the defaults, its API and what it is
+there (the accelerator as the APIs name it, topology, hosts per slice, the machine type on
+Compute Engine), the runtime version (TPU API) or boot image (Compute Engine) chosen for its
+family, its race group, setup, holds and workload filled in; every setting
 with its default or ``TPU_RECONCILER_*`` override (marked with the variable's name). Durations
 and times are written as the file writes them (``30s``, ``365d``, ``2026-12-24T19:00:00Z``).
 It describes, it is not a desired.yaml to load: a race candidate says ``race_group:``.
@@ -75,9 +77,17 @@ def _slot(spec: SlotSpec) -> CommentedMap:
     out = CommentedMap()
     out["name"] = spec.name
     out["zone"] = spec.zone
+    out["api"] = spec.api
     out["accelerator"] = spec.accelerator
+    if spec.machine_type is not None:
+        out["machine_type"] = spec.machine_type
+    out["topology"] = spec.topology
+    out["hosts"] = spec.hosts
     out["mode"] = spec.mode
-    out["runtime_version"] = spec.runtime_version
+    if spec.image is not None:
+        out["image"] = spec.image
+    else:
+        out["runtime_version"] = spec.runtime_version
     if spec.race_group is not None:
         out["race_group"] = spec.race_group
     else:
@@ -135,7 +145,13 @@ def resolved_document(desired: Desired, from_env: Mapping[str, str] | None = Non
     if desired.quotas:  # chip limits and a lab's members: shown only when the file has them
         doc["quotas"] = CommentedSeq(
             CommentedMap(
-                [("family", q.family), ("mode", q.mode), (q.scope, q.place), ("chips", q.chips)]
+                [
+                    ("family", q.family),
+                    ("mode", q.mode),
+                    ("api", q.api),
+                    (q.scope, q.place),
+                    ("chips", q.chips),
+                ]
             )
             for q in desired.quotas
         )

@@ -5,8 +5,8 @@ Today one API is served, the Cloud TPU API (``api: tpu``), through the transport
 ``settings.backend`` names: ``rest`` (``adapters.rest``) or ``gcloud`` (``adapters.gcloud``).
 Another API plugs in as one more ``Api`` in ``APIS``: its name (the ``api`` its requests
 carry), the state words its requests report (the metrics' ``state`` label), how its words
-map onto ``RequestState`` (for event records written before they said it), and the factory
-of its cloud.
+map onto ``RequestState`` (for records that keep only the word), and the factory of its
+cloud.
 
 The environment is passed through whole, so every ``CLOUDSDK_*`` variable (an API endpoint
 override, an access-token file, a config directory) reaches gcloud and the REST backend alike.
@@ -78,9 +78,10 @@ def make_cloud(desired: Desired, env: Mapping[str, str] | None = None) -> Cloud:
     return CloudRouter({name: api.make(desired, environ) for name, api in APIS.items()})
 
 
-def legacy_state(word: str) -> RequestState:
-    """The neutral state of a state word in an event record that does not say it: every
-    such record was written while the Cloud TPU API was the only one served."""
+def word_state(word: str) -> RequestState:
+    """The neutral state of a state word that comes without its API's name: an event record
+    written before ``qr.state`` said ``request``, a capacity history row. Each was written
+    while the Cloud TPU API was the only one served."""
     return tpu_api_parse.request_state(word)
 
 

@@ -409,7 +409,11 @@ def oslogin_needed(desired: Desired | None) -> bool | None:
         return None
     if desired.settings.ssh_user:
         return False
-    return any(s.setup.bootstrap or s.setup.tmux or s.setup.tailscale for s in desired.slots)
+    across = any(g.workload is not None for g in desired.race_groups)
+    return across or any(
+        s.setup.bootstrap or s.setup.tmux or s.setup.tailscale or s.workload is not None
+        for s in desired.slots
+    )
 
 
 def check_oslogin(needed: bool | None, facts: UserFacts | None, blocked_by: str | None) -> Check:
@@ -417,7 +421,7 @@ def check_oslogin(needed: bool | None, facts: UserFacts | None, blocked_by: str 
     if needed is None:
         return skip("oslogin_user", "desired.yaml is invalid (see desired)")
     if not needed:
-        return skip("oslogin_user", "not needed (settings.ssh_user is set, or no setup over SSH)")
+        return skip("oslogin_user", "not needed (settings.ssh_user is set, or nothing uses SSH)")
     if facts is None or (facts.user is None and blocked_by):
         return skip("oslogin_user", f"not cached, and the lookup needs gcloud (see {blocked_by})")
     if facts.user is None:

@@ -27,6 +27,7 @@ from typing import Any
 from reconciler.adapters import gcloud_stderr
 from reconciler.adapters.auth import TOKEN_ENV, TOKEN_FILE_ENV, GcloudAccessToken
 from reconciler.adapters.cloud import zones_to_observe
+from reconciler.adapters.disk_space import disk_of
 from reconciler.adapters.lab import user_name
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import read_status
@@ -36,8 +37,11 @@ from reconciler.model.load import env_overrides, parse_yaml
 from reconciler.model.status import StatusSnapshot
 from reconciler.runtime import doctor as d
 from reconciler.runtime import doctor_lab as dl
+from reconciler.runtime import doctor_ssh as ds
 from reconciler.runtime.desired_loader import DesiredLoader
+from reconciler.runtime.doctor_disk import check_state_disk
 from reconciler.runtime.doctor_lab_probes import probe_cloud_quotas, probe_state_files
+from reconciler.runtime.doctor_ssh_probes import live_node, probe_key, probe_reach
 from reconciler.runtime.lock import read_holder
 
 
@@ -239,6 +243,24 @@ async def _none() -> None:
     return None
 
 
+async def _reach(
+    ssh: Sequence[str] | None, settings: Settings, snapshot: StatusSnapshot | None,
+    user: d.UserFacts | None, key_check: d.Check, user_check: d.Check, state: StateDir,
+    env: Mapping[str, str], timeout: float,
+) -> tuple[ds.ReachFacts | None, str | None]:  # fmt: skip
+    """One login to a live worker, or why none was tried."""
+    if not ssh:
+        return None, None
+    blocked = _failed(key_check, user_check)
+    login = settings.ssh_user or (user.user if user is not None else None)
+    if blocked or login is None:
+        return None, f"not tried: needs the key and the user (see {blocked or 'oslogin_user'})"
+    node = live_node(snapshot, ssh)
+    if isinstance(node, str):
+        return None, node
+    return await probe_reach(node, login, settings, state, env, timeout), None
+
+
 # --- all of it ---------------------------------------------------------------------------------
 
 
@@ -268,7 +290,7 @@ async def diagnose(
         probe_auth(settings, token_source, gcloud, env, timeout)
         if not gcloud_problem or token_source
         else _none(),
-        probe_agent(env, timeout) if bootstrap else _none(),
+        probe_agent(env, timeout) if bootstrap or ds.ssh_slots(desired) else _none(),
         probe_oslogin(state.oslogin_user, gcloud, env, timeout) if user_needed else _none(),
     )
     auth_check = d.check_auth(auth, gcloud_problem)
@@ -288,6 +310,12 @@ async def diagnose(
 
     pid = read_holder(state) if state_root.is_dir() else None
     snapshot, problem = probe_snapshot(state)
+    ssh = ds.ssh_slots(desired)
+    key = probe_key(settings, env) if ssh else None
+    key_check = ds.check_ssh_key(ssh, key, agent)
+    user_check = d.check_oslogin(user_needed, user, _failed(gcloud_check, auth_check))
+    reach, not_tried = await _reach(ssh, settings, snapshot, user, key_check, user_check, state,
+                                    env, timeout)  # fmt: skip
     poll = settings.poll_interval
     lab_files = probe_state_files(state_root)
     return [
@@ -300,10 +328,13 @@ async def diagnose(
         *([dl.check_cloud_quotas(quotas, blocked)] if settings.quota_source == "cloud" else []),
         d.check_state_dir(str(state_root), probe_state_dir(state_root), os.getuid()),
         *([_state_files(*lab_files)] if lab_files is not None else []),
+        check_state_disk(str(state_root), disk_of(state_root)),
         d.check_controller(pid),
         d.check_snapshot(snapshot, problem, now, poll, pid is not None),
         d.check_tmux(tmux_slots, shutil.which("tmux", path=path)),
         d.check_ssh_agent(bootstrap, agent),
-        d.check_oslogin(user_needed, user, _failed(gcloud_check, auth_check)),
+        key_check,
+        user_check,
+        ds.check_ssh_reach(ssh, reach, not_tried),
         d.check_ntfy(settings.ntfy_topic),
     ]

@@ -80,7 +80,7 @@ from reconciler.model.desired import Desired
 from reconciler.model.multislice import place_accelerator
 from reconciler.model.observed import Observation
 from reconciler.model.tpu_zones import zones_for
-from reconciler.runtime.backends import legacy_state
+from reconciler.runtime.backends import word_state
 from reconciler.runtime.events import EventLog, parse_ts, read_events, redact_text
 
 log = logging.getLogger(__name__)
@@ -386,7 +386,7 @@ class HistoryRecorder:
             at = moment.timestamp()
             if at >= until:
                 break
-            fact = from_event(event, at, slots, legacy_state)
+            fact = from_event(event, at, slots, word_state)
             if isinstance(fact, Seen):
                 self._pending += self._tracker.step([fact], at)
                 replayed += 1
@@ -488,7 +488,7 @@ def _tracker_from_json(text: str) -> Tracker:
         # a track saved before tracks kept their neutral state gets it from its word (they
         # were all the Cloud TPU API's); a saved one wins
         tracks = {
-            (z, s): RequestTrack(**{"request": legacy_state(f["state"]).value, **f})
+            (z, s): RequestTrack(**{"request": word_state(f["state"]).value, **f})
             for z, s, f in data["tracks"]
         }
         failures = {str(k): float(v) for k, v in data["failures"].items()}

@@ -19,8 +19,8 @@ from typing import Final
 
 from reconciler.adapters.files import atomic_write
 from reconciler.errors import InitError, InvalidDesiredState, UnsafeName
-from reconciler.model import flex, names
-from reconciler.model.desired import DEFAULT_RUNTIME_VERSIONS, Desired
+from reconciler.model import accelerators, flex, names
+from reconciler.model.desired import DEFAULT_IMAGES, DEFAULT_RUNTIME_VERSIONS, Desired
 from reconciler.model.load import parse_desired
 
 MODES: Final = ("spot", "on-demand", "reserved", "flex-start")
@@ -155,8 +155,12 @@ def starter_text(starter: Starter) -> str:
         if i == 0:
             text += "    # valid_until: 6h   # give up queueing after this long\n"
             family = names.accelerator_family(accelerator)
-            version = DEFAULT_RUNTIME_VERSIONS.get(family, "VERSION")
-            text += f"    # runtime_version: {version}   # default: by accelerator family\n"
+            if accelerators.default_api(family) == accelerators.COMPUTE_API:
+                image = DEFAULT_IMAGES.get(family, "IMAGE")
+                text += f"    # image: {image}   # default: by family (Compute Engine)\n"
+            else:
+                version = DEFAULT_RUNTIME_VERSIONS.get(family, "VERSION")
+                text += f"    # runtime_version: {version}   # default: by accelerator family\n"
     if s.racing:
         slots = ", ".join(name for name, _, _ in s.candidates())
         text += _RACE_TAIL.format(group=RACE_GROUP, slots=slots)

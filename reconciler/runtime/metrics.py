@@ -42,7 +42,7 @@ from reconciler.core import metrics as m
 from reconciler.model.desired import Desired
 from reconciler.model.metrics_address import MetricsAddress, parse_metrics_address
 from reconciler.model.status import StatusSnapshot
-from reconciler.runtime.backends import STATE_WORDS, legacy_state
+from reconciler.runtime.backends import STATE_WORDS, word_state
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.workloads import ended_attempts
 
@@ -139,7 +139,7 @@ class Metrics:
         self.snapshot: StatusSnapshot | None = None
         #: the ``state`` label's API words (``runtime/backends.STATE_WORDS``)
         self.state_words = frozenset(state_words)
-        self._fold = m.EventFold(state_of=legacy_state)
+        self._fold = m.EventFold(state_of=word_state)
         self._fold_lock = threading.Lock()
         self._digest: str | None = None
         self._counters: dict[str, Counter] = {}

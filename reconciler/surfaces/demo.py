@@ -157,7 +157,9 @@ def run(args: Any) -> int:
     if backend == "gcloud" and shutil.which("gcloud") is None:
         print("tpu-reconciler demo: --backend gcloud needs the gcloud CLI", file=sys.stderr)
         return EX_REFUSED
-    work = Path(tempfile.mkdtemp(prefix="tpu-reconciler-demo-"))
+    from reconciler.runtime.service_env import DEMO_DIR_PREFIX
+
+    work = Path(tempfile.mkdtemp(prefix=DEMO_DIR_PREFIX))  # `service install` knows it
     try:
         return _run_in(args, work, out)
     except KeyboardInterrupt:  # before the controller's own Ctrl-C handling is in place

@@ -7,13 +7,17 @@ for deleting running TPUs, and that status after an apply shows the world it lef
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
 
-from reconciler.emulator import Emulator
+from reconciler.emulator import Emulator, Fault
+from reconciler.exitcodes import EX_INTERRUPTED
 from tests.fixtures.controller import desired_text
 from tests.fixtures.emulator import gcloud_env_for
 from tests.support.cli import Cli, clean_env
@@ -83,7 +87,7 @@ def test_validate_resolved_prints_what_the_controller_sees(tmp_path: Path) -> No
     path.write_text("project: my-project-123\nslots:\n  - {name: a, zone: us-central2-b}\n")
     bad = Cli("-f", str(path), env=env)("validate", "--resolved")
     assert bad.returncode == 1 and bad.stdout == ""
-    assert f"{path}:3:5: missing required key 'accelerator'" in bad.stderr
+    assert f"{path}:3:12: this slot needs accelerator (like v6e-8)" in bad.stderr
 
 
 def test_plan_shows_terraform_style_and_detailed_exit_code(cli: SpineCli) -> None:
@@ -96,6 +100,50 @@ def test_plan_shows_terraform_style_and_detailed_exit_code(cli: SpineCli) -> Non
     assert doc["schema_version"] == "tpu-reconciler.plan.v1"
     assert [a["symbol"] + a["kind"] for a in doc["actions"]] == ["+create"]
     assert cli.emu.request_counts().get("POST queuedResources.create", 0) == 0  # plan acts not
+
+
+def _interrupted_apply(cli: SpineCli, fault: Fault, until: str) -> subprocess.CompletedProcess[str]:
+    """``apply``, Ctrl-C once it holds the state directory's lock and its stdout shows
+    ``until``, while ``fault`` holds the emulator's answer."""
+    cli.emu.inject_fault(fault)
+    lock = Path(cli.env["TPU_RECONCILER_STATE_DIR"]) / "controller.lock"
+    lock.unlink(missing_ok=True)
+    proc = subprocess.Popen(
+        cli.argv("apply", "--yes"), env=cli.env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    shown = ""
+    while until and until not in shown:
+        line = proc.stdout.readline()
+        assert line, "apply ended before " + until
+        shown += line
+    deadline = time.monotonic() + 30
+    while not lock.exists() and time.monotonic() < deadline:  # apply has begun
+        time.sleep(0.05)
+    time.sleep(0.5)  # the request is on its way (the fault holds its answer)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, shown + out, err)
+
+
+def test_ctrl_c_during_apply_says_whether_the_create_went_out(cli: SpineCli) -> None:
+    cli.file.write_text(desired_text(HELD))
+    # Interrupted while the create is on its way: it arrives, and apply says so.
+    slow_create = Fault(status=None, method="POST", path="queuedResources", latency=2.0)
+    sent = _interrupted_apply(cli, slow_create, "Plan: 1 to add")
+    assert sent.returncode == EX_INTERRUPTED, sent
+    assert "tpu-reconciler: create alpha: sent, and the cloud accepted it" in sent.stderr
+    assert cli.emu.queued_resource("us-central2-b", "alpha") is not None
+    # Interrupted while it still looks (the list is slow): nothing is sent, and it says so.
+    cli.file.write_text(desired_text(HELD.replace("alpha", "beta")))
+    slow_list = Fault(status=None, method="GET", path="queuedResources", latency=3.0)
+    before = _interrupted_apply(cli, slow_list, "")
+    assert before.returncode == EX_INTERRUPTED, before
+    assert before.stderr.strip().splitlines() == [
+        "tpu-reconciler: interrupted before anything was sent: nothing changed in the cloud"
+    ]
+    assert cli.emu.queued_resource("us-central2-b", "beta") is None
 
 
 def test_apply_creates_then_refuses_destructive_without_yes(cli: SpineCli) -> None:

@@ -150,3 +150,31 @@ def test_an_invalid_file(world: World, case: Case) -> None:
 def test_a_cloud_that_cannot_be_reached(world: World, case: Case) -> None:
     dead = f"http://127.0.0.1:{_closed_port()}/"
     _check(world.cli(DESIRED, CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU=dead), case)
+
+
+NAMES_THAT_DO_NOT_EXIST = """\
+project: test-project
+slots:
+  - {name: a, zone: us-east5-b, accelerator: v6e-7, want: held}
+  - {name: b, zone: us-wset4-a, accelerator: v5litepod-8, want: held}
+  - {name: c, zone: us-central1-c, accelerator: tpu7x-8, api: tpu, want: held}
+  - {name: d, zone: us-west4-a, accelerator: v5e-8, want: held}
+"""
+
+
+def test_validate_refuses_names_that_do_not_exist_and_reads_googles_spelling(world: World) -> None:
+    """Issue 32 item 2 and issue 31 item 3 through the CLI: each at its line, with the fix."""
+    done = world.cli(NAMES_THAT_DO_NOT_EXIST)("validate")
+    assert done.returncode == EX_REFUSED, done.stderr
+    assert done.stderr.replace(f"{world.file}:", "desired.yaml:").splitlines() == [
+        "desired.yaml:3:46: accelerator 'v6e-7' does not exist: TPU v6e (Trillium) comes as "
+        "v6e-1, v6e-4, v6e-8, v6e-16, v6e-32, v6e-64, v6e-128 or v6e-256 (did you mean 'v6e-8'?)",
+        "desired.yaml:4:21: zone 'us-wset4-a' is not a known zone (did you mean 'us-west4-a'?); "
+        "for a zone newer than tpu-reconciler's list, set settings.allow_unknown_zones: true",
+        "desired.yaml:5:63: the TPU API does not offer TPU7x (Ironwood): it is frozen at v2 to "
+        "v6e; tpu7x is held through Compute Engine: write api: compute, or leave api out",
+    ]
+    valid = NAMES_THAT_DO_NOT_EXIST.replace("v6e-7", "v6e-8").replace("us-wset4-a", "us-west4-a")
+    done = world.cli(valid.replace("api: tpu, ", ""))("validate")
+    assert done.returncode == EX_OK, done.stderr
+    assert f"{world.file}:6:46: note: v5e-8 is v5litepod-8" in done.stderr

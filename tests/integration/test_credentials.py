@@ -37,6 +37,7 @@ from reconciler.adapters.gcloud import GcloudCloud
 from reconciler.adapters.rest import RestCloud
 from reconciler.emulator import Emulator
 from reconciler.errors import PermanentCloudError
+from tests.support.cli import ROOT, run_cli
 from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.integration
@@ -197,6 +198,26 @@ async def test_real_gcloud_not_logged_in_is_permanent(tmp_path: Path) -> None:
     with pytest.raises(PermanentCloudError, match="config-helper failed") as refused:
         await provider.token()
     assert refused.value.status == "UNAUTHENTICATED"
+
+
+def test_not_logged_in_says_gcloud_s_advice_whole_through_the_cli(tmp_path: Path) -> None:
+    """gcloud's "Please run:" paragraph goes on with its command and the sentence after it,
+    never cut at the colon and spliced with another hint."""
+    require_tool("gcloud")
+    (tmp_path / "desired.yaml").write_text(
+        "project: my-project\n"
+        "slots:\n  - {name: a-1, zone: us-central2-b, accelerator: v4-8, want: held}\n"
+    )
+    env = {**_isolated_env(tmp_path), "PYTHONPATH": str(ROOT)}
+    env["CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"] = "http://127.0.0.1:9/"  # never Google
+    done = run_cli("-f", str(tmp_path / "desired.yaml"), "--state-dir", str(tmp_path / "s"),
+                   "plan", env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith(
+        "You do not currently have an active account selected. Please run: "
+        "`gcloud auth login` to obtain new credentials."
+    ), done.stderr
+    assert "(run `gcloud" not in done.stderr and "\n" not in done.stderr.strip()
 
 
 # --- google-auth's ADC, the real code -----------------------------------------------------------

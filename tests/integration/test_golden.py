@@ -61,6 +61,8 @@ class GoldenCli:
         text = text.replace(str(self.cwd), "<tmp>").replace(sys.executable, "<python>")
         text = re.sub(r"@desired-[0-9a-f]{8}\.", "@desired-<hash>.", text)
         text = re.sub(r"^Environment=PYTHONPATH=.*\n", "", text, flags=re.M)  # not installed
+        # doctor's state_disk: the room on this machine's disk
+        text = re.sub(r"[\d.]+ [KMG]?i?B free of [\d.]+ [KMG]?i?B on [^\"\n]*", "<room>", text)
         return text.replace(f"pid {os.getpid()}", "pid <pid>")
 
     def run(

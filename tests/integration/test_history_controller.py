@@ -182,6 +182,12 @@ async def test_scripted_capacity_gives_history_and_recommend_ranks_zones(
     desired = parse_desired(text, "desired.yaml", env)
     (group,) = desired.race_groups
     assert [desired.slot(s).zone for s in group.slots] == [FAST, SLOW]  # type: ignore[union-attr]
+    # What it printed names the slots it wrote (where the file's name was taken, index 2),
+    # and no snippet to paste that would name others.
+    assert group.slots[0] == "spot-v6e8-ew4a-2", group.slots
+    assert f"from {list(group.slots)}" in done.stdout
+    assert all(f"added slot {s!r}" in done.stdout for s in group.slots), done.stdout
+    assert "to paste" not in done.stdout and "- spot-v6e8-ew4a-1" not in done.stdout
 
 
 async def test_first_start_fills_from_the_event_log_once(tmp_path: Path) -> None:

@@ -82,6 +82,30 @@ def test_plot_takes_the_terminal_width_and_the_filters(store: Path) -> None:
     assert both.returncode == 2 and "--json" in both.stderr and both.stdout == ""
 
 
+def test_one_early_preemption_is_not_extrapolated_to_a_daily_rate(tmp_path: Path) -> None:
+    """One spot TPU preempted 24 minutes after it came up: ``history`` says what was seen
+    (``1 in 24m held``), not 60 a day."""
+    from reconciler.adapters.history_db import HistoryDB
+    from reconciler.core.history import Seen, Tracker
+
+    state = StateDir(tmp_path / "state").ensure()
+    tracker, records, t = Tracker(), [], 1_771_804_800.0
+    for after, at in (("WAITING_FOR_RESOURCES", 0), ("ACTIVE", 600), ("SUSPENDED", 2040)):
+        seen = Seen("s-1", "us-east5-b", after, "v6e-8", "spot")
+        records += tracker.step([seen], t + at)
+    db = HistoryDB(state.history)
+    try:
+        db.write(records)
+    finally:
+        db.close()
+    done = cli(tmp_path)("history", "--until", "2026-02-23T01:00:00Z")
+    assert done.returncode == 0, done.stderr
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("us-east5-b")]
+    assert "1 in 24m held" in row and "60.00" not in row and "59.99" not in row, row
+    doc = json.loads(cli(tmp_path)("history", "--json", "--until", "2026-02-23T01:00:00Z").stdout)
+    assert doc["places"][0]["preemptions"] == 1  # the JSON keeps the figures
+
+
 def test_plot_without_a_store_says_so(tmp_path: Path) -> None:
     done = cli(tmp_path)("history", "--plot")
     assert done.returncode == 0, done.stderr

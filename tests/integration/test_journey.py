@@ -14,6 +14,8 @@ failure report lists every case that broke:
   verbs that take a slot run on three: the held slot (ACTIVE, on an emulated node), a slot
   that does not exist, and the race's cancelled candidate (no node). None of the demo's slots
   has a workload, so both existing ones are slots without a workload;
+- ``service install`` in that shell refuses to bake the emulator and the demo's files into a
+  unit (naming them, writing nothing), and ``tui`` without a terminal refuses at once;
 - ``history`` shows the demo's preemption (the demo's controller records history);
 - the event log shows the restored file valid again after the invalid save;
 - ``info`` shows no time ahead of the wall clock (the emulator's clock runs 20x fast);
@@ -80,6 +82,10 @@ VERBS: Final[dict[str, tuple[tuple[str, ...], dict[str, str]]]] = {
         ("--print", "{slot}"),
         {"held": "EX_OK", "missing": "EX_REFUSED", "unqueued": "EX_REFUSED"},
     ),
+    # Mistakes a first day makes in the demo's shell: a service installed with the demo's
+    # exports (refused, naming them), the TUI from a pipe (refused at once).
+    "service install": (("install",), {"-": "EX_REFUSED"}),
+    "tui": ((), {"-": "EX_USAGE"}),
 }
 
 #: A sitecustomize for every Python process of the scenario: log each non-loopback target.
@@ -200,6 +206,15 @@ def test_a_new_users_first_hour_in_a_namespace_with_only_loopback(tmp_path: Path
     if nowhere and "No capacity history matches zone=us-west4-a" not in nowhere["stdout"]:
         problems.append(f"history --zone with nothing there:\n{nowhere['stdout']}")
 
+    service = _run(report, "service install")
+    if service and "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU=" not in service["stderr"]:
+        problems.append(f"service install did not name the emulator:\n{service['stderr']}")
+    if report.get("units"):
+        problems.append(f"service install wrote a unit from the demo's shell: {report['units']}")
+    tui = _run(report, "tui")
+    if tui and "tui needs a terminal" not in tui["stderr"]:
+        problems.append(f"tui without a terminal:\n{tui['stdout']}{tui['stderr']}")
+
     kinds = [e["kind"] for e in report["events"] if e["kind"].startswith("desired.")]
     if "desired.invalid" not in kinds or kinds[-1] != "desired.valid":
         problems.append(f"the event log does not end valid after the restore: {kinds}")
@@ -233,6 +248,7 @@ def _scenario(out: Path) -> None:
     base["PYTHONPATH"] = os.pathsep.join((str(audit_dir), base["PYTHONPATH"]))
     base["JOURNEY_AUDIT_LOG"] = str(audit_log)
     base["TMPDIR"] = str(work / "tmp")  # the demos' directories: a leak stays in here
+    base["XDG_CONFIG_HOME"] = str(work / "config")  # where `service install` would write
     (work / "tmp").mkdir()
     report: dict[str, Any] = {"runs": []}
 
@@ -280,6 +296,7 @@ def _scenario(out: Path) -> None:
         "work_left": work_dir.exists(),
     }
     report.setdefault("events", [])
+    report["units"] = [str(p) for p in (work / "config").rglob("*.service")]
     text = audit_log.read_text(encoding="utf-8") if audit_log.exists() else ""
     report["audit"] = [json.loads(line) for line in text.splitlines() if line.strip()]
     out.write_text(json.dumps(report, indent=1), encoding="utf-8")

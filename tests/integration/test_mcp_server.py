@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 READ_ONLY = {"list_slots", "slot_info", "ssh_command", "tmux_status", "plan", "events",
              "workload_status", "workload_logs", "capacity_history", "recommend_zones",
-             "quotas"}  # fmt: skip
+             "quotas", "timeline"}  # fmt: skip
 EDITS = {"queue_slot", "queue_slots", "setup_vm", "tailscale_setup", "tmux_sync", "tmux_open",
          "add_slot", "set_poll", "set_workload", "suspend", "resume"}  # fmt: skip
 DESTRUCTIVE = {"cancel_slot", "set_race_group", "remove_slot", "tmux_close",
@@ -155,7 +155,7 @@ async def test_invalid_edits_leave_the_file_byte_identical(tmp: Path) -> None:
         assert "unknown slot 'smal'" in text and "did you mean 'small'" in text
         text = await refused(s, "add_slot", zone="us-central2-b", accelerator="v9-8",
                              operation_id="i3")  # fmt: skip
-        assert re.search(r"desired\.yaml:\d+:\d+: no runtime version for 'v9-8'", text)
+        assert re.search(r"desired\.yaml:\d+:\d+: unknown accelerator 'v9-8'", text)
         assert "confirm=true" in await refused(s, "cancel_slot", name="big", operation_id="i4")
         text = await refused(s, "cancel_slot", name="bgi")  # unknown before "ask the user"
         assert "unknown slot 'bgi'" in text and "did you mean 'big'" in text

@@ -71,6 +71,33 @@ race_groups:
 """
 
 
+def test_info_on_a_group_whose_winners_each_run_its_workload(tmp_path: Path) -> None:
+    """A race group's ``workload:`` without ``across`` runs on each winner as its own:
+    ``info GROUP`` names that program and each winner's state, not "program: none"."""
+    path = tmp_path / "desired.yaml"
+    path.write_text(ACROSS.replace(", across: group", "").replace("count: 2", "count: 1"))
+    state = StateDir(tmp_path / "state").ensure()
+    base = ("--file", str(path), "--state-dir", str(state.root))
+    a1 = SlotStatus(
+        name="a1", zone="us-central2-b", state="ACTIVE", race_group="pair",
+        workload=WorkloadStatus(state="running", summary="running 3m · attempt 1"),
+    )  # fmt: skip
+    group = RaceGroupStatus(name="pair", count=1, winners=("a1",), candidates=("a1", "a2"))
+    write_status(state.status, StatusSnapshot(slots=(a1,), race_groups=(group,)))
+    done = cli(*base, "info", "pair", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "program: python3 train.py on each winner, as its own (the group's workload)" in (
+        done.stdout
+    )
+    assert "  a1: running 3m · attempt 1  (logs a1)" in done.stdout
+    assert "program: none" not in done.stdout
+    doc = json.loads(cli(*base, "info", "pair", "--json", cwd=tmp_path).stdout)
+    assert doc["each_winner"] == {
+        "command": "python3 train.py",
+        "winners": {"a1": "running 3m · attempt 1"},
+    }
+
+
 def test_info_on_an_across_group_shows_its_one_program(tmp_path: Path) -> None:
     """The program of ``workload.across: group`` lives under the group's name: ``info GROUP``
     shows it (not "unknown slot"), and a candidate's ``info`` says where it is."""

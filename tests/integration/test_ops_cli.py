@@ -224,9 +224,12 @@ def test_events_follow_prints_new_events_and_ends_on_ctrl_c(tmp_path: Path) -> N
 def healthy_setup(emulator: Emulator, tmp_path: Path) -> Iterator[tuple[GoldenCli, dict[str, str]]]:
     require_tool("tmux")
     cli = GoldenCli(tmp_path)
+    key = tmp_path / "key"  # the tmux window's SSH needs one (doctor's ssh_key)
+    subprocess.run([require_tool("ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-f", str(key)])
     (tmp_path / "desired.yaml").write_text(
         "project: test-project\n"
-        "settings: {backend: rest, ntfy_topic: tpu-3f9c2a7b1e4d8c6a5b0f9e2d}\n"
+        "settings: {backend: rest, ntfy_topic: tpu-3f9c2a7b1e4d8c6a5b0f9e2d,\n"
+        f"           ssh_key: {key}}}\n"
         "slots:\n  - {name: a-1, zone: us-central2-b, accelerator: v4-8, want: held}\n",
         encoding="utf-8",
     )
@@ -240,7 +243,7 @@ def healthy_setup(emulator: Emulator, tmp_path: Path) -> Iterator[tuple[GoldenCl
 
 
 def test_doctor_healthy_against_the_emulator(
-    healthy_setup: tuple[GoldenCli, dict[str, str]],
+    healthy_setup: tuple[GoldenCli, dict[str, str]], tmp_path: Path
 ) -> None:
     cli, env = healthy_setup
     done = cli.run("--state-dir", "state", "doctor", "--json", env=env)
@@ -260,6 +263,8 @@ def test_doctor_healthy_against_the_emulator(
     )
     assert checks["oslogin_user"]["detail"] == "alice_example_com (cached)"
     assert checks["ssh_agent"]["status"] == "skip"
+    assert checks["ssh_key"]["detail"] == str(tmp_path / "key")
+    assert checks["ssh_reach"]["detail"] == "no live node in the controller's snapshot to try"
 
 
 def test_doctor_reports_an_api_that_refuses(
@@ -393,6 +398,83 @@ def test_service_install_now_status_uninstall(tmp_path: Path) -> None:
     ]
     gone = cli.run("--state-dir", "state", "service", "status", env=env, code=3)
     assert "not installed" in gone.stdout
+    # Installed, but no systemd on this machine: nothing runs it, so not running (3).
+    cli.run("--state-dir", "state", "service", "install", env=env)
+    no_systemd = {**env, "PATH": str(tmp_path / "empty")}
+    alone = cli.run("--state-dir", "state", "service", "status", env=no_systemd, code=3)
+    assert "systemd: systemctl not found" in alone.stdout
+
+
+def test_service_install_refuses_the_demo_s_exports(emulator: Emulator, tmp_path: Path) -> None:
+    """The shell `demo --keep` leaves: the emulator's endpoints, the demo's gcloud config and
+    token, its files (exactly the variables the demo exports). Refused in one line naming
+    them, no unit written; --allow-emulator writes it anyway."""
+    work = tmp_path / "tpu-reconciler-demo-abc123"
+    work.mkdir()
+    (work / "desired.yaml").write_text("project: my-project\n")
+    env = {
+        **emulator.gcloud_env(str(work / "gcloud"), str(work / "token"), "my-project"),
+        "TPU_RECONCILER_FILE": str(work / "desired.yaml"),
+        "TPU_RECONCILER_STATE_DIR": str(work / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "PATH": "/usr/bin:/bin",
+    }
+    units = tmp_path / "config" / "systemd" / "user"
+    done = subprocess.run(
+        [*CLI, "service", "install"], env=clean_env(env), capture_output=True, text=True
+    )
+    assert done.returncode == 1 and done.stdout == "", done
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: refusing to write the emulator or the demo into the unit")
+    for name in ("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", "CLOUDSDK_CONFIG", "TPU_RECONCILER_FILE",
+                 "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", "CLOUDSDK_CORE_ACCOUNT"):  # fmt: skip
+        assert f"{name}=" in line, name
+    assert f"={emulator.url} (a local endpoint: an emulator)" in line
+    assert line.endswith("or pass --allow-emulator")
+    assert not units.exists()
+    allowed = subprocess.run(
+        [*CLI, "service", "install", "--allow-emulator"],
+        env=clean_env(env),
+        capture_output=True,
+        text=True,
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert "note: the unit keeps emulator/demo settings (--allow-emulator)" in allowed.stdout
+    (unit,) = units.glob("tpu-reconciler@desired-*.service")
+    assert emulator.url in unit.read_text()
+
+
+# --- confirm ------------------------------------------------------------------------------------
+
+
+def test_confirm_without_an_id_asks_and_refuses_without_a_terminal(watched: GoldenCli) -> None:
+    """Like ``release``: with no FINGERPRINT, a person at a terminal says yes to the deletes
+    shown; without a terminal nobody can, so it refuses (exit 2) and writes nothing."""
+    path = watched.cwd / "state" / "status.json"
+    doc = json.loads(path.read_text())
+    doc["plan"]["guard"] = {
+        "limit": 2,
+        "deletes": ["us-central2-b/a@1", "us-central2-b/b@2", "us-central2-b/c@3"],
+        "slots": ["a", "b", "c"],
+        "fingerprint": "0123456789abcdef",
+        "command": "tpu-reconciler confirm 0123456789abcdef",
+    }
+    path.write_text(json.dumps(doc))
+    confirmation = watched.cwd / "state" / "confirm.json"
+    piped = watched.run("--state-dir", "state", "confirm", code=2)
+    assert piped.stdout == ""
+    assert "3 delete(s) wait for confirmation (us-central2-b/a@1, " in piped.stderr
+    assert "stdin is not a terminal, so nobody can confirm" in piped.stderr
+    assert "tpu-reconciler confirm 0123456789abcdef" in piped.stderr
+    assert not confirmation.exists()
+
+    no = Pty(watched.cwd, ["--state-dir", "state", "confirm"])
+    no.answer(r"Delete 3 running TPU\(s\): us-central2-b/a@1, .*\? \[y/N\]", "n")
+    assert no.finish() == 2 and not confirmation.exists()
+    yes = Pty(watched.cwd, ["--state-dir", "state", "confirm"])
+    yes.answer(r"\[y/N\]", "y")
+    yes.expect("confirmed 3 delete")
+    assert yes.finish() == 0 and confirmation.exists()
 
 
 # --- completion -------------------------------------------------------------------------------

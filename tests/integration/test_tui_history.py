@@ -44,7 +44,7 @@ async def pane_text(app: TpuApp, pilot: object) -> tuple[list[str], int]:
     await pilot.pause()  # type: ignore[attr-defined]
     log = app.query_one("#history", RichLog)
     assert app.pane == "history" and log.display
-    return [strip.text.rstrip() for strip in log.lines], max(40, log.size.width - 1)
+    return [strip.text.rstrip() for strip in log.lines], app.history_width()
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
@@ -54,7 +54,8 @@ async def test_h_shows_what_history_plot_prints(world: World, size: tuple[int, i
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         shown, width = await pane_text(app, pilot)
-    assert size[0] - 8 <= width <= size[0]  # the pane's whole width
+    assert size[0] - 8 <= width <= size[0] - 4  # the pane's width, less padding and scroll bar
+    assert all(len(line) <= width for line in shown)  # nothing cut by the scroll bar
     cli = Cli("--file", str(world.path), "--state-dir", str(world.state.root), env=clean_env())
     printed = cli("history", "--plot", "--until", UNTIL_TEXT, "--width", str(width))
     assert printed.returncode == 0, printed.stderr

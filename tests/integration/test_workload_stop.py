@@ -128,7 +128,9 @@ def test_a_program_that_ends_by_itself_takes_its_escapers_along_before_the_next_
     cleanup.append(token)
     command = f"{_escapers(token)}sleep 0.5; exit 1"
     assert _launch(base, "r1", 1, command, grace=1.0) == "launched"
-    _until("both escapers", lambda: len(processes(token)) == 2)
+    # by name: the program's own shell holds the token too, until it exits after 0.5 s
+    _until("both escapers", lambda: len(processes(f"stubborn-{token}")) == 1
+           and len(processes(f"plain-{token}")) == 1)  # fmt: skip
     refused = _launch(base, "r1", 2, "true")  # the escapers still run: no attempt 2 yet
     assert refused.startswith("error ") and "still running" in refused
     _until("the end of attempt 1", lambda: _probe(_dir(base, "r1", 1)) == "state=exited")

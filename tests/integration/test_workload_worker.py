@@ -418,6 +418,37 @@ async def test_logs_cli_follows_all_workers_with_prefixes(world: World, tmp_path
     assert len(lines) == 3 and all(x.startswith("[w2] tick ") for x in lines), lines
 
 
+async def test_logs_cli_shows_terminal_escapes_instead_of_obeying_them(
+    world: World, tmp_path: Path
+) -> None:
+    """A workload that writes an OSC 52 clipboard write, a window title, cursor moves and a
+    bell: ``logs`` shows them escaped, ``--raw`` passes them through."""
+    hostile = (
+        r"printf 'copy \033]52;c;cm0gLXJmIH4=\007 title \033]0;pwned\007 up \033[2A\033[K"
+        r" bell \a done\t.\r\n'; sleep 30"
+    )
+    await world.runner.launch(world.node, world.request(hostile))
+    await world.until_probe("alive", running)
+    argv = _cli_files(world, tmp_path)
+
+    async def logs(*extra: str) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, "--worker", "0", *extra, stdout=asyncio.subprocess.PIPE, env=clean_env()
+        )
+        out, _ = await proc.communicate()
+        assert proc.returncode == 0
+        return out.decode()
+
+    shown = await logs()
+    assert "\x1b" not in shown and "\x07" not in shown, repr(shown)
+    assert shown == (
+        "[w0] copy \\x1b]52;c;cm0gLXJmIH4=\\x07 title \\x1b]0;pwned\\x07 up "
+        "\\x1b[2A\\x1b[K bell \\x07 done\t.\n"
+    )
+    raw = await logs("--raw")
+    assert "\x1b]52;c;cm0gLXJmIH4=\x07" in raw and "\x1b[2A" in raw
+
+
 async def test_a_hung_worker_times_out_as_unknown_and_is_reconnected(world: World) -> None:
     await world.runner.launch(world.node, world.request("sleep 60"))
     await world.until_probe("alive", running)
@@ -458,7 +489,7 @@ async def test_logs_follow_moves_to_a_recreated_node(
         looks.append(_logs.Target(world.node if len(looks) < 3 else recreated, None))
         return looks[-1]
 
-    args = argparse.Namespace(slot=SLOT, worker=0, attempt=None, lines=100)
+    args = argparse.Namespace(slot=SLOT, worker=0, attempt=None, lines=100, raw=False)
     task = asyncio.create_task(_logs._follow(world.runner, args, look))
 
     def printed() -> list[str]:

@@ -381,3 +381,12 @@ def test_a_node_still_alive_never_raises_the_preemption_rate(
     assert without is not None and with_.preemptions_per_day is not None
     assert with_.preemptions_per_day <= without + 1e-9
     assert with_.preemptions_per_day == pytest.approx(preemptions * 86400.0 / (held + alive))
+
+
+def test_a_preemption_rate_is_a_rate_only_after_a_day_held() -> None:
+    from reconciler.core.capacity_report import rate_text
+
+    assert rate_text(1, 60.0) == "1 in 24m held"  # one in 24 minutes is not 60 a day
+    assert rate_text(1, 0.5) == "0.50 (n=1)"
+    assert rate_text(6, 1.5) == "1.50"
+    assert rate_text(0, 0.0) == "0.00" and rate_text(0, None) == "-"

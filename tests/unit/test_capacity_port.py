@@ -255,16 +255,14 @@ def test_merged_looks_know_a_zone_only_where_every_cloud_saw_it() -> None:
     assert merged([single]) is single
 
 
-def test_a_create_for_an_api_nobody_serves_is_blocked_not_a_crash(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The planner names the API of a slot; the controller's router refuses one it does not
-    serve, and that refusal blocks the action with its reason, pass after pass."""
-    monkeypatch.setattr(planner, "api_of", lambda spec: "compute")
+def test_a_create_for_an_api_nobody_serves_is_blocked_not_a_crash(tmp_path: Path) -> None:
+    """A slot names its API (``api: compute``) and its create carries it, with the shape the
+    file resolved; a controller serving only the TPU API refuses it, and that refusal blocks
+    the action with its reason, pass after pass."""
     path = tmp_path / "desired.yaml"
     path.write_text(
         "project: test-project\n"
-        "slots:\n  - {name: a, zone: us-central2-b, accelerator: v4-8, want: held}\n"
+        "slots:\n  - {name: a, zone: us-east5-b, accelerator: v6e-8, api: compute, want: held}\n"
         "defaults:\n  setup: {tmux: false}\n"
     )
     state = StateDir(tmp_path / "state").ensure()
@@ -286,6 +284,13 @@ def test_a_create_for_an_api_nobody_serves_is_blocked_not_a_crash(
     assert second.observe_error is None, second.observe_error
     assert tpu.calls == []
     (blocked,) = second.plan.blocked
+    create = blocked.action.create
+    assert create is not None and (create.api, create.machine_type, create.hosts) == (
+        "compute",
+        "ct6e-standard-8t",
+        1,
+    )
+    assert create.image.endswith("ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e")
     assert "no configured cloud serves the 'compute' API" in blocked.why
     failed = [e for e in read_events(state.events) if e["kind"] == "action.failed"]
     assert failed and failed[0]["retry"] == "permanent"

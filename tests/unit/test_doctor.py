@@ -144,6 +144,44 @@ def test_oslogin_user_needed_only_for_ssh_without_ssh_user() -> None:
     assert d.check_oslogin(True, d.UserFacts(None, error="x"), None).status == "fail"
 
 
+def test_a_workload_alone_needs_ssh_and_the_os_login_user() -> None:
+    from reconciler.runtime import doctor_ssh as ds
+
+    no_ssh = desired("bootstrap: false, tmux: false")
+    assert ds.ssh_slots(no_ssh) == ()  # type: ignore[arg-type]
+    text = (
+        "project: my-project\ndefaults: {setup: {tmux: false}}\nslots:\n"
+        "  - {name: w, zone: us-central2-b, accelerator: v4-8, want: held,"
+        " workload: {command: python3 train.py}}\n"
+        "  - {name: c-1, zone: us-central2-b, accelerator: v4-8}\n"
+        "  - {name: c-2, zone: us-central2-b, accelerator: v4-8}\n"
+        "  - {name: idle, zone: us-east1-d, accelerator: v4-8, want: held}\n"
+        "race_groups:\n  - {name: g, count: 1, slots: [c-1, c-2],"
+        " workload: {command: python3 x.py, across: group}}\n"
+    )
+    workloads = parse_desired(text)
+    assert ds.ssh_slots(workloads) == ("w", "c-1", "c-2")
+    assert d.oslogin_needed(workloads) is True
+    assert ds.ssh_slots(None) is None
+
+
+def test_the_ssh_key_and_one_login() -> None:
+    from reconciler.runtime import doctor_ssh as ds
+
+    missing = ds.check_ssh_key(["w"], ds.KeyFacts("/k", exists=False), None)
+    assert missing.status == "fail" and "os-login ssh-keys add" in missing.hint
+    locked = ds.KeyFacts("/k", exists=True, encrypted=True, public=True)
+    assert ds.check_ssh_key(["w"], locked, d.AgentFacts(None)).status == "fail"
+    agent = d.AgentFacts("/s", keys=1)
+    assert ds.check_ssh_key(["w"], locked, agent).detail == "/k (passphrase: through the agent)"
+    broken = ds.KeyFacts("/k", exists=True, problem="Invalid private key")
+    assert "cannot be used: Invalid private key" in ds.check_ssh_key(["w"], broken, None).detail
+    assert ds.check_ssh_key([], None, None).status == "skip"
+    assert ds.check_ssh_reach(["w"], None, None).detail == ds.NO_LIVE_NODE
+    refused = ds.ReachFacts("w", "worker 0 of w@1 (10.0.0.2:22)", "alice", "refused")
+    assert ds.check_ssh_reach(["w"], refused, None).status == "fail"
+
+
 def test_ntfy_topic() -> None:
     assert d.check_ntfy("").status == "skip"
     assert d.check_ntfy("tpu-alerts").status == "warn"

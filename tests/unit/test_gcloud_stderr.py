@@ -46,3 +46,26 @@ def test_an_objects_address_is_dropped_so_the_same_failure_reads_the_same() -> N
         'ERROR: gcloud crashed (ConnectionError): (Caused by NameResolutionError("Failed to '
         "resolve 'x'\"))"
     )
+
+
+NOT_LOGGED_IN = """\
+ERROR: (gcloud.config.config-helper) You do not currently have an active account selected.
+Please run:
+
+  $ gcloud auth login
+
+to obtain new credentials.
+
+If you have already logged in with a different account, run:
+
+  $ gcloud config set account ACCOUNT
+
+to select an already authenticated account to use.
+"""
+
+
+def test_advice_that_introduces_a_command_is_kept_whole() -> None:
+    assert message(NOT_LOGGED_IN) == (
+        "ERROR: (gcloud.config.config-helper) You do not currently have an active account "
+        "selected. Please run: `gcloud auth login` to obtain new credentials."
+    )

@@ -61,9 +61,9 @@ def test_bad_answers_are_refused_before_templating(starter: i.Starter, message: 
         i.starter_text(starter)
 
 
-def test_a_family_without_runtime_version_is_caught_by_validation() -> None:
+def test_an_accelerator_that_does_not_exist_is_caught_by_validation() -> None:
     text = i.starter_text(i.Starter("my-project", accelerators=("v9z-8",)))
-    with pytest.raises(i.InitError, match="no runtime version"):
+    with pytest.raises(i.InitError, match="no TPU generation is called 'v9z'"):
         i.validate(text, "desired.yaml")
 
 

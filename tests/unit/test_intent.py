@@ -179,7 +179,7 @@ def test_an_edit_that_would_make_the_file_invalid_writes_nothing(store: IntentEd
     with pytest.raises(InvalidEdit) as err:
         apply(store, AddSlot(zone="us-central2-b", accelerator="v9-8", name="nine"))
     assert text(store) == SAMPLE
-    assert re.search(r"desired\.yaml:\d+:\d+: no runtime version for 'v9-8'", str(err.value))
+    assert re.search(r"desired\.yaml:\d+:\d+: unknown accelerator 'v9-8'", str(err.value))
     assert err.value.diagnostics
 
 

@@ -277,18 +277,18 @@ ERRORS = [
         ["'spot-v48-usc2b-1' needs a 'want'"],
     ),
     (
-        "runtime-unknown-family",
-        HEAD + "slots:\n  - name: a\n    zone: us-central2-b\n    accelerator: v7x-8\n"
+        "unknown-family",
+        HEAD + "slots:\n  - name: a\n    zone: us-central2-b\n    accelerator: v9x-8\n"
         "    want: held\n",
-        "3:11",
-        ["no runtime version for 'v7x-8'", "settings.runtime_versions.v7x"],
+        "5:18",
+        ["unknown accelerator 'v9x-8'", "no TPU generation is called 'v9x'"],
     ),
     (
-        "runtime-unknown-family-generated",
-        HEAD + "generate:\n  - zones: [us-central2-b]\n    accelerators: {v7x-8: 1}\n"
+        "unknown-family-generated",
+        HEAD + "generate:\n  - zones: [us-central2-b]\n    accelerators: {v9x-8: 1}\n"
         "    want: held\n",
-        "3:5",
-        ["no runtime version for 'v7x-8'"],
+        "4:20",
+        ["unknown accelerator 'v9x-8'"],
     ),
 ]
 
@@ -323,12 +323,14 @@ def test_diagnostics_name_the_file_they_came_from() -> None:
     assert str(info.value).startswith("/home/me/tpus/desired.yaml:1:10: ")
 
 
-def test_runtime_for_a_new_family_can_come_from_settings() -> None:
+def test_runtime_for_a_family_can_come_from_settings_under_its_alias() -> None:
     d = load(
-        HEAD + "settings:\n  runtime_versions: {v7x: v2-alpha-tpu7x}\n"
-        "slots:\n  - name: a\n    zone: us-central2-b\n    accelerator: v7x-8\n    want: held\n"
+        HEAD + "settings:\n  runtime_versions: {v5e: my-runtime}\n"
+        "slots:\n  - name: a\n    zone: us-west4-a\n    accelerator: v5litepod-8\n"
+        "    want: held\n"
     )
-    assert d.slots[0].runtime_version == "v2-alpha-tpu7x"
+    assert d.slots[0].runtime_version == "my-runtime"
+    assert d.settings.runtime_versions == {"v5litepod": "my-runtime"}
 
 
 def test_an_empty_or_nul_file_is_refused() -> None:

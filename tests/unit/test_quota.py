@@ -389,8 +389,8 @@ def test_validate_resolved_shows_limits_and_members() -> None:
     )
     shown = format_resolved(d)
     assert (
-        "quotas:\n  - family: v6e\n    mode: spot\n    zone: europe-west4-a\n    chips: 16\n"
-        in shown
+        "quotas:\n  - family: v6e\n    mode: spot\n    api: tpu\n    zone: europe-west4-a\n"
+        "    chips: 16\n" in shown
     )
     assert "    region: us-central2\n    chips: 100\n" in shown
     assert "members:\n  alice:\n    chips:\n      v6e: 8\n    priority: 1\n" in shown

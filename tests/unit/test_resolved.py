@@ -41,7 +41,10 @@ def test_defaults_runtime_and_setup_are_filled_in() -> None:
     assert slot == {
         "name": "a",
         "zone": "us-central2-b",
+        "api": "tpu",
         "accelerator": "v4-8",
+        "topology": "2x2x1",
+        "hosts": 1,
         "mode": "on-demand",
         "runtime_version": "my-runtime",
         "want": "held",

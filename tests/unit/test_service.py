@@ -137,3 +137,29 @@ def test_every_endpoint_override_and_gcloud_setting_is_carried() -> None:
     }
     carried = s.carried_environment(env)
     assert carried == {k: v for k, v in env.items() if k != "CLOUDSDK_AUTH_ACCESS_TOKEN"}
+
+
+def test_emulator_and_demo_settings_are_found_and_real_ones_are_not() -> None:
+    from pathlib import PurePath
+
+    from reconciler.runtime.service_env import emulator_settings
+
+    real = {
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU": "https://tpu.googleapis.com/",
+        "CLOUDSDK_CONFIG": "/home/me/.config/gcloud",
+        "CLOUDSDK_CORE_ACCOUNT": "me@gmail.com",
+    }
+    where = {"desired_file": PurePath("/home/me/d.yaml"), "state_dir": PurePath("/home/me/s")}
+    assert emulator_settings(real, **where) == []
+    local = {
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU": "http://[::1]:8080/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN": "http://localhost:9/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE": "http://10.0.0.1/",
+    }
+    assert [f.split("=")[0] for f in emulator_settings(local, **where)] == [
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU",
+    ]
+    demo = PurePath("/tmp/tpu-reconciler-demo-x1/desired.yaml")
+    found = emulator_settings({}, desired_file=demo, state_dir=PurePath("/home/me/s"))
+    assert found == [f"-f {demo} (the demo's, deleted when it stops)"]

@@ -41,6 +41,7 @@ _MODULES = (
     "_ops",
     "_history",
     "_quota",
+    "_timeline",
     "_emulator",
     "_skill",
 )
@@ -63,6 +64,7 @@ _COMMANDS: Final[Mapping[str, str]] = {
     **dict.fromkeys(("history", "recommend"), "_history"),
     "emulator": "_emulator",
     "quota": "_quota",
+    "timeline": "_timeline",
     "skill": "_skill",
 }
 #: Global options taking a value (as ``-f FILE``, ``-fFILE`` or ``--file=FILE``) and flags.

@@ -3,7 +3,9 @@ and ``confirm`` (let through the deletes the delete guard holds, exactly those s
 
 Thin: the edits go through ``reconciler.intent.engine`` like every intent verb; ``confirm``
 writes the controller's confirmation input (``reconciler.intent.confirm``). Neither acts on the
-cloud: the controller does, at its next pass. Exit codes: 0 done, 1 refused.
+cloud: the controller does, at its next pass. ``confirm`` without FINGERPRINT asks at the
+terminal (and refuses without one, as ``release`` does, unless ``--yes``). Exit codes: 0 done,
+1 refused, 2 nobody confirmed.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import argparse
 import json
 from typing import Any, Final
 
-from reconciler.exitcodes import EX_REFUSED
-from reconciler.surfaces.cli._say import err
+from reconciler.exitcodes import EX_CONFIRM, EX_REFUSED
+from reconciler.surfaces.cli._say import confirm, err
 
 _HERE: Final = "reconciler.surfaces.cli._control"
 
@@ -37,6 +39,11 @@ def register(subparsers: Any) -> None:
         "`status` and `plan` show. With FINGERPRINT, refuse if the set has changed since.",
     )
     p.add_argument("fingerprint", metavar="FINGERPRINT", nargs="?", default=None)
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="without FINGERPRINT: confirm the deletes shown without asking (as release --yes)",
+    )
     p.add_argument("--json", action="store_true", help="print the result document (JSON)")
     p.set_defaults(handler=f"{_HERE}:confirm_command")
 
@@ -57,11 +64,25 @@ def resume_command(args: argparse.Namespace) -> int:
 
 def confirm_command(args: argparse.Namespace) -> int:
     from reconciler.errors import ReconcilerError
-    from reconciler.intent.confirm import confirm_deletes
+    from reconciler.intent.confirm import confirm_deletes, guarded
     from reconciler.surfaces.cli._intent import _store
 
+    store = _store(args)
+    fingerprint = args.fingerprint
     try:
-        result = confirm_deletes(_store(args), args.fingerprint)
+        guard = guarded(store) if fingerprint is None and not args.yes else None
+        if guard is not None:  # no id: the person at the terminal says yes to what is shown
+            shown = ", ".join(guard.deletes)
+            question = f"Delete {len(guard.deletes)} running TPU(s): {shown}?"
+            if not confirm(
+                question,
+                not_a_terminal=f"{len(guard.deletes)} delete(s) wait for confirmation "
+                f"({shown}); stdin is not a terminal, so nobody can confirm: pass what you were "
+                f"shown (tpu-reconciler confirm {guard.fingerprint}), or --yes",
+            ):
+                return EX_CONFIRM
+            fingerprint = guard.fingerprint  # exactly the set asked about
+        result = confirm_deletes(store, fingerprint)
     except ReconcilerError as e:
         err(str(e))
         return EX_REFUSED

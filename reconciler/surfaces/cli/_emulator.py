@@ -70,7 +70,11 @@ def serve(args: argparse.Namespace) -> int:
     token = config / "token"
     token.write_text("emulator-token\n", encoding="utf-8")
     try:
-        print(f"Cloud TPU API emulator on {emulator.url} (speed {emulator.speed:g}x)", flush=True)
+        print(
+            f"Cloud TPU and Compute Engine API emulator on {emulator.url} "
+            f"(speed {emulator.speed:g}x)",
+            flush=True,
+        )
         print("Point gcloud at it with:")
         for key, value in emulator.gcloud_env(str(config), str(token)).items():
             print(f"  export {key}={value}")

@@ -179,9 +179,17 @@ def _pictures(args: argparse.Namespace, since: float | None, filters: dict[str, 
     if args.html is not None:
         from reconciler.adapters.files import atomic_write
         from reconciler.core.capacity_html import format_html
+        from reconciler.surfaces.cli._timeline import html_section
 
+        section = html_section(args, filters)
         page = format_html(
-            timeline, rankings, until=until, since=since, generated=now, filters=shown
+            timeline,
+            rankings,
+            until=until,
+            since=since,
+            generated=now,
+            filters=shown,
+            lab=section,
         )
         try:
             atomic_write(Path(args.html), page, mode=None)  # a page to share: 0644 when new
@@ -256,8 +264,9 @@ def recommend_command(args: argparse.Namespace) -> int:
     from reconciler.intent.edits_race import RaceZones
     from reconciler.surfaces.cli._intent import _run
 
-    if not args.json:
-        print(format_recommend(doc), end="")
+    if not args.json:  # the ranking; the names written are the edit's (its diff and note):
+        # the paste-in snippet's would differ where the file already has such names
+        print(format_recommend({**doc, "race_group_yaml": None}), end="")
     zones = tuple(z["zone"] for z in doc["zones"])
     run = args.max_run_duration
     return _run(

@@ -1,5 +1,6 @@
-"""``tpu-reconciler logs SLOT [--worker N] [--attempt K] [--follow] [--lines N]``: the output of
-a slot's workload, every worker's lines interleaved as they arrive, each prefixed ``[wN]``.
+"""``tpu-reconciler logs SLOT [--worker N] [--attempt K] [--follow] [--lines N] [--raw]``: the
+output of a slot's workload, every worker's lines interleaved as they arrive, each prefixed
+``[wN]``, its terminal escapes shown as ``\\x1b...`` (``core/terminal_text``) unless ``--raw``.
 
 The node (instance and one IP per worker) comes from the controller's status snapshot; the run
 id from the snapshot's ``slots[].workload.run_id`` when the controller recorded one, else each
@@ -77,6 +78,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--lines", "-n", type=int, default=20, metavar="N", help="last N lines (20)")
     p.add_argument(
         "--follow", "-F", action="store_true", help="keep printing new output, across relaunches"
+    )
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="write the workload's control characters (colours, cursor moves, titles, OSC 52) "
+        "to the terminal as they are; by default they are shown escaped (\\x1b...)",
     )
     p.set_defaults(handler=f"{_HERE}:logs_command")
 
@@ -175,12 +182,16 @@ def _runner(
     )
 
 
-async def _print(stream: Any) -> int:
-    """Print every line as it comes; returns how many."""
+async def _print(stream: Any, raw: bool) -> int:
+    """Print every line as it comes, its terminal escapes shown rather than obeyed unless
+    ``raw``; returns how many."""
+    from reconciler.core.terminal_text import log_line
+
     printed = 0
     async with contextlib.aclosing(stream):
         async for line in stream:
-            sys.stdout.write(f"[w{line.worker}] {line.text}\n")
+            text = f"[w{line.worker}] {line.text}" if raw else log_line(line.worker, line.text)
+            sys.stdout.write(f"{text}\n")
             sys.stdout.flush()
             printed += 1
     return printed
@@ -212,7 +223,7 @@ async def _follow(
             follow=True,
             run_id=target.run_id,
         )
-        task = asyncio.create_task(_print(stream))
+        task = asyncio.create_task(_print(stream, args.raw))
         while True:
             done, _ = await asyncio.wait({task}, timeout=_RECHECK)
             if done:
@@ -290,7 +301,8 @@ async def _main(args: argparse.Namespace) -> int:
                 lines=args.lines,
                 follow=False,
                 run_id=target.run_id,
-            )
+            ),
+            args.raw,
         )
         if not printed and args.lines:
             _note(f"no workload output for {args.slot} on its workers (nothing launched yet?)")

@@ -203,6 +203,16 @@ def ssh_command(args: argparse.Namespace) -> int:
 
 
 def tui_command(args: argparse.Namespace) -> int:
+    # Without a terminal on both ends Textual has nothing to read keys from or draw on, and
+    # would spin; say so at once (a pipe, cron, an ssh without -t, `< /dev/null`).
+    missing = [n for n, f in (("stdin", sys.stdin), ("stdout", sys.stdout)) if not f.isatty()]
+    if missing:
+        _err(
+            f"tui needs a terminal, and {' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not one (for a script: status --watch, "
+            "status --json, events --follow)"
+        )
+        return EX_USAGE
     from reconciler.surfaces.tui import main
 
     return main(args.file, args.state_dir, theme=args.theme, owner=args.owner)

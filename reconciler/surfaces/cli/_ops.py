@@ -102,6 +102,12 @@ def register(sub: Any) -> None:
         default=None,
         help="with --shared: a lab admin in a new policy file (repeatable; default: you)",
     )
+    p.add_argument(
+        "--allow-emulator",
+        action="store_true",
+        help="install even with emulator or demo settings in the environment (loopback API "
+        "endpoints, the demo's gcloud config, token or files), which are refused otherwise",
+    )
     p.set_defaults(handler=f"{_PKG}._ops_service:install_command")
     p = actions.add_parser("uninstall", help="stop, disable and remove the unit")
     p.add_argument("--force", action="store_true", help="remove a unit not written by this tool")

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from reconciler.core.terminal_text import escaped
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
 from reconciler.surfaces.cli._say import err
 
@@ -53,10 +54,7 @@ def _clean(value: Any) -> str:
     lines = text.splitlines()
     if len(lines) > 1:  # (the line's own padding, runs of spaces, stays as it is)
         text = "; ".join(line.strip() for line in lines if line.strip())
-    text = text.replace("\t", " ")
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    return escaped(text.replace("\t", " "))
 
 
 def _secs(value: Any) -> str:

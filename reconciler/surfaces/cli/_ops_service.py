@@ -100,6 +100,23 @@ def _share(args: argparse.Namespace, spec: Any) -> None:
         print(f"note: the policy grants nothing until it is fixed: {problem}")
 
 
+def _emulator(args: argparse.Namespace, env: dict[str, str], spec: Any) -> str | None:
+    """Why the unit would run against the emulator or the demo (one line), unless allowed."""
+    from reconciler.runtime.service_env import emulator_settings
+
+    found = emulator_settings(env, desired_file=spec.desired_file, state_dir=spec.state_dir)
+    if not found:
+        return None
+    if args.allow_emulator:
+        print(f"note: the unit keeps emulator/demo settings (--allow-emulator): {'; '.join(found)}")
+        return None
+    return (
+        f"refusing to write the emulator or the demo into the unit: {'; '.join(found)}; run "
+        "it from a shell without them (a new one, not the demo's exports), or pass "
+        "--allow-emulator"
+    )
+
+
 @_refusals
 def install_command(args: argparse.Namespace) -> int:
     from reconciler.runtime import service
@@ -108,6 +125,9 @@ def install_command(args: argparse.Namespace) -> int:
     if not Path(args.file).is_file():
         return _err(f"{args.file} does not exist: write it first (tpu-reconciler init)")
     spec, name, path = _spec(args, env)
+    refusal = _emulator(args, env, spec)
+    if refusal:
+        return _err(refusal)
     if args.shared:
         _share(args, spec)
     change = service.write_unit(path, service.unit_text(spec), force=args.force)
@@ -168,13 +188,13 @@ def status_command(args: argparse.Namespace) -> int:
     same = current == service.unit_text(spec)
     print(f"file: {path} ({'current' if same else 'differs from a fresh install: re-run it'})")
     systemctl = service.systemctl_path(env)
-    if systemctl is None:
-        print("systemd: systemctl not found")
-        return EX_OK
+    if systemctl is None:  # nothing can say it runs: not running, as the docs promise
+        print("systemd: systemctl not found (nothing runs the unit here)")
+        return EX_NOT_RUNNING
     state = service.unit_state(systemctl, name, env)
     if isinstance(state, str):
         print(f"systemd: unavailable ({state})")
-        return EX_OK
+        return EX_NOT_RUNNING
     print(
         f"systemd: {state['ActiveState'] or '?'} ({state['SubState'] or '?'}), "
         f"{state['UnitFileState'] or 'unknown'}, pid {state['MainPID'] or '-'}, "

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.exitcodes import EX_CHANGES, EX_CONFIG, EX_OK, EX_REFUSED
 from reconciler.surfaces.cli._say import err as _err
+from reconciler.surfaces.cli._say import note as _note
 
 if TYPE_CHECKING:
     import argparse
@@ -102,6 +103,9 @@ def setup_logging(args: argparse.Namespace) -> None:
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    from reconciler.surfaces.cli._run_report import quiet_libraries
+
+    quiet_libraries(args.verbose)
 
 
 def _load_or_report(path: Path, store: Any = None) -> Any:
@@ -147,6 +151,8 @@ def validate(args: argparse.Namespace) -> int:
 
     for warning in catalogue_warnings([(s.name, s.zone, s.accelerator) for s in desired.slots]):
         print(f"{args.file}: warning: {warning}", file=sys.stderr)
+    for note in desired.notes:  # another spelling of an accelerator, and the name sent
+        print(note, file=sys.stderr)
     from reconciler.model.load_warnings import setup_warnings
 
     try:
@@ -241,16 +247,24 @@ def apply_cmd(args: argparse.Namespace) -> int:
     import asyncio
 
     from reconciler.errors import ControllerAlreadyRunning
+    from reconciler.exitcodes import EX_INTERRUPTED
     from reconciler.runtime.lock import ControllerLock
+    from reconciler.surfaces.cli._apply_report import ActionReport
 
+    report = ActionReport()  # on Ctrl-C: what reached the cloud
     try:
         with ControllerLock(state_dir(args).ensure(), desired=args.file):
             controller = build_controller(args, allow_destructive=True)
+            controller.events.listeners.append(report)
             if _load_or_report(args.file, controller.store) is None:
                 return EX_REFUSED
             done = _observe_or_report(
                 lambda: asyncio.run(_apply(controller, args.yes, args.wait, args.timeout))
             )
+    except KeyboardInterrupt:
+        for line in report.lines():
+            _note(line)
+        return EX_INTERRUPTED
     except ControllerAlreadyRunning as e:
         _err(f"{e} — it applies desired.yaml itself; use `status` to watch it")
         return EX_REFUSED
@@ -288,8 +302,8 @@ async def _apply(
             result = await controller.observe_and_plan()
             if result.plan is None or result.observation is None:
                 return results
-            if not result.plan.empty:
-                print(format_plan(result.plan, now=time.time()), end="")
+            if not result.plan.empty:  # shown before anything is done, even through a pipe
+                print(format_plan(result.plan, now=time.time()), end="", flush=True)
                 destructive = {a.slot for a in result.plan.actions if a.destructive}
                 if destructive - confirmed and not yes:
                     names = ", ".join(sorted(destructive - confirmed))
@@ -346,6 +360,10 @@ def run_cmd(args: argparse.Namespace) -> int:
     try:
         with ControllerLock(state, desired=args.file) as lock:
             controller = build_controller(args, allow_destructive=True, history=True, lock=lock)
+            if not args.quiet:  # the file's problems on stderr as they happen, not only logged
+                from reconciler.surfaces.cli._run_report import IntentReport
+
+                controller.events.listeners.append(IntentReport(str(args.file), _note))
 
             async def main() -> None:
                 stop = asyncio.Event()

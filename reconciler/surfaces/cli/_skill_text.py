@@ -37,6 +37,9 @@ TOOLS: Final[Mapping[str, str]] = {
     "set_race_group to race them.",
     "quotas": "Chip limits, their use and which slots wait on them (a slot reading "
     "'waiting for quota' waits here; do not add slots to get round it).",
+    "timeline": "When will a slot start, and who holds the chips until then: every slot's "
+    "held, queued and scheduled spans, and for one waiting on a quota or a cap its earliest "
+    "start (an estimate, or 'never' with the reason).",
     "queue_slot": "Hold one slot the file already has (want: held).",
     "queue_slots": "Hold several; race=true makes them candidates of one race group.",
     "cancel_slot": "Release a slot: its TPU is deleted. Destructive: confirm=true after a yes.",
@@ -74,6 +77,7 @@ JSON_COMMANDS: Final[Mapping[str, str]] = {
     "history": "Capacity history (capacity_history).",
     "recommend": "Zones ranked for an accelerator (recommend_zones).",
     "quota": "Chip limits, use and who waits (quotas).",
+    "timeline": "Who holds what, when, and when a waiting slot can start (timeline).",
     "doctor": "What is broken and how to fix it.",
     "tmux status": "tmux mirror windows (tmux_status).",
     "secret list": "Which secret names exist (never their values).",

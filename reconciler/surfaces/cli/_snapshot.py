@@ -30,16 +30,33 @@ def current_status(args: argparse.Namespace) -> StatusSnapshot:
     from reconciler.runtime.lock import read_holder
 
     state = StateDir(Path(args.state_dir or default_state_dir(args.file)))
+    pid = read_holder(state) if state.root.exists() else None
     try:
         snapshot = read_status(state.status)
-        note = NO_SNAPSHOT
+        note = NO_SNAPSHOT if snapshot is not None else _why_none(state.root, pid)
     except StatusUnreadable as e:
         snapshot, note = None, f"{e}; showing desired.yaml only"
     if snapshot is None:
         snapshot = desired_only_status(args, note)
-    pid = read_holder(state) if state.root.exists() else None
     snapshot = for_owner(args, snapshot)
     return replace(snapshot, controller=ControllerInfo(pid is not None, pid))
+
+
+def _why_none(root: Path, pid: int | None) -> str:
+    """Why there is no snapshot: a state disk with no room for it (named), a controller that
+    has not written its first one yet, or no controller at all."""
+    from reconciler.adapters.disk_space import disk_of, full_text
+
+    disk = disk_of(root)
+    if disk is not None and disk.full:
+        who = f"the controller (pid {pid})" if pid is not None else "a controller"
+        return (
+            f"no snapshot: {full_text(disk)}, so {who} cannot write one there; free space "
+            "(or use another --state-dir); `tpu-reconciler doctor` checks it"
+        )
+    if pid is not None:
+        return f"no snapshot yet: the controller (pid {pid}) has not finished its first pass"
+    return NO_SNAPSHOT
 
 
 def for_owner(args: argparse.Namespace, snapshot: StatusSnapshot) -> StatusSnapshot:

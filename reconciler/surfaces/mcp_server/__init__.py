@@ -16,8 +16,12 @@ One module per group of tools, as the CLI has ``cli/_<group>.py``, each with
     _tmux       tmux_status, tmux_sync, tmux_open, tmux_close
     _workload   workload_status, workload_logs, set_workload, restart_workload, stop_workload
     _control    suspend, resume, confirm_deletes
+    _quota      quotas
+    _timeline   timeline
     _common     what they share; ``edit_tool`` makes an edit tool's parameters from its edit
                 class (``reconciler.intent.edits*``), so they are never copied by hand
+    _protocol   the ``Server``: unknown tools and arguments refused by name, missing and
+                wrong arguments in one line, malformed JSON-RPC answered with its error
 
 Results are dicts with ``schema_version`` ``tpu-reconciler.mcp.v1``. Edits take an optional
 ``operation_id``: an identical retry returns the first result with ``status: "exists"``; the
@@ -47,9 +51,11 @@ from reconciler.surfaces.mcp_server import (
     _read,
     _setup,
     _slots,
+    _timeline,
     _tmux,
     _workload,
 )
+from reconciler.surfaces.mcp_server._protocol import Server
 
 log = logging.getLogger("reconciler.mcp")
 
@@ -63,13 +69,13 @@ INSTRUCTIONS: Final = (
     "first. suspend / resume stop and restart the controller's actions."
 )
 #: The tool groups, in the order their tools are listed.
-GROUPS: Final = (_read, _slots, _setup, _tmux, _workload, _control, _quota)
+GROUPS: Final = (_read, _slots, _setup, _tmux, _workload, _control, _quota, _timeline)
 
 
 def build_server(store: IntentEditor) -> MCPServer:
     """The server with every tool; each group of tools registers itself (a new feature adds
     its own ``_<feature>.py`` with ``register(server, store)`` and one entry in ``GROUPS``)."""
-    server = MCPServer(
+    server = Server(
         "tpu-reconciler", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
     for group in GROUPS:

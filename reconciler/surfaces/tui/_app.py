@@ -3,7 +3,8 @@
 Layout, top to bottom: the header line (file valid, controller running, backend, observation
 age), a banner when no controller runs or the file is invalid (with the command to start it,
 or the ``file:line:col`` errors), the slot table, the race-group strip, one bottom pane (plan,
-events, logs, info, history, or chips: every worker's chips with ``setup.telemetry``), the
+events, logs, info, history, chips: every worker's chips with ``setup.telemetry``, or the
+lab's timeline: ``_timeline``), the
 result line of the last key, Textual's key footer.
 
 Data: ``_frame.load_frame`` reads the snapshot, the file and the lock; a worker watches
@@ -50,9 +51,13 @@ from reconciler.surfaces.tui._frame import (
 )
 from reconciler.surfaces.tui._key_actions import KeyActions
 from reconciler.surfaces.tui._logs import UNAVAILABLE, LogSource, format_line
+from reconciler.surfaces.tui._timeline import KEY as TIMELINE_KEY
+from reconciler.surfaces.tui._timeline import MOVES as TIMELINE_MOVES
+from reconciler.surfaces.tui._timeline import TimelineKeys, TimelinePane
 from reconciler.surfaces.tui._widgets import HelpScreen, SlotTable
 
 if TYPE_CHECKING:
+    from reconciler.core.timeline import LabTimeline
     from reconciler.intent.engine import IntentEditor
 
 PANES: Final = ("plan", "events", "logs", "info", "history")
@@ -63,6 +68,7 @@ NAVIGATION: Final = (
     ("pgdn pgup", "a page down / up"),
     ("→ ←", "scroll the table sideways (a narrow one leaves columns out: i shows all)"),
     ("/", "filter the slots, owner:NAME for one person's (escape clears)"),
+    TIMELINE_MOVES,
 )
 KEYS: Final = (
     ("c", "hold the slot (want: held)"),
@@ -83,6 +89,7 @@ KEYS: Final = (
     ("e", "events pane: the event log's tail"),
     ("h", "history pane: waits by zone, chips held, preemptions per day"),
     ("u", "chips pane: each worker's chips, duty cycle, HBM and holders (setup.telemetry)"),
+    TIMELINE_KEY,
     ("r", "reload now"),
     ("?", "this help"),
     ("q", "quit"),
@@ -97,6 +104,7 @@ Screen { layout: vertical; }
 #slots { height: 1fr; min-height: 4; }
 #races { height: auto; max-height: 3; padding: 0 1; color: $text-muted; }
 #pane { height: 35%; min-height: 4; border-top: solid $primary; }
+#pane.tall { height: 70%; }
 #pane > * { height: 1fr; padding: 0 1; }
 #filter { display: none; height: 1; border: none; padding: 0 1; }
 #filter.shown { display: block; }
@@ -111,7 +119,7 @@ ModalScreen { align: center middle; }
 """
 
 
-class TpuApp(KeyActions):
+class TpuApp(TimelineKeys, KeyActions):
     """``tpu-reconciler tui``. ``clock`` and ``holder`` (the controller probe) are arguments
     so a screen can be reproduced; ``watch=False`` leaves out the file watcher and the timer
     (snapshot tests drive ``reload`` themselves)."""
@@ -119,13 +127,14 @@ class TpuApp(KeyActions):
     CSS = CSS
     TITLE = "tpu-reconciler"
     ENABLE_COMMAND_PALETTE = False  # every action has its key (?); saves start-up work
-    BINDINGS: ClassVar[list[BindingType]] = [  # the footer shows them in this order
+    # The footer shows those with ``show`` in this order; they fit 80 columns (? lists all).
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit_app", "quit"),
         Binding("c", "hold", "hold"),
         Binding("a", "hold_all", "hold all", show=False),
-        Binding("b", "bucket", "bucket"),
-        Binding("B", "race_bucket", "race", key_display="B"),
+        Binding("b", "bucket", "bucket", show=False),
+        Binding("B", "race_bucket", "race", key_display="B", show=False),
         Binding("d", "release", "release"),
         Binding("x", "close_tmux", "close tmux", show=False),
         Binding("o", "open_tmux", "tmux", show=False),
@@ -140,7 +149,8 @@ class TpuApp(KeyActions):
         Binding("e", "pane('events')", "events"),
         Binding("h", "pane('history')", "history", show=False),
         Binding("u", "pane('chips')", "chips", show=False),
-        Binding("slash", "filter", "filter", key_display="/"),
+        Binding(TIMELINE_KEY[0], "pane('timeline')", "timeline", show=False),
+        Binding("slash", "filter", "filter", key_display="/", show=False),
         Binding("r", "reload", "reload", show=False),
         Binding("escape", "clear_filter", show=False),
     ]
@@ -226,6 +236,7 @@ class TpuApp(KeyActions):
             yield Static(id="info")
             yield RichLog(id="history", max_lines=500, wrap=False, auto_scroll=False)
             yield Static(id="chips")
+            yield TimelinePane(self._read_timeline, self._colour, id="timeline")
         yield Input(
             value=self.filter_text,
             placeholder="filter: part of a slot, zone, accelerator or state; owner:NAME",
@@ -416,7 +427,9 @@ class TpuApp(KeyActions):
     # -- panes -----------------------------------------------------------------------------
     def action_pane(self, name: str) -> None:
         self.pane = name
-        self.query_one(ContentSwitcher).current = name
+        switcher = self.query_one(ContentSwitcher)
+        switcher.current = name
+        switcher.set_class(name == "history", "tall")  # a plot needs the room (80x24 too)
         if name == "history":  # drawn for the width it has once it is laid out
             self.call_after_refresh(self._pane_follow)
         else:
@@ -439,13 +452,21 @@ class TpuApp(KeyActions):
             if key != self._logs_for:
                 self._logs_for = key
                 self._follow_logs(row)
+        elif self.pane == "timeline":
+            self.query_one(TimelinePane).follow(self.frame, slot)
         elif self.pane == "history":
             # Drawn again once a minute at most (the store changes slowly), or at another width.
-            width = max(40, self.query_one("#history", RichLog).size.width - 1)
+            width = self.history_width()
             drawn = (int((self.frame.now if self.frame else 0.0) // 60), width)
             if drawn != self._history_for:
                 self._history_for = drawn
                 self._load_history(width)
+
+    def history_width(self) -> int:
+        """The columns a chart may take in the history pane: inside its padding, and clear of
+        the scroll bar a long chart brings (else its right-hand labels are cut)."""
+        log = self.query_one("#history", RichLog)
+        return max(40, log.content_region.width - log.styles.scrollbar_size_vertical)
 
     @work(exclusive=True, group="history", thread=True)
     def _load_history(self, width: int) -> None:
@@ -464,6 +485,9 @@ class TpuApp(KeyActions):
         pane = self.query_one("#history", RichLog)
         pane.clear()
         pane.write(text.rstrip("\n"))
+        # The first drawing may come before the pane's layout settled (its scroll bar, its
+        # padding): look again once it has, and draw at the width it really has.
+        self.call_after_refresh(self._pane_follow)
 
     @work(exclusive=True, group="info", thread=True)
     def _load_info(self, slot: str | None, pane: str = "info") -> None:
@@ -529,8 +553,15 @@ class TpuApp(KeyActions):
         if self.frame is not None:
             self.show(self.frame)
 
+    def _read_timeline(self, since: float | None) -> LabTimeline:
+        """The lab's timeline for its pane (on the pane's thread)."""
+        from reconciler.intent.timeline_views import read
+
+        return read(self.editor, since=since, holder=self.holder)
+
     def action_reload(self) -> None:
         self._history_for = None
+        self.query_one(TimelinePane).reload()
         self.reload()
         self.say("reloaded")
 

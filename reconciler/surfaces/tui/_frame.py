@@ -17,6 +17,7 @@ May not: import textual, write anything, construct a cloud client, SSH or run tm
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import read_status
 from reconciler.core.render import restart_note
+from reconciler.core.terminal_text import escaped
 from reconciler.errors import StatusUnreadable
 from reconciler.model.durations import format_duration
 from reconciler.model.stamps import epoch_or_none
@@ -55,10 +57,7 @@ def _text(value: Any, default: str = "") -> str:
     """Snapshot text made safe for a terminal: control characters escaped."""
     if value is None:
         return default
-    text = str(value)
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    return escaped(str(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +88,8 @@ class SlotRow:
     owner: str | None = None  # the Unix user who holds it (desired.yaml ``owner:``)
     restart_at: float | None = None  # the workload's relaunch waits (restart backoff) until then
     ends_at: float | None = None  # a flex-start run's end (its ``terminationTime``)
+    #: its create waits for quota ("quota 16/16") or the cloud refused it ("quota refused")
+    quota: str = ""
 
     @property
     def running(self) -> bool:
@@ -114,6 +115,10 @@ class SlotRow:
         left``)."""
         if self.ends_at is not None and self.state == "ACTIVE" and self.ends_at > now:
             return f"{self.state} {format_duration(self.ends_at - now)} left"
+        if self.quota:  # nothing queued yet, and why (status's NOTE; the info pane says all)
+            if self.state in ("NOT_QUEUED", "UNKNOWN"):
+                return self.quota.upper()
+            return f"{self.state} · {self.quota}"
         return self.state
 
     def tmux_cell(self) -> str:
@@ -324,7 +329,20 @@ def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
         latency_ms=slot.latency_ms,
         owner=(spec.owner if spec is not None else None) or slot.owner,
         ends_at=_ts(slot.ends_at),
+        quota=_quota_cell(slot),
     )
+
+
+def _quota_cell(slot: SlotStatus) -> str:
+    """``quota 16/16`` (the chips counted and the limit) while its create waits for quota,
+    ``quota refused`` after the cloud refused it for quota; "" otherwise."""
+    quota = slot.quota
+    if quota is None or quota.state not in ("waiting", "refused"):
+        return ""
+    if quota.state == "refused":
+        return "quota refused"
+    numbers = re.search(r"\b\d+/\d+\b", quota.message)
+    return f"quota {numbers.group(0)}" if numbers else "quota wait"
 
 
 def _desired_only(desired: Desired) -> list[SlotRow]:

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from reconciler.core.terminal_text import log_line
 from reconciler.surfaces.tui._frame import SlotRow
 
 if TYPE_CHECKING:
@@ -39,8 +40,7 @@ LogSource = Callable[[SlotRow], AsyncIterator[Line]]
 
 
 def format_line(line: Line) -> str:
-    text = "".join(c if c.isprintable() or c == "\t" else f"\\x{ord(c):02x}" for c in line.text)
-    return f"[w{line.worker}] {text}"
+    return log_line(line.worker, line.text)
 
 
 def default_source(file: Path, state: StateDir) -> LogSource:
