@@ -30,6 +30,8 @@ Errors also carry the *exit code* a command returns for them (``exit_code``, nam
     │   │   ├── InvalidEdit              ... because the file is or would become invalid
     │   │   ├── NeedsConfirmation        ... because it may delete capacity, unconfirmed  exit 2
     │   │   └── NotYourSlot              ... because another lab member owns it         exit 77
+    │   ├── NotPermitted                 a lab's file this user may not use (the message
+    │   │                                names its owner and the fix)                exit 77
     │   ├── ServiceError                 `service install/uninstall` refused
     │   └── InitError                    `init` cannot write a valid starter file
     ├── InvalidDesiredState              desired.yaml does not validate (diagnostics attached)
@@ -245,6 +247,14 @@ class NotYourSlot(EditRejected):
     def __init__(self, message: str, *, owner: str) -> None:
         super().__init__(message)
         self.owner = owner
+
+
+class NotPermitted(PermanentError):
+    """A lab's state this user may not use or change: a member running the lab's controller,
+    an intent lock they cannot open, a file only its owner may write. One line naming the
+    owner and the command that fixes it."""
+
+    exit_code: ClassVar[int] = EX_NOPERM
 
 
 class ServiceError(PermanentError):

@@ -5,18 +5,21 @@ descriptor each, ``adapters/files.append_jsonl``), never rewritten or rotated.
 Two writers:
 
 - every intent edit (``intent/engine.py``): its result, ``source`` (cli, mcp, tui), ``user``
-  and ``uid`` (the Unix user running the edit), the diff;
-- the controller that acts (``run``, ``apply``; not ``plan``), for every new intent it loads
-  (``file_change``): ``source: "file"``, the file's owner at load (``file_owner``,
-  ``file_uid``: a hand edit saved by an editor belongs to whoever saved it) and which slots
-  the change added, removed or changed. An edit made through
-  the tool is therefore recorded twice, by the edit and by the load; a hand edit once.
+  and ``uid`` (the Unix user running the edit), the file it wrote, the diff;
+- the controller that acts (``run``, ``apply``; not ``plan``): for every file of the intent
+  whose new text it loads (``file_change``), ``source: "file"``, that file's owner
+  (``file_owner``, ``file_uid``: a hand edit saved by an editor belongs to whoever saved it; a
+  lab member's file is its owner's alone) and which slots the change added, removed or
+  changed; for every member's confirmation request it takes (``confirm_record``), who asked
+  (the request file's owner), what and whether it was accepted. An edit made through the tool
+  is therefore recorded twice, by the edit and by the load; a hand edit once.
 
-The file is 0600, or 0660 in a shared lab's state directory (every member's edit appends).
-That is cooperative, not a guarantee: a member can still write the file by hand, as they can
-desired.yaml (docs/security.md).
+One user's directory has one file (0600). A lab's has two: the edits' ``audit.jsonl`` (0660,
+every member's edit appends; cooperative: a member could write it by hand) and the
+controller's own ``controller/audit.jsonl`` (``StateDir.controller_audit``, 0640), which no
+member can write: loads and confirmations, attributed by what the kernel says of each file.
 
-May: append to the audit log, read it. May not: rewrite, truncate or rotate it.
+May: append to the audit logs, read them. May not: rewrite, truncate or rotate them.
 """
 
 from __future__ import annotations
@@ -63,20 +66,48 @@ def intent_changes(before: Desired | None, after: Desired) -> dict[str, list[str
     }
 
 
-def file_change(
-    state: StateDir, before: Desired | None, after: Desired, file_uid: int | None, now: float
-) -> None:
-    """Record that the controller loaded a new intent, and whose file it was."""
+def _ts(now: float) -> str:
     from datetime import UTC, datetime
 
+    return utc_text(datetime.fromtimestamp(now, UTC), milliseconds=True)
+
+
+def file_change(
+    state: StateDir,
+    before: Desired | None,
+    after: Desired,
+    file_uid: int | None,
+    now: float,
+    *,
+    file: str | None = None,
+) -> None:
+    """Record that the controller loaded a new text of ``file`` (default: ``after``'s
+    source) — ``before`` and ``after`` that file's intent — and whose file it was."""
     record: dict[str, Any] = {
-        "ts": utc_text(datetime.fromtimestamp(now, UTC), milliseconds=True),
+        "ts": _ts(now),
         "source": "file",
         "kind": "desired.loaded",
-        "file": after.source,
+        "file": file or after.source,
         "digest": after.digest,
         "file_uid": file_uid,
         "file_owner": user_name(file_uid) if file_uid is not None else None,
         **intent_changes(before, after),
     }
-    append_audit(state, record)
+    append_jsonl(state.controller_audit, record)
+
+
+def confirm_record(
+    state: StateDir, *, user: str, uid: int, deletes: list[str], error: str | None, now: float
+) -> None:
+    """Record a member's confirmation request the controller took: who, what, the verdict."""
+    record: dict[str, Any] = {
+        "ts": _ts(now),
+        "source": "confirm",
+        "kind": "confirm.refused" if error else "confirm.accepted",
+        "user": user,
+        "uid": uid,
+        "deletes": deletes,
+    }
+    if error:
+        record["error"] = error
+    append_jsonl(state.controller_audit, record)

@@ -16,40 +16,60 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
-#: A shared lab's state directory (``service install --shared``): setgid, group rwx.
+#: A shared lab's state directory (``service install --shared``): setgid, group rwx; sticky
+#: too (``adapters/lab_layout``): members create files there but never rename or remove one
+#: that is not theirs.
 SHARED_DIR = 0o2770
 SHARED_FILE = 0o660
+#: A lab's controller-private directory (``StateDir.private``): the group reads, only the
+#: controller's user writes; its files are 0640.
+READ_SHARED_DIR = 0o2750
+READ_SHARED_FILE = 0o640
+
+
+def _group_bits(path: Path) -> int | None:
+    try:
+        return path.stat().st_mode & 0o2070
+    except OSError:
+        return None
 
 
 def is_shared_dir(path: Path) -> bool:
     """Whether ``path`` is a shared lab's directory: setgid and group-writable. Private files
     written into it are made group read-write; a private subdirectory (``secrets/``, 0700)
     is not shared, even though it inherits the setgid bit."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return False
-    return mode & 0o2070 == 0o2070
+    return _group_bits(path) == 0o2070
+
+
+def is_read_shared_dir(path: Path) -> bool:
+    """Whether ``path`` is a lab's controller-private directory: setgid, group r-x only."""
+    return _group_bits(path) == 0o2050
 
 
 def shared_mode(directory: Path, mode: int) -> int:
     """``mode`` for a file in ``directory``: a private file in a shared lab's directory is
-    group read-write, so every member's edit and the controller can use it."""
-    if mode == PRIVATE_FILE and is_shared_dir(directory):
-        return SHARED_FILE
+    group read-write, so every member's edit and the controller can use it; in the lab's
+    controller-private directory it is group read-only."""
+    if mode == PRIVATE_FILE:
+        bits = _group_bits(directory)
+        if bits == 0o2070:
+            return SHARED_FILE
+        if bits == 0o2050:
+            return READ_SHARED_FILE
     return mode
 
 
 def ensure_private_dir(path: Path) -> Path:
     """Create ``path`` as 0700, and every ancestor it has to create as 0700 too (mkdir's
     ``parents=True`` would leave those at the umask default); tighten ``path`` itself when it
-    exists with a wider mode. Ancestors that already exist are left as they are."""
+    exists with a wider mode (never a lab's, which is wider on purpose). Ancestors that
+    already exist are left as they are."""
     missing = []
     for directory in (path, *path.parents):
         if directory.exists():
@@ -59,7 +79,8 @@ def ensure_private_dir(path: Path) -> Path:
         with contextlib.suppress(FileExistsError):  # another process made it meanwhile
             directory.mkdir(mode=PRIVATE_DIR)
     with contextlib.suppress(PermissionError):
-        if path.stat().st_mode & 0o777 != PRIVATE_DIR and not is_shared_dir(path):
+        lab = is_shared_dir(path) or is_read_shared_dir(path)
+        if path.stat().st_mode & 0o777 != PRIVATE_DIR and not lab:
             path.chmod(PRIVATE_DIR)
     return path
 
@@ -82,12 +103,22 @@ def _file_mode(path: Path, mode: int | None) -> int:
 
 
 @contextlib.contextmanager
-def temp_beside(path: Path, data: bytes, *, mode: int, durable: bool = True) -> Iterator[str]:
+def temp_beside(
+    path: Path,
+    data: bytes,
+    *,
+    mode: int,
+    durable: bool = True,
+    owner: tuple[int, int] | None = None,
+) -> Iterator[str]:
     """A temp file in ``path``'s directory holding ``data`` (fsynced when ``durable``), for the
-    caller to rename over ``path`` (or swap with it); removed afterwards if it is still there."""
+    caller to rename over ``path`` (or swap with it); removed afterwards if it is still there.
+    ``owner``: (uid, gid) to give it (root's edit of another user's file leaves it theirs)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            if owner is not None:
+                os.fchown(f.fileno(), *owner)
             os.fchmod(f.fileno(), mode)
             f.write(data)
             if durable:
@@ -111,6 +142,58 @@ def atomic_write(
         os.replace(tmp, path)
     if durable:
         fsync_dir(path.parent)
+
+
+def write_files_into(parent: Path, child: str, files: Mapping[str, str], *, mode: int) -> Path:
+    """Write ``files`` (name -> text) into ``parent/child``, made if missing, without following
+    a symbolic link anywhere below ``parent``: ``child`` is opened ``O_NOFOLLOW`` and must be a
+    directory of this user's, and each file is written through that descriptor (a temp file,
+    then renamed over the name, so a link planted under a file's name is replaced, never
+    followed). ``parent`` itself is the caller's choice. Raises OSError; a planted link or
+    someone else's directory is ``PermissionError`` naming it."""
+    top = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(child, 0o755, dir_fd=top)
+        try:
+            fd = os.open(
+                child, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=top
+            )
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise PermissionError(
+                    errno.EPERM,
+                    "a symbolic link or a file, not a directory: not followed",
+                    str(parent / child),
+                ) from None
+            raise
+    finally:
+        os.close(top)
+    try:
+        owner = os.fstat(fd).st_uid
+        if owner != os.geteuid():
+            raise PermissionError(
+                errno.EPERM, f"owned by uid {owner}, not by you", str(parent / child)
+            )
+        for name, text in files.items():
+            tmp = f".{name}.{os.urandom(4).hex()}.tmp"
+            out = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                mode,
+                dir_fd=fd,
+            )
+            try:
+                os.fchmod(out, mode)
+                os.write(out, text.encode("utf-8"))
+                os.fsync(out)
+            finally:
+                os.close(out)
+            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return parent / child
 
 
 def json_text(document: Any, *, compact: bool = False) -> str:
@@ -193,7 +276,8 @@ def exchange(a: str, b: str) -> bool:
 
 def swap_in(path: Path, data: bytes, expected: str) -> bool:
     """Atomically put ``data`` at ``path`` if it still holds the text whose sha256 is
-    ``expected``; True when it did. Keeps the file's mode; fsyncs file and directory.
+    ``expected``; True when it did. Keeps the file's mode (and, as root, its owner); fsyncs file
+    and directory.
 
     With RENAME_EXCHANGE the swap itself tells whether an editor saved since the text was read:
     then the editor's file — the very inode, which it may still be writing — is swapped straight
@@ -202,11 +286,14 @@ def swap_in(path: Path, data: bytes, expected: str) -> bool:
     kernels, some filesystems) the file is compared, then replaced.
     """
     try:
-        mode = path.stat().st_mode & 0o777
+        st = path.stat()
     except FileNotFoundError:
         return False
+    mode = st.st_mode & 0o777
+    # root editing another user's file (a lab member's, say) leaves it theirs
+    owner = (st.st_uid, st.st_gid) if os.geteuid() == 0 and st.st_uid != 0 else None
     try:
-        with temp_beside(path, data, mode=mode) as tmp:
+        with temp_beside(path, data, mode=mode, owner=owner) as tmp:
             if exchange(tmp, str(path)):
                 written = hashlib.sha256(Path(tmp).read_bytes()).hexdigest() == expected
                 if not written:

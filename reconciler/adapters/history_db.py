@@ -78,19 +78,26 @@ def _reading(path: Path) -> Iterator[None]:
 _HEADER: Final = b"SQLite format 3\x00"
 
 
-def _readonly_uri(path: Path) -> str:
+def _readonly_uri(path: Path, *, immutable: bool = False) -> str:
     """A read-only ``file:`` URI for ``path``: ``#``, ``?`` and ``%`` in a directory name (a
     desired file named ``team#2.yaml`` gives one) would otherwise end the path early and open,
-    or create, some other file."""
-    return f"file:{quote(str(path.absolute()), safe='/')}?mode=ro"
+    or create, some other file. ``immutable``: see ``open_readonly``."""
+    extra = "&immutable=1" if immutable else ""
+    return f"file:{quote(str(path.absolute()), safe='/')}?mode=ro{extra}"
+
+
+def _immutable_read(path: Path) -> bool:
+    """Whether a reader must open ``path`` as immutable: it may not create SQLite's ``-wal``
+    and ``-shm`` beside it (a lab member, in the controller's directory) and no writer has them
+    open (no ``-wal``: the last writer closed, its log folded into the file)."""
+    return not os.access(path.parent, os.W_OK) and not os.path.exists(f"{path}-wal")
 
 
 def _lab_mode(fd: int, path: Path) -> None:
-    """In a shared lab's state directory the file is the group's, read-write (0660) like the
-    lab's other state files, so members can run ``history`` and ``recommend``; it holds no
-    secrets. Not 0640: SQLite gives the ``-wal`` and ``-shm`` files the database's mode, and
-    a member's read while the controller is stopped creates them as the member's, which the
-    controller could then not write. Elsewhere it stays 0600."""
+    """In a shared lab's controller directory (``adapters/lab_layout``) the file is the
+    group's to read (0640), so members can run ``history`` and ``recommend``; it holds no
+    secrets, and only the controller's user writes it (SQLite gives its ``-wal`` and ``-shm``
+    the database's mode). Elsewhere it stays 0600."""
     mode = shared_mode(path.parent, PRIVATE_FILE)
     if mode != PRIVATE_FILE:
         with contextlib.suppress(PermissionError):  # another's file: its owner sets it
@@ -103,7 +110,8 @@ class HistoryDB:
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = path
         if readonly:
-            self.conn = sqlite3.connect(_readonly_uri(path), uri=True, isolation_level=None)
+            uri = _readonly_uri(path, immutable=_immutable_read(path))
+            self.conn = sqlite3.connect(uri, uri=True, isolation_level=None)
         else:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
             _lab_mode(fd, path)
@@ -320,7 +328,12 @@ def move_aside(path: Path) -> Path:
 
 def open_readonly(path: Path) -> HistoryDB | None:
     """A read-only view for ``history`` / ``recommend`` / MCP; None when there is no store.
-    A file SQLite cannot open raises ``HistoryUnreadable``."""
+    A file SQLite cannot open raises ``HistoryUnreadable``.
+
+    A lab member reads the controller's store from a directory they cannot write: while the
+    controller runs, through the ``-wal`` and ``-shm`` it keeps there (read-only: SQLite's
+    own provision for readers without write access); while it is stopped (no ``-wal``: its
+    log was folded into the file at close), as an immutable file, which it then is."""
     if not path.exists():
         return None
     with _reading(path):

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from reconciler.adapters.files import atomic_write, is_shared_dir
+from reconciler.adapters.files import atomic_write, is_read_shared_dir, is_shared_dir
 from reconciler.adapters.owned_files import read_owned
 from reconciler.errors import HostKeyMismatch, UnsafeName, UntrustedHostKeys
 from reconciler.model.names import host_key_alias
@@ -157,7 +157,8 @@ class HostKeyStore:
         which the controller then refuses)."""
         directory = self.path.parent
         with contextlib.suppress(OSError):
-            return is_shared_dir(directory) and directory.stat().st_uid != os.geteuid()
+            lab = is_shared_dir(directory) or is_read_shared_dir(directory)
+            return lab and directory.stat().st_uid not in (os.geteuid(), 0)
         return False
 
     def pinned(self, alias: str) -> tuple[HostKey | None, ...]:

@@ -1,44 +1,31 @@
-"""A lab sharing one controller: the group-owned state directory and its policy file.
+"""A lab sharing one controller: its policy file, and user names.
 
-``service install --shared GROUP`` calls ``make_shared``: the state directory becomes the
-group's (setgid, 2770), its files group read-write (0660; ``adapters/files`` keeps new ones so),
-its locks usable by every member, and ``policy.yaml`` is written there owned by the controller's
-user, 0640: members read it, only its owner (or root) changes it. ``read_policy`` is what every
-intent edit consults (``intent/owners.py``); it fails closed (``model/policy.Policy.broken``)
-when the file is missing from a shared directory, unreadable, owned by anyone but the state
-directory's owner, writable by the group or others, or malformed.
+``policy.yaml`` in a shared lab's state directory is written by ``service install --shared``
+(``adapters/lab_layout.make_shared``) owned by the controller's user, 0640: members read it,
+only its owner (or root) changes it. ``read_policy`` is what every intent edit and the
+controller's judgement of a confirmation consult (``intent/owners.py``, ``model/trust.py``); it
+fails closed (``model/policy.Policy.broken``) when the file is missing from a shared directory,
+unreadable, owned by anyone but the state directory's owner, writable by the group or others,
+or malformed.
 
-May: read the policy file; create, chgrp and chmod the state directory and its top-level files,
-write the policy file. May not: touch ``secrets/`` (it stays 0700, its files 0600), or change
-the desired file's directory (the command says what it needs).
+May: read the policy file and the password database; write the policy file (``write_policy``).
+May not: change any other file.
 """
 
 from __future__ import annotations
 
-import contextlib
-import grp
 import os
 import pwd
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from reconciler.adapters.files import (
-    SHARED_DIR,
-    SHARED_FILE,
-    atomic_write,
-    ensure_private_dir,
-    is_shared_dir,
-)
+from reconciler.adapters.files import atomic_write, is_shared_dir
 from reconciler.adapters.statedir import StateDir
-from reconciler.errors import ServiceError
 from reconciler.model.policy import Policy, policy_from_document
 
 POLICY_NAME: Final = "policy.yaml"
 POLICY_MODE: Final = 0o640
-#: Top-level entries of the state directory that stay private in a shared lab.
-PRIVATE_ENTRIES: Final = frozenset({"secrets", POLICY_NAME})
 
 
 def policy_path(state: StateDir) -> Path:
@@ -108,60 +95,12 @@ def policy_text(admins: Sequence[str], *, edit_others: bool = False) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class SharedSetup:
-    group: str
-    policy_written: bool
-    notes: tuple[str, ...]
-
-
-def make_shared(
-    state: StateDir, group: str, *, admins: Sequence[str], desired: Path
-) -> SharedSetup:
-    """Make ``state`` the lab ``group``'s: see the module docstring. Idempotent; an existing
-    policy file is kept as it is (its owner edits it)."""
-    try:
-        gid = grp.getgrnam(group).gr_gid
-    except KeyError:
-        raise ServiceError(f"no group {group!r} on this machine (groupadd {group})") from None
-    root = state.root
-    ensure_private_dir(root)
-    try:
-        os.chown(root, -1, gid)
-        os.chmod(root, SHARED_DIR)
-        for entry in root.iterdir():
-            if entry.name in PRIVATE_ENTRIES or entry.is_symlink():
-                continue
-            os.chown(entry, -1, gid)
-            os.chmod(entry, SHARED_DIR if entry.is_dir() else SHARED_FILE)
-    except PermissionError as e:
-        raise ServiceError(
-            f"cannot give {e.filename or root} to group {group!r}: {e.strerror} "
-            "(you must own it and be a member of the group)"
-        ) from None
+def write_policy(state: StateDir, admins: Sequence[str], gid: int) -> bool:
+    """A fresh policy file naming ``admins``; an existing one is kept (its owner edits it).
+    True when written."""
     path = policy_path(state)
-    written = not path.exists()
-    if written:
-        atomic_write(path, policy_text(admins), mode=POLICY_MODE)
-        os.chown(path, -1, gid)
-    return SharedSetup(group, written, tuple(_desired_notes(desired, gid, group)))
-
-
-def _desired_notes(desired: Path, gid: int, group: str) -> list[str]:
-    """Give the desired file to the group (read-write); say what its directory still needs:
-    an edit writes a new file beside it and renames it into place."""
-    notes = []
-    try:
-        os.chown(desired, -1, gid)
-        os.chmod(desired, desired.stat().st_mode & 0o777 | 0o060)
-    except PermissionError as e:
-        notes.append(f"cannot give {desired} to group {group!r}: {e.strerror}")
-    folder = desired.parent
-    with contextlib.suppress(OSError):
-        st = folder.stat()
-        if st.st_gid != gid or st.st_mode & 0o2070 != 0o2070:
-            notes.append(
-                f"members' edits write a new {desired.name} beside the old one: give its "
-                f"directory to the group (chgrp {group} {folder} && chmod 2770 {folder})"
-            )
-    return notes
+    if path.exists():
+        return False
+    atomic_write(path, policy_text(admins), mode=POLICY_MODE)
+    os.chown(path, -1, gid)
+    return True

@@ -202,6 +202,9 @@ class Edit(ABC):
     results and records, ``apply`` the change. The engine applies any ``Edit`` by calling it."""
 
     kind: ClassVar[str]
+    #: A lab-wide setting: in a lab it is the shared desired file's, never a member's
+    #: (``intent/lab_files``).
+    lab_wide: ClassVar[bool] = False
 
     @abstractmethod
     def apply(self, ctx: EditContext) -> None:
@@ -418,6 +421,7 @@ class TmuxAll(Edit):
     """``defaults.setup.tmux: true``; slots that say ``tmux: false`` themselves keep it."""
 
     kind: ClassVar[str] = "tmux_all"
+    lab_wide: ClassVar[bool] = True
 
     def apply(self, ctx: EditContext) -> None:
         block = child_map(child_map(ctx.root, "defaults"), "setup")
@@ -444,6 +448,7 @@ class SetPoll(Edit):
     seconds; None leaves one as it is."""
 
     kind: ClassVar[str] = "set_poll"
+    lab_wide: ClassVar[bool] = True
     interval: str | float | None = None
     fast_interval: str | float | None = None
 

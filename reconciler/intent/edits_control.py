@@ -32,6 +32,7 @@ class Suspend(Edit):
     """``settings.suspend: true``: the controller observes and plans, and does nothing."""
 
     kind: ClassVar[str] = "suspend"
+    lab_wide: ClassVar[bool] = True
 
     def apply(self, ctx: EditContext) -> None:
         _set_suspend(ctx, True)
@@ -42,6 +43,7 @@ class Resume(Edit):
     """``settings.suspend: false``: the controller acts on its plan again."""
 
     kind: ClassVar[str] = "resume"
+    lab_wide: ClassVar[bool] = True
 
     def apply(self, ctx: EditContext) -> None:
         _set_suspend(ctx, False)

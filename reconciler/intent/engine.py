@@ -32,6 +32,11 @@ Who: the edit is made by the Unix user running the process (``intent.owners``), 
 name passed in. Before anything is written, an edit of a slot or race group another user owns
 is refused (``NotYourSlot``) unless the lab's policy (``adapters/lab.read_policy``) allows it;
 what the edit creates or touches unowned gets that user as ``owner:`` in a shared lab.
+
+Which file: where a lab's members keep files of their own (``<stem>.d/``), an edit writes the
+one file that declares what it names — the shared file for lab-wide settings, the user's own
+``<stem>.d/<user>.yaml`` for what is new — and only if the kernel lets this user write it
+(``intent/lab_files``); a name it would share with another file is refused at both places.
 """
 
 from __future__ import annotations
@@ -49,8 +54,9 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from reconciler.adapters.audit import append_audit
-from reconciler.adapters.files import open_shared, swap_in
+from reconciler.adapters.files import READ_SHARED_FILE, swap_in
 from reconciler.adapters.lab import read_policy
+from reconciler.adapters.lab_layout import open_intent_lock
 from reconciler.adapters.statedir import StateDir
 from reconciler.errors import (
     EditConflict,
@@ -58,9 +64,11 @@ from reconciler.errors import (
     InvalidDesiredState,
     InvalidEdit,
     NeedsConfirmation,
+    NotPermitted,
 )
 from reconciler.intent import owners
 from reconciler.intent.edits import Edit, EditContext
+from reconciler.intent.lab_files import LabFiles, Target, create_own, writable
 from reconciler.intent.operations import OperationLog, check_operation_id
 from reconciler.intent.roundtrip import Doc
 from reconciler.model.desired import Desired
@@ -130,10 +138,13 @@ class IntentEditor:
         self.state = state
         self.env = dict(os.environ if env is None else env)
         self.lock_timeout = lock_timeout
-        self.operations = OperationLog(state.root / "operations.json")
         self._last: tuple[str, Desired] | None = None
         self.actor = owners.current_actor()
+        self.operations = OperationLog(
+            state.operations_of(self.actor.user), mode=READ_SHARED_FILE if state.lab else None
+        )
         self.policy = Policy.private()  # read again under the lock by every edit
+        self.lab = LabFiles(file, self.env)  # the members' files, where a lab keeps them
 
     @property
     def source(self) -> str:
@@ -142,7 +153,7 @@ class IntentEditor:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         self.state.ensure()
-        fd = open_shared(self.state.intent_lock, os.O_RDWR | os.O_CREAT)
+        fd = open_intent_lock(self.state)  # NotPermitted: one line naming its owner and the fix
         try:
             deadline = time.monotonic() + self.lock_timeout
             delay = 0.001
@@ -170,14 +181,30 @@ class IntentEditor:
             raise EditRejected(f"{self.source} does not exist; write it first") from None
 
     def parse(self, text: str) -> Desired:
-        """``parse_desired`` as the controller runs it; the last result is reused for the same
-        text (an edit's output is usually the next edit's input)."""
+        """The intent with ``text`` as the desired file, as the controller sees it (with a
+        lab's members' files as they are now); the last result is reused for the same text
+        (an edit's output is usually the next edit's input)."""
+        if self.lab.active:
+            return self.lab.view(text).desired
         last = self._last
         if last is not None and last[0] == text:
             return last[1]
         desired = parse_desired(text, self.source, self.env)
         self._last = (text, desired)
         return desired
+
+    def _parse_target(self, text: str, target: Target | None) -> Desired:
+        """``target``'s own intent (the whole intent outside a lab). Raises
+        InvalidDesiredState."""
+        if target is None:
+            return self.parse(text)
+        shared = self.lab.shared_part(self._shared_text())
+        if target.owner is None:
+            return self.lab.shared_part(text).desired
+        return self.lab.member_part(text, target.source, target.owner, shared).desired
+
+    def _shared_text(self) -> str:
+        return self._decode(self.read())
 
     def _decode(self, raw: bytes) -> str:
         try:
@@ -186,37 +213,75 @@ class IntentEditor:
             raise EditRejected(f"{self.source} is not UTF-8 text: {e}") from None
 
     def transform(
-        self, text: str, edit: Edit, *, confirmed: bool
+        self, text: str, edit: Edit, *, confirmed: bool, target: Target | None = None
     ) -> tuple[str, list[str], list[str]]:
-        """The edited text and notes, validated; raises EditRejected / InvalidEdit."""
+        """The edited text of ``target`` (None: the one desired file) and notes, validated;
+        raises EditRejected / InvalidEdit."""
+        source = target.source if target is not None else self.source
         try:
-            before = self.parse(text)
+            before = self._parse_target(text, target)
         except InvalidDesiredState as e:
             raise InvalidEdit(
-                f"{self.source} is invalid now; fix it before editing:\n{e}", e.diagnostics
+                f"{source} is invalid now; fix it before editing:\n{e}", e.diagnostics
             ) from None
-        doc = Doc(text, self.source)
+        owned = target is None or target.owner is None  # a member's file is its owner's whole
+        doc = Doc(text, source)
         ctx = EditContext(doc=doc, desired=before, confirmed=confirmed)
         try:
             edit.apply(ctx)
         except NeedsConfirmation:
             # whose it is comes before "are you sure": find what the edit would touch
-            trial = EditContext(doc=Doc(text, self.source), desired=before, confirmed=True)
+            trial = EditContext(doc=Doc(text, source), desired=before, confirmed=True)
             edit.apply(trial)
-            owners.check(trial, edit, self.actor, self.policy)
+            if owned:
+                owners.check(trial, edit, self.actor, self.policy)
             raise
-        owners.check(ctx, edit, self.actor, self.policy)
-        owners.stamp(ctx, edit, self.actor, self.policy)
+        if owned:
+            owners.check(ctx, edit, self.actor, self.policy)
+            owners.stamp(ctx, edit, self.actor, self.policy)
         new = doc.sync()
         try:
-            self.parse(new)
+            self._parse_target(new, target)
+            if target is not None:
+                self._check_clashes(target, new)
         except InvalidDesiredState as e:
             raise InvalidEdit(
-                f"the edit would make {self.source} invalid, so nothing was written "
+                f"the edit would make {source} invalid, so nothing was written "
                 f"(positions are in the edited text):\n{e}",
                 e.diagnostics,
             ) from None
         return new, ctx.notes, ctx.slots
+
+    def _check_clashes(self, target: Target, new: str) -> None:
+        """InvalidDesiredState when ``new`` declares a name another of the lab's files has."""
+        view = self.lab.view(new if target.owner is None else self._shared_text())
+        if target.owner is None:
+            part = view.shared
+        else:
+            part = self.lab.member_part(new, target.source, target.owner, view.shared)
+        clashes = self.lab.clashes(target, part, view)
+        if clashes:
+            raise InvalidDesiredState(clashes)
+
+    def _route(self, edit: Edit) -> Target | None:
+        """The file ``edit`` writes in a lab with members' files (None: the one desired
+        file); refuses what this user may not write before anything is asked."""
+        if not self.lab.active:
+            return None
+        try:
+            view = self.lab.view(self._shared_text())
+        except InvalidDesiredState as e:
+            raise InvalidEdit(
+                f"{self.source} is invalid now; its owner fixes it before anyone edits:\n{e}",
+                e.diagnostics,
+            ) from None
+        target = self.lab.route(edit, self.actor, view)
+        if target.owner is None:
+            target = replace(target, path=self.path)  # a symlinked file is edited, not replaced
+        writable(target, self.actor, self.source, self.lab.members, self.lab.what(edit, view))
+        if target.owner is not None and target.owner == self.actor.user:
+            create_own(target, self.source)
+        return target
 
     def apply(
         self,
@@ -235,62 +300,82 @@ class IntentEditor:
                 if stored is not None:
                     return replace(EditResult.from_dict(stored), status="exists")
             op = operation_id or f"{source}-{os.urandom(6).hex()}"
-            result = self._commit(edit, op, confirmed=confirmed)
+            target = self._route(edit)
+            result = self._commit(edit, op, target, confirmed=confirmed)
             record = {**result.to_dict(), "source": source, "summary": edit.summary()}
-            append_audit(self.state, {**record, "uid": self.actor.uid})
+            try:
+                append_audit(self.state, {**record, "uid": self.actor.uid})
+            except OSError as e:  # written all the same: say so rather than fail after it
+                result = replace(
+                    result,
+                    notes=(*result.notes, f"not recorded in {self.state.audit}: {e.strerror}"),
+                )
             if operation_id is not None:
                 self.operations.record(
                     operation_id, edit.fingerprint, edit.summary(), result.ts, result.to_dict()
                 )
             return result
 
-    def _commit(self, edit: Edit, op: str, *, confirmed: bool) -> EditResult:
-        base = self._settled()  # the text the edit is applied to: what desired.yaml holds now
+    def _commit(self, edit: Edit, op: str, target: Target | None, *, confirmed: bool) -> EditResult:
+        path = target.path if target is not None else self.path
+        source = target.source if target is not None else self.source
+        base = self._settled(path, source)  # the text the edit is applied to: the file now
         for attempt in range(1, MAX_ATTEMPTS + 1):
             text = self._decode(base)
-            new, notes, touched = self.transform(text, edit, confirmed=confirmed)
+            new, notes, touched = self.transform(text, edit, confirmed=confirmed, target=target)
             data = new.encode("utf-8")
             if data == base:
-                return self._result("unchanged", edit, op, notes, touched, "", base, attempt)
-            if self._read_or_none() == base and swap_in(self.path, data, _sha(base)):
+                return self._result("unchanged", edit, op, notes, touched, "", base, attempt, path)
+            if self._read_or_none(path) == base and self._swap(path, source, data, _sha(base)):
                 diff = "".join(
                     difflib.unified_diff(
                         text.splitlines(keepends=True),
                         new.splitlines(keepends=True),
-                        f"a/{self.path.name}",
-                        f"b/{self.path.name}",
+                        f"a/{path.name}",
+                        f"b/{path.name}",
                     )
                 )
-                return self._result("changed", edit, op, notes, touched, diff, data, attempt)
+                return self._result("changed", edit, op, notes, touched, diff, data, attempt, path)
             # Someone saved since the read (maybe still saving): start again from their text,
             # once it has stopped changing.
-            base = self._settled(wait=True)
-        raise EditConflict(f"{self.source} kept changing during the edit; nothing was written")
+            base = self._settled(path, source, wait=True)
+        raise EditConflict(f"{source} kept changing during the edit; nothing was written")
 
-    def _read_or_none(self) -> bytes | None:
+    @staticmethod
+    def _swap(path: Path, source: str, data: bytes, expected: str) -> bool:
         try:
-            return self.path.read_bytes()
+            return swap_in(path, data, expected)
+        except PermissionError as e:
+            said = f"cannot write {source}: {e.strerror}; nothing was written"
+            raise NotPermitted(said) from None
+
+    @staticmethod
+    def _read_or_none(path: Path) -> bytes | None:
+        try:
+            return path.read_bytes()
         except FileNotFoundError:
             return None
 
-    def _settled(self, *, wait: bool = False, quiet: float = 0.02) -> bytes:
+    def _settled(
+        self, path: Path, source: str, *, wait: bool = False, quiet: float = 0.02
+    ) -> bytes:
         """The file's bytes; with ``wait`` (someone just saved, maybe still saving), once they
         stopped changing for ``quiet`` seconds. A file absent for a moment (an editor's save by
         rename) is waited for; one that stays absent is refused, one that never settles is a
         conflict to retry."""
-        last = self._read_or_none()
+        last = self._read_or_none(path)
         if last is not None and not wait:
             return last
         deadline = time.monotonic() + SETTLE_TIMEOUT
         while time.monotonic() < deadline:
             time.sleep(quiet)
-            now = self._read_or_none()
+            now = self._read_or_none(path)
             if now is not None and now == last:
                 return now
             last = now
         if last is None:
-            raise EditRejected(f"{self.source} does not exist; write it first")
-        raise EditConflict(f"{self.source} kept changing; nothing was written", delay=1.0)
+            raise EditRejected(f"{source} does not exist; write it first")
+        raise EditConflict(f"{source} kept changing; nothing was written", delay=1.0)
 
     def _result(
         self,
@@ -302,6 +387,7 @@ class IntentEditor:
         diff: str,
         data: bytes,
         attempts: int,
+        path: Path,
     ) -> EditResult:
         return EditResult(
             status=status,
@@ -310,7 +396,7 @@ class IntentEditor:
             operation_id=op,
             notes=tuple(notes),
             diff=diff,
-            file=str(self.path),
+            file=str(path),
             digest=_sha(data),
             ts=_now(),
             slots=tuple(dict.fromkeys(touched)),

@@ -1,6 +1,7 @@
 """Operation ids of intent edits: an identical retry gets the first result back.
 
-May: read and atomically rewrite ``operations.json`` in the state directory. May not: lock
+May: read and atomically rewrite ``operations.json`` in the state directory (in a lab, each
+member's own ``operations.<user>.json``). May not: lock
 (the caller holds the intent lock around ``lookup`` + ``record``), edit desired.yaml.
 
 A document ``{"schema_version": "tpu-reconciler.operations.v1", "operations": {id: record}}``
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from reconciler.adapters.files import read_json, write_json
+from reconciler.adapters.files import PRIVATE_FILE, atomic_write, json_text, read_json
 from reconciler.errors import EditRejected, ReconcilerError
 
 SCHEMA: Final = "tpu-reconciler.operations.v1"
@@ -36,6 +37,9 @@ def check_operation_id(value: object) -> str:
 @dataclass(frozen=True, slots=True)
 class OperationLog:
     path: Path
+    #: the file's mode; None: private (0600, or the group's in a shared directory). A lab
+    #: member's own log is 0640: nobody else writes it.
+    mode: int | None = None
 
     def _load(self) -> dict[str, Any]:
         try:
@@ -78,4 +82,5 @@ class OperationLog:
         }
         if len(ops) > KEEP:
             ops = dict(list(ops.items())[-KEEP:])
-        write_json(self.path, {"schema_version": SCHEMA, "operations": ops})
+        document = {"schema_version": SCHEMA, "operations": ops}
+        atomic_write(self.path, json_text(document), mode=self.mode or PRIVATE_FILE)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -210,6 +211,20 @@ def parse_desired(
     text: str, source: str = "desired.yaml", env: Mapping[str, str] | None = None
 ) -> Desired:
     """Parse and validate a whole desired file. Raises InvalidDesiredState."""
+    return parse_document(text, source, env).desired
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """A valid file: its YAML tree (positions), its plain data and the intent it says."""
+
+    root: CommentedMap
+    data: dict[str, Any]
+    desired: Desired
+
+
+def parse_root(text: str, source: str) -> CommentedMap:
+    """The file's top-level mapping; raises InvalidDesiredState (empty, not a mapping, YAML)."""
     root = parse_yaml(text, source)
     if root is None:
         raise InvalidDesiredState([Diagnostic(source, 1, 1, "file is empty: nothing is wanted")])
@@ -217,14 +232,32 @@ def parse_desired(
         raise InvalidDesiredState(
             [Diagnostic(source, 1, 1, "expected a mapping with project, settings and slots")]
         )
+    return root
+
+
+def parse_document(
+    text: str,
+    source: str = "desired.yaml",
+    env: Mapping[str, str] | None = None,
+    *,
+    context: Mapping[str, Any] | None = None,
+    root: CommentedMap | None = None,
+) -> Parsed:
+    """``parse_desired``, keeping the tree and the data. ``context``: top-level keys taken
+    from another file (a lab member's file is resolved under the shared file's ``project``,
+    ``settings`` and ``defaults``: ``model/intent_parts``), the environment's overrides
+    already in them. ``root``: the tree of ``text`` when the caller has parsed it already."""
+    root = parse_root(text, source) if root is None else root
     pos = _Positions(root)
     data = _plain(root)
-    overrides = env_overrides(env or {})
+    overrides = {} if context is not None else env_overrides(env or {})
     if overrides:
         settings = data.get("settings")
         data["settings"] = {**(settings if isinstance(settings, dict) else {}), **overrides}
-    if (env or {}).get(ENV_PREFIX + "PROJECT"):
+    if context is None and (env or {}).get(ENV_PREFIX + "PROJECT"):
         data["project"] = (env or {})[ENV_PREFIX + "PROJECT"]
+    if context is not None:
+        data = {**context, **data}
     prior: list[Diagnostic] = []
     salvage: _Salvage | None = None
     try:
@@ -243,4 +276,5 @@ def parse_desired(
             raise InvalidDesiredState(_dedupe(prior)) from None
         model = salvage.model
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    return resolve(model, pos, source, digest, prior=prior, salvage=salvage)
+    desired = resolve(model, pos, source, digest, prior=prior, salvage=salvage)
+    return Parsed(root, data, desired)

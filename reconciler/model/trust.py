@@ -1,22 +1,27 @@
-"""Whose files the controller believes: the owner rules for a lab's group-writable state files.
+"""Whose files the controller believes: the rules for a lab's state files, its members'
+requests and its members' intent files.
 
-In a shared lab's state directory (setgid, group-writable) any member can replace a file there
-with one of their own: the rename makes the new file theirs. For the files that steer what the
-controller trusts or deletes, the file's owner (which a member cannot forge) decides:
+Trust rests on what the kernel enforces, never on a file's content or on who saved last:
 
-- ``known_hosts`` (the pinned SSH host keys) and ``memory.json`` are the controller's own: only
-  a file owned by the state directory's owner (the controller's user), by root or by the user
-  reading it is used. Anything else is refused with one line naming the file and its owner
-  (``foreign_file``): a member's known_hosts could make the controller trust their machine
-  with the SSH agent it forwards.
-- ``confirm.json`` (a confirmation of the deletes the delete guard holds) is written by whoever
-  runs ``tpu-reconciler confirm``: its owner *is* the confirming user. The document also
-  records that user; a document whose recorded user is not its owner is ignored, and so is a
-  confirmation by a member who may not change every slot it deletes under the lab's policy
-  (``confirm_refusal``: the same rule as an edit of those slots). The controller's user and
-  root may confirm anything.
+- A shared lab keeps the controller's own files — ``known_hosts`` (the pinned SSH host keys),
+  ``memory.json``, the lock, the confirmation it acts on — in a directory only the
+  controller's user can write (``adapters/lab_layout``). Such a file is used only when it is
+  what that user wrote (``written_file_problem``): a regular file with one name (a hard link
+  lets another name reach it), writable by nobody but its owner, and owned by the controller's
+  user, root or the user reading it (``foreign_file``). Otherwise it is refused with one line
+  naming the file and what is wrong: a member's known_hosts could make the controller trust
+  their machine with the SSH agent it forwards.
+- A member's request (a confirmation of guarded deletes, in the lab's sticky ``inbox/``) is
+  the member's because the kernel says the file is theirs: ``request_problem`` accepts only a
+  regular file with one name, writable by its owner alone, owned by a member (not by the
+  controller's user or root, who write in the controller's directory directly). Its owner
+  must then be allowed to change every slot it deletes (``confirm_refusal``: the same rule as
+  an edit of those slots, under the lab's policy).
+- A member's intent file (``desired.d/<user>.yaml``) declares that user's slots: it counts only
+  when it is named after its owner, has one name and nobody but its owner may write it
+  (``member_file_problem``).
 
-Pure: uids, names and the policy in, a reason (or None) out; no file is read.
+Pure: uids, names, modes and the policy in, a reason (or None) out; no file is read.
 """
 
 from __future__ import annotations
@@ -47,6 +52,72 @@ def foreign_file(
         f"may have replaced it, so it is not used (remove it, or `chown {controller} {path}` "
         "if you trust its content)"
     )
+
+
+def _shape_problem(path: str, *, regular: bool, nlink: int, mode: int, owner: str) -> str | None:
+    """What no trusted file may be: anything but a regular file, a file with several names,
+    a file someone besides its owner may write."""
+    if not regular:
+        return f"{path} is not a regular file, so it is not used (remove it)"
+    if nlink != 1:
+        return (
+            f"{path} has {nlink} names (a hard link): another name may change it, so it is "
+            "not used (remove it)"
+        )
+    if mode & 0o022:
+        return (
+            f"{path} is writable by others than its owner {owner} (mode {mode & 0o7777:04o}), "
+            f"so it is not used (`chmod go-w {path}` if you trust its content)"
+        )
+    return None
+
+
+def written_file_problem(
+    path: str,
+    *,
+    regular: bool,
+    nlink: int,
+    mode: int,
+    uid: int,
+    owner: str,
+    trusted: Collection[int],
+    controller: str,
+) -> str | None:
+    """Why a file the controller wrote for itself is not used; None when it may be."""
+    return _shape_problem(
+        path, regular=regular, nlink=nlink, mode=mode, owner=owner
+    ) or foreign_file(path, uid=uid, owner=owner, trusted=trusted, controller=controller)
+
+
+def request_problem(
+    path: str, *, regular: bool, nlink: int, mode: int, uid: int, owner: str,
+    controller_uid: int,
+) -> str | None:  # fmt: skip
+    """Why a file in the lab's inbox is not a member's request; None when it is ``owner``'s."""
+    shape = _shape_problem(path, regular=regular, nlink=nlink, mode=mode, owner=owner)
+    if shape is not None:
+        return shape
+    if uid in (controller_uid, ROOT_UID):
+        return (
+            f"{path} is owned by {owner}, who confirms in the controller's own directory, "
+            "never through the inbox: it is not used (remove it)"
+        )
+    return None
+
+
+def member_file_problem(
+    path: str, *, named: str, regular: bool, nlink: int, mode: int, owner: str
+) -> str | None:
+    """Why ``desired.d/<named>.yaml`` (owned by ``owner``) declares nobody's slots."""
+    shape = _shape_problem(path, regular=regular, nlink=nlink, mode=mode, owner=owner)
+    if shape is not None:
+        return shape
+    if named != owner:
+        return (
+            f"{path} is owned by {owner}: a member's file is named after its owner "
+            f"({owner}.yaml), so it is not used"
+        )
+    return None
 
 
 def slot_of_delete(delete_id: str) -> str:

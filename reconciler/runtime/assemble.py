@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from reconciler.adapters.lab_layout import shared_file_owners
 from reconciler.adapters.statedir import StateDir
 from reconciler.runtime.backends import make_cloud
 from reconciler.runtime.controller import Controller
@@ -42,14 +43,17 @@ def build_controller(
     on the state directory and the desired file; the controller follows the file's inode with
     it across saves.
     """
-    events = EventLog(state)
+    # a lab member's `plan` reads the lab controller's files and writes none of them
+    events = EventLog(state, write=os.access(state.private, os.W_OK))
     metrics = None
     if history:  # a controller that keeps running; prometheus_client stays off plan and apply
         from reconciler.runtime.metrics import Metrics
 
         metrics = Metrics(events)  # serves only while settings.metrics names an address
     return Controller(
-        store=DesiredLoader(desired_file, os.environ if env is None else env),
+        store=DesiredLoader(
+            desired_file, os.environ if env is None else env, owners=shared_file_owners(state)
+        ),
         state=state,
         cloud_factory=make_cloud,
         events=events,

@@ -17,7 +17,11 @@ Guarantees kept here:
   before anything is resent (``runtime.lro``);
 - nothing raised by the cloud, a setup step or a notifier ends the loop;
 - every new intent is logged (``desired.loaded``) and audited (``adapters/audit.file_change``)
-  with the desired file's owner when it was read: a hand edit is its saver's.
+  with the owner of each file that changed when it was read: a hand edit is its saver's, and a
+  lab member's file is its owner's alone;
+- in a lab, a member's confirmation counts only as a request in the inbox, judged by its
+  file's owner (``adapters/confirm_file.take_requests``); who asked is in the event and the
+  controller's own audit.
 
 Running the actions (dispatch, the adapters, settling each outcome) is ``runtime.actions``,
 mixed in here; the outcome policy itself is the pure ``core.outcome``.
@@ -34,7 +38,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from dataclasses import replace as replace_record
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reconciler.adapters.cloud import Cloud, zones_to_observe
 from reconciler.adapters.confirm_file import (
@@ -64,9 +68,10 @@ from reconciler.core.plan import (
 from reconciler.core.schedule import hurries, next_interval, watching
 from reconciler.core.status import build_status
 from reconciler.core.workload_backoff import restart_due
-from reconciler.errors import PermanentError, TemporaryError
+from reconciler.errors import ControllerAlreadyRunning, PermanentError, TemporaryError
 from reconciler.model.capacity import RequestState
 from reconciler.model.desired import Desired, Settings
+from reconciler.model.intent_parts import Part
 from reconciler.model.multislice import place_accelerator
 from reconciler.model.observed import Observation
 from reconciler.model.status import ControllerInfo
@@ -75,6 +80,7 @@ from reconciler.runtime.actions import ActionTasks, SetupRunner
 from reconciler.runtime.backends import flex_wanted
 from reconciler.runtime.desired_loader import DesiredLoader, LoadResult
 from reconciler.runtime.events import EventLog
+from reconciler.runtime.lab_intake import audit_files, report_layout, take_confirmations
 from reconciler.runtime.latency import LatencyProbes
 from reconciler.runtime.memory_file import load_memory
 from reconciler.runtime.quota_limits import CloudQuotaLimits
@@ -153,7 +159,8 @@ class Controller(ActionTasks):
         self._failing_since: dict[str, float] = {}  # action key -> first failure in a row
         self.transitions = Transitions(events)  # what moved since the last pass, as events
         self._last_digest: str | None = None
-        self._audited: Desired | None = None  # the intent last written to the audit log
+        #: each file's part last written to the audit log (source -> part)
+        self._audited: dict[str, Part] = {}
         self._last_errors: tuple[str, ...] = ()
         self._last: PassResult | None = None
         self._observed_at: float | None = None
@@ -192,16 +199,14 @@ class Controller(ActionTasks):
         return self._cloud
 
     def _audit_load(self, loaded: LoadResult) -> None:
-        """The new intent in the audit log, with the file's owner at load (``adapters/audit``),
-        by a controller that acts on it (``plan``'s does not); a state directory the controller
-        cannot write is said by the pass, not here."""
-        from reconciler.adapters.audit import file_change
-
-        if loaded.desired is None or not loaded.current_valid or not self.allow_destructive:
+        """Each file of the intent in force whose text is new, in the audit log with that
+        file's owner at load (``runtime/lab_intake.audit_files``), by a controller that acts on
+        it (``plan``'s does not)."""
+        if loaded.desired is None or not self.allow_destructive:
             return
-        with contextlib.suppress(OSError):
-            file_change(self.state, self._audited, loaded.desired, loaded.file_uid, self.clock())
-        self._audited = loaded.desired
+        self._audited = audit_files(
+            self.state, self._audited, self.store.parts, loaded.files, self.clock()
+        )
 
     # -- one pass ----------------------------------------------------------------------------
     async def reconcile(self) -> PassResult:
@@ -211,9 +216,13 @@ class Controller(ActionTasks):
         if errors != self._last_errors and errors:
             self.events.emit("desired.invalid", errors=list(errors), in_force=bool(desired))
         if desired is not None and desired.digest != self._last_digest:
-            owner = (
+            owner: dict[str, Any] = (
                 {"file_owner": user_name(loaded.file_uid)} if loaded.file_uid is not None else {}
             )
+            if len(loaded.files) > 1:  # a lab's members' files: whose each one is
+                owner["files"] = {
+                    f.source: user_name(f.uid) if f.uid is not None else None for f in loaded.files
+                }
             self.events.emit(
                 "desired.loaded", digest=desired.digest, slots=len(desired.slots), **owner
             )
@@ -274,6 +283,8 @@ class Controller(ActionTasks):
         before, self.memory = self.memory, wl.observe(self.memory, wd, wo, probes, now)
         self._workloads_moved(wd, before)
         self._owners.update({s.name: s.owner for s in desired.slots})
+        if self.state.lab:  # members' requests: judged by whose file each is, then removed
+            self._take_requests()
         # one read a pass; usually absent. A member's confirmation counts for what they may change
         confirmation, refused = read_confirmation_checked(self.state, owners=self._owners)
         if refused is not None:
@@ -302,6 +313,10 @@ class Controller(ActionTasks):
         self._write_snapshot(result, errors, list(windows or ()), orphans)
         self._save_memory()
         return result
+
+    def _take_requests(self) -> None:
+        """The lab members' confirmation requests (``runtime/lab_intake``)."""
+        take_confirmations(self.state, self.events, self._owners, self.clock())
 
     def _record_latency(self, zone: str, ms: float | None) -> None:
         self.memory = mem.record_latency(self.memory, zone, ms, self.clock())
@@ -435,7 +450,7 @@ class Controller(ActionTasks):
         return hurries(cloud=key.endswith(":cloud"), retrying=self.memory.error(key) is not None)
 
     async def run(self, stop: asyncio.Event, *, watch: bool = True) -> None:
-        from reconciler.runtime.watch import watch_file
+        from reconciler.runtime.watch import watch_file, watch_tree
 
         # Load first and hand the watcher that digest: a save between this load and the
         # watch starting then still wakes the loop.
@@ -445,24 +460,35 @@ class Controller(ActionTasks):
             async for _ in watch_file(self.store.path, stop=stop, digest=first.digest):
                 self.wake.set()
 
-        watch_task = asyncio.create_task(watcher()) if watch else None
+        async def members() -> None:  # a lab's members' files (the loader reads them each pass)
+            async for _ in watch_tree(self.store.members, stop=stop):
+                self.wake.set()
+
+        watch_task = None
+        if watch:
+            tasks = [watcher(), *([members()] if self.store.members.is_dir() else [])]
+            watch_task = asyncio.ensure_future(asyncio.gather(*tasks))
         if self.history is not None:
             self.history.start()
         self.events.emit("controller.started", pid=os.getpid(), file=str(self.store.path))
+        if self.lock is not None:
+            report_layout(self.events, self.lock.layout)
         try:
             failures = 0
             while not stop.is_set():
                 self.wake.clear()
-                if self.lock is not None:
-                    # A save put a new inode in place: lock it, or stop if another controller
-                    # took it first (ControllerAlreadyRunning leaves this loop).
-                    self.lock.follow()
                 started = time.perf_counter()
                 try:
+                    if self.lock is not None:
+                        # A save put a new inode in place: lock it, or stop if another
+                        # controller took it first (ControllerAlreadyRunning leaves this loop).
+                        self.lock.follow()
                     result = await self.reconcile()
                     self._passed(result, started)
                     delay = self.next_interval(result)
                     failures = 0
+                except ControllerAlreadyRunning:
+                    raise
                 except OSError as e:  # a full or read-only state disk: foreseen, no traceback
                     failures += 1
                     log.error("reconcile pass failed: the state directory: %s", e)
@@ -541,9 +567,13 @@ class Controller(ActionTasks):
 
     async def observe_and_plan(self) -> PassResult:
         """Look and decide without acting (``plan`` and the first half of ``apply``)."""
-        desired = self.store.load().desired
+        loaded = self.store.load()
+        desired = loaded.desired
         if desired is None:
             return PassResult(None, None, None)
+        if desired.digest != self._last_digest:  # `apply` audits the files it acts on
+            self._last_digest = desired.digest
+            self._audit_load(loaded)
         desired = await self.cloud_quotas.apply(desired)
         cloud = await self._cloud_for(desired)
         observation = await cloud.observe(zones_to_observe(cloud, desired.zones))
@@ -554,6 +584,9 @@ class Controller(ActionTasks):
         wd, wo, _ = across.view(desired, observation, self.memory)
         self.memory = wl.observe(self.memory, wd, wo, probes, now)
         owners = {s.name: s.owner for s in desired.slots}
+        if self.state.lab and self.allow_destructive:  # `apply` takes members' requests too
+            self._owners.update(owners)
+            self._take_requests()
         confirmed = read_confirmed(self.state, digest=desired.digest, now=now, owners=owners)
         decided = plan(desired, observation, self.memory, now, confirmed=confirmed, probes=probes)
         return PassResult(desired, observation, decided)

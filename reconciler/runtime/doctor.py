@@ -271,7 +271,8 @@ def check_state_dir(root: str, facts: Sequence[PathFacts] | None, my_uid: int) -
 
 def _shared_state_dir(root: str, facts: Sequence[PathFacts]) -> Check:
     """A lab's state directory is its group's on purpose; only its secrets must stay private
-    (a member other than the controller's user cannot list them, and sees none here)."""
+    (a member other than the controller's user cannot list them, and sees none here). The rest
+    of a lab's layout is ``doctor_lab``'s ``lab`` check."""
     loose = [f for f in facts[1:] if f.mode & 0o077]
     if loose:
         listed = ", ".join(f"{f.path} ({f.mode:04o})" for f in loose)
@@ -281,7 +282,7 @@ def _shared_state_dir(root: str, facts: Sequence[PathFacts]) -> Check:
             f"secrets open to others: {listed}",
             f"chmod -R go-rwx {root}/secrets",
         )
-    return ok("state_dir", f"{root} (a lab's: setgid, group read-write; secrets private)")
+    return ok("state_dir", f"{root} (a lab's: the group's, setgid and sticky; secrets private)")
 
 
 def check_controller(pid: int | None) -> Check:

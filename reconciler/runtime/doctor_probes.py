@@ -29,6 +29,7 @@ from reconciler.adapters.auth import TOKEN_ENV, TOKEN_FILE_ENV, GcloudAccessToke
 from reconciler.adapters.cloud import zones_to_observe
 from reconciler.adapters.disk_space import disk_of
 from reconciler.adapters.lab import user_name
+from reconciler.adapters.lab_layout import shared_file_owners
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import read_status
 from reconciler.errors import InvalidDesiredState, ReconcilerError, StatusUnreadable
@@ -40,7 +41,7 @@ from reconciler.runtime import doctor_lab as dl
 from reconciler.runtime import doctor_ssh as ds
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.doctor_disk import check_state_disk
-from reconciler.runtime.doctor_lab_probes import probe_cloud_quotas, probe_state_files
+from reconciler.runtime.doctor_lab_probes import probe_cloud_quotas, probe_lab
 from reconciler.runtime.doctor_ssh_probes import live_node, probe_key, probe_reach
 from reconciler.runtime.lock import read_holder
 
@@ -77,9 +78,12 @@ def _tail(text: str) -> str:
 # --- the desired file --------------------------------------------------------------------------
 
 
-def load_desired(path: Path, env: Mapping[str, str]) -> tuple[Desired | None, list[str], Any]:
-    """The parsed file (or None and its errors) and the raw YAML root, for lenient reading."""
-    result = DesiredLoader(path, env).load()
+def load_desired(
+    path: Path, env: Mapping[str, str], owners: frozenset[int] | None = None
+) -> tuple[Desired | None, list[str], Any]:
+    """The parsed file (or None and its errors) and the raw YAML root, for lenient reading;
+    ``owners``: in a lab, who may own the shared file (as the controller loads it)."""
+    result = DesiredLoader(path, env, owners=owners).load()
     raw: Any = None
     if result.desired is None:
         with contextlib.suppress(OSError, UnicodeDecodeError, InvalidDesiredState):
@@ -229,10 +233,11 @@ async def probe_oslogin(
         return d.UserFacts(None, error=str(e))
 
 
-def _state_files(found: list[dl.OwnedFacts], controller_uid: int) -> d.Check:
-    return dl.check_state_files(
+def _lab_checks(found: list[dl.OwnedFacts], controller_uid: int, lab: dl.LabFacts) -> list[d.Check]:
+    files = dl.check_state_files(
         found, controller_uid=controller_uid, controller=user_name(controller_uid)
     )
+    return [files, dl.check_lab(lab)]
 
 
 def _failed(*checks: d.Check) -> str | None:
@@ -269,7 +274,8 @@ async def diagnose(
     timeout: float = 20.0,
 ) -> list[d.Check]:  # fmt: skip
     """Every check, in report order."""
-    desired, errors, raw = load_desired(desired_file, env)
+    state = StateDir(state_root)
+    desired, errors, raw = load_desired(desired_file, env, shared_file_owners(state))
     settings = (
         desired.settings
         if desired is not None
@@ -281,7 +287,6 @@ async def diagnose(
     needs_gcloud = d.gcloud_needed(settings, token_source)
     gcloud_check = d.check_gcloud(gcloud, needs_gcloud)
     gcloud_problem = gcloud_check.status == "fail"
-    state = StateDir(state_root)
 
     bootstrap = [s.name for s in desired.slots if s.setup.bootstrap] if desired else None
     tmux_slots = [s.name for s in desired.slots if s.setup.tmux] if desired else None
@@ -317,7 +322,7 @@ async def diagnose(
     reach, not_tried = await _reach(ssh, settings, snapshot, user, key_check, user_check, state,
                                     env, timeout)  # fmt: skip
     poll = settings.poll_interval
-    lab_files = probe_state_files(state_root)
+    lab = probe_lab(state_root, desired_file)
     return [
         d.check_desired(str(desired_file), desired, errors),
         d.check_project(desired, _raw(raw, "project")),
@@ -327,7 +332,7 @@ async def diagnose(
         d.check_quota_project(api),
         *([dl.check_cloud_quotas(quotas, blocked)] if settings.quota_source == "cloud" else []),
         d.check_state_dir(str(state_root), probe_state_dir(state_root), os.getuid()),
-        *([_state_files(*lab_files)] if lab_files is not None else []),
+        *(_lab_checks(*lab) if lab is not None else []),
         check_state_disk(str(state_root), disk_of(state_root)),
         d.check_controller(pid),
         d.check_snapshot(snapshot, problem, now, poll, pid is not None),

@@ -142,7 +142,10 @@ def _last_seq(files: list[Path]) -> int:
 
 
 class EventLog:
-    """Appends events to ``state_dir.events``. Thread-safe within one process."""
+    """Appends events to ``state_dir.events``. Thread-safe within one process.
+
+    ``write=False``: a process that may not write the log (a lab member's ``plan``: the log is
+    the lab controller's) still builds and hands out its records, and writes none."""
 
     def __init__(
         self,
@@ -151,16 +154,19 @@ class EventLog:
         max_bytes: int = DEFAULT_MAX_BYTES,
         backups: int = 1,
         clock: Callable[[], datetime] | None = None,
+        write: bool = True,
     ) -> None:
         if backups < 1:
             raise ValueError("backups must be at least 1")
         self.path = state_dir.ensure().events
         self.max_bytes = max_bytes
         self.backups = backups
+        self.write = write
         self._clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.Lock()
         self._seq = _last_seq(log_files(self.path))
-        self._heal_torn_tail()
+        if write:
+            self._heal_torn_tail()
         #: called with each record once it is written (the metrics count events this way)
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
@@ -192,8 +198,9 @@ class EventLog:
                 record["slot"] = slot
             for name, value in fields.items():
                 record[name] = redact(value, name)
-            self._rotate_if_full()
-            append_jsonl(self.path, record)
+            if self.write:
+                self._rotate_if_full()
+                append_jsonl(self.path, record)
         for listener in self.listeners:
             listener(record)
         return record

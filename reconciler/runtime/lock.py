@@ -16,22 +16,31 @@ the pid only while the lock is held. The descriptor is not inherited by child pr
 The lock file is never unlinked or replaced: another process may already hold a descriptor on
 this inode, and a fresh inode would let two controllers lock "the same" file.
 
-May: create the state directory and the lock file, flock it, write the holder's pid into it.
-May not: signal or kill the holder, or trust a pid whose lock is free.
+In a shared lab's state directory only the lab's controller's user (or root) takes the lock —
+anyone else is refused with ``NotPermitted`` — and, holding it, lays the directory out as a lab
+(``adapters/lab_layout.ensure_lab_layout``: the controller's files into ``controller/``).
+
+May: create the state directory and the lock file, flock it, write the holder's pid into it,
+lay out a lab's state directory. May not: signal or kill the holder, or trust a pid whose lock
+is free.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from reconciler.adapters.statedir import StateDir
-from reconciler.errors import ControllerAlreadyRunning
+from reconciler.errors import ControllerAlreadyRunning, NotPermitted
+
+if TYPE_CHECKING:
+    from reconciler.adapters.lab_layout import Layout
 
 #: ``read_holder`` takes a shared lock for an instant; a starting controller that collides with
 #: that probe retries for this long before concluding that another controller holds the lock.
@@ -69,11 +78,13 @@ class DesiredFileLock:
         self._id: tuple[int, int] | None = None
 
     def _lock(self) -> None:
-        """Lock the inode now at ``path`` if it is not the one held; a missing file is locked
-        once it appears."""
+        """Lock the inode now at ``path`` if it is not the one held; a missing or unreadable file
+        is locked once it can be opened."""
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except (FileNotFoundError, NotADirectoryError):
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            # missing, or unreadable (saved with umask 077 by another user): keep the inode
+            # held; the loader reports the file and keeps the intent in force
             return
         try:
             st = os.fstat(fd)
@@ -113,6 +124,8 @@ class ControllerLock:
         self.state_dir = state_dir
         self._fd: int | None = None
         self._desired = DesiredFileLock(desired) if desired is not None else None
+        #: in a shared lab's state directory, what laying it out did (``adapters/lab_layout``)
+        self.layout: Layout | None = None
 
     def follow(self) -> None:
         """After the desired file was replaced by a save, lock its new inode (once a pass).
@@ -128,8 +141,24 @@ class ControllerLock:
         if self._fd is not None:
             raise RuntimeError("ControllerLock is already held by this object")
         self.state_dir.ensure()
-        from reconciler.adapters.files import open_shared  # not on read_holder's fast path
+        # here, not at the top: read_holder (`status`) needs none of them
+        from reconciler.adapters.files import is_shared_dir, open_shared
+        from reconciler.adapters.lab import user_name
+        from reconciler.adapters.lab_layout import (
+            ensure_desired_layout,
+            ensure_lab_layout,
+            may_run,
+            owner_of,
+        )
 
+        lab = is_shared_dir(self.state_dir.root)
+        if lab and not may_run(self.state_dir):
+            owner = user_name(owner_of(self.state_dir))
+            raise NotPermitted(
+                f"{self.state_dir.root} is the lab's state directory: its controller runs as "
+                f"{owner}. Members change the intent (hold, release, add-slot, ... or their own "
+                "file in desired.d/) and read status; they do not run the lab's controller"
+            )
         # 0600, or 0660 in a shared lab's state directory: members' `status` probes it too
         fd = open_shared(self.state_dir.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
         try:
@@ -148,6 +177,14 @@ class ControllerLock:
             # a reader sees either no complete line or a complete first line naming us.
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             os.ftruncate(fd, len(f"{os.getpid()}\n"))
+            if lab:  # under the lock: the lab's layout made, completed or repaired (the lock
+                # file itself may move into controller/, with this flock on it)
+                layout = ensure_lab_layout(self.state_dir)
+                if self._desired is not None:
+                    gid = self.state_dir.root.stat().st_gid
+                    notes = ensure_desired_layout(self._desired.path, gid)
+                    layout = dataclasses.replace(layout, notes=tuple(notes))
+                self.layout = layout
             if self._desired is not None:
                 self._desired.acquire()
         except BaseException:

@@ -8,8 +8,9 @@ the controller's hooks (a pass, an observation, workload attempts), the gauges i
 scrape time from the last status snapshot, and the HTTP server thread — started, moved or
 stopped when the desired file's ``settings.metrics`` changes, stopped by ``close``.
 
-May: serve HTTP on the configured address, emit ``metrics.serving`` / ``metrics.failed``
-events. May not: act on the cloud, or let a metrics failure reach the controller's pass.
+May: serve HTTP on the configured address (at most ``MAX_CONNECTIONS`` at once, each given
+``READ_TIMEOUT`` to ask), emit ``metrics.serving`` / ``metrics.failed`` events. May not: act
+on the cloud, or let a metrics failure reach the controller's pass.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import contextlib
 import itertools
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import Any, Final
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import (
@@ -107,8 +109,44 @@ class _SnapshotGauges(Collector):
             yield family
 
 
+#: Connections served at once; one more is closed at once (a scrape is one short request).
+MAX_CONNECTIONS: Final = 16
+#: Seconds a connection may take to send its request (and to take the answer).
+READ_TIMEOUT: Final = 10.0
+
+
 class _Server(ThreadingMixIn, WSGIServer):
+    """One thread per connection, but never more than ``MAX_CONNECTIONS``: idle or
+    half-open connections beyond that are closed as they arrive, and each one served is
+    dropped after ``READ_TIMEOUT`` without a request, so they cannot pile up threads."""
+
     daemon_threads = True  # a scrape never holds up the controller's exit
+    request_queue_size = 64
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)  # full: closed, no thread
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went silent or away is dropped without a traceback on stderr."""
+        if not isinstance(sys.exc_info()[1], TimeoutError | ConnectionError):
+            log.exception("metrics: serving %s failed", client_address)
 
 
 class _Server6(_Server):
@@ -116,6 +154,8 @@ class _Server6(_Server):
 
 
 class _Quiet(WSGIRequestHandler):
+    timeout = READ_TIMEOUT  # the socket's timeout: a silent client is dropped
+
     def log_message(self, format: str, *args: Any) -> None:
         """No access log on stderr (the controller's log is for the controller)."""
 

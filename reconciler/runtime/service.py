@@ -85,7 +85,7 @@ class UnitSpec:
     state_dir: Path  # absolute
     environment: Mapping[str, str] = field(default_factory=dict)
     pythonpath: str | None = None  # set when the interpreter cannot import this package alone
-    shared: bool = False  # a lab's controller: files it creates are the group's too (UMask)
+    shared: bool = False  # a lab's controller: the group reads what it creates (UMask 0027)
 
 
 def _plain(value: str, what: str) -> str:
@@ -153,7 +153,7 @@ def unit_text(spec: UnitSpec) -> str:
             "# started must outlive it: windows are never closed by tpu-reconciler.",
             "KillMode=process",
             "TimeoutStopSec=90",
-            f"UMask={'0007' if spec.shared else '0077'}",
+            f"UMask={'0027' if spec.shared else '0077'}",
             "NoNewPrivileges=yes",
             "",
             "[Install]",

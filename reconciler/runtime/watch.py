@@ -1,4 +1,5 @@
-"""Wake-ups when desired.yaml's content may have changed.
+"""Wake-ups when desired.yaml's content (or a lab's members' files, ``watch_tree``) may have
+changed.
 
 ``watch_file`` watches the file's *directory* through inotify (watchfiles) and keeps the events
 that name the file: editors save by rename (VS Code writes a temp file and renames it over; vim
@@ -17,10 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Final
 
@@ -69,13 +71,26 @@ async def _sleep(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), seconds)
 
 
-async def _settled_digest(path: Path, stop: asyncio.Event) -> str:
-    digest = file_digest(path)
+async def _settled_digest(digest_of: Callable[[], str], stop: asyncio.Event) -> str:
+    digest = digest_of()
     if digest == NO_CONTENT:
         # Most likely mid-save (vim renamed the original away): give the new file a moment.
         await _sleep(stop, _SETTLE)
-        digest = file_digest(path)
+        digest = digest_of()
     return digest
+
+
+def tree_digest(directory: Path) -> str:
+    """One digest of every ``*.yaml`` in ``directory`` (names and bytes): a lab's members'
+    files (``adapters/member_files``); ``NO_CONTENT`` when it cannot be listed."""
+    try:
+        names = sorted(p.name for p in directory.iterdir() if p.name.endswith(".yaml"))
+    except OSError:
+        return NO_CONTENT
+    h = hashlib.sha256()
+    for name in names:
+        h.update(f"{name}\0{file_digest(directory / name)}\n".encode())
+    return h.hexdigest()
 
 
 async def watch_file(
@@ -95,13 +110,53 @@ async def watch_file(
     """
     path = Path(os.path.abspath(path))
     directory, name = path.parent, path.name
-    last = file_digest(path)
+
+    def relevant(changed: Path) -> bool:
+        return changed.name == name or changed == directory
+
+    async for _ in _watch(
+        directory, relevant, lambda: file_digest(path), stop=stop,
+        safety_interval=safety_interval, debounce=debounce, digest=digest,
+    ):  # fmt: skip
+        yield
+
+
+async def watch_tree(
+    directory: Path, *, stop: asyncio.Event, safety_interval: float = 5.0, debounce: float = 0.05
+) -> AsyncIterator[None]:
+    """Yield whenever a ``*.yaml`` in ``directory`` (a lab's members' files) appears, changes
+    or goes; end when ``stop`` is set."""
+    directory = Path(os.path.abspath(directory))
+
+    def relevant(changed: Path) -> bool:
+        return changed.name.endswith(".yaml") or changed == directory
+
+    async for _ in _watch(
+        directory, relevant, lambda: tree_digest(directory), stop=stop,
+        safety_interval=safety_interval, debounce=debounce, digest=None,
+    ):  # fmt: skip
+        yield
+
+
+async def _watch(
+    directory: Path,
+    relevant_path: Callable[[Path], bool],
+    digest_of: Callable[[], str],
+    *,
+    stop: asyncio.Event,
+    safety_interval: float,
+    debounce: float,
+    digest: str | None,
+) -> AsyncIterator[None]:
+    """Watch ``directory`` (where what ``digest_of`` reads lives), yielding when the digest
+    changes; ``relevant_path`` picks the events worth a look."""
+    last = digest_of()
     if digest is not None and digest != last:
         yield
     next_check = time.monotonic() + safety_interval
 
     def relevant(changes: set[tuple[Change, str]]) -> bool:
-        return any(Path(p).name == name or Path(p) == directory for _, p in changes)
+        return any(relevant_path(Path(p)) for _, p in changes)
 
     while not stop.is_set():
         watched = _dir_id(directory)
@@ -127,7 +182,7 @@ async def watch_file(
                         now = time.monotonic()
                         if relevant(changes) or now >= next_check:
                             next_check = now + safety_interval
-                            current = await _settled_digest(path, stop)
+                            current = await _settled_digest(digest_of, stop)
                             if current != last and not stop.is_set():
                                 last = current
                                 yield
@@ -142,7 +197,7 @@ async def watch_file(
         if stop.is_set():
             return
         # Between watches (dir missing or just replaced) nothing saw events: compare by hash.
-        current = file_digest(path)
+        current = digest_of()
         if current != last:
             last = current
             next_check = time.monotonic() + safety_interval

@@ -1,5 +1,6 @@
 """``tpu-reconciler doctor`` for the setups that have more to check, run as the CLI against the
-emulator: a shared lab's state directory holding a ``memory.json`` someone else owns, and
+emulator: a shared lab's state directory holding a ``memory.json`` someone else owns (and an
+inbox of the wrong mode), and
 ``settings.quota_source: cloud`` reading the Cloud Quotas API through the emulator (its
 endpoint set by ``CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDQUOTAS``, as gcloud's override)."""
 
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.cloud_quotas import ENDPOINT_ENV
+from reconciler.adapters.lab_layout import ensure_desired_layout, ensure_lab_layout
 from reconciler.adapters.statedir import StateDir
 from reconciler.emulator import Emulator
 from tests.fixtures.emulator import gcloud_env_for
@@ -44,7 +46,9 @@ def test_a_labs_memory_owned_by_someone_else_is_reported_with_the_fix(
     require_root("giving a file to another user")
     cli, env = _setup(tmp_path, emulator, "ntfy_topic: tpu-3f9c2a7b1e4d8c6a5b0f9e2d")
     state = StateDir(tmp_path / "state").ensure()
-    state.root.chmod(0o2770)  # a lab's (service install --shared)
+    state.root.chmod(0o2770)  # a lab's (service install --shared lays it out)
+    ensure_lab_layout(state)
+    ensure_desired_layout(tmp_path / "desired.yaml", state.root.stat().st_gid)
     state.known_hosts.write_text("")  # the controller's own: fine
     state.memory.write_text("{}")
     os.chown(state.memory, STRANGER, -1)
@@ -52,17 +56,23 @@ def test_a_labs_memory_owned_by_someone_else_is_reported_with_the_fix(
     checks = _checks(done.stdout)
     names = list(checks)
     assert names.index("state_files") == names.index("state_dir") + 1
+    assert names.index("lab") == names.index("state_files") + 1
+    assert checks["lab"]["status"] == "ok", checks["lab"]
     files = checks["state_files"]
     assert files["status"] == "fail"
+    memory = "state/controller/memory.json"
     assert files["detail"].startswith(
-        f"state/memory.json is owned by uid{STRANGER}, not by the controller's user root: "
+        f"{memory} is owned by uid{STRANGER}, not by the controller's user root: "
     )
-    assert files["hint"] == (
-        "rm state/memory.json  (or, if you trust its content: sudo chown root state/memory.json)"
-    )
+    assert files["hint"] == f"rm {memory}  (or, if you trust its content: sudo chown root {memory})"
     os.chown(state.memory, os.getuid(), -1)
-    done = cli.cli("--state-dir", "state", "doctor", "--json", env=env)
-    assert _checks(done.stdout)["state_files"]["status"] == "ok"
+    state.inbox.chmod(0o1777)
+    done = cli.run("--state-dir", "state", "doctor", "--json", env=env, code=1)
+    checks = _checks(done.stdout)
+    assert checks["state_files"]["status"] == "ok"
+    assert checks["lab"]["status"] == "fail"
+    assert checks["lab"]["detail"] == "state/inbox is mode 1777, not 3730"
+    assert checks["lab"]["hint"] == "chmod 3730 state/inbox"
 
 
 def test_a_private_state_dir_and_quota_source_file_add_no_line(

@@ -1,8 +1,10 @@
-"""A lab member's file in the controller's place: known_hosts, memory.json and confirm.json
-owned by another uid (chowned by this test, as root) are refused, ignored or judged by the
-lab's policy (model/trust), with real files and the real controller and CLI code. And the
-capacity history, which members read: as the system's daemon and nobody users (forked from
-this test, as root)."""
+"""A lab member's file in the controller's place: known_hosts and memory.json owned by another
+uid (chowned by this test, as root) are refused or ignored, and a member's confirmation — a
+request in the lab's inbox — is judged by whose file it is and the lab's policy (model/trust),
+with real files and the real controller and CLI code. The lab's older, flat layout is moved
+into the new one. And the capacity history, which members read: as the system's daemon and
+nobody users (forked from this test, as root). The attacks themselves, made by real users, are
+``test_lab_attacks.py``."""
 
 from __future__ import annotations
 
@@ -19,16 +21,26 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.confirm_file import (
+    accept,
     confirm_path,
-    read_confirmation_checked,
     read_confirmed,
+    take_requests,
     write_confirmation,
+    write_request,
 )
-from reconciler.adapters.files import SHARED_DIR, SHARED_FILE
+from reconciler.adapters.files import (
+    READ_SHARED_DIR,
+    READ_SHARED_FILE,
+    SHARED_DIR,
+    SHARED_FILE,
+    read_jsonl,
+)
 from reconciler.adapters.history_db import HistoryDB, open_readonly
 from reconciler.adapters.hostkeys import HostKey, HostKeyStore
 from reconciler.adapters.lab import POLICY_MODE, policy_path
+from reconciler.adapters.lab_layout import Layout, ensure_lab_layout
 from reconciler.adapters.statedir import StateDir
+from reconciler.core.control import confirmation
 from reconciler.errors import UntrustedHostKeys
 from reconciler.runtime.controller import Controller
 from reconciler.runtime.desired_loader import DesiredLoader
@@ -101,8 +113,10 @@ def test_a_members_memory_is_not_trusted_and_is_reported(tmp_path: Path) -> None
 
 
 def _shared_lab(tmp_path: Path) -> StateDir:
+    """A lab's state directory laid out by its controller's user (root, here)."""
     state = StateDir(tmp_path / "state").ensure()
     state.root.chmod(SHARED_DIR)
+    ensure_lab_layout(state)
     policy = policy_path(state)
     policy.write_text("admins: [carol]\nedit_others: false\ncaps: {}\n")
     policy.chmod(POLICY_MODE)
@@ -112,41 +126,92 @@ def _shared_lab(tmp_path: Path) -> StateDir:
 OWNERS = {"mine": MEMBER_NAME, "alices": "alice"}
 
 
-def _members_confirmation(state: StateDir, deletes: list[str], *, user: str) -> None:
-    write_confirmation(state, deletes, digest="d1", now=1000.0)
-    path = confirm_path(state)
-    document = json.loads(path.read_text())
-    assert document["user"] == "root"  # who wrote it is recorded
-    path.write_text(json.dumps({**document, "user": user}))
-    _give(path)
+def _members_request(
+    state: StateDir, deletes: list[str], *, user: str = MEMBER_NAME, uid: int = MEMBER
+) -> Path:
+    """A member's confirmation request in the inbox, as ``write_request`` leaves it, theirs."""
+    document = {**confirmation(deletes, digest="d1", now=1000.0), "user": user}
+    path = write_request(state, document)
+    _give(path, uid)
+    return path
 
 
-def test_a_members_confirmation_counts_only_for_their_own_slots(tmp_path: Path) -> None:
+def test_a_members_request_counts_only_for_their_own_slots(tmp_path: Path) -> None:
     state = _shared_lab(tmp_path)
-    own = ["z/mine@1"]
-    _members_confirmation(state, own, user=MEMBER_NAME)
-    assert read_confirmed(state, digest="d1", now=1001.0, owners=OWNERS) == frozenset(own)
+    _members_request(state, ["z/mine@1"])
+    [own] = take_requests(state, owners=OWNERS)
+    assert (own.user, own.reason, own.deletes) == (MEMBER_NAME, None, ["z/mine@1"])
+    accept(state, own)  # the controller's own file now, naming who asked
+    document = json.loads(state.confirm.read_text())
+    assert (document["user"], document["requested_by"]) == ("root", MEMBER_NAME)
+    assert read_confirmed(state, digest="d1", now=1001.0, owners=OWNERS) == {"z/mine@1"}
 
-    _members_confirmation(state, ["z/mine@1", "z/alices@2"], user=MEMBER_NAME)
-    document, reason = read_confirmation_checked(state, owners=OWNERS)
-    assert document == {}
-    assert reason is not None and "slot 'alices' belongs to alice" in reason
-    assert read_confirmed(state, digest="d1", now=1001.0, owners=OWNERS) == frozenset()
+    _members_request(state, ["z/mine@1", "z/alices@2"])
+    [theirs] = take_requests(state, owners=OWNERS)
+    assert theirs.reason is not None and "slot 'alices' belongs to alice" in theirs.reason
+    assert list(state.inbox.iterdir()) == []  # taken, judged, removed
 
 
-def test_a_confirmation_claiming_another_user_counts_for_nothing(tmp_path: Path) -> None:
+def test_a_request_claiming_another_user_counts_for_nothing(tmp_path: Path) -> None:
     state = _shared_lab(tmp_path)
-    _members_confirmation(state, ["z/mine@1"], user="carol")  # the admin's name, bob's file
-    document, reason = read_confirmation_checked(state, owners=OWNERS)
-    assert document == {}
-    assert reason is not None and f"names 'carol' but is owned by {MEMBER_NAME}" in reason
+    _members_request(state, ["z/mine@1"], user="carol")  # the admin's name, the member's file
+    [request] = take_requests(state, owners=OWNERS)
+    assert request.reason is not None
+    assert f"names 'carol' but is owned by {MEMBER_NAME}" in request.reason
+
+
+def test_a_request_that_is_a_link_a_fifo_or_the_controllers_is_refused(tmp_path: Path) -> None:
+    state = _shared_lab(tmp_path)
+    linked = _members_request(state, ["z/mine@1"])
+    os.link(linked, state.root / "elsewhere")
+    os.symlink(state.memory, state.inbox / "confirm-link.json")
+    os.mkfifo(state.inbox / "confirm-fifo.json")  # never waited on
+    mine = _members_request(state, ["z/mine@1"], uid=0)  # the controller's user writes directly
+    reasons = {r.path.name: r.reason for r in take_requests(state, owners=OWNERS)}
+    assert reasons.keys() == {linked.name, "confirm-link.json", "confirm-fifo.json", mine.name}
+    assert "has 2 names (a hard link)" in (reasons[linked.name] or "")
+    assert "is a symbolic link" in (reasons["confirm-link.json"] or "")
+    assert "is not a regular file" in (reasons["confirm-fifo.json"] or "")
+    assert "confirms in the controller's own directory" in (reasons[mine.name] or "")
+    assert not state.confirm.exists()
 
 
 def test_the_controllers_own_confirmation_counts_for_every_slot(tmp_path: Path) -> None:
     state = _shared_lab(tmp_path)
     deletes = ["z/mine@1", "z/alices@2", "z/gone@3"]
-    write_confirmation(state, deletes, digest="d1", now=1000.0)
+    write_confirmation(state, deletes, digest="d1", now=1000.0)  # root: straight into controller/
+    assert confirm_path(state).parent == state.private
     assert read_confirmed(state, digest="d1", now=1001.0, owners=OWNERS) == frozenset(deletes)
+
+
+def test_an_older_flat_lab_is_moved_into_the_new_layout(tmp_path: Path) -> None:
+    """A lab of the older layout (everything group-writable at the top): its controller's own
+    files move into controller/, one a member owns stays behind unused, the shared lock and
+    confirmation a member may have made go, a controller/ a member made is set aside."""
+    state = StateDir(tmp_path / "state").ensure()
+    state.root.chmod(SHARED_DIR)
+    for name in ("status.json", "events.jsonl", "known_hosts", "history.sqlite", "confirm.json"):
+        (state.root / name).write_text("{}")
+        (state.root / name).chmod(SHARED_FILE)
+    (state.root / "memory.json").write_text("{}")
+    _give(state.root / "memory.json")  # a member's: not moved, not used
+    (state.root / "intent.lock").touch()
+    (state.root / "controller").mkdir()
+    _give(state.root / "controller")
+    layout = ensure_lab_layout(state)
+    assert layout.moved == ("events.jsonl", "history.sqlite", "known_hosts", "status.json")
+    assert layout.left == ("memory.json",)
+    assert layout.removed == ("intent.lock", "confirm.json")
+    assert [n.startswith("controller.untrusted-") for n in layout.set_aside] == [True]
+    assert state.lab and state.known_hosts.parent == state.root / "controller"
+    modes = {p.name: stat.S_IMODE(p.lstat().st_mode) for p in state.private.iterdir()}
+    assert modes == dict.fromkeys(
+        ["events.jsonl", "history.sqlite", "known_hosts", "status.json", "intent.lock"], 0o640
+    )
+    assert stat.S_IMODE(state.root.stat().st_mode) == 0o3770
+    assert stat.S_IMODE(state.private.stat().st_mode) == 0o2750
+    assert stat.S_IMODE(state.inbox.stat().st_mode) == 0o3730
+    assert ensure_lab_layout(state) == Layout(left=("memory.json",))  # idempotent
 
 
 def _as(uid: int, gid: int, work: Callable[[], str]) -> str:
@@ -187,14 +252,15 @@ class RealLab:
 
 @pytest.fixture
 def real_lab() -> Iterator[RealLab]:
+    """A lab's controller directory (2750): the controller's user writes, the group reads."""
     controller, member = pwd.getpwnam("daemon"), pwd.getpwnam("nobody")
     base = Path(tempfile.mkdtemp(prefix="tr-lab-files-"))  # outside root's 0700 pytest dirs
     try:
         base.chmod(0o755)
-        root = base / "state"
+        root = base / "controller"
         root.mkdir()
         os.chown(root, controller.pw_uid, member.pw_gid)
-        root.chmod(SHARED_DIR)
+        root.chmod(READ_SHARED_DIR)
         yield RealLab(root, controller, member)
     finally:
         shutil.rmtree(base)
@@ -203,8 +269,9 @@ def real_lab() -> Iterator[RealLab]:
 def test_lab_members_read_the_history_and_the_controller_still_writes_it(
     real_lab: RealLab,
 ) -> None:
-    """A member's read while the controller is stopped creates SQLite's -wal and -shm files
-    as the member's, in the database's mode: the controller must still write after it."""
+    """Members read the store in a directory they cannot write: while the controller is
+    stopped (as an immutable file: no -wal) and while it has it open (its -wal and -shm, read
+    only), and the controller writes on after their reads."""
     controller, member, gid = real_lab.controller, real_lab.member, real_lab.gid
     path = real_lab.root / "history.sqlite"
 
@@ -222,10 +289,40 @@ def test_lab_members_read_the_history_and_the_controller_still_writes_it(
         return said
 
     assert _as(controller.pw_uid, gid, write) == "written"
-    assert stat.S_IMODE(path.stat().st_mode) == SHARED_FILE  # 0660: the group reads it
-    assert _as(member.pw_uid, gid, read) == str(controller.pw_uid)
+    assert stat.S_IMODE(path.stat().st_mode) == READ_SHARED_FILE  # 0640: the group reads it
+    assert _as(member.pw_uid, gid, read) == str(controller.pw_uid)  # stopped: no -wal
     assert _as(controller.pw_uid, gid, write) == "written"  # not locked out
     assert _as(member.pw_uid, gid, read) == str(controller.pw_uid)
+
+    def read_while_open() -> str:
+        with os.fdopen(ready_w, "w") as ready, os.fdopen(done_r) as done:
+            db = HistoryDB(path)  # the controller's user holds it open: -wal, -shm there
+            db.set_meta("written_by", "running")
+            ready.write("x")
+            ready.flush()
+            done.read(1)
+            db.close()
+        return "closed"
+
+    ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the writer, as the controller's user
+        os.close(ready_r)
+        os.close(done_w)
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(controller.pw_uid)
+        read_while_open()
+        os._exit(0)
+    os.close(ready_w)
+    os.close(done_r)
+    with os.fdopen(ready_r) as ready, os.fdopen(done_w, "w") as done:
+        ready.read(1)
+        assert Path(f"{path}-wal").exists()
+        assert _as(member.pw_uid, gid, read) == "running"
+        done.write("x")
+    os.waitpid(pid, 0)
 
 
 def test_the_history_stays_private_outside_a_lab(tmp_path: Path) -> None:
@@ -243,11 +340,14 @@ async def test_the_controller_refuses_a_members_confirmation_of_anothers_slot(
         "project: test-project\nslots:\n  - {name: alices, zone: us-central2-b, accelerator: v4-8, "
         "want: released, owner: alice}\n"
     )
-    _members_confirmation(state, ["us-central2-b/alices@1"], user=MEMBER_NAME)
+    _members_request(state, ["us-central2-b/alices@1"])
     await c.reconcile()
     [event] = [e for e in read_events(state.events) if e.get("kind") == "confirm.refused"]
+    assert event["user"] == MEMBER_NAME
     assert "slot 'alices' belongs to alice" in event["error"]
-    assert not confirm_path(state).exists()  # it confirms nothing: spent, removed
+    assert list(state.inbox.iterdir()) == [] and not confirm_path(state).exists()
+    [record] = [r for r in read_jsonl(state.controller_audit) if r["source"] == "confirm"]
+    assert (record["user"], record["kind"]) == (MEMBER_NAME, "confirm.refused")
 
 
 def test_a_lab_members_process_never_writes_the_controllers_pins(real_lab: RealLab) -> None:
@@ -255,7 +355,7 @@ def test_a_lab_members_process_never_writes_the_controllers_pins(real_lab: RealL
     hosts = real_lab.root / "known_hosts"
     hosts.write_text(f"{ALIAS} {KEY.key_type} {KEY.base64}\n")
     os.chown(hosts, controller.pw_uid, member.pw_gid)
-    hosts.chmod(SHARED_FILE)
+    hosts.chmod(READ_SHARED_FILE)
     store = HostKeyStore(hosts)
     other = "tpu.n2.abc.w0"
 

@@ -171,3 +171,53 @@ def test_a_taken_port_is_reported_and_the_global_registry_stays_empty(tmp_path: 
     metrics.close()
     assert metrics.serving is None
     assert not [n for n in REGISTRY._names_to_collectors if n.startswith(m.PREFIX)]
+
+
+def test_800_idle_connections_hold_few_threads_and_the_endpoint_recovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: one thread per connection and no read timeout, so 800 half-open connections
+    made 806 threads for good. Now at most ``MAX_CONNECTIONS`` are served at once (the rest
+    closed on arrival) and a silent one is dropped after ``READ_TIMEOUT``."""
+    import socket
+    import threading
+    import time
+
+    from reconciler.adapters.statedir import StateDir
+    from reconciler.runtime import metrics as runtime_metrics
+
+    monkeypatch.setattr(runtime_metrics._Quiet, "timeout", 0.5)
+    metrics = Metrics(EventLog(StateDir(tmp_path / "state").ensure()))
+    metrics.serve("127.0.0.1:0")
+    assert metrics.serving is not None
+    where = (metrics.serving.host, metrics.serving.port)
+    before = threading.active_count()
+    idle = []
+    try:
+        for _ in range(800):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(where)  # connected, then silent: never a request
+            idle.append(s)
+        most = 0
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            most = max(most, threading.active_count() - before)
+            time.sleep(0.01)
+        assert most <= runtime_metrics.MAX_CONNECTIONS + 1, most
+    finally:
+        for s in idle:
+            s.close()
+    try:
+        deadline = time.monotonic() + 10.0
+        while True:  # the burst is over: served again (its last stragglers time out)
+            try:
+                families = scrape(f"http://{metrics.serving}/metrics")
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert f"{m.PREFIX}reconcile" in families
+    finally:
+        metrics.close()
+    assert threading.active_count() <= before

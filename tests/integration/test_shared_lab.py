@@ -1,263 +1,145 @@
-"""A lab sharing one controller, with real Unix users: three users this test creates (as root,
-``useradd``; removed afterwards) in a group of their own edit one desired file through the CLI,
-each run with ``runuser`` on one shared state directory that ``service install --shared`` set
-up. Each edit records its owner; bob's release of alice's slot is refused and says whose it
-is; carol, an admin, may; the audit names every one of them.
+"""A lab sharing one controller, with real Unix users and the package installed as users install
+it (``pip install`` into a virtual environment of the system's ``/usr/bin/python3``, built once
+per module; slow). Four users this test creates (as root, ``useradd``; removed afterwards) in a
+group of their own: ``ctl`` sets the lab up (``service install --shared``) and is its admin,
+``alice`` and ``bob`` are members, ``carol`` is named an admin in the policy.
 
-The test's own interpreter lives in root's home, which the users cannot enter: they run the
-system's ``/usr/bin/python3`` in a virtual environment of its own, in a world-readable temp
-directory, with this package installed into it (built once per session).
+Each member's edit lands in their own file (``desired.d/<user>.yaml``), made theirs; bob's
+release of alice's slot is refused and says whose it is; so is carol's, an admin who is not
+root (only root writes another's file, and leaves it theirs); a lab-wide setting is the shared
+file's owner's; the audit names every edit's user and file. The attacks members could make
+are ``test_lab_attacks.py`` (fast, a copied interpreter).
 """
 
 from __future__ import annotations
 
-import grp
 import json
-import os
 import pwd
-import shutil
 import stat
 import subprocess
-import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from reconciler.exitcodes import EX_NOPERM, EX_OK
-from tests.support.tools import in_ci, require_tool
+from reconciler.runtime.desired_loader import DesiredLoader
+from tests.support.lab_users import Lab, Users, installed_python, lab_users, new_lab
 
-ROOT = Path(__file__).resolve().parents[2]
 #: Building the users' virtual environment takes 30-60 s, more on a loaded machine.
 pytestmark = pytest.mark.slow
 
-SYSTEM_PYTHON = "/usr/bin/python3"
 DESIRED = "project: proj-1\nslots: []\n"
+ADD = ("add-slot", "--zone", "us-central2-b", "--accelerator", "v4-8", "--name")
 
 
-def _require_root() -> None:
-    if os.geteuid() != 0:
-        message = "creating Unix users needs root"
-        if in_ci():
-            pytest.fail(f"CI=true: {message}", pytrace=False)
-        pytest.skip(message)
-
-
-def _require_system_python() -> None:
-    probe = [SYSTEM_PYTHON, "-c", "import sys, venv; print(sys.version_info >= (3, 11))"]
-    try:
-        done = subprocess.run(probe, capture_output=True, text=True, timeout=60, check=False)
-        ok, said = done.stdout.strip() == "True", done.stdout + done.stderr
-    except OSError as e:
-        ok, said = False, e.strerror or str(e)
-    if not ok:
-        message = f"{SYSTEM_PYTHON} is not a Python 3.11+ with venv: {said}"
-        if in_ci():
-            pytest.fail(f"CI=true: {message}", pytrace=False)
-        pytest.skip(message)
-
-
-@pytest.fixture(scope="session")
-def lab_python() -> Iterator[Path]:
-    """An interpreter every user may run, with this package installed (built once)."""
-    _require_root()
-    _require_system_python()
-    base = Path(tempfile.mkdtemp(prefix="tr-lab-venv-"))
-    try:
-        base.chmod(0o755)
-        venv = base / "venv"
-        subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(venv)], check=True, timeout=300)
-        python = venv / "bin" / "python"
-        subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", "--no-input", str(ROOT)],
-            check=True,
-            timeout=900,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        yield python
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-@dataclass(frozen=True)
-class Lab:
-    group: str
-    alice: str
-    bob: str
-    carol: str  # the lab's admin
-    home: Path  # world-traversable; one home directory per user below it
-    desired: Path
-    state: Path
-    python: Path
-
-    def run(self, user: str, *args: str) -> subprocess.CompletedProcess[str]:
-        """``tpu-reconciler -f desired --state-dir state ARGS`` as ``user``, with a clean
-        environment (their own home, none of root's settings)."""
-        home = self.home / user
-        env = [
-            f"PATH={self.python.parent}:/usr/bin:/bin",
-            f"HOME={home}",
-            f"XDG_CONFIG_HOME={home}/.config",
-            "LANG=C.UTF-8",
-        ]
-        argv = [str(self.python), "-m", "reconciler", "-f", str(self.desired)]
-        argv += ["--state-dir", str(self.state), *args]
-        return subprocess.run(
-            ["runuser", "-u", user, "--", "/usr/bin/env", "-i", *env, *argv],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            cwd=home,
-        )
-
-
-def _quietly(*argv: str) -> None:
-    subprocess.run(argv, capture_output=True, timeout=60, check=False)
+@pytest.fixture(scope="module")
+def users() -> Iterator[Users]:
+    with lab_users(["ctl", "alice", "bob", "carol"], build=installed_python) as made:
+        yield made
 
 
 @pytest.fixture
-def lab(lab_python: Path) -> Iterator[Lab]:
-    for tool in ("useradd", "userdel", "groupadd", "groupdel", "runuser"):
-        require_tool(tool)
-    tag = os.urandom(3).hex()
-    group, users = f"trlab{tag}", [f"tra{tag}", f"trb{tag}", f"trc{tag}"]
-    base = Path(tempfile.mkdtemp(prefix="tr-lab-"))
-    made: list[str] = []
-    try:
-        base.chmod(0o755)
-        subprocess.run(["groupadd", group], check=True, capture_output=True, timeout=60)
-        for user in users:
-            subprocess.run(
-                ["useradd", "-M", "-N", "-g", group, "-d", str(base / user), user],
-                check=True,
-                capture_output=True,
-                timeout=60,
-            )
-            made.append(user)
-            (base / user).mkdir(mode=0o700)
-            shutil.chown(base / user, user, group)
-        shared = base / "lab"
-        shared.mkdir()
-        shutil.chown(shared, users[0], group)
-        shared.chmod(0o2770)  # the lab's directory: members' edits save desired.yaml here
-        desired = shared / "desired.yaml"
-        desired.write_text(DESIRED)
-        shutil.chown(desired, users[0], group)
-        desired.chmod(0o660)
-        alice, bob, carol = users
-        yield Lab(group, alice, bob, carol, base, desired, shared / "state", lab_python)
-    finally:
-        for user in made:
-            _quietly("userdel", user)
-        _quietly("groupdel", group)
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def _owners(desired: Path) -> dict[str, str | None]:
-    from reconciler.model.load import parse_desired
-
-    return {s.name: s.owner for s in parse_desired(desired.read_text()).slots}
-
-
-def test_two_users_edit_one_shared_lab_and_the_audit_names_them(lab: Lab) -> None:
-    done = lab.run(lab.alice, "service", "install", "--shared", lab.group, "--admin", lab.carol)
+def lab(users: Users) -> Lab:
+    made = new_lab(users, DESIRED)
+    ctl, carol = users.names[0], users.names[3]
+    done = made.run(ctl, "service", "install", "--shared", users.group, "--admin", ctl,
+                    "--admin", carol, "--allow-emulator")  # fmt: skip
     assert done.returncode == EX_OK, done.stderr
-    assert f"belongs to group {lab.group}" in done.stdout
+    assert f"belongs to group {users.group}" in done.stdout
+    return made
+
+
+def _owners(lab: Lab) -> dict[str, str | None]:
+    desired = DesiredLoader(lab.desired).load().desired
+    assert desired is not None
+    return {s.name: s.owner for s in desired.slots}
+
+
+def test_members_edit_their_own_files_and_the_audit_names_them(lab: Lab) -> None:
+    ctl, alice, bob, carol = lab.users.names
     st = lab.state.stat()
-    assert stat.S_IMODE(st.st_mode) == 0o2770 and st.st_gid == grp.getgrnam(lab.group).gr_gid
+    assert stat.S_IMODE(st.st_mode) == 0o3770
     policy = lab.state / "policy.yaml"
-    assert pwd.getpwuid(policy.stat().st_uid).pw_name == lab.alice
+    assert pwd.getpwuid(policy.stat().st_uid).pw_name == ctl
     assert stat.S_IMODE(policy.stat().st_mode) == 0o640
 
-    add = ("add-slot", "--zone", "us-central2-b", "--accelerator", "v4-8", "--name")
-    done = lab.run(lab.alice, *add, "a1")
-    assert done.returncode == EX_OK, done.stderr
-    done = lab.run(lab.bob, *add, "b1")  # bob's edit, with the lock alice's edit created
-    assert done.returncode == EX_OK, done.stderr
-    assert _owners(lab.desired) == {"a1": lab.alice, "b1": lab.bob}
+    assert lab.run(alice, *ADD, "a1").returncode == EX_OK
+    assert lab.run(bob, *ADD, "b1").returncode == EX_OK  # with the lock the install made
+    assert _owners(lab) == {"a1": alice, "b1": bob}
+    for user in (alice, bob):
+        made = lab.members / f"{user}.yaml"
+        assert pwd.getpwuid(made.stat().st_uid).pw_name == user
+        assert stat.S_IMODE(made.stat().st_mode) == 0o640
 
-    refused = lab.run(lab.bob, "release", "a1", "--yes")
-    assert refused.returncode == EX_NOPERM
-    lines = refused.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ")
-    assert f"slot 'a1' belongs to {lab.alice}, not to {lab.bob}" in lines[0]
-    assert lab.carol in lines[0]  # who could
-    assert "want: held" in lab.desired.read_text()  # nothing written
+    for who in (bob, carol):  # a member, and an admin who is not root
+        refused = lab.run(who, "release", "a1", "--yes")
+        assert refused.returncode == EX_NOPERM
+        lines = refused.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ")
+        assert f"slot 'a1' belongs to {alice}, not to {who}" in lines[0]
+    assert "want: held" in (lab.members / f"{alice}.yaml").read_text()  # nothing written
+    refused = lab.run(bob, "suspend")
+    assert refused.returncode == EX_NOPERM and "lab-wide settings" in refused.stderr
+    assert lab.run(ctl, "set-poll", "--interval", "1m").returncode == EX_OK  # the admin's
 
-    done = lab.run(lab.carol, "release", "a1", "--yes")
+    done = subprocess.run(  # root may change a member's file, and it stays theirs
+        [str(lab.users.python), "-m", "reconciler", "-f", str(lab.desired), "--state-dir",
+         str(lab.state), "release", "a1", "--yes"],
+        capture_output=True, text=True, timeout=120, check=False, cwd="/",
+    )  # fmt: skip
     assert done.returncode == EX_OK, done.stderr
-    assert _owners(lab.desired)["a1"] == lab.alice  # an admin's edit does not take it over
-    done = lab.run(lab.bob, "release", "b1", "--yes")  # his own
-    assert done.returncode == EX_OK, done.stderr
+    assert pwd.getpwuid((lab.members / f"{alice}.yaml").stat().st_uid).pw_name == alice
+    assert _owners(lab)["a1"] == alice
+    assert lab.run(bob, "release", "b1", "--yes").returncode == EX_OK  # his own
 
     audit = [json.loads(line) for line in (lab.state / "audit.jsonl").read_text().splitlines()]
-    made = [(r["user"], r["kind"], r["args"]["name"]) for r in audit]
+    made = [(r["user"], r["kind"], r["args"].get("name"), Path(r["file"]).name) for r in audit]
     assert made == [
-        (lab.alice, "add_slot", "a1"),
-        (lab.bob, "add_slot", "b1"),
-        (lab.carol, "release", "a1"),
-        (lab.bob, "release", "b1"),
+        (alice, "add_slot", "a1", f"{alice}.yaml"),
+        (bob, "add_slot", "b1", f"{bob}.yaml"),
+        (ctl, "set_poll", None, "desired.yaml"),
+        ("root", "release", "a1", f"{alice}.yaml"),
+        (bob, "release", "b1", f"{bob}.yaml"),
     ]
-    assert [r["uid"] for r in audit] == [
-        pwd.getpwnam(u).pw_uid for u in (lab.alice, lab.bob, lab.carol, lab.bob)
-    ]
-    audit_stat = (lab.state / "audit.jsonl").stat()
-    assert stat.S_IMODE(audit_stat.st_mode) == 0o660
-    assert stat.S_IMODE((lab.state / "intent.lock").stat().st_mode) == 0o660
+    assert stat.S_IMODE((lab.state / "audit.jsonl").stat().st_mode) == 0o660
+    assert stat.S_IMODE((lab.state / "controller" / "intent.lock").stat().st_mode) == 0o640
 
-    shown = lab.run(lab.bob, "status", "--owner", lab.alice, "--json")
+    shown = lab.run(bob, "status", "--owner", alice, "--json")
     assert shown.returncode == EX_OK, shown.stderr
     slots = json.loads(shown.stdout)["slots"]
-    assert [(s["name"], s["owner"]) for s in slots] == [("a1", lab.alice)]
+    assert [(s["name"], s["owner"]) for s in slots] == [("a1", alice)]
 
 
-def test_the_package_under_test_is_the_worktrees(lab_python: Path) -> None:
+def test_the_package_under_test_is_the_worktrees(users: Users) -> None:
     """The users' interpreter runs this checkout's code, not an older install."""
+    probe = "import reconciler.intent.lab_files, reconciler.adapters.lab_layout"
     done = subprocess.run(
-        [str(lab_python), "-c", "import reconciler.intent.owners, reconciler.adapters.lab"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+        [str(users.python), "-c", probe], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
 
 
 def test_members_see_owners_and_read_the_labs_history(lab: Lab) -> None:
     """The status table's OWNER column, and the capacity history a member reads (``history``)
-    while the controller's user still writes it after that read."""
-    done = lab.run(lab.alice, "service", "install", "--shared", lab.group, "--admin", lab.carol)
-    assert done.returncode == EX_OK, done.stderr
-    add = ("add-slot", "--zone", "us-central2-b", "--accelerator", "v4-8", "--name")
-    assert lab.run(lab.bob, *add, "b1").returncode == EX_OK
-    shown = lab.run(lab.alice, "status")
+    from the controller's directory, which only the controller's user writes."""
+    ctl, alice, bob, _ = lab.users.names
+    assert lab.run(bob, *ADD, "b1").returncode == EX_OK
+    shown = lab.run(alice, "status")
     assert shown.returncode == EX_OK, shown.stderr
     table = [line.split() for line in shown.stdout.splitlines()]
     assert ["SLOT", "OWNER"] in [row[:2] for row in table]
-    assert ["b1", lab.bob] in [row[:2] for row in table]
+    assert ["b1", bob] in [row[:2] for row in table]
 
-    history = lab.state / "history.sqlite"
+    history = lab.state / "controller" / "history.sqlite"
     write = (
         "import sys, pathlib; from reconciler.adapters.history_db import HistoryDB; "
         "db = HistoryDB(pathlib.Path(sys.argv[1])); db.set_meta('by', 'controller'); db.close()"
     )
-
-    def as_controller() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["runuser", "-u", lab.alice, "--", str(lab.python), "-c", write, str(history)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-
-    done = as_controller()
+    done = lab.sh(ctl, str(lab.users.python), "-c", write, str(history))
     assert done.returncode == 0, done.stderr
-    assert stat.S_IMODE(history.stat().st_mode) == 0o660
-    read = lab.run(lab.bob, "history")  # the controller is not running: bob makes -wal, -shm
+    assert stat.S_IMODE(history.stat().st_mode) == 0o640
+    read = lab.run(bob, "history")  # the controller is not running: read as it was left
     assert read.returncode == EX_OK, read.stderr
-    done = as_controller()
-    assert done.returncode == 0, done.stderr  # not locked out by bob's files
+    done = lab.sh(ctl, str(lab.users.python), "-c", write, str(history))
+    assert done.returncode == 0, done.stderr  # not locked out by bob's read

@@ -373,8 +373,8 @@ def _race_the_swap(monkeypatch: pytest.MonkeyPatch, step: Callable[[], None]) ->
     done: list[bool] = []
 
     @contextlib.contextmanager
-    def racing(path: Path, data: bytes, *, mode: int) -> Iterator[str]:
-        with original(path, data, mode=mode) as tmp:
+    def racing(path: Path, data: bytes, **how: Any) -> Iterator[str]:
+        with original(path, data, **how) as tmp:
             if not done:
                 done.append(True)
                 step()

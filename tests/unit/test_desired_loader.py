@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,119 @@ def test_same_bytes_are_not_parsed_twice(desired_path: Path) -> None:
     assert store.load().errors is bad.errors
     desired_path.write_text(VALID)
     assert store.load().desired is not first.desired  # other bytes in between: parsed again
+
+
+# --- a lab's members' files (desired.d/<user>.yaml) ------------------------------------------
+
+ME = pwd.getpwuid(os.geteuid()).pw_name
+SHARED = """\
+project: my-proj
+slots:
+  - {name: s1, zone: europe-west4-a, accelerator: v4-8, want: held}
+"""
+
+
+def member_slot(name: str, want: str = "held") -> str:
+    return f"slots:\n  - {{name: {name}, zone: europe-west4-a, accelerator: v4-8, want: {want}}}\n"
+
+
+@pytest.fixture
+def lab_store(desired_path: Path) -> tuple[DesiredLoader, Path]:
+    """A desired file with a members' directory holding this user's file."""
+    desired_path.write_text(SHARED)
+    members = desired_path.parent / "desired.d"
+    members.mkdir(mode=0o755)
+    mine = members / f"{ME}.yaml"
+    mine.write_text(member_slot("m1"))
+    mine.chmod(0o644)
+    return DesiredLoader(desired_path, {}, clock=lambda: clock[0]), mine
+
+
+clock = [0.0]
+
+
+def test_members_files_join_the_intent_as_their_owners(
+    lab_store: tuple[DesiredLoader, Path],
+) -> None:
+    store, mine = lab_store
+    result = store.load()
+    assert result.current_valid and result.desired is not None
+    assert [(s.name, s.owner) for s in result.desired.slots] == [("s1", None), ("m1", ME)]
+    assert [(f.source, f.uid) for f in result.files] == [
+        (str(store.path), os.geteuid()),
+        (str(mine), os.geteuid()),
+    ]
+    # the file's name, not its content, is its owner's; a misnamed file counts for nothing
+    (mine.parent / "someone-else.yaml").write_text(member_slot("x1"))
+    (mine.parent / ".swp.yaml").write_text("junk")  # editor files are left alone
+    (mine.parent / f"{ME}.yaml~").write_text("junk")
+    again = store.load()
+    assert again.desired is not None and [s.name for s in again.desired.slots] == ["s1", "m1"]
+    assert [str(d) for d in again.errors] == [
+        f"{mine.parent}/someone-else.yaml:1:1: {mine.parent}/someone-else.yaml is owned by {ME}: "
+        f"a member's file is named after its owner ({ME}.yaml), so it is not used"
+    ]
+
+
+def test_a_members_invalid_file_keeps_its_version_in_force_and_holds_back_nobody(
+    lab_store: tuple[DesiredLoader, Path],
+) -> None:
+    store, mine = lab_store
+    store.load()
+    mine.write_text("slots: [")  # a half-written save
+    store.path.write_text(SHARED.replace("want: held", "want: released"))  # the admin's change
+    result = store.load()
+    assert not result.current_valid and result.desired is not None
+    wants = {s.name: s.want for s in result.desired.slots}
+    assert wants == {"s1": "released", "m1": "held"}  # the admin's applied, theirs as it was
+    assert [d.file for d in result.errors] == [str(mine)]
+
+
+def test_a_name_declared_twice_keeps_the_first_and_says_both_places(
+    lab_store: tuple[DesiredLoader, Path],
+) -> None:
+    store, mine = lab_store
+    store.load()
+    mine.write_text(member_slot("m1") + "  - {name: s1, zone: europe-west4-a, "
+                    "accelerator: v4-8, want: released}\n")  # fmt: skip
+    result = store.load()
+    assert result.desired is not None
+    assert [(s.name, s.want, s.owner) for s in result.desired.slots] == [
+        ("s1", "held", None), ("m1", "held", ME),
+    ]  # fmt: skip
+    said = [str(d) for d in result.errors]
+    assert said[0].startswith(f"{store.path}:3:12: 's1' is declared in two files: here and at "
+                              f"{mine}:3:12")  # fmt: skip
+    assert said[1].startswith(f"{mine}:3:12: 's1' is declared in two files: here and at ")
+
+
+def test_a_members_file_that_goes_stays_a_moment_then_its_slots_leave(
+    lab_store: tuple[DesiredLoader, Path],
+) -> None:
+    store, mine = lab_store
+    clock[0] = 100.0
+    store.load()
+    mine.unlink()  # an editor's save by rename, or a member removing their file
+    kept = store.load()
+    assert kept.desired is not None and [s.name for s in kept.desired.slots] == ["s1", "m1"]
+    clock[0] = 103.0  # past VANISH_GRACE
+    gone = store.load()
+    assert gone.desired is not None and [s.name for s in gone.desired.slots] == ["s1"]
+    assert gone.changed
+
+
+def test_a_shared_file_owned_by_someone_it_may_not_be_is_refused_like_an_invalid_one(
+    desired_path: Path,
+) -> None:
+    desired_path.write_text(VALID)
+    lab = DesiredLoader(desired_path, {}, owners={os.geteuid()})
+    first = lab.load()
+    assert first.current_valid
+    desired_path.chmod(0o664)  # others may write it: a member's save could come through
+    refused = lab.load()
+    assert refused.desired is first.desired and not refused.current_valid
+    assert "writable by others than its owner" in str(refused.errors[0])
+    desired_path.chmod(0o644)
+    other = DesiredLoader(desired_path, {}, owners={os.geteuid() + 1})
+    said = str(other.load().errors[0])
+    assert "who may not change the lab's shared file" in said and other.current is None

@@ -341,12 +341,10 @@ def test_the_tui_filter_owner_name_keeps_that_persons_rows() -> None:
     assert _matches(theirs, "alice")  # plain text still looks in the name
 
 
-def test_make_shared_gives_the_state_directory_to_the_group_and_keeps_secrets(
-    tmp_path: Path,
-) -> None:
+def test_make_shared_lays_out_the_lab_and_keeps_secrets(tmp_path: Path) -> None:
     import grp
 
-    from reconciler.adapters.lab import make_shared
+    from reconciler.adapters.lab_layout import make_shared
     from reconciler.adapters.secrets import SecretStore
     from reconciler.errors import ServiceError
 
@@ -356,13 +354,22 @@ def test_make_shared_gives_the_state_directory_to_the_group_and_keeps_secrets(
     SecretStore(state.secrets).set("tailscale", b"tskey-x")
     desired = tmp_path / "desired.yaml"
     desired.write_text("project: proj-1\n")
+    desired.chmod(0o664)
     done = make_shared(state, group, admins=["carol"], desired=desired)
-    assert done.policy_written
-    assert stat.S_IMODE(state.root.stat().st_mode) == SHARED_DIR
-    assert stat.S_IMODE(state.status.stat().st_mode) == 0o660
-    assert stat.S_IMODE((state.secrets / "tailscale").stat().st_mode) == 0o600
-    assert stat.S_IMODE(policy_path(state).stat().st_mode) == POLICY_MODE
-    assert stat.S_IMODE(desired.stat().st_mode) & 0o060 == 0o060
+    assert done.policy_written and done.layout.moved == ("status.json",)
+    assert state.lab and state.status == state.root / "controller" / "status.json"
+    modes = {
+        state.root: 0o3770,  # setgid, sticky: nobody renames another's entry
+        state.private: 0o2750,  # the controller's alone; members read
+        state.status: 0o640,
+        state.intent_lock: 0o640,  # the controller's; members flock it read-only
+        state.inbox: 0o3730,
+        state.secrets / "tailscale": 0o600,
+        policy_path(state): POLICY_MODE,
+        desired: 0o644,  # its owner's alone to write
+        tmp_path / "desired.d": 0o3770,  # each member's own file, in a sticky directory
+    }
+    assert {p: stat.S_IMODE(p.stat().st_mode) for p in modes} == modes
     assert read_policy(state) == Policy(admins=frozenset({"carol"}))
     atomic_write(policy_path(state), "admins: [dave]\n", mode=POLICY_MODE)
     assert not make_shared(state, group, admins=["carol"], desired=desired).policy_written

@@ -8,8 +8,11 @@ from reconciler.model.policy import Policy
 from reconciler.model.trust import (
     confirm_refusal,
     foreign_file,
+    member_file_problem,
+    request_problem,
     slot_of_delete,
     trusted_uids,
+    written_file_problem,
 )
 
 TRUSTED = trusted_uids(reader=1001, directory_owner=1000)
@@ -100,3 +103,71 @@ def test_a_document_naming_another_user_than_its_owner_counts_for_nothing() -> N
     assert reason is not None and "names 'alice' but is owned by bob" in reason
     assert _refusal("ctl", [], trusted=True, recorded="alice") is not None
     assert _refusal("bob", ["z/b1@1"], recorded="bob") is None
+
+
+REG = 0o100000  # S_IFREG
+
+
+@pytest.mark.parametrize(
+    ("regular", "nlink", "mode", "uid", "said"),
+    [
+        (True, 1, 0o640, 1000, None),
+        (True, 1, 0o600, 0, None),
+        (False, 1, 0o640, 1000, "is not a regular file"),
+        (True, 2, 0o640, 1000, "has 2 names (a hard link)"),
+        (True, 1, 0o660, 1000, "is writable by others than its owner ctl (mode 0660)"),
+        (True, 1, 0o642, 1000, "is writable by others than its owner ctl (mode 0642)"),
+        (True, 1, 0o640, 1002, "is owned by ctl, not by the controller's user ctl"),
+    ],
+)
+def test_a_file_the_controller_wrote_is_used_only_as_it_wrote_it(
+    regular: bool, nlink: int, mode: int, uid: int, said: str | None
+) -> None:
+    problem = written_file_problem(
+        "/lab/controller/known_hosts", regular=regular, nlink=nlink, mode=REG | mode, uid=uid,
+        owner="ctl", trusted=TRUSTED, controller="ctl",
+    )  # fmt: skip
+    assert (problem is None) == (said is None)
+    if said is not None:
+        assert problem is not None and said in problem and "\n" not in problem
+
+
+@pytest.mark.parametrize(
+    ("nlink", "mode", "uid", "said"),
+    [
+        (1, 0o640, 1002, None),  # a member's own request
+        (2, 0o640, 1002, "has 2 names"),  # a link to some other file
+        (1, 0o660, 1002, "writable by others than its owner"),  # another member could edit it
+        (1, 0o640, 1000, "confirms in the controller's own directory"),  # the controller's file
+        (1, 0o640, 0, "confirms in the controller's own directory"),
+    ],
+)
+def test_a_request_in_the_inbox_is_a_members_own_file(
+    nlink: int, mode: int, uid: int, said: str | None
+) -> None:
+    problem = request_problem(
+        "/lab/inbox/confirm-x.json", regular=True, nlink=nlink, mode=REG | mode, uid=uid,
+        owner="bob", controller_uid=1000,
+    )  # fmt: skip
+    assert (problem is None) == (said is None)
+    assert said is None or (problem is not None and said in problem)
+
+
+@pytest.mark.parametrize(
+    ("named", "owner", "mode", "nlink", "said"),
+    [
+        ("alice", "alice", 0o640, 1, None),
+        ("bob", "alice", 0o640, 1, "a member's file is named after its owner (alice.yaml)"),
+        ("alice", "alice", 0o664, 1, "writable by others than its owner alice"),
+        ("alice", "alice", 0o640, 2, "has 2 names"),
+    ],
+)
+def test_a_members_file_is_named_after_its_owner_and_theirs_alone(
+    named: str, owner: str, mode: int, nlink: int, said: str | None
+) -> None:
+    problem = member_file_problem(
+        f"/d/desired.d/{named}.yaml", named=named, regular=True, nlink=nlink, mode=REG | mode,
+        owner=owner,
+    )  # fmt: skip
+    assert (problem is None) == (said is None)
+    assert said is None or (problem is not None and said in problem)

@@ -14,7 +14,7 @@ import argparse
 import json
 from typing import Any, Final
 
-from reconciler.exitcodes import EX_CONFIRM, EX_REFUSED
+from reconciler.exitcodes import EX_CONFIRM
 from reconciler.surfaces.cli._say import confirm, err
 
 _HERE: Final = "reconciler.surfaces.cli._control"
@@ -64,7 +64,7 @@ def resume_command(args: argparse.Namespace) -> int:
 
 def confirm_command(args: argparse.Namespace) -> int:
     from reconciler.errors import ReconcilerError
-    from reconciler.intent.confirm import confirm_deletes, guarded
+    from reconciler.intent.confirm import confirm_deletes, guarded, refuse_unless_yours
     from reconciler.surfaces.cli._intent import _store
 
     store = _store(args)
@@ -72,6 +72,7 @@ def confirm_command(args: argparse.Namespace) -> int:
     try:
         guard = guarded(store) if fingerprint is None and not args.yes else None
         if guard is not None:  # no id: the person at the terminal says yes to what is shown
+            refuse_unless_yours(store)  # someone else's slots: 77 before anyone is asked
             shown = ", ".join(guard.deletes)
             question = f"Delete {len(guard.deletes)} running TPU(s): {shown}?"
             if not confirm(
@@ -83,9 +84,9 @@ def confirm_command(args: argparse.Namespace) -> int:
                 return EX_CONFIRM
             fingerprint = guard.fingerprint  # exactly the set asked about
         result = confirm_deletes(store, fingerprint)
-    except ReconcilerError as e:
+    except ReconcilerError as e:  # NotYourSlot, NotPermitted: 77, as every ownership refusal
         err(str(e))
-        return EX_REFUSED
+        return e.exit_code
     if args.json:
         print(json.dumps({"schema_version": "tpu-reconciler.intent.v1", **result}, indent=2))
     elif not args.quiet:
@@ -96,6 +97,6 @@ def confirm_command(args: argparse.Namespace) -> int:
                 print(f"  - delete {d}")
             print(
                 f"confirmed {len(result['deletes'])} delete(s) ({result['fingerprint']}): "
-                "the controller deletes exactly these at its next pass"
+                f"{result['note']}"
             )
     return 0

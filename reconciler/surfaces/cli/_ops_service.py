@@ -5,8 +5,10 @@ that start it; only ``--now`` runs them. ``uninstall`` stops and disables the un
 systemctl is there) and removes the file. ``status`` says whether the unit file exists, whether
 it is what ``install`` would write now, and what systemd thinks of it.
 
-``install --shared GROUP`` also makes the state directory a lab's (``adapters/lab``): the
-group's, setgid and group read-write, with a policy file owned by the installing user.
+``install --shared GROUP`` also makes the state directory a lab's (``adapters/lab_layout``):
+the group's, setgid and sticky, the controller's own files in a ``controller/`` only the
+installing user writes, a sticky ``inbox/`` for members' confirmations, a members' directory
+beside the desired file, and a policy file owned by the installing user.
 
 May: write/remove the unit file, run systemctl --user, print. May not: touch the state dir
 (but for ``install --shared``, through ``adapters/lab``).
@@ -77,22 +79,45 @@ def _warn_if_invalid(path: Path, env: dict[str, str]) -> None:
 
 
 def _share(args: argparse.Namespace, spec: Any) -> None:
-    """``--shared GROUP``: the state directory and its policy file for a lab (adapters/lab)."""
-    from reconciler.adapters.lab import make_shared, policy_path, read_policy, user_name
+    """``--shared GROUP``: the lab's state directory, members' directory and policy file
+    (adapters/lab_layout)."""
+    from reconciler.adapters.lab import policy_path, read_policy, user_name
+    from reconciler.adapters.lab_layout import make_shared
+    from reconciler.adapters.member_files import members_dir
     from reconciler.adapters.statedir import StateDir
     from reconciler.errors import ServiceError, UnsafeName
     from reconciler.model.names import check_user
+    from reconciler.runtime.lock import read_holder
 
     state = StateDir(spec.state_dir)
     try:
         admins = [check_user(a) for a in args.admin or [user_name(os.geteuid())]]
     except UnsafeName as e:
         raise ServiceError(f"--admin: {e}") from None
+    if state.root.is_dir() and not state.lab and read_holder(state) is not None:
+        raise ServiceError(
+            f"a controller is running on {state.root}: stop it first (its files move into "
+            f"{state.root}/controller/), then run this again"
+        )
     done = make_shared(state, args.shared, admins=admins, desired=spec.desired_file)
     print(
-        f"shared: {state.root} belongs to group {done.group} (setgid, group read-write); "
-        f"policy {policy_path(state)} {'written' if done.policy_written else 'kept as it is'}"
+        f"shared: {state.root} belongs to group {done.group} (setgid, sticky); the "
+        f"controller's own files in {state.private} (only you write there), members' "
+        f"confirmations through {state.inbox}; policy {policy_path(state)} "
+        f"{'written' if done.policy_written else 'kept as it is'}"
     )
+    members = members_dir(spec.desired_file)
+    print(
+        f"members: each keeps their slots in {members}/<user>.yaml (theirs alone); "
+        f"{spec.desired_file} holds the lab-wide settings and only you change it"
+    )
+    layout = done.layout
+    if layout.moved:
+        print(f"moved into {state.private}: {', '.join(layout.moved)}")
+    for name in layout.left:
+        print(f"note: {state.root / name} is not yours: left where it is and not used (rm it)")
+    for name in layout.set_aside:
+        print(f"note: {state.root / name} was not yours: set aside, not used (rm -r it)")
     for line in done.notes:
         print(f"note: {line}")
     problem = read_policy(state).problem

@@ -108,17 +108,26 @@ def setup_logging(args: argparse.Namespace) -> None:
     quiet_libraries(args.verbose)
 
 
-def _load_or_report(path: Path, store: Any = None) -> Any:
+def _load_or_report(path: Path, store: Any = None, *, members_may_fail: bool = False) -> Any:
     """The Desired in the file now, or None after printing its diagnostics. Pass the
-    controller's store so the pass that follows reuses this parse (it caches by content)."""
+    controller's store so the pass that follows reuses this parse (it caches by content).
+    ``members_may_fail`` (``plan``, ``apply``): a lab member's file that is wrong now is said as
+    a warning and left out (its version in force, if any, stays), as the controller does; the
+    shared file must be valid."""
     from reconciler.runtime.desired_loader import DesiredLoader
 
-    result = (store or DesiredLoader(path, os.environ)).load()
-    if result.errors:
-        for d in result.errors:
-            print(d, file=sys.stderr)
-        return None
-    return result.desired
+    loader = store or DesiredLoader(path, os.environ)
+    result = loader.load()
+    if not result.errors:
+        return result.desired
+    theirs = [d for d in result.errors if Path(d.file).parent == loader.members]
+    if members_may_fail and result.desired is not None and len(theirs) == len(result.errors):
+        for d in theirs:
+            print(f"warning: {d} (that file's last valid version stays in force)", file=sys.stderr)
+        return result.desired
+    for d in result.errors:
+        print(d, file=sys.stderr)
+    return None
 
 
 def build_controller(
@@ -183,7 +192,7 @@ def _plan_once(args: argparse.Namespace) -> tuple[Any, Any]:
     import asyncio
 
     controller = build_controller(args, allow_destructive=False)
-    if _load_or_report(args.file, controller.store) is None:
+    if _load_or_report(args.file, controller.store, members_may_fail=True) is None:
         return None, None
 
     async def once() -> Any:
@@ -246,7 +255,7 @@ def _confirm(question: str) -> bool:
 def apply_cmd(args: argparse.Namespace) -> int:
     import asyncio
 
-    from reconciler.errors import ControllerAlreadyRunning
+    from reconciler.errors import ControllerAlreadyRunning, NotPermitted
     from reconciler.exitcodes import EX_INTERRUPTED
     from reconciler.runtime.lock import ControllerLock
     from reconciler.surfaces.cli._apply_report import ActionReport
@@ -256,7 +265,7 @@ def apply_cmd(args: argparse.Namespace) -> int:
         with ControllerLock(state_dir(args).ensure(), desired=args.file):
             controller = build_controller(args, allow_destructive=True)
             controller.events.listeners.append(report)
-            if _load_or_report(args.file, controller.store) is None:
+            if _load_or_report(args.file, controller.store, members_may_fail=True) is None:
                 return EX_REFUSED
             done = _observe_or_report(
                 lambda: asyncio.run(_apply(controller, args.yes, args.wait, args.timeout))
@@ -268,6 +277,9 @@ def apply_cmd(args: argparse.Namespace) -> int:
     except ControllerAlreadyRunning as e:
         _err(f"{e} — it applies desired.yaml itself; use `status` to watch it")
         return EX_REFUSED
+    except NotPermitted as e:  # a lab member on the lab's state directory
+        _err(str(e))
+        return e.exit_code
     if done is None:
         return EX_REFUSED
     if done is _CANCELLED:
@@ -348,7 +360,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     import asyncio
     import signal
 
-    from reconciler.errors import ControllerAlreadyRunning
+    from reconciler.errors import ControllerAlreadyRunning, NotPermitted
     from reconciler.runtime.lock import ControllerLock
 
     setup_logging(args)
@@ -379,7 +391,7 @@ def run_cmd(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
             asyncio.run(main())
-    except ControllerAlreadyRunning as e:
+    except (ControllerAlreadyRunning, NotPermitted) as e:
         _err(str(e))
         return e.exit_code
     except OSError as e:  # a state directory made read-only or full under us

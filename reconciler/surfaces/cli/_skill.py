@@ -6,7 +6,9 @@ the CLI this version ships, so the tool and command names in it are the real one
 assistants look for personal skills), replacing the files of an earlier install; ``show``
 prints both files.
 
-May: write the two skill files, print. May not: read or edit desired.yaml or the state dir.
+May: write the two skill files, print. May not: read or edit desired.yaml or the state dir, or
+follow a symbolic link below DIR (``adapters/files.write_files_into``: one planted there by
+another user is refused, exit 77).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any, Final
 
-from reconciler.exitcodes import EX_OK, EX_REFUSED
+from reconciler.exitcodes import EX_NOPERM, EX_OK, EX_REFUSED
 from reconciler.surfaces.cli._say import err
 
 _HERE: Final = "reconciler.surfaces.cli._skill"
@@ -55,20 +57,22 @@ def _files() -> dict[str, str] | None:
 
 
 def install_command(args: argparse.Namespace) -> int:
-    from reconciler.adapters.files import atomic_write
+    from reconciler.adapters.files import write_files_into
     from reconciler.surfaces.cli._skill_text import SKILL_NAME
 
     files = _files()
     if files is None:
         return EX_REFUSED
-    where = (args.target if args.target is not None else default_target()) / SKILL_NAME
+    target = args.target if args.target is not None else default_target()
+    where = target / SKILL_NAME
     try:
-        where.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            atomic_write(where / name, text, mode=0o644)
+        target.mkdir(parents=True, exist_ok=True)
+        # never through a link someone planted in DIR: DIR/tpu-reconciler must be a directory
+        # of this user's, and each file is written through its descriptor
+        write_files_into(target, SKILL_NAME, files, mode=0o644)
     except OSError as e:
         err(f"cannot write the skill to {where}: {e.strerror or e}")
-        return EX_REFUSED
+        return EX_NOPERM if isinstance(e, PermissionError) else EX_REFUSED
     for name in files:
         print(where / name)
     return EX_OK

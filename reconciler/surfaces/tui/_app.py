@@ -326,7 +326,7 @@ class TpuApp(TimelineKeys, KeyActions):
 
         state = self.state
         wanted = {state.status.name, state.events.name, self.path.name}
-        dirs = {state.root, self.path.parent}
+        dirs = {state.status.parent, state.events.parent, self.path.parent}
 
         def relevant(change: object, path: str) -> bool:
             return Path(path).name in wanted
