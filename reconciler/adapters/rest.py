@@ -1,12 +1,16 @@
-"""The ``Cloud`` protocol over the Cloud TPU v2 REST API (httpx, async, keep-alive).
+"""The capacity port (``adapters.cloud.Cloud``) over the Cloud TPU v2 REST API (httpx, async,
+keep-alive): the TPU API's queued resources are its capacity requests.
 
 Purpose: the fast backend. One ``observe`` is exactly one paginated queued-resource list and one
 paginated node list on ``locations/-`` (all zones, fetched concurrently) however many slots
-there are; a zone named in ``unreachable[]`` is reported as *unknown*, never as empty. Creates
-and deletes return long-running operations that are not waited for (the controller observes
-again); an operation that is already ``done`` with an ``error`` is classified like any failure.
+there are (``Capability.observes_all_zones``); a zone named in ``unreachable[]`` is reported as
+*unknown*, never as empty. Creates and deletes return long-running operations that are not
+waited for (the controller observes again); an operation that is already ``done`` with an
+``error`` is classified like any failure.
 
-Failures are classified by ``adapters.cloud_errors``, exactly as the gcloud backend does. A 401
+Bodies are read by ``adapters/tpu_api_parse`` and written by ``adapters/tpu_api_body``, as
+gcloud's are. Failures are classified by ``adapters.cloud_errors``, exactly as the gcloud
+backend does. A 401
 fetches a fresh token once and retries the request once. Every request carries
 ``X-Goog-User-Project`` when ``auth.choose_quota_project`` says so (``settings.quota_project``,
 else gcloud's ``billing/quota_project``, else the project for user credentials), as gcloud
@@ -43,28 +47,27 @@ from reconciler.adapters.auth import (
     choose_quota_project,
     token_provider_from_env,
 )
-from reconciler.adapters.cloud import OperationStatus, Outcome, Submitted, readable_operation
+from reconciler.adapters.cloud import OperationStatus, Outcome, Submitted
 from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation, check, classify_body
+from reconciler.adapters.tpu_api_body import create_body
+from reconciler.adapters.tpu_api_parse import (
+    capability,
+    check_api,
+    node_from_api,
+    request_from_api,
+)
 from reconciler.errors import PermanentCloudError, TransientCloudError, UnsafeName
 from reconciler.model import flex
+from reconciler.model.capacity import CapacityRequest
 from reconciler.model.names import (
     ZONE_RE,
-    check_accelerator,
-    check_labels,
     check_name,
-    check_network,
     check_project,
     check_query_path,
-    check_runtime_version,
     check_zone,
 )
-from reconciler.model.observed import (
-    Observation,
-    QueuedResource,
-    node_from_api,
-    queued_resource_from_api,
-)
-from reconciler.model.requests import CreateRequest, max_run, queueing_policy
+from reconciler.model.observed import Observation
+from reconciler.model.requests import CreateRequest
 
 #: Items asked for per list page: a poll stays one request per collection up to this many QRs
 #: (the server may return fewer; pagination still follows nextPageToken).
@@ -91,7 +94,8 @@ ENDPOINT_ENV: Final = "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"
 #: A list longer than this many pages is treated as a broken server, not read forever.
 MAX_PAGES: Final = 1000
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain"})
-_MODES: Final = frozenset({"spot", "on-demand", "reserved", flex.MODE})
+#: What this cloud can do: every zone in one list (``locations/-``, ``unreachable[]`` kept).
+CAPABILITY: Final = capability("rest", observes_all_zones=True)
 #: The API version that speaks flex-start (creates of flex-start slots, and the QR list
 #: while the file has one).
 ALPHA: Final = "v2alpha1"
@@ -105,7 +109,7 @@ T = TypeVar("T")
 class RestCloud:
     """``Cloud`` over the TPU v2 REST API. Share one instance per event loop; ``aclose`` it."""
 
-    backend = "rest"
+    capability = CAPABILITY
 
     def __init__(
         self,
@@ -171,7 +175,7 @@ class RestCloud:
             self._list_all("queuedResources", qr_base), self._list_all("nodes")
         )
         try:
-            qrs = {q.key: q for q in map(queued_resource_from_api, qr_items)}
+            qrs = {q.key: q for q in map(request_from_api, qr_items)}
             nodes = {n.key: n for n in map(node_from_api, filter(is_tpu_vm_node, node_items))}
         except _PARSE_ERRORS as exc:
             raise _malformed("list", str(exc)) from None
@@ -181,13 +185,14 @@ class RestCloud:
             nodes = {k: n for k, n in nodes.items() if n.zone in wanted}
             unreachable &= wanted
         return Observation(
-            queued_resources=tuple(_sorted(qrs)),
+            requests=tuple(_sorted(qrs)),
             nodes=tuple(_sorted(nodes)),
             unreachable=unreachable,
             zones=wanted,
         )
 
-    async def create_queued_resource(self, request: CreateRequest) -> Submitted:
+    async def create_request(self, request: CreateRequest) -> Submitted:
+        check_api(request.api)
         body = create_body(self.project, request)
         base = self._alpha if request.mode == flex.MODE else self._base
         url = f"{base}{request.zone}/queuedResources"
@@ -196,7 +201,8 @@ class RestCloud:
         )
         return _submitted(Operation.CREATE, answer)
 
-    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Submitted:
+    async def delete_request(self, api: str, zone: str, name: str, *, force: bool) -> Submitted:
+        check_api(api)
         url = self._qr_url(zone, name)
         params = {"force": "true"} if force else None
         answer = await self._call(Operation.DELETE, "DELETE", url, params=params)
@@ -213,12 +219,17 @@ class RestCloud:
         """The ``X-Goog-User-Project`` sent and why (complete once a token was fetched)."""
         return choose_quota_project(self.quota_setting, self._tokens.quota, self.project)
 
-    async def describe_queued_resource(self, zone: str, name: str) -> QueuedResource | None:
+    def quota_note(self) -> str:
+        choice = self.quota_choice()
+        return f"{choice.project or 'no X-Goog-User-Project header'} ({choice.source})"
+
+    async def describe_request(self, api: str, zone: str, name: str) -> CapacityRequest | None:
+        check_api(api)
         answer = await self._call(Operation.GET, "GET", self._qr_url(zone, name))
         if isinstance(answer, Outcome):
             return None  # NOT_FOUND
         try:
-            return queued_resource_from_api(answer)
+            return request_from_api(answer)
         except _PARSE_ERRORS as exc:
             raise _malformed("get", str(exc)) from None
 
@@ -394,67 +405,6 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def create_body(project: str, request: CreateRequest, now: float | None = None) -> dict[str, Any]:
-    """The QueuedResource JSON gcloud (GA, API v2) sends for the same create, names checked.
-    Labels are the request's own (the planner adds ``managed-by``), as with the gcloud backend;
-    the empty ``metadata`` and ``serviceAccount`` are gcloud's too (measured against the emulator).
-
-    ``reserved`` is ``reservationName: projects/P/locations/Z/reservations/-``: that is what
-    ``gcloud compute tpus queued-resources create --reserved`` sends on v2, whose
-    ``Guaranteed`` message has no ``reserved`` field (only v2alpha1 has one).
-    The queueing window is ``model.requests.queueing_policy``; ``now`` (default: the clock)
-    only anchors a relative start that comes with an end.
-    """
-    check_project(project)
-    check_name(request.name)
-    zone = check_zone(request.zone)
-    if request.mode not in _MODES:
-        raise UnsafeName(
-            f"invalid mode {request.mode!r}: expected spot, on-demand, reserved or flex-start"
-        )
-    check_labels(request.labels)
-    network: dict[str, Any] = {"enableExternalIps": not request.internal_ips}
-    if request.network:
-        network["network"] = check_network(request.network)
-    if request.subnetwork:
-        network["subnetwork"] = check_network(request.subnetwork)
-    parent = f"projects/{project}/locations/{zone}"
-    body: dict[str, Any] = {}
-    policy = queueing_policy(request, time.time() if now is None else now)
-    if policy is not None:
-        body["queueingPolicy"] = policy
-    if request.mode == "spot":
-        body["spot"] = {}
-    elif request.mode == "reserved":
-        body["reservationName"] = f"{parent}/reservations/-"
-    elif request.mode == flex.MODE:  # v2alpha1, as `gcloud alpha ... --provisioning-model`
-        body["provisioningModel"] = flex.PROVISIONING_MODEL
-        body["runDuration"] = {"maxRunDuration": f"{max_run(request)}s"}
-    body["tpu"] = {
-        "nodeSpec": [
-            {
-                "node": {
-                    "acceleratorType": check_accelerator(request.accelerator_type),
-                    **({"labels": dict(sorted(request.labels.items()))} if request.labels else {}),
-                    "metadata": {},
-                    "networkConfig": network,
-                    "runtimeVersion": check_runtime_version(request.runtime_version),
-                    "serviceAccount": {},
-                },
-                "nodeId": request.name,
-                "parent": parent,
-            }
-        ]
-    }
-    if request.node_count > 1:  # multislice: nodes <name>-0 ... instead of one named node
-        spec = body["tpu"]["nodeSpec"][0]
-        del spec["nodeId"]
-        # v2alpha1 (where a flex-start create goes) names the same message multiNodeParams
-        key = "multiNodeParams" if request.mode == flex.MODE else "multisliceParams"
-        spec[key] = {"nodeCount": request.node_count, "nodeIdPrefix": request.name}
-    return body
-
-
 def flatten_guest_attributes(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
     """``GetGuestAttributesResponse`` -> gcloud's rows. Raises ValueError when malformed."""
     rows: list[dict[str, Any]] = []
@@ -503,7 +453,7 @@ def _submitted(operation: Operation, answer: dict[str, Any] | Outcome) -> Submit
     status = operation_status(answer)
     if status.failed:
         return Submitted(check(operation, code=status.error_code, message=status.error_message))
-    return Submitted(Outcome.DONE, readable_operation(status.name))
+    return Submitted(Outcome.DONE, CAPABILITY.reads(status.name))
 
 
 def operation_status(answer: Mapping[str, Any]) -> OperationStatus:
@@ -524,7 +474,7 @@ def operation_status(answer: Mapping[str, Any]) -> OperationStatus:
 
 def check_operation_name(name: str) -> str:
     """``projects/P/locations/Z/operations/ID``, nothing else (it lands in a URL path)."""
-    if readable_operation(name) is None:
+    if CAPABILITY.reads(name) is None:
         raise UnsafeName(f"invalid operation name {str(name)[:120]!r}")
     return name
 
@@ -585,7 +535,6 @@ __all__ = [
     "RestCloud",
     "check_endpoint",
     "check_operation_name",
-    "create_body",
     "flatten_guest_attributes",
     "is_tpu_vm_node",
     "operation_status",

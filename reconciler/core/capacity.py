@@ -23,8 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
+from reconciler.model.capacity import WAITING_STATES
 from reconciler.model.multislice import place_accelerator
-from reconciler.model.observed import QUEUED_STATES, Observation
+from reconciler.model.observed import Observation
 from reconciler.model.rpc_codes import RPC_CODES
 
 if TYPE_CHECKING:
@@ -328,10 +329,10 @@ def waiting_hints(
         hint = hints.get((spec.zone, place_accelerator(spec.accelerator, spec.slices), spec.mode))
         if hint is None:
             continue
-        qr = observation.qr(spec.zone, spec.name)
+        request = observation.request(spec.zone, spec.name)
         queued = (
-            qr.state in QUEUED_STATES
-            if qr is not None
+            request.state in WAITING_STATES
+            if request is not None
             else (spec.want == "held" or spec.race_group is not None)
         )
         if queued:

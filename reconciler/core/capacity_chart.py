@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from reconciler.core.capacity import median
-from reconciler.core.history import QRTrack
+from reconciler.core.history import RequestTrack
 from reconciler.errors import UnsafeName
 from reconciler.model import multislice
 from reconciler.model.durations import format_duration
@@ -102,7 +102,7 @@ class Charts:
         return (self.end - self.start) / self.bins
 
 
-def open_timeline(tracks: Mapping[tuple[str, str], QRTrack], now: float) -> Timeline:
+def open_timeline(tracks: Mapping[tuple[str, str], RequestTrack], now: float) -> Timeline:
     """What the recorder's tracker still has in progress at ``now``: requests still queued
     (waiting so far) and nodes still held."""
     waits: list[WaitPoint] = []

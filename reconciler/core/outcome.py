@@ -7,7 +7,7 @@ logs an internal error's traceback, writes the event and stores the memory; the 
 here:
 
 - a success forgets the action's failures (``core.memory.record_success``), counts a replaced
-  dead QR, and records a finished setup step for its node instance;
+  dead request, and records a finished setup step for its node instance;
 - a ``TemporaryError`` backs off: by Google's rule for a 429 / 5xx (``core.retry``, timed from
   the first failure of the run), by the operation's own short wait for ``OperationPending``
   (no failure: the operation is still running), else exponentially from the error's hint;

@@ -19,14 +19,14 @@ from typing import Final
 
 from reconciler.core import control
 from reconciler.core import workload as wl
-from reconciler.model.observed import QueuedResource
+from reconciler.model.capacity import DEFAULT_API, CapacityRequest
 from reconciler.model.requests import CreateRequest
 
 
 class Kind(StrEnum):
     CREATE = "create"
     DELETE = "delete"
-    REPLACE = "replace"  # delete a dead QR now; the create follows on a later pass
+    REPLACE = "replace"  # delete a dead request now; the create follows on a later pass
     BOOTSTRAP = "bootstrap"
     TAILSCALE = "tailscale"
     TMUX = "tmux"
@@ -60,7 +60,8 @@ class Action:
     create: CreateRequest | None = None
     instance: str | None = None  # setup actions: the node instance they apply to
     generation: int = 0
-    state: str | None = None  # the QR state this decision was made on ("NOT_QUEUED" if none)
+    #: the request's state this decision was made on, the API's word ("NOT_QUEUED" if none)
+    state: str | None = None
     workload: wl.WorkloadAct | None = None  # launch / stop: run id, attempt, grace
     #: create: the zone is not known to offer the accelerator (``model.tpu_zones``, which may
     #: be behind Google's list): it goes ahead, and ``plan`` says so next to it
@@ -68,6 +69,8 @@ class Action:
     #: create: chips counted in its (zone, n) and (region, n) for its family and mode when it
     #: was planned (``core.quota``); a quota refusal records the one it names
     quota_use: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    #: the API that holds the request it creates or deletes (the port routes it by this)
+    api: str = DEFAULT_API
 
     @property
     def symbol(self) -> str:
@@ -127,7 +130,7 @@ class Plan:
     actions: tuple[Action, ...] = ()
     deferred: tuple[Held, ...] = ()
     blocked: tuple[Held, ...] = ()
-    unmanaged: tuple[QueuedResource, ...] = ()
+    unmanaged: tuple[CapacityRequest, ...] = ()
     races: tuple[RaceStatus, ...] = ()
     notices: tuple[Notice, ...] = ()
     warnings: tuple[str, ...] = ()

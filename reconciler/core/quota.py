@@ -48,7 +48,7 @@ Key = tuple[str, str, str, str]  # (family, mode, scope, place)
 @functools.lru_cache(maxsize=512)
 def _shape(accelerator: str) -> tuple[str, int] | None:
     """(family, chips) of an accelerator type; None when it is not one. A file and a project
-    use a handful of types: each is parsed once, not once per QR per pass."""
+    use a handful of types: each is parsed once, not once per request per pass."""
     try:
         return accelerator_family(accelerator), chips(accelerator)
     except UnsafeName:
@@ -69,16 +69,16 @@ def _family(accelerator: str | None) -> str | None:
 
 
 def tally(observed: Observation) -> Counter[Key]:
-    """Chips counted per (family, mode, "zone"|"region", place) by the observed QRs."""
+    """Chips counted per (family, mode, "zone"|"region", place) by the observed requests."""
     use: Counter[Key] = Counter()
-    for qr in observed.queued_resources:
-        shape = _shape(qr.accelerator_type) if qr.accelerator_type else None
+    for request in observed.requests:
+        shape = _shape(request.accelerator) if request.accelerator else None
         if shape is None:
             continue
-        family, n = shape[0], shape[1] * max(1, qr.node_count)  # every slice counts
-        mode = quota_mode(qr.mode)
-        use[(family, mode, "zone", qr.zone)] += n
-        use[(family, mode, "region", _region(qr.zone))] += n
+        family, n = shape[0], shape[1] * max(1, request.slices)  # every slice counts
+        mode = quota_mode(request.mode)
+        use[(family, mode, "zone", request.zone)] += n
+        use[(family, mode, "region", _region(request.zone))] += n
     return use
 
 
@@ -118,7 +118,7 @@ def gate(
     for i, a, family in creates if lab is None else _fair(creates, lab):
         assert a.create is not None
         mode, region = quota_mode(a.create.mode), _region(a.zone)
-        n = _chips(a.create.accelerator_type) * max(1, a.create.node_count)
+        n = _chips(a.create.accelerator) * max(1, a.create.slices)
         zone_key, region_key = (family, mode, "zone", a.zone), (family, mode, "region", region)
         a = replace(a, quota_use=((a.zone, use[zone_key]), (region, use[region_key])))
         capped = lab.cap(a.slot, family) if lab is not None else None
@@ -170,7 +170,7 @@ def _fair(
 def _create_family(a: Action) -> str | None:
     if a.kind != Kind.CREATE or a.create is None:
         return None
-    return _family(a.create.accelerator_type)
+    return _family(a.create.accelerator)
 
 
 def refusal_use(error: ActionError, action: Action, observed: Observation) -> int | None:
@@ -178,7 +178,7 @@ def refusal_use(error: ActionError, action: Action, observed: Observation) -> in
     r = error.quota
     if r is None or action.create is None:
         return None
-    family = _family(action.create.accelerator_type)
+    family = _family(action.create.accelerator)
     if family is None:
         return None
     scope = r.scope or "zone"

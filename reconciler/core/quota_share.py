@@ -5,7 +5,7 @@ many chips each member may hold (``members:``, read with each slot's ``owner:``)
   owner already holds of that family (fewest first: fair share, counted again after every
   create that goes), then by file order. Without members and owners the order is the plan's.
 - **Caps**: a member's ``chips: {v6e: 32}`` counts the chips of that family held or queued
-  by the member's slots (every observed QR of a slot they own, whatever its state, plus the
+  by the member's slots (every observed request of a slot they own, whatever its state, plus the
   creates that go this pass); a create past it waits, "waiting for alice's cap: 32/32 v6e
   chips".
 - **Behind whom**: a create waiting for quota says who is ahead of it: the creates that went
@@ -30,7 +30,7 @@ from reconciler.model.quotas import quota_mode, region_of
 
 Key = tuple[str, str, str, str]  # (family, mode, scope, place), as ``core.quota``'s
 
-OTHERS = "others"  # QRs of no owner (unmanaged, or slots without an owner)
+OTHERS = "others"  # requests of no owner (unmanaged, or slots without an owner)
 
 
 @dataclass
@@ -68,19 +68,22 @@ def lab(desired: Desired, observed: Observation) -> Lab | None:
         priority={m.name: m.priority for m in desired.members},
         caps={m.name: m.chips for m in desired.members},
     )
-    for qr in observed.queued_resources:
-        spec = desired.slot(qr.name)
-        if qr.accelerator_type is None:
+    for request in observed.requests:
+        spec = desired.slot(request.name)
+        if request.accelerator is None:
             continue
         try:
-            family = accelerator_family(qr.accelerator_type)
+            family = accelerator_family(request.accelerator)
         except UnsafeName:
             continue
-        o = owners.get(qr.name) if spec is not None and spec.zone == qr.zone else None
-        n = chips(qr.accelerator_type) * max(1, qr.node_count)  # every slice counts
+        o = owners.get(request.name) if spec is not None and spec.zone == request.zone else None
+        n = chips(request.accelerator) * max(1, request.slices)  # every slice counts
         found.held[(o, family)] += n
-        mode = quota_mode(qr.mode)
-        for key in ((family, mode, "zone", qr.zone), (family, mode, "region", region_of(qr.zone))):
+        mode = quota_mode(request.mode)
+        for key in (
+            (family, mode, "zone", request.zone),
+            (family, mode, "region", region_of(request.zone)),
+        ):
             found.holders.setdefault(key, Counter())[o or OTHERS] += n
     return found
 

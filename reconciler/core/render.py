@@ -28,7 +28,7 @@ def one_line(text: str) -> str:
 def action_note(action: Action) -> str:
     """The warning shown beside an action (``plan``, ``--json``, the TUI), or ""."""
     if action.unlisted_zone and action.create is not None:
-        return f"zone not known to offer {action.create.accelerator_type}"
+        return f"zone not known to offer {action.create.accelerator}"
     return ""
 
 
@@ -68,7 +68,7 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
         lines.append(f"  warning: {w}")
     lines += [f"  expired  {one_line(e)}" for e in plan.ended]
     if plan.unmanaged:
-        names = ", ".join(f"{q.name} ({q.zone}, {q.state.value})" for q in plan.unmanaged)
+        names = ", ".join(f"{r.name} ({r.zone}, {r.api_state})" for r in plan.unmanaged)
         lines.append(f"  unmanaged (not in the file; left alone): {names}")
     notes = (plan.deferred, plan.blocked, plan.warnings, plan.unmanaged, plan.held, plan.ended)
     if any(notes) or plan.releases_at:
@@ -210,7 +210,7 @@ def _run_notes(row: SlotStatus, now: float) -> list[str]:
     out = []
     if row.expired:
         out.append("expired: flex-start run ended (renew: true, or release and hold, for more)")
-    elif row.ends_at and row.state == "ACTIVE":
+    elif row.ends_at and row.active:
         with contextlib.suppress(ValueError):
             out.append(f"ends {_when(epoch(row.ends_at), now)}")
     if row.health_note:

@@ -28,6 +28,7 @@ from typing import Final
 from reconciler.core import timeline_estimate as est
 from reconciler.core.capacity import Place, WaitHint
 from reconciler.core.capacity_chart import chips_of as place_chips
+from reconciler.core.history import StateOf
 from reconciler.core.quota import applies
 from reconciler.core.timeline_facts import (
     FLEX_END,
@@ -204,7 +205,7 @@ def _row(
     spans = list(past.spans) if past is not None else []
     marks = list(past.marks) if past is not None else []
     since = epoch_or_none(row.state_since)
-    kind = kind_of(row.state) if counted(row) else None
+    kind = kind_of(row.state, facts.state_of, row.request) if counted(row) else None
     ends, why = end_of(row, spec) if row.managed else (None, None)
     if row.managed and row.want == "released" and kind is not None:
         ends, why = as_of, RELEASING
@@ -372,13 +373,14 @@ def build(
     since: float | None = None,
     until: float | None = None,
     by: str = "owner",
+    state_of: StateOf,
 ) -> LabTimeline:
     """The timeline of ``snapshot`` (with ``desired``, the history's ``past`` per (zone,
     slot) and expected waits ``hints``) as of ``as_of``, over ``window``'s ``[since,
-    until]``."""
+    until]``; ``state_of`` reads a request's state in its API's word."""
     if by not in BY:
         raise ValueError(f"by must be one of {', '.join(BY)}, not {by!r}")
-    facts = Facts(snapshot, desired, hints or {}, as_of)
+    facts = Facts(snapshot, desired, hints or {}, as_of, state_of)
     found, notes = estimates(facts)
     specs = [lim.spec for lim in snapshot_limits(snapshot)]
     past = past or {}

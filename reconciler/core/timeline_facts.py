@@ -20,6 +20,7 @@ from typing import Final
 from reconciler.core import quota_share as share
 from reconciler.core import timeline_estimate as est
 from reconciler.core.capacity import Place, WaitHint
+from reconciler.core.history import StateOf
 from reconciler.core.quota import applies
 from reconciler.errors import UnsafeName
 from reconciler.model import flex
@@ -98,6 +99,7 @@ class Facts:
     desired: Desired | None
     hints: Mapping[Place, WaitHint]
     as_of: float
+    state_of: StateOf  # a request's neutral state from its API's word
 
     def spec(self, name: str) -> SlotSpec | None:
         return self.desired.slot(name) if self.desired is not None else None

@@ -352,7 +352,7 @@ def when_done_releases(
 ) -> dict[str, tuple[str, float]]:
     """Slot -> (reason, since when) for every slot whose workload succeeded with
     ``when_done: release`` in its current run: the planner releases them through the normal
-    delete path, and keeps them released (the QR gone) until the run changes. The signature of
+    delete path, and keeps them released (the request gone) until the run changes. The signature of
     a release rule (``core.control.RELEASE_RULES``), values as (reason, due)."""
     out: dict[str, tuple[str, float]] = {}
     for name, wm in memory.workloads.items():

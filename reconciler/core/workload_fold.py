@@ -24,9 +24,10 @@ from reconciler.core.workload_backoff import after_failure, healthy_for
 from reconciler.core.workload_health import adopted, lost_worker, make_run_id, unsent
 from reconciler.core.workload_left import probes_said
 from reconciler.core.workload_memory import PriorAttempt, WorkerSeen, WorkloadMemory
+from reconciler.model.capacity import RequestState
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.durations import format_duration
-from reconciler.model.observed import NodeState, Observation, QRState
+from reconciler.model.observed import NodeState, Observation
 from reconciler.model.workload import WorkerProbe
 
 Probes = Mapping[str, Sequence[WorkerProbe]]  # slot -> one probe per worker
@@ -47,7 +48,7 @@ SUCCEEDED_BEFORE: Final = "previous attempt succeeded"
 class Where:
     """The slot's node as this observation sees it."""
 
-    ready: str | None  # instance of an ACTIVE QR's READY node with endpoints, else None
+    ready: str | None  # instance of an ACTIVE request's READY node with endpoints, else None
     workers: int  # its endpoint count
     lost: bool  # the instance the attempt was sent to is gone for sure
 
@@ -55,20 +56,20 @@ class Where:
 def where(observed: Observation, spec: SlotSpec, sent_to: str | None) -> Where:
     if not observed.knows(spec.zone):
         return Where(None, 0, False)
-    qr = observed.qr(spec.zone, spec.name)
-    node = observed.node(spec.zone, (qr.node_id if qr else None) or spec.name)
+    request = observed.request(spec.zone, spec.name)
+    node = observed.node(spec.zone, (request.node_name if request else None) or spec.name)
     ready = None
     if (
-        qr is not None
-        and qr.state == QRState.ACTIVE
+        request is not None
+        and request.state == RequestState.ACTIVE
         and node is not None
         and node.state == NodeState.READY
         and node.endpoints
     ):
         ready = node.instance
     lost = sent_to is not None and (
-        qr is None
-        or qr.state not in (QRState.ACTIVE, QRState.PROVISIONING)
+        request is None
+        or request.state not in (RequestState.ACTIVE, RequestState.PROVISIONING)
         or node is None
         or node.instance != sent_to
         or node.state in _GONE_NODE

@@ -27,7 +27,7 @@ _ID_TAIL: Final = re.compile(
 
 
 def quota_mode(mode: str | None) -> str:
-    """The mode whose quota a QR counts against: flex-start runs on preemptible (spot) quota."""
+    """The mode whose quota a request counts against: flex-start uses preemptible (spot) quota."""
     if mode is None:
         return "on-demand"
     return "spot" if mode == "flex-start" else mode

@@ -209,7 +209,8 @@ class SliceStatus:
 
 @dataclass(frozen=True)
 class SlotStatus:
-    """One row: a managed slot (``setup``/``tmux`` set) or an unmanaged QR (they are None)."""
+    """One row: a managed slot (``setup``/``tmux`` set) or an unmanaged request (they are
+    None)."""
 
     name: str
     zone: str | None = None
@@ -246,7 +247,16 @@ class SlotStatus:
     maintenance: MaintenanceStatus | None = added()
     health_note: str | None = added()
     slices: tuple[SliceStatus, ...] = added(())  # multislice: one per slice, slice 0 first
+    #: the request's neutral state (``model/capacity.RequestState``: waiting, active, ...)
+    #: beside ``state``, the API's own word; None: no request seen
+    request: str | None = added()
     extra: Mapping[str, Any] = _extra()
+
+    @property
+    def active(self) -> bool:
+        """Its request holds capacity (a snapshot older than ``request`` says so in
+        ``state``)."""
+        return self.request == "active" if self.request is not None else self.state == "ACTIVE"
 
 
 @dataclass(frozen=True)
@@ -372,7 +382,7 @@ class StatusSnapshot:
         return {s.name: s for s in self.slots}
 
     def active(self) -> frozenset[str]:
-        return frozenset(s.name for s in self.slots if s.state == "ACTIVE")
+        return frozenset(s.name for s in self.slots if s.active)
 
 
 # --- the codec ---------------------------------------------------------------------------------

@@ -232,10 +232,10 @@ class ActionTasks:
                 raise failure
         if action.kind == Kind.CREATE:
             assert action.create is not None
-            submitted = await cloud.create_queued_resource(action.create)
+            submitted = await cloud.create_request(action.create)
         else:
-            submitted = await cloud.delete_queued_resource(
-                action.zone, action.slot, force=action.force
+            submitted = await cloud.delete_request(
+                action.api, action.zone, action.slot, force=action.force
             )
         if submitted.operation:
             self.memory = mem.record_operation(

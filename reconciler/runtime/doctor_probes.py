@@ -26,6 +26,7 @@ from typing import Any
 
 from reconciler.adapters import gcloud_stderr
 from reconciler.adapters.auth import TOKEN_ENV, TOKEN_FILE_ENV, GcloudAccessToken
+from reconciler.adapters.cloud import zones_to_observe
 from reconciler.adapters.disk_space import disk_of
 from reconciler.adapters.lab import user_name
 from reconciler.adapters.lab_layout import shared_file_owners
@@ -152,34 +153,25 @@ async def probe_api(desired: Desired, env: Mapping[str, str], timeout: float) ->
     from reconciler.runtime.backends import make_cloud
 
     cloud = make_cloud(desired, env)
+    transport = cloud.capability.transport
     try:
-        zones = None if cloud.backend == "rest" else desired.zones
+        zones = zones_to_observe(cloud, desired.zones)
         observation = await asyncio.wait_for(cloud.observe(zones), timeout)
     except TimeoutError:
-        return d.ApiFacts(cloud.backend, error=f"no answer within {timeout:g}s")
+        return d.ApiFacts(transport, error=f"no answer within {timeout:g}s")
     except ReconcilerError as e:
-        return d.ApiFacts(cloud.backend, error=str(e))
+        return d.ApiFacts(transport, error=str(e))
     except Exception as e:  # doctor reports, never crashes
-        return d.ApiFacts(cloud.backend, error=f"{type(e).__name__}: {e}")
+        return d.ApiFacts(transport, error=f"{type(e).__name__}: {e}")
     finally:
         with contextlib.suppress(Exception):
             await cloud.aclose()
     return d.ApiFacts(
-        cloud.backend,
-        queued_resources=len(observation.queued_resources),
+        transport,
+        queued_resources=len(observation.requests),
         unreachable=sorted(observation.unreachable),
-        quota=quota_in_use(cloud, desired),
+        quota=cloud.quota_note(),
     )
-
-
-def quota_in_use(cloud: Any, desired: Desired) -> str:
-    """The quota project the backend sends, and where it came from."""
-    if cloud.backend == "rest":
-        choice = cloud.quota_choice()
-        return f"{choice.project or 'no X-Goog-User-Project header'} ({choice.source})"
-    if desired.settings.quota_project:
-        return f"{desired.settings.quota_project} (settings.quota_project, --billing-project)"
-    return "gcloud's own billing/quota_project (gcloud backend)"
 
 
 # --- local things ------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ transaction (``adapters.history_db``), at most once per ``batch_seconds``.
 
 - **First start**: before recording live it fills the store from the event log
   (``events.jsonl`` and its rotations: ``qr.state`` and failed creates), then marks the store
-  as filled, so a second start does not duplicate the past. The tracker's per-QR state is saved
+  as filled, so a second start does not duplicate the past. The tracker's per-request state is saved
   with every batch, in the same transaction, so a restart continues the waits in progress.
 - **Failures**: a write that fails is reported (event ``history.failed`` and a log warning, once
   per distinct error) and retried with the next batch; the loop of the controller never sees
@@ -65,9 +65,9 @@ from reconciler.core.capacity_chart import Timeline, merged, narrowed, open_time
 from reconciler.core.capacity_report import history_doc, recommend_doc
 from reconciler.core.chip_use import ChipSummary
 from reconciler.core.history import (
-    QRTrack,
     Record,
     Refusal,
+    RequestTrack,
     Seen,
     Tracker,
     WorkloadAttempt,
@@ -80,6 +80,7 @@ from reconciler.model.desired import Desired
 from reconciler.model.multislice import place_accelerator
 from reconciler.model.observed import Observation
 from reconciler.model.tpu_zones import zones_for
+from reconciler.runtime.backends import word_state
 from reconciler.runtime.events import EventLog, parse_ts, read_events, redact_text
 
 log = logging.getLogger(__name__)
@@ -144,28 +145,29 @@ class _Inbox:
 
 
 def looks_of(observation: Observation, tracker: Tracker) -> tuple[list[Seen], set[tuple[str, str]]]:
-    """The managed QRs of one observation whose state the tracker does not have yet, and the
-    keys of all of them (most passes change nothing: only the changed ones become values)."""
+    """The managed requests of one observation whose state the tracker does not have yet, and
+    the keys of all of them (most passes change nothing: only the changed ones become values)."""
     changed: list[Seen] = []
     present: set[tuple[str, str]] = set()
     tracks = tracker.tracks
-    for q in observation.queued_resources:
-        if not q.managed:
+    for r in observation.requests:
+        if not r.managed:
             continue
-        key = (q.zone, q.name)
+        key = (r.zone, r.name)
         present.add(key)
         track = tracks.get(key)
-        if track is not None and track.state == q.state.value:
+        if track is not None and track.state == r.api_state:
             continue
         changed.append(
             Seen(
-                slot=q.name,
-                zone=q.zone,
-                state=q.state.value,
-                accelerator=place_accelerator(q.accelerator_type or "?", q.node_count),
-                mode=q.mode or "?",
-                code=q.error.code if q.error else None,
-                message=redact_text(q.error.message) if q.error else "",
+                slot=r.name,
+                zone=r.zone,
+                state=r.api_state,
+                accelerator=place_accelerator(r.accelerator or "?", r.slices),
+                mode=r.mode or "?",
+                code=r.error.code if r.error else None,
+                message=redact_text(r.error.message) if r.error else "",
+                request=r.state,
             )
         )
     return changed, present
@@ -358,7 +360,7 @@ class HistoryRecorder:
             zone, _, rest = key.partition("/")
             slot = rest.rsplit(":", 1)[0]
             spec = look.desired.slot(slot)
-            if spec is not None and obs.knows(zone) and obs.qr(zone, slot) is None:
+            if spec is not None and obs.knows(zone) and obs.request(zone, slot) is None:
                 absent[key] = (slot, place_accelerator(spec.accelerator, spec.slices), spec.mode)
         self._pending += self._tracker.refusals(errors, absent, look.now)
 
@@ -384,7 +386,7 @@ class HistoryRecorder:
             at = moment.timestamp()
             if at >= until:
                 break
-            fact = from_event(event, at, slots)
+            fact = from_event(event, at, slots, word_state)
             if isinstance(fact, Seen):
                 self._pending += self._tracker.step([fact], at)
                 replayed += 1
@@ -483,7 +485,12 @@ def _tracker_to_json(tracker: Tracker) -> str:
 def _tracker_from_json(text: str) -> Tracker:
     try:
         data = json.loads(text)
-        tracks = {(z, s): QRTrack(**fields) for z, s, fields in data["tracks"]}
+        # a track saved before tracks kept their neutral state gets it from its word (they
+        # were all the Cloud TPU API's); a saved one wins
+        tracks = {
+            (z, s): RequestTrack(**{"request": word_state(f["state"]).value, **f})
+            for z, s, f in data["tracks"]
+        }
         failures = {str(k): float(v) for k, v in data["failures"].items()}
     except (ValueError, TypeError, KeyError):
         return Tracker()

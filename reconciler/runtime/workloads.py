@@ -74,8 +74,10 @@ class Prober:
         wanted: dict[tuple[str, str, int, str], Node] = {}
         chips: set[str] = set()
         for spec, wm in wl.probe_targets(desired, observation, memory):
-            qr = observation.qr(spec.zone, spec.name)
-            node = observation.node(spec.zone, (qr.node_id if qr else None) or spec.name)
+            request = observation.request(spec.zone, spec.name)
+            node = observation.node(
+                spec.zone, (request.node_name if request else None) or spec.name
+            )
             if node is not None:
                 wanted[(spec.name, wm.run_id, wm.attempt, node.instance)] = node
                 if spec.setup.telemetry:
@@ -131,8 +133,12 @@ async def tails(
 
     async def one(t: wl.TailWanted) -> tuple[str, ...]:
         spec = desired.slot(t.slot)
-        qr = observation.qr(spec.zone, t.slot) if spec else None
-        node = observation.node(spec.zone, (qr.node_id if qr else None) or t.slot) if spec else None
+        request = observation.request(spec.zone, t.slot) if spec else None
+        node = (
+            observation.node(spec.zone, (request.node_name if request else None) or t.slot)
+            if spec
+            else None
+        )
         if node is None or node.instance != t.instance:
             return ()
         try:

@@ -203,7 +203,7 @@ async def test_the_gcloud_backend_reads_a_quota_refusal_too(
     def request(name: str) -> CreateRequest:
         return CreateRequest(name, ZONE, "v6e-8", "v2-alpha-tpuv6e", "spot")
 
-    await cloud.create_queued_resource(request("v6e-a"))
+    await cloud.create_request(request("v6e-a"))
     with pytest.raises(QuotaExceeded) as refused:
-        await cloud.create_queued_resource(request("v6e-b"))
+        await cloud.create_request(request("v6e-b"))
     assert (refused.value.quota_id, refused.value.limit, refused.value.place) == (QUOTA_ID, 8, ZONE)

@@ -13,8 +13,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from reconciler.core.plan import Action
+from reconciler.model.capacity import RequestState
 from reconciler.model.desired import Desired, Settings
-from reconciler.model.observed import NetworkEndpoint, Node, NodeState, Observation, QRState
+from reconciler.model.observed import NetworkEndpoint, Node, NodeState, Observation
 from reconciler.model.workload import WorkerProbe
 from tests.support.fakecloud import FakeCloud
 
@@ -81,7 +82,9 @@ class ReadyCloud(FakeCloud):
         base = await super().observe(zones)
         from dataclasses import replace
 
-        qrs = tuple(replace(q, state=QRState.ACTIVE) for q in base.queued_resources)
+        qrs = tuple(
+            replace(q, state=RequestState.ACTIVE, api_state="ACTIVE") for q in base.requests
+        )
         nodes = tuple(
             Node(
                 name=q.name,
@@ -92,4 +95,4 @@ class ReadyCloud(FakeCloud):
             )
             for q in qrs
         )
-        return Observation(queued_resources=qrs, nodes=nodes, zones=base.zones)
+        return Observation(requests=qrs, nodes=nodes, zones=base.zones)

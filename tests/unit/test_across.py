@@ -9,15 +9,17 @@ from dataclasses import replace
 
 import pytest
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core import across
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Kind, Plan, plan
 from reconciler.core.status import build_status
 from reconciler.errors import InvalidDesiredState
+from reconciler.model.capacity import CapacityRequest
 from reconciler.model.desired import Desired, WorkloadSpec
 from reconciler.model.load import parse_desired
-from reconciler.model.observed import Node, NodeState, Observation, QRState, QueuedResource
+from reconciler.model.observed import Node, NodeState, Observation
 from reconciler.model.status import from_json, to_json
 from reconciler.model.workload import WorkerProbe
 from reconciler.surfaces.cli._logs import no_workload, target_of, unknown_slot
@@ -36,14 +38,14 @@ def across_desired(count: int = 2, min_count: int | None = None) -> Desired:
     return replace(d, race_groups=(g,))
 
 
-def up(name: str, uid: str = "1") -> tuple[QueuedResource, Node]:
+def up(name: str, uid: str = "1") -> tuple[CapacityRequest, Node]:
     return (
         qr(name, state=QRState.ACTIVE, accelerator="v4-16"),
         node(name, uid=uid, ips=IPS[name], accelerator="v4-16"),
     )
 
 
-def lost(name: str) -> tuple[QueuedResource, Node]:
+def lost(name: str) -> tuple[CapacityRequest, Node]:
     return (
         qr(name, state=QRState.SUSPENDED, accelerator="v4-16", initiator="SERVICE"),
         node(name, state=NodeState.PREEMPTED, ips=(), accelerator="v4-16"),

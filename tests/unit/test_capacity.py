@@ -213,9 +213,10 @@ def test_fast_kaplan_meier_equals_the_textbook_one(
 
 
 def test_waiting_slots_get_their_places_expected_wait() -> None:
+    from reconciler.adapters.tpu_api_parse import QRState
     from reconciler.core.capacity import WaitHint, waiting_hints
     from reconciler.core.capacity_report import format_waits, waits_list
-    from reconciler.model.observed import Observation, QRState
+    from reconciler.model.observed import Observation
     from tests.support.worlds import desired, qr, slot
 
     want = desired(
@@ -226,7 +227,7 @@ def test_waiting_slots_get_their_places_expected_wait() -> None:
         slot("no-history", zone="us-east5-b", accelerator="v6e-8"),
     )
     seen = Observation(
-        queued_resources=(
+        requests=(
             qr("queued", zone="europe-west4-a", state=QRState.WAITING_FOR_RESOURCES),
             qr("held", zone="europe-west4-a", state=QRState.ACTIVE),
         )
@@ -242,11 +243,12 @@ def test_waiting_slots_get_their_places_expected_wait() -> None:
 def test_status_shows_expected_wait_on_waiting_slots_only() -> None:
     """The snapshot's optional ``expected_wait`` (JSON) and the NOTE text, from a summary value
     handed to ``build_status``; without history the document is unchanged."""
+    from reconciler.adapters.tpu_api_parse import QRState
     from reconciler.core.capacity import WaitHint
     from reconciler.core.memory import Memory
     from reconciler.core.render import format_status
     from reconciler.core.status import build_status
-    from reconciler.model.observed import Observation, QRState
+    from reconciler.model.observed import Observation
     from reconciler.model.status import from_json, to_json
     from tests.support.worlds import desired, qr, slot
 
@@ -255,7 +257,7 @@ def test_status_shows_expected_wait_on_waiting_slots_only() -> None:
         slot("running", zone="europe-west4-a", accelerator="v6e-8"),
     )
     seen = Observation(
-        queued_resources=(
+        requests=(
             qr("waiting", zone="europe-west4-a", accelerator="v6e-8",
                state=QRState.WAITING_FOR_RESOURCES),
             qr("running", zone="europe-west4-a", accelerator="v6e-8", state=QRState.ACTIVE),

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from reconciler.adapters.history_db import HistoryDB, open_store
 from reconciler.adapters.statedir import StateDir
+from reconciler.adapters.tpu_api_parse import QRState, request_state
 from reconciler.core.capacity import Open, summarize
 from reconciler.core.history import (
     Lifetime,
@@ -30,7 +31,7 @@ from reconciler.core.history import (
     open_samples,
 )
 from reconciler.core.memory import Memory
-from reconciler.model.observed import Observation, QRState
+from reconciler.model.observed import Observation
 from reconciler.runtime.events import EventLog, read_events
 from reconciler.runtime.history import HistoryRecorder
 from tests.support.worlds import desired, qr, slot
@@ -40,7 +41,11 @@ T0 = int(time.time()) - 3600  # within the default retention
 
 
 def seen(slot: str, state: str | None, zone: str = Z1, **kw: object) -> Seen:
-    return Seen(slot=slot, zone=zone, state=state, accelerator="v6e-8", mode="spot", **kw)  # type: ignore[arg-type]
+    """A look at a TPU API queued resource in ``state`` (the API's word)."""
+    phase = request_state(state) if state is not None else None
+    return Seen(
+        slot=slot, zone=zone, state=state, accelerator="v6e-8", mode="spot", request=phase, **kw
+    )  # type: ignore[arg-type]
 
 
 def walk(tracker: Tracker, steps: list[tuple[float, list[Seen]]], **kw: object) -> list[Record]:
@@ -135,8 +140,12 @@ def test_refusals_once_per_failure_and_only_for_creates() -> None:
 
 def test_event_log_replay() -> None:
     slots = {"a": (Z1, "v6e-8", "spot")}
-    fact = from_event({"kind": "qr.state", "slot": "a", "zone": Z1, "after": "ACTIVE"}, 5, slots)
-    assert fact == seen("a", "ACTIVE")
+    old = {"kind": "qr.state", "slot": "a", "zone": Z1, "after": "ACTIVE"}
+    assert from_event(old, 5, slots, request_state) == seen("a", "ACTIVE")
+    # a record of this version says the neutral state itself; one before it is read by word
+    told = {**old, "after": "WAITING_FOR_RESOURCES", "api": "tpu", "request": "waiting"}
+    assert from_event(told, 5, slots) == seen("a", "WAITING_FOR_RESOURCES")
+    assert from_event(old, 5, slots) == dataclasses.replace(seen("a", "ACTIVE"), request=None)
     refusal = from_event(
         {"kind": "action.failed", "slot": "a", "action": "create", "error": "RESOURCE_EXHAUSTED"},
         5,
@@ -322,9 +331,7 @@ def test_a_full_queue_drops_only_superseded_looks_never_records(tmp_path: Path) 
 
     attempt(1)  # the oldest item of all: the old queue dropped exactly this one
     for i in range(6):
-        look = Observation(
-            queued_resources=(qr("a", zone=Z1, accelerator="v6e-8"),), zones=frozenset({Z1})
-        )
+        look = Observation(requests=(qr("a", zone=Z1, accelerator="v6e-8"),), zones=frozenset({Z1}))
         recorder.observe(want, look, Memory(), T0 + 10 + i)
         if i == 2:
             attempt(2)
@@ -346,7 +353,7 @@ def test_a_store_that_cannot_be_written_is_reported_and_recovers(tmp_path: Path)
     recorder = HistoryRecorder(state, events, batch_seconds=0.05)
     recorder.start()
     want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
-    look = Observation(queued_resources=(qr("a", zone=Z1, accelerator="v6e-8"),))
+    look = Observation(requests=(qr("a", zone=Z1, accelerator="v6e-8"),))
     recorder.observe(want, look, Memory(), 1e10)  # never blocks, never raises
     assert recorder.flush()
     assert recorder.health()["ok"] is False and "directory" in str(recorder.last_error)
@@ -370,7 +377,7 @@ def test_the_recorder_keeps_the_expected_waits_the_snapshot_shows(tmp_path: Path
     recorder = HistoryRecorder(state, events, batch_seconds=0.05)
     recorder.start()
     want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
-    recorder.observe(want, Observation(queued_resources=(qr("a", zone=Z1, accelerator="v6e-8"),)),
+    recorder.observe(want, Observation(requests=(qr("a", zone=Z1, accelerator="v6e-8"),)),
                      Memory(), T0 + 10)  # fmt: skip
     assert recorder.flush()
     recorder.close()
@@ -398,7 +405,7 @@ def test_the_store_counts_what_is_still_queued_and_still_held(tmp_path: Path) ->
     names = [f"q{i}" for i in range(5)]
     want = desired(*(slot(n, zone=Z1, accelerator="v6e-8") for n in [*names, "live"]))
     look = Observation(
-        queued_resources=(
+        requests=(
             *(qr(n, zone=Z1, accelerator="v6e-8") for n in names),
             qr("live", zone=Z1, state=QRState.ACTIVE, accelerator="v6e-8"),
         ),
@@ -458,7 +465,7 @@ def test_catalogue_knows_families_and_only_warns() -> None:
 
 
 def test_secret_shaped_text_in_cloud_messages_is_not_stored(tmp_path: Path) -> None:
-    from reconciler.model.observed import ErrorInfo
+    from reconciler.model.capacity import ErrorInfo
 
     state, events = _recorder_state(tmp_path)
     recorder = HistoryRecorder(state, events, batch_seconds=0.05)
@@ -466,7 +473,7 @@ def test_secret_shaped_text_in_cloud_messages_is_not_stored(tmp_path: Path) -> N
     want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
     failed = qr("a", zone=Z1, accelerator="v6e-8", state=QRState.FAILED,
                 error=ErrorInfo(8, "quota: token=ya29.abcdefghijklmnop exhausted"))  # fmt: skip
-    recorder.observe(want, Observation(queued_resources=(failed,)), Memory(), time.time())
+    recorder.observe(want, Observation(requests=(failed,)), Memory(), time.time())
     assert recorder.flush()
     recorder.close()
     with sqlite3.connect(state.history) as conn:
@@ -483,7 +490,7 @@ def test_a_store_corrupted_while_recording_is_moved_aside_and_rebuilt(tmp_path: 
     recorder = HistoryRecorder(state, events, batch_seconds=0.05)
     recorder.start()
     want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
-    look = Observation(queued_resources=(qr("a", zone=Z1, accelerator="v6e-8"),))
+    look = Observation(requests=(qr("a", zone=Z1, accelerator="v6e-8"),))
     recorder.observe(want, look, Memory(), time.time())
     assert recorder.flush()
     with sqlite3.connect(state.history) as other:
@@ -493,9 +500,9 @@ def test_a_store_corrupted_while_recording_is_moved_aside_and_rebuilt(tmp_path: 
         f.seek(4096)
         f.write(b"\xff" * (size - 4096))
     moved = qr("a", zone=Z1, accelerator="v6e-8", state=QRState.ACTIVE)
-    recorder.observe(want, Observation(queued_resources=(moved,)), Memory(), time.time())
+    recorder.observe(want, Observation(requests=(moved,)), Memory(), time.time())
     assert recorder.flush()
-    recorder.observe(want, Observation(queued_resources=(moved,)), Memory(), time.time())
+    recorder.observe(want, Observation(requests=(moved,)), Memory(), time.time())
     assert recorder.flush()
     recorder.close()
     aside = state.root.glob("history.sqlite.corrupt-*")  # the file, with its -wal / -shm
@@ -572,3 +579,22 @@ def test_tracker_records_are_consistent_for_any_sequence_of_looks(
                        "WAITING_FOR_RESOURCES") and r.before in (None, "DELETING", "SUSPENDING",
                        "SUSPENDED", "FAILED") for r in records)  # fmt: skip
     assert served <= incarnations
+
+
+def test_a_tracker_saved_before_neutral_states_reads_them_from_its_words() -> None:
+    from reconciler.runtime.history import _tracker_from_json, _tracker_to_json
+
+    tracker = Tracker()
+    tracker.step([seen("a", "WAITING_FOR_RESOURCES"), seen("b", "ACTIVE")], 10.0)
+    saved = json.loads(_tracker_to_json(tracker))
+    assert {t[2]["request"] for t in saved["tracks"]} == {"waiting", "active"}
+    for _, _, fields in saved["tracks"]:
+        del fields["request"]  # as a recorder of the previous version wrote it
+    loaded = _tracker_from_json(json.dumps(saved))
+    assert {k[1]: t.phase.value for k, t in loaded.tracks.items()} == {
+        "a": "waiting",
+        "b": "active",
+    }
+    assert loaded.step([seen("a", "ACTIVE")], 70.0)[-1] == Wait(
+        "a", Z1, "v6e-8", "spot", 10.0, 60.0, 60.0, 60.0
+    )

@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.adapters.tpu_api_parse import request_state
 from reconciler.core import metrics as m
 from reconciler.model.load import parse_desired
 from reconciler.model.metrics_address import parse_metrics_address
 from reconciler.model.status import SliceStatus, SlotStatus, StatusSnapshot, WorkloadStatus
+from reconciler.runtime.backends import STATE_WORDS
 
+WORDS = frozenset(STATE_WORDS)
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "metrics.txt"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
@@ -28,7 +31,7 @@ def test_every_metric_and_label_is_documented() -> None:
         assert f"`{name}`" in text, name
         for label in spec.labels:
             assert f"`{label}`" in text, (spec.name, label)
-            for value in m.allowed_values(spec.name.removeprefix(m.PREFIX), label):
+            for value in m.allowed_values(spec.name.removeprefix(m.PREFIX), label, STATE_WORDS):
                 assert f"`{value}`" in text, (spec.name, label, value)
 
 
@@ -106,7 +109,7 @@ def test_gauges_from_a_snapshot() -> None:
         ),
         in_flight=("us-central2-b/a:cloud",),
     )
-    g = m.gauges(snapshot)
+    g = m.gauges(snapshot, WORDS)
     assert g.slots == {
         ("ACTIVE", "us-central2-b", "v4-32", "spot"): 2,
         ("NOT_QUEUED", "europe-west4-a", "v6e-8", "spot"): 1,
@@ -115,13 +118,16 @@ def test_gauges_from_a_snapshot() -> None:
     assert g.chips_held == {("us-central2-b", "v4-32", "spot"): 32}  # 16 chips each
     two = SliceStatus(0, "b-0", "READY"), SliceStatus(1, "b-1", "READY")
     multi = replace(snapshot, slots=(replace(snapshot.slots[1], slices=two),))
-    assert m.gauges(multi).chips_held == {("us-central2-b", "v4-32", "spot"): 32}  # 2 slices
+    assert m.gauges(multi, WORDS).chips_held == {("us-central2-b", "v4-32", "spot"): 32}  # 2 slices
     assert g.workloads[("running",)] == 1 and g.workloads[("failed",)] == 0
     assert g.in_flight == 1 and g.desired_valid == 0
 
 
 def qr(slot: str, zone: str, after: str | None) -> dict[str, object]:
-    return {"kind": "qr.state", "slot": slot, "zone": zone, "after": after}
+    """A ``qr.state`` record as the controller writes it: the TPU API's word and, beside it,
+    the neutral state."""
+    told = {"api": "tpu", "request": request_state(after).value} if after else {}
+    return {"kind": "qr.state", "slot": slot, "zone": zone, "after": after, **told}
 
 
 def test_events_count_actions_errors_preemptions_waits_and_races() -> None:

@@ -16,20 +16,18 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core.memory import Memory, record_dead_replaced
 from reconciler.core.plan import CLOUD_KINDS, Kind, Plan, plan
-from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
-from reconciler.model.observed import (
+from reconciler.model.capacity import (
     DEAD_STATES,
     MANAGED_LABEL,
     MANAGED_VALUE,
     WON_STATES,
-    Node,
-    NodeState,
-    Observation,
-    QRState,
-    QueuedResource,
+    CapacityRequest,
 )
+from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
+from reconciler.model.observed import Node, NodeState, Observation
 from tests.support.worlds import (
     ZONES,
     apply_plan,
@@ -86,14 +84,14 @@ def _groups(draw: Draw, names: list[str]) -> list[RaceGroupSpec]:
     return groups
 
 
-def _resources(draw: Draw, name: str, home: str, accelerator: str) -> list[QueuedResource | Node]:
+def _resources(draw: Draw, name: str, home: str, accelerator: str) -> list[CapacityRequest | Node]:
     state = draw(st.none() | st.sampled_from(QRState))
     if state is None:
         return []
     zone = home if draw(st.integers(0, 4)) else draw(st.sampled_from(ZONES))
     if draw(st.integers(0, 6)) == 0:
         accelerator = "v4-16"
-    out: list[QueuedResource | Node] = [
+    out: list[CapacityRequest | Node] = [
         qr(
             name,
             zone,
@@ -131,7 +129,7 @@ def scenarios(draw: Draw) -> Scenario:
         subnets={ZONES[0]: "sub-a"},
     )
     unreachable = draw(st.frozensets(st.sampled_from(ZONES), max_size=2))
-    items: list[QueuedResource | Node] = []
+    items: list[CapacityRequest | Node] = []
     for spec in specs:
         items += _resources(draw, spec.name, spec.zone, spec.accelerator)
     for i in range(draw(st.integers(0, 3))):  # QRs that are not in the file
@@ -171,7 +169,7 @@ def test_a_large_mixed_world_converges() -> None:
     _converged(want, seen, Memory(), 0.0)
 
 
-def _is_ours(want: Desired, q: QueuedResource) -> bool:
+def _is_ours(want: Desired, q: CapacityRequest) -> bool:
     spec = want.slot(q.name)
     return spec is not None and spec.zone == q.zone
 
@@ -182,22 +180,24 @@ def _check_safety(want: Desired, seen: Observation, p: Plan) -> None:
     open_race = {r.name: r.open for r in p.races}
     for a in p.cloud_actions:
         assert a.zone not in seen.unreachable, f"{a} in a zone that was not seen"
-        q = seen.qr(a.zone, a.slot)
+        q = seen.request(a.zone, a.slot)
         spec = want.slot(a.slot)
         if a.kind is Kind.CREATE:
             assert q is None and spec is not None and spec.zone == a.zone
             assert p.decided_want[a.slot] == "held"
             assert a.create is not None
             assert a.create.labels == {MANAGED_LABEL: MANAGED_VALUE}
-            assert (a.create.accelerator_type, a.create.mode) == (spec.accelerator, spec.mode)
-            assert a.create.runtime_version == spec.runtime_version
+            assert (a.create.accelerator, a.create.mode) == (spec.accelerator, spec.mode)
+            assert a.create.image == spec.runtime_version
             assert a.create.valid_until_seconds == spec.valid_until_seconds
             assert a.create.network == want.settings.network
             assert a.create.subnetwork == want.settings.subnets.get(a.zone)
             continue
-        assert q is not None and q.state is not QRState.DELETING
-        n = seen.node(q.zone, q.node_id or q.name)
-        running = q.state is QRState.ACTIVE and (n is None or n.state is not NodeState.PREEMPTED)
+        assert q is not None and q.api_state != QRState.DELETING
+        n = seen.node_of(q)
+        running = q.api_state == QRState.ACTIVE and (
+            n is None or n.state is not NodeState.PREEMPTED
+        )
         assert a.destructive == running
         if not _is_ours(want, q):
             assert want.settings.prune and q.managed and a.kind is Kind.DELETE, a
@@ -214,8 +214,8 @@ def _check_safety(want: Desired, seen: Observation, p: Plan) -> None:
     for a in p.actions:
         if a.kind not in CLOUD_KINDS:
             assert a.zone not in seen.unreachable
-            q = seen.qr(a.zone, a.slot)
-            assert q is not None and q.state is QRState.ACTIVE and _is_ours(want, q)
+            q = seen.request(a.zone, a.slot)
+            assert q is not None and q.api_state == QRState.ACTIVE and _is_ours(want, q)
 
 
 @settings(max_examples=250, deadline=None)
@@ -238,7 +238,7 @@ def test_a_closed_race_deletes_every_other_winner_and_an_open_one_deletes_none(
         won = [
             c.name
             for c in specs
-            if (q := seen.qr(c.zone, c.name)) is not None and q.state in WON_STATES
+            if (q := seen.request(c.zone, c.name)) is not None and q.state in WON_STATES
         ]
         cancelled = {c.name for c in specs if (c.zone, c.name) in deleted}
         assert set(race.winners) <= set(won)

@@ -9,16 +9,18 @@ from dataclasses import dataclass, replace
 import pytest
 
 from reconciler.adapters.cloud_errors import Operation, classify
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core import quota
 from reconciler.core.memory import Memory, from_dict, to_dict
 from reconciler.core.outcome import outcome
 from reconciler.core.plan import Kind, Plan, plan
 from reconciler.core.render import format_plan
 from reconciler.errors import InvalidDesiredState, QuotaExceeded, TransientCloudError
+from reconciler.model.capacity import CapacityRequest
 from reconciler.model.desired import Desired, QuotaSpec
 from reconciler.model.load import parse_desired
 from reconciler.model.names import chip_count as chips
-from reconciler.model.observed import Observation, QRState, QueuedResource
+from reconciler.model.observed import Observation
 from reconciler.model.quotas import parse_refusal, quota_id
 from tests.support.worlds import qr, world
 
@@ -70,7 +72,7 @@ def occupied(
     acc: str = "v6e-8",
     mode: str = "spot",
     labelled: bool = True,
-) -> QueuedResource:
+) -> CapacityRequest:
     return replace(qr(name, zone, state, accelerator=acc, labelled=labelled), mode=mode)
 
 
@@ -397,7 +399,7 @@ def test_validate_resolved_shows_limits_and_members() -> None:
 
 def test_a_multislice_qr_counts_every_slice_and_a_multislice_create_asks_for_all() -> None:
     # a 2-slice v6e-8 QR holds 16 chips: with a 24-chip quota one more v6e-8 fits, not two
-    held = replace(occupied("big"), node_count=2)
+    held = replace(occupied("big"), slices=2)
     d = parse_desired(text(s("a"), s("b"), quotas=q(24)))
     assert planned(d, world(held)) == (
         ["a"],

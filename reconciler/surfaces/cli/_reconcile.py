@@ -227,7 +227,7 @@ def plan_cmd(args: argparse.Namespace) -> int:
     if args.json:
         doc = {"schema_version": "tpu-reconciler.plan.v1", **plan_dict(result.plan)}
         doc["unmanaged"] = [
-            {"name": q.name, "zone": q.zone, "state": q.state.value} for q in result.plan.unmanaged
+            {"name": r.name, "zone": r.zone, "state": r.api_state} for r in result.plan.unmanaged
         ]
         if waits:
             doc["expected_waits"] = waits_list(waits)
@@ -345,12 +345,12 @@ async def _apply(
 
 
 def _progress(result: Any) -> None:
-    from reconciler.model.observed import MOVING_STATES
+    from reconciler.model.capacity import MOVING_STATES
 
     moving = sorted(
-        f"{q.name} {q.state.value}"
-        for q in result.observation.queued_resources
-        if q.state in MOVING_STATES and result.desired and result.desired.slot(q.name)
+        f"{r.name} {r.api_state}"
+        for r in result.observation.requests
+        if r.state in MOVING_STATES and result.desired and result.desired.slot(r.name)
     )
     line = ", ".join(moving) or "waiting for the next step"
     print(f"… {line}", file=sys.stderr, flush=True)
