@@ -5,7 +5,8 @@ name is the node's. A TPU API node does not list its workers' VMs; gcloud's ``co
 tpu-vm ssh --tunnel-through-iap`` reads each worker's from the node's guest attributes (the
 ``hostname`` key, whatever its namespace, of that worker's entry; ``GetFromGuestAttributes`` in
 ``command_lib/compute/tpus/tpu_vm/ssh.py``), and so does ``WorkerNames.of``, with the cloud's
-``guest_attributes`` (one call per node instance).
+``guest_attributes`` (one call per node instance; a multislice slot's node, one per slice, its
+workers in slice order).
 
 Names are kept per node *instance* (a re-created node is asked again; steps that start at once
 on a new node ask once between them): in memory, and — by the
@@ -134,15 +135,20 @@ class WorkerNames:
                 f"{node.name}: its workers' VM names (for IAP) are not known yet: the "
                 "controller looks them up when it first reaches the node"
             )
-        try:
-            rows = await lookup(node.zone, node.name)
-        except ReconcilerError as exc:
-            raise SetupFailed(
-                f"{node.name}: cannot read its guest attributes (the workers' VM names, for "
-                f"IAP): {exc}",
-                delay=30.0,
-            ) from None
-        names = from_guest_attributes(rows, len(node.endpoints))
+        names: tuple[str, ...] = ()
+        for part in node.slices or (node,):  # a multislice slot: each slice's own node
+            try:
+                rows = await lookup(part.zone, part.name)
+            except ReconcilerError as exc:
+                raise SetupFailed(
+                    f"{part.name}: cannot read its guest attributes (the workers' VM names, "
+                    f"for IAP): {exc}",
+                    delay=30.0,
+                ) from None
+            names += from_guest_attributes(rows, len(part.endpoints))
+        if len(names) != len(node.endpoints):
+            raise SetupFailed(f"{node.name}: its slices have {len(names)} workers, not "
+                              f"{len(node.endpoints)}", delay=30.0)  # fmt: skip
         self._known[node.instance] = names
         if self.persist and self.path is not None:
             self._save(self.path, node.instance, names)

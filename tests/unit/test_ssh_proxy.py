@@ -271,3 +271,18 @@ def test_doctor_names_a_proxy_program_that_is_missing() -> None:
         ["alpha"], ds.ReachFacts("alpha", "w0", "u", "refused", "iap"), None
     )
     assert "35.235.240.0/20" in failed.hint
+
+
+async def test_a_multislice_slot_names_the_vms_of_every_slice_in_order() -> None:
+    slices = (_node("alpha-0", workers=2, uid="1"), _node("alpha-1", workers=2, uid="2"))
+    whole = Node("alpha", ZONE, NodeState.READY, uid="1", slices=slices,
+                 endpoints=slices[0].endpoints + slices[1].endpoints)  # fmt: skip
+    asked: list[str] = []
+
+    async def lookup(zone: str, node: str) -> list[dict[str, object]]:
+        asked.append(node)
+        return [{"worker_id": i, "key": "hostname", "value": f"{node}-vm-{i}"} for i in range(2)]
+
+    names = await WorkerNames.nowhere().of(whole, lookup)
+    assert names == ("alpha-0-vm-0", "alpha-0-vm-1", "alpha-1-vm-0", "alpha-1-vm-1")
+    assert asked == ["alpha-0", "alpha-1"]
