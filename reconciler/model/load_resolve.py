@@ -42,6 +42,7 @@ from reconciler.model.load_across import across_group, check_across
 from reconciler.model.load_quotas import resolve_quotas
 from reconciler.model.load_salvage import Loc, _Salvage
 from reconciler.model.load_shape import Resolved, Written, family_api_problems, resolve_shape
+from reconciler.model.ssh_proxy import resolve_proxy
 
 #: Most slots a file may ask for (explicit and generated). plan() is measured at 10,000.
 MAX_SLOTS: Final = 10_000
@@ -454,6 +455,7 @@ def _written_slots(r: _Resolution) -> None:
                 workload=r.workload((None, ()), slot.name, (slot.workload, loc)),
                 owner=slot.owner or _group_owner(r, group),
                 slices=slot.slices,
+                ssh_proxy=resolve_proxy(slot.ssh_proxy, settings.ssh_proxy),
             ),
             (*loc, "name"),
         )
@@ -541,6 +543,7 @@ def _generated_slots(r: _Resolution) -> None:
                             workload=r.workload((gen.workload, loc), name, (None, ())),
                             owner=_group_owner(r, group) or gen.owner,
                             slices=gen.slices,
+                            ssh_proxy=resolve_proxy(gen.ssh_proxy, settings.ssh_proxy),
                         ),
                         loc,
                     )

@@ -42,7 +42,12 @@ from reconciler.runtime import doctor_ssh as ds
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.doctor_disk import check_state_disk
 from reconciler.runtime.doctor_lab_probes import probe_cloud_quotas, probe_lab
-from reconciler.runtime.doctor_ssh_probes import live_node, probe_key, probe_reach
+from reconciler.runtime.doctor_ssh_probes import (
+    live_node,
+    probe_key,
+    probe_proxies,
+    probe_reach,
+)
 from reconciler.runtime.lock import read_holder
 
 
@@ -249,13 +254,14 @@ async def _none() -> None:
 
 
 async def _reach(
-    ssh: Sequence[str] | None, settings: Settings, snapshot: StatusSnapshot | None,
+    ssh: Sequence[str] | None, desired: Desired | None, snapshot: StatusSnapshot | None,
     user: d.UserFacts | None, key_check: d.Check, user_check: d.Check, state: StateDir,
     env: Mapping[str, str], timeout: float,
 ) -> tuple[ds.ReachFacts | None, str | None]:  # fmt: skip
     """One login to a live worker, or why none was tried."""
-    if not ssh:
+    if not ssh or desired is None:
         return None, None
+    settings = desired.settings
     blocked = _failed(key_check, user_check)
     login = settings.ssh_user or (user.user if user is not None else None)
     if blocked or login is None:
@@ -263,7 +269,7 @@ async def _reach(
     node = live_node(snapshot, ssh)
     if isinstance(node, str):
         return None, node
-    return await probe_reach(node, login, settings, state, env, timeout), None
+    return await probe_reach(node, login, desired, snapshot, state, env, timeout), None
 
 
 # --- all of it ---------------------------------------------------------------------------------
@@ -319,8 +325,9 @@ async def diagnose(
     key = probe_key(settings, env) if ssh else None
     key_check = ds.check_ssh_key(ssh, key, agent)
     user_check = d.check_oslogin(user_needed, user, _failed(gcloud_check, auth_check))
-    reach, not_tried = await _reach(ssh, settings, snapshot, user, key_check, user_check, state,
+    reach, not_tried = await _reach(ssh, desired, snapshot, user, key_check, user_check, state,
                                     env, timeout)  # fmt: skip
+    proxies = probe_proxies(desired, ssh or (), env)
     poll = settings.poll_interval
     lab = probe_lab(state_root, desired_file)
     return [
@@ -340,6 +347,7 @@ async def diagnose(
         d.check_ssh_agent(bootstrap, agent),
         key_check,
         user_check,
+        *([ds.check_ssh_proxy(proxies)] if proxies else []),
         ds.check_ssh_reach(ssh, reach, not_tried),
         d.check_ntfy(settings.ntfy_topic),
     ]
