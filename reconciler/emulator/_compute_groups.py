@@ -64,6 +64,9 @@ class Member:
     action: str = "CREATING"  # currentAction: CREATING | NONE | DELETING | RECREATING
     errors: list[JSON] = field(default_factory=list)  # lastAttempt.errors.errors
     run: float | None = None  # made by a resize request: deleted this long after it runs
+    #: its ``preservedState.metadata`` (createInstances): set on its instance over the
+    #: template's items [V: per-instance configs carry metadata; I: how they merge]
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -192,7 +195,8 @@ class GroupWorld(TemplateWorld):
         self, scope: str, name: str, body: JSON, request_id: str | None
     ) -> Operation:
         g = self.live_group(scope, name)
-        names = [i.get("name") for i in body.get("instances") or [] if isinstance(i, dict)]
+        configs = [i for i in body.get("instances") or [] if isinstance(i, dict)]
+        names = [i.get("name") for i in configs]
         if not names:
             raise err.bad_field("resource.instances", "[]", "At least one instance is required.")
         for n in names:
@@ -205,8 +209,10 @@ class GroupWorld(TemplateWorld):
             if not g.regional and (g.zones[0], n) in self.instances:
                 raise err.already_exists(f"zones/{g.zones[0]}/instances/{n}")
         self.check_size(g, g.target_size + len(names))
-        for n in names:
-            self.add_member(g, str(n))
+        for config in configs:
+            member = self.add_member(g, str(config.get("name")))
+            meta = (config.get("preservedState") or {}).get("metadata") or {}
+            member.metadata = {str(k): str(v) for k, v in meta.items()}
         g.target_size += len(names)
         op_type = "compute.instanceGroupManagers.createInstances"
         op = self.new_op(scope, op_type, g.path, g.id, request_id)
@@ -387,6 +393,14 @@ class GroupWorld(TemplateWorld):
         props = copy.deepcopy(g.template.properties)
         props["name"] = m.name
         props["machineType"] = f"zones/{m.zone}/machineTypes/{g.machine.name}"
+        if m.metadata:
+            items = [
+                i
+                for i in (props.get("metadata") or {}).get("items") or []
+                if i.get("key") not in m.metadata
+            ]
+            items += [{"key": k, "value": v} for k, v in m.metadata.items()]
+            props["metadata"] = {**(props.get("metadata") or {}), "items": items}
         model, action = scheduling(props, "properties.scheduling")
         stale = self.instances.get((m.zone, m.name))
         if stale is not None:  # a leftover of the same name blocks the member
