@@ -9,6 +9,7 @@ refused): what the adapter sends is what the real API reads.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -128,3 +129,104 @@ async def test_spot_single_hosts_are_held_and_asked_for_again_after_either_preem
     assert inserts(world, "b")[0].body["scheduling"]["instanceTerminationAction"] == "DELETE"
     await world.stop()
     assert decoded(world) > 10
+
+
+async def test_a_stockout_in_one_zone_loses_the_race_to_another(
+    cloud_world: Callable[..., SetupWorld],
+) -> None:
+    world = compute_world(cloud_world)
+    emu = world.harness.emulator
+    emu.compute.set_capacity(ZONE, "tpu7x-standard-4t", 0)
+    world.write(
+        world.desired(
+            "slots:\n"
+            + slot("east", accelerator="tpu7x-8", mode="spot")
+            + slot("west", zone=OTHER, accelerator="tpu7x-8", mode="spot")
+            + "race_groups:\n  - {name: g, count: 1, slots: [east, west]}\n"
+        )
+    )
+    await world.start()
+    await world.until("west RUNNING", lambda: status(world, "west", OTHER) == "RUNNING")
+    await world.until("the race closed", lambda: world.slot("west")["state"] == "RUNNING")
+    await asyncio.sleep(1.0)  # passes go by: the race stays won, east is not asked again
+    assert instance(world, "east") is None
+    assert len(inserts(world, "east")) == 1 and len(inserts(world, "west")) == 1
+    assert world.slot("east")["state"] in ("NOT_QUEUED", None, "-")
+    await world.stop()
+    decoded(world)
+
+
+async def test_a_quota_refusal_waits_for_quota_without_a_loop(
+    cloud_world: Callable[..., SetupWorld],
+) -> None:
+    world = compute_world(cloud_world)
+    emu = world.harness.emulator
+    emu.compute.set_quota("v6e", "preemptible", REGION, 0)
+    world.write(
+        world.desired(
+            "slots:\n" + slot("q", accelerator="v6e-4", api="compute", mode="spot", want="held"),
+            poll_interval="0.2s",
+        )
+    )
+    await world.start()
+    await world.until(
+        "the refusal read back",
+        lambda: "PREEMPTIBLE_TPU_V6E" in (world.slot("q").get("last_error") or ""),
+        timeout=20,
+    )
+    await asyncio.sleep(2.0)  # ten passes: nothing is sent again
+    assert len(inserts(world, "q")) == 1
+    failed = world.events("action.failed", slot="q")
+    assert failed and "QUOTA_EXCEEDED" in failed[-1]["error"], failed
+    plan = world.snapshot()
+    assert "quota" in str(plan), plan
+    emu.compute.set_quota("v6e", "preemptible", REGION, None)
+    world.write(
+        world.desired(
+            "slots:\n"
+            + slot(
+                "q", accelerator="v6e-4", api="compute", mode="spot", want="held", valid_until="6h"
+            ),
+            poll_interval="0.2s",
+        )
+    )  # the intent changed: a new decision, sent at once
+    await world.until("q RUNNING", lambda: status(world, "q") == "RUNNING", timeout=20)
+    assert len(inserts(world, "q")) == 2
+    await world.stop()
+    decoded(world)
+
+
+async def test_flex_start_queues_runs_and_ends_without_counting_as_a_preemption(
+    cloud_world: Callable[..., SetupWorld],
+) -> None:
+    world = compute_world(cloud_world)
+    emu = world.harness.emulator
+    emu.compute.set_capacity(ZONE, "tpu7x-standard-4t", 0)
+    world.write(
+        world.desired(
+            "slots:\n"
+            + slot(
+                "f", accelerator="tpu7x-8", mode="flex-start", max_run_duration="60s", want="held"
+            )
+        )
+    )
+    await world.start()
+    await world.until("f PENDING", lambda: status(world, "f") == "PENDING")
+    await world.until("f waiting", lambda: world.slot("f")["state"] == "PENDING")
+    body = inserts(world, "f")[0].body
+    assert body["scheduling"]["provisioningModel"] == "FLEX_START"
+    assert body["scheduling"]["maxRunDuration"] == {"seconds": "60"}
+    assert body["scheduling"]["instanceTerminationAction"] == "STOP"
+    assert body["params"] == {"requestValidForDuration": {"seconds": str(7 * 86400)}}
+    emu.compute.set_capacity(ZONE, "tpu7x-standard-4t", 1)
+    await world.until("f RUNNING", lambda: world.slot("f")["state"] == "RUNNING", timeout=20)
+    await world.until("the run ended", lambda: status(world, "f") == "TERMINATED", timeout=20)
+    await world.until("f ended", lambda: world.slot("f").get("request") == "ended", timeout=20)
+    assert world.slot("f")["expired"] is True
+    await asyncio.sleep(1.0)
+    assert len(inserts(world, "f")) == 1  # not asked for again: renew is not set
+    assert not world.events("action.started", slot="f", action="replace")
+    states = [e["after"] for e in world.events("qr.state", slot="f")]
+    assert states[-1] == "TERMINATED" and "DELETED" not in states
+    await world.stop()
+    decoded(world)
