@@ -1,8 +1,9 @@
 """The capacity port (``adapters.cloud.Cloud``) over Compute Engine's v1 REST API: TPU VMs
 (one instance per single-host slice) and MIG slices (a BULK MIG per multi-host slice) are its
-capacity requests. Bodies are ``adapters/compute_body.py``, parsing and the state tables
-``adapters/compute_parse.py``; the HTTP session (tokens, quota project, transport errors)
-is ``adapters/google_http.py``, shared with the TPU API's REST cloud.
+capacity requests. Bodies are ``adapters/compute_body.py``, parsing
+``adapters/compute_parse.py``, the state tables ``adapters/compute_states.py``; the HTTP
+session (tokens, quota project, transport errors) is ``adapters/google_http.py``, shared with
+the TPU API's REST cloud.
 
 **Observation stays flat**: one ``aggregated/instances`` list filtered to our label and one
 ``aggregated/instanceGroupManagers`` list (both paged, fetched concurrently) per look,
@@ -37,7 +38,7 @@ policy is gone, so nothing it anchors is lost.
 **Preemption** both ways: a spot VM whose action is STOP stays TERMINATED (SUSPENDED,
 SERVICE); one whose action is DELETE disappears — a single-host request seen up in the last
 look and gone now, without a delete from here, is reported once as SUSPENDED by SERVICE with
-the word DELETED (``compute_parse.gone``), so the preemption is told like any other and the
+the word DELETED (``compute_states.gone``), so the preemption is told like any other and the
 slot asks again. A MIG slice with a host lost is SUSPENDED whole.
 
 The endpoint is ``https://compute.googleapis.com/compute/v1/`` unless
@@ -65,6 +66,7 @@ import httpx
 
 from reconciler.adapters import compute_body as cb
 from reconciler.adapters import compute_parse as cp
+from reconciler.adapters import compute_states as cs
 from reconciler.adapters.auth import QuotaChoice, TokenProvider
 from reconciler.adapters.cloud import OperationStatus, Outcome, Submitted
 from reconciler.adapters.cloud_errors import CloudFailure, Operation, classify
@@ -188,14 +190,14 @@ class ComputeCloud:
         )
         creating = frozenset(k for k, n in self._creating.items() if n > 0)
         try:
-            seen = cp.look(instances, groups, creating=creating, deleting=frozenset(self._deleting))
+            seen = cs.look(instances, groups, creating=creating, deleting=frozenset(self._deleting))
         except _PARSE_ERRORS as exc:
             raise self._http.malformed("aggregated list", str(exc)) from None
         requests = list(seen.requests)
         kinds = dict(seen.kinds)
         for key, before in self._up.items():  # up last look, gone now, not by our hand
             if key not in kinds and key not in self._deleting and key not in creating:
-                requests.append(cp.gone(before))
+                requests.append(cs.gone(before))
                 kinds[key] = "gone"
         self._deleting &= set(seen.kinds)
         self._up, self._kinds = seen.up, kinds
@@ -453,7 +455,7 @@ class ComputeCloud:
             self._list(f"{where}/instanceGroupManagers", "items", None),
         )
         try:
-            seen = cp.look(instances, groups, deleting=frozenset(self._deleting))
+            seen = cs.look(instances, groups, deleting=frozenset(self._deleting))
         except _PARSE_ERRORS as exc:
             raise self._http.malformed("list", str(exc)) from None
         if (zone, name) in seen.parts:

@@ -170,6 +170,10 @@ class GroupWorld(TemplateWorld):
         self._check_tpu7x(g, props)
         target = _size(body.get("targetSize") or 0, "resource.targetSize")
         self.check_size(g, target)
+        op_type = "compute.instanceGroupManagers.insert"
+        rule = self.take_failure(op_type, zone or region, name)
+        if rule is not None:
+            return self.failing_op(scope, op_type, path, rule, request_id)
         self.groups[path] = g
         self._grow(g, target)
         op = self.new_op(scope, "compute.instanceGroupManagers.insert", path, g.id, request_id)
@@ -209,12 +213,15 @@ class GroupWorld(TemplateWorld):
             if not g.regional and (g.zones[0], n) in self.instances:
                 raise err.already_exists(f"zones/{g.zones[0]}/instances/{n}")
         self.check_size(g, g.target_size + len(names))
+        op_type = "compute.instanceGroupManagers.createInstances"
+        rule = self.take_failure(op_type, g.scope.split("/", 1)[1], name)
+        if rule is not None:
+            return self.failing_op(scope, op_type, g.path, rule, request_id)
         for config in configs:
             member = self.add_member(g, str(config.get("name")))
             meta = (config.get("preservedState") or {}).get("metadata") or {}
             member.metadata = {str(k): str(v) for k, v in meta.items()}
         g.target_size += len(names)
-        op_type = "compute.instanceGroupManagers.createInstances"
         op = self.new_op(scope, op_type, g.path, g.id, request_id)
         self.finish(op, after=self.timings.operation)
         self.grant()

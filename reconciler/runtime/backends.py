@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from reconciler.adapters import compute_parse, tpu_api_parse
+from reconciler.adapters import compute_parse, compute_states, tpu_api_parse
 from reconciler.adapters.cloud import Cloud
 from reconciler.adapters.cloud_router import CloudRouter
 from reconciler.model import flex
@@ -94,8 +94,8 @@ APIS: Final[Mapping[str, Api]] = {
     ),
     compute_parse.API: Api(
         compute_parse.API,
-        compute_parse.STATE_WORDS,
-        compute_parse.request_state,
+        compute_states.STATE_WORDS,
+        compute_states.request_state,
         _compute_cloud,
         compute_wanted,
     ),
