@@ -104,6 +104,16 @@ APIS: Final[Mapping[str, Api]] = {
 STATE_WORDS: Final = tuple(dict.fromkeys(w for api in APIS.values() for w in api.state_words))
 
 
+def make_tpu_cloud(desired: Desired, env: Mapping[str, str] | None = None) -> Cloud:
+    """The Cloud TPU API's cloud alone (``doctor`` asks each API on its own)."""
+    return _tpu_cloud(desired, dict(os.environ if env is None else env))
+
+
+def make_compute_cloud(desired: Desired, env: Mapping[str, str] | None = None) -> Cloud:
+    """Compute Engine's cloud alone (``doctor`` asks each API on its own)."""
+    return _compute_cloud(desired, dict(os.environ if env is None else env))
+
+
 def make_cloud(desired: Desired, env: Mapping[str, str] | None = None) -> Cloud:
     """A router over one cloud per served API the file needs, each built for ``desired``."""
     environ = dict(os.environ if env is None else env)

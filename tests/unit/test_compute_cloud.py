@@ -417,3 +417,38 @@ async def test_the_router_sends_compute_requests_and_operations_to_compute_engin
         assert [(r.name, r.api) for r in look.requests] == [("a", "compute")]
     finally:
         await router.aclose()
+
+
+# --- several slices ---------------------------------------------------------------------------
+
+
+async def test_several_mig_slices_share_one_template_and_policy(
+    cloud: ComputeCloud, emu: Emulator
+) -> None:
+    await driven(emu, cloud.create_request(slice_request("m", slices=2)))
+    emu.advance(10)
+    assert [g["name"] for g in emu.compute.groups()] == ["m-0", "m-1"]
+    assert len(emu.compute.templates()) == len(emu.compute.policies()) == 1
+    look = await cloud.observe(None)
+    [request] = look.requests
+    assert (request.name, request.slices, request.state) == ("m", 2, RequestState.ACTIVE)
+    node = look.node_of(request)
+    assert node is not None and [s.name for s in node.slices] == ["m-0", "m-1"]
+    assert len(node.endpoints) == 4
+    emu.compute.preempt_member(ZONE, "m-1", 0)
+    emu.advance(5)
+    [lost] = (await cloud.observe(None)).requests
+    assert (lost.state, lost.preempted) == (RequestState.SUSPENDED, True)
+    await cloud.delete_request("compute", ZONE, "m", force=True)
+    emu.advance(10)
+    assert emu.compute.groups() == [] and emu.compute.instances() == []
+
+
+async def test_several_single_host_slices_are_one_request(
+    cloud: ComputeCloud, emu: Emulator
+) -> None:
+    await cloud.create_request(request("v", slices=3))
+    emu.advance(10)
+    [request_] = (await cloud.observe(None)).requests
+    assert (request_.slices, request_.slice_prefix, request_.state) == (3, "v", RequestState.ACTIVE)
+    assert sorted(i["name"] for i in emu.compute.instances()) == ["v-0", "v-1", "v-2"]
