@@ -15,6 +15,7 @@ adapter turns that into a transient error). May: parse values. May not: do I/O.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -83,6 +84,12 @@ def _zone(data: Mapping[str, Any]) -> str:
 
 def _stamp(value: Any) -> str | None:
     """An API time as the controller writes times (UTC ``...Z``); None when it is none."""
+    return _utc(value) if isinstance(value, str) else None
+
+
+@functools.lru_cache(maxsize=8192)
+def _utc(value: str) -> str | None:
+    """Compute Engine writes its times with an offset; each is read once, not once a poll."""
     moment = epoch_or_none(value)
     return None if moment is None else utc_text(moment)
 
