@@ -230,3 +230,37 @@ async def test_flex_start_queues_runs_and_ends_without_counting_as_a_preemption(
     assert states[-1] == "TERMINATED" and "DELETED" not in states
     await world.stop()
     decoded(world)
+
+
+async def test_two_mig_slices_are_one_slot_replaced_whole(
+    cloud_world: Callable[..., SetupWorld],
+) -> None:
+    world = compute_world(cloud_world)
+    emu = world.harness.emulator
+    world.write(
+        world.desired(
+            "slots:\n" + slot("m", accelerator="tpu7x-16", mode="spot", slices="2", want="held")
+        )
+    )
+    await world.start()
+    await world.until("m ACTIVE", lambda: world.slot("m")["state"] == "ACTIVE", timeout=20)
+    row = world.slot("m")
+    assert [(s["node"], s["state"], s["workers"]) for s in row["slices"]] == [
+        ("m-0", "READY", 2),
+        ("m-1", "READY", 2),
+    ]
+    assert len(emu.compute.templates()) == len(emu.compute.policies()) == 1
+    before = {g["id"] for g in emu.compute.groups()}
+    emu.compute.preempt_member(ZONE, "m-1", 1)
+    await world.until(
+        "both slices made again",
+        lambda: (
+            len(emu.compute.groups()) == 2
+            and not before & {g["id"] for g in emu.compute.groups()}
+            and world.slot("m")["state"] == "ACTIVE"
+        ),
+        timeout=30,
+    )
+    assert len(world.events("action.started", slot="m", action="replace")) == 1
+    await world.stop()
+    decoded(world)
