@@ -36,8 +36,8 @@ every poll. A template names its policy in its description, and is deleted only 
 policy is gone, so nothing it anchors is lost.
 
 **Preemption** both ways: a spot VM whose action is STOP stays TERMINATED (SUSPENDED,
-SERVICE); one whose action is DELETE disappears — a single-host request seen up in the last
-look and gone now, without a delete from here, is reported once as SUSPENDED by SERVICE with
+SERVICE); one whose action is DELETE disappears — a single-host request seen RUNNING in the
+last look and gone now, without a delete from here, is reported once as SUSPENDED by SERVICE with
 the word DELETED (``compute_states.gone``), so the preemption is told like any other and the
 slot asks again. A MIG slice with a host lost is SUSPENDED whole.
 

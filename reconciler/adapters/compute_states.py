@@ -20,8 +20,9 @@ with hosts is one ``Node``. Its own word stays on the value (``api_state``):
                                      flex-start: ENDED (its    TERMINATED
                                        run's end), SERVICE
                                      else: SUSPENDED           TERMINATED
-    gone without our delete          SUSPENDED, SERVICE,       (no node)
-      (a DELETE-action preemption)     word DELETED (one look: ``compute.py``)
+    RUNNING, then gone without       SUSPENDED, SERVICE,       (no node)
+      our delete (a DELETE-action      word DELETED (one look:
+      preemption)                      ``compute.py``)
     anything else                    UNKNOWN                   UNKNOWN
 
     MIG slice (decided in this order)                      RequestState   word
@@ -271,7 +272,9 @@ class Look:
 
     requests: tuple[CapacityRequest, ...]
     nodes: tuple[Node, ...]
-    #: (zone, name) of every single-host part seen up, for the next look's gone ones
+    #: (zone, slot) of every single-host request seen RUNNING, for the next look's gone
+    #: ones (one that vanishes while it is still being made is a failed insert, read back
+    #: from its operation, not a preemption)
     up: Mapping[tuple[str, str], CapacityRequest]
     #: (zone, slot) -> "instance" | "group": what deleting that request deletes
     kinds: Mapping[tuple[str, str], str]
@@ -328,8 +331,7 @@ def look(
         nodes += [p.node for _, p in sorted(entry.parts.items()) if p.node is not None]
         if entry.kind == KIND_INSTANCE and request.slices == 1:
             part = entry.parts.get(0)
-            if part is not None and part.state in (RequestState.PROVISIONING,
-                                                   RequestState.ACTIVE):  # fmt: skip
+            if part is not None and part.state == RequestState.ACTIVE:
                 up[key] = request
     return Look(
         tuple(requests),
@@ -379,7 +381,7 @@ def _request(entry: _Slot, *, waiting: bool) -> CapacityRequest:
 
 
 def gone(request: CapacityRequest) -> CapacityRequest:
-    """``request`` (a single-host one seen up last look) now missing: the cloud took it."""
+    """``request`` (a single-host one seen RUNNING last look) now missing: the cloud took it."""
     return CapacityRequest(
         name=request.name,
         zone=request.zone,
