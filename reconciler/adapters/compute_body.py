@@ -245,11 +245,19 @@ def labels(request: CreateRequest, part: int) -> dict[str, str]:
 
 
 def _check_window(request: CreateRequest) -> None:
+    """Compute Engine has no queue that starts later: a create carrying ``start_at`` is
+    refused until that moment (its next create carries none, a new decision that goes at
+    once), one carrying ``start_after`` always (it counts from each create)."""
     after, at, _ = window(request)
-    if after is not None or at is not None:
+    if at is not None:
         raise UnsafeName(
-            "Compute Engine cannot queue a request to start later: start_at and start_after "
-            "need api: tpu (or leave them out and hold the slot when you want it)"
+            "Compute Engine cannot queue a request to start later: the create waits for "
+            "start_at and is sent then"
+        )
+    if after is not None:
+        raise UnsafeName(
+            "Compute Engine cannot queue a request to start later: start_after needs "
+            "api: tpu; on Compute Engine write start_at, or hold the slot when you want it"
         )
 
 
@@ -343,7 +351,8 @@ def template_body(
         "properties": {
             "machineType": vm.name,
             **_properties(request, vm.family, None, reservation),
-            "labels": labels(request, 0),
+            # shared by every slice's hosts: no slice index (a host's MIG says it)
+            "labels": {k: v for k, v in labels(request, 0).items() if k != LABEL_SLICE},
             "metadata": _metadata(_slot_meta(request)),
         },
     }

@@ -177,9 +177,9 @@ def test_reserved_consumes_the_zones_named_reservation_or_is_refused() -> None:
 
 
 def test_a_later_start_cannot_be_queued_on_compute_engine() -> None:
-    with pytest.raises(UnsafeName, match="start_at and start_after need api: tpu"):
+    with pytest.raises(UnsafeName, match="start_after needs api: tpu"):
         cb.instance_body(PROJECT, request(valid_after_seconds=60), 0)
-    with pytest.raises(UnsafeName, match="start_at"):
+    with pytest.raises(UnsafeName, match="waits for start_at"):
         cb.template_body(big(valid_after_time=2e9), cb.layout(big(), "abc123"))
 
 
