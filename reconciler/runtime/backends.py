@@ -135,9 +135,12 @@ def cloud_key(desired: Desired) -> tuple[object, ...]:
 
 def word_state(word: str) -> RequestState:
     """The neutral state of a state word that comes without its API's name: an event record
-    written before ``qr.state`` said ``request``, a capacity history row. Each was written
-    while the Cloud TPU API was the only one served."""
-    return tpu_api_parse.request_state(word)
+    written before ``qr.state`` said ``request``, a capacity history row. The Cloud TPU API's
+    mapping first (it wrote every such record before Compute Engine was served), then
+    Compute Engine's for a word only it uses (``RUNNING``, ``TERMINATED``, ...); the words
+    both use mean the same state in each."""
+    state = tpu_api_parse.request_state(word)
+    return state if state != RequestState.UNKNOWN else compute_states.request_state(word)
 
 
 def flex_wanted(desired: Desired) -> bool:

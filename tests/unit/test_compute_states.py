@@ -10,9 +10,11 @@ import pytest
 
 from reconciler.adapters import compute_body as cb
 from reconciler.adapters import compute_states as cs
+from reconciler.adapters import tpu_api_parse
 from reconciler.adapters.compute_parse import group_from_api, host_from_api
 from reconciler.model.capacity import Initiator, RequestState
 from reconciler.model.observed import NodeState, Observation
+from reconciler.runtime.backends import word_state
 
 ZONE = "us-central1-c"
 LINK = "https://www.googleapis.com/compute/v1/projects/p/"
@@ -313,3 +315,13 @@ def test_every_word_maps_onto_a_state() -> None:
     assert cs.request_state("ACTIVE") == RequestState.ACTIVE
     assert cs.request_state("INCOMPLETE") == RequestState.SUSPENDED
     assert cs.request_state(None) == cs.request_state("NEW") == RequestState.UNKNOWN
+
+
+def test_a_word_without_its_api_reads_the_same_on_both() -> None:
+    """Records that keep only a word (old events, history rows) read through the TPU API's
+    mapping, then Compute Engine's: the words both use mean the same state in each."""
+    for word in set(tpu_api_parse.STATE_WORDS) & set(cs.STATE_WORDS):
+        assert tpu_api_parse.request_state(word) == cs.request_state(word), word
+    assert word_state("RUNNING") == RequestState.ACTIVE
+    assert word_state("WAITING_FOR_RESOURCES") == RequestState.WAITING
+    assert word_state("PENDING") == RequestState.WAITING
