@@ -141,7 +141,6 @@ class ComputeCloud:
         #: when each finished (None: still running)
         self._creating: dict[tuple[str, str], int] = {}
         self._made: dict[str, float | None] = {}
-        self._look_started = 0.0
         #: (zone, slot) this controller deleted, until they are no longer seen
         self._deleting: set[tuple[str, str]] = set()
         #: the last look: single-host requests up, what each request is, our MIGs
@@ -409,12 +408,14 @@ class ComputeCloud:
             )
 
     async def _undo(self, made: list[str]) -> None:
-        """Delete what a failed create made, newest first (best effort: the sweep and the
-        planner catch what this misses)."""
+        """Delete what a failed create made, newest first, waiting only for a policy's delete
+        (a template's comes after it). Best effort: a MIG still going keeps its policy and
+        template in use, and the sweep removes them once it is gone; the planner catches
+        what else this misses."""
         for url in reversed(made):
             with contextlib.suppress(Exception):
                 answer = await self._mutate("DELETE", url)
-                if not isinstance(answer, Outcome) and "/instanceGroupManagers/" not in url:
+                if not isinstance(answer, Outcome) and "/resourcePolicies/" in url:
                     await self._wait(answer)
 
     # --- delete, describe, operations -------------------------------------------------------
