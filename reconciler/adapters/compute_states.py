@@ -49,6 +49,7 @@ May: decide states from parsed values. May not: do I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -382,20 +383,13 @@ def _request(entry: _Slot, *, waiting: bool) -> CapacityRequest:
 
 def gone(request: CapacityRequest) -> CapacityRequest:
     """``request`` (a single-host one seen RUNNING last look) now missing: the cloud took it."""
-    return CapacityRequest(
-        name=request.name,
-        zone=request.zone,
+    return dataclasses.replace(
+        request,
         state=RequestState.SUSPENDED,
-        api=API,
-        api_kind=request.api_kind,
         api_state="DELETED",
         raw_state="DELETED",
         ended_by=Initiator.SERVICE if request.mode in ("spot", None) else None,
-        accelerator=request.accelerator,
-        mode=request.mode,
-        labels=request.labels,
-        create_time=request.create_time,
-        termination_time=request.termination_time,
+        error=None,
     )
 
 

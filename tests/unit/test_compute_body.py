@@ -15,29 +15,15 @@ from google.cloud.compute_v1 import types as sdk
 from reconciler.adapters import compute_body as cb
 from reconciler.errors import UnsafeName
 from reconciler.model.requests import CreateRequest
+from tests.fixtures.compute import TPU7X_IMAGE, compute_request
 
 PROJECT = "test-project"
 ZONE = "us-central1-c"
-IMAGE = (
-    "projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-tpu7x"
-)
+IMAGE = TPU7X_IMAGE
 
 
-def request(**over: Any) -> CreateRequest:
-    fields: dict[str, Any] = {
-        "name": "a",
-        "zone": ZONE,
-        "accelerator": "tpu7x-8",
-        "image": IMAGE,
-        "mode": "spot",
-        "labels": {"managed-by": "tpu-reconciler"},
-        "api": "compute",
-        "machine_type": "tpu7x-standard-4t",
-        "topology": "2x2x1",
-        "hosts": 1,
-    }
-    fields.update(over)
-    return CreateRequest(**fields)
+def request(name: str = "a", **over: Any) -> CreateRequest:
+    return compute_request(name, **over)
 
 
 def big(**over: Any) -> CreateRequest:

@@ -31,13 +31,14 @@ from reconciler.model.capacity import RequestState
 from reconciler.model.desired import SlotSpec
 from reconciler.model.requests import CreateRequest
 from reconciler.runtime.backends import cloud_key, make_cloud
+from tests.fixtures.compute import TPU7X_IMAGE, compute_request
 from tests.support.compute_sdk import decode_all
 from tests.support.worlds import desired, slot
 
 T = TypeVar("T")
 ZONE = "us-central1-c"
 REGION = "us-central1"
-IMAGE = "projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu"
+IMAGE = TPU7X_IMAGE
 FAST = Scenario.from_yaml(
     "compute_timings: {operation: 1, provision: 1, stage: 1, stop: 1, delete: 1, policy: 1,"
     " activate: 1}"
@@ -45,20 +46,7 @@ FAST = Scenario.from_yaml(
 
 
 def request(name: str = "a", **over: Any) -> CreateRequest:
-    fields: dict[str, Any] = {
-        "name": name,
-        "zone": ZONE,
-        "accelerator": "tpu7x-8",
-        "image": IMAGE,
-        "mode": "spot",
-        "labels": {"managed-by": "tpu-reconciler"},
-        "api": "compute",
-        "machine_type": "tpu7x-standard-4t",
-        "topology": "2x2x1",
-        "hosts": 1,
-    }
-    fields.update(over)
-    return CreateRequest(**fields)
+    return compute_request(name, **over)
 
 
 def slice_request(name: str = "s", **over: Any) -> CreateRequest:
