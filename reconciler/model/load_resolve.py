@@ -339,7 +339,7 @@ def _check_zones(r: _Resolution) -> None:
         for zi, z in enumerate(g.zones)
     ]
     zones += [(("quotas", i, "zone"), q.zone, False) for i, q in enumerate(model.quotas) if q.zone]
-    for key in ("subnets", "zone_codes"):
+    for key in ("subnets", "zone_codes", "reservations"):
         zones += [(("settings", key, z), z, True) for z in getattr(model.settings, key)]
     for loc, zone, at_key in zones:
         problem = tpu_zones.zone_problem(zone)
