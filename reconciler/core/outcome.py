@@ -77,7 +77,7 @@ def outcome(
 
 def succeeded(action: Action, detail: str, memory: mem.Memory, now: float) -> Outcome:
     memory = mem.record_success(memory, action.key)
-    if action.kind == Kind.REPLACE:
+    if action.kind == Kind.REPLACE and not action.reshape:
         memory = mem.record_dead_replaced(memory, action.slot, now)
     elif action.kind in SETUP_KINDS and action.instance is not None:
         gen = action.generation if action.kind != Kind.TMUX else 0

@@ -26,7 +26,7 @@ from reconciler.model.requests import CreateRequest
 class Kind(StrEnum):
     CREATE = "create"
     DELETE = "delete"
-    REPLACE = "replace"  # delete a dead request now; the create follows on a later pass
+    REPLACE = "replace"  # delete a dead or reshaped request now; the create follows later
     BOOTSTRAP = "bootstrap"
     TAILSCALE = "tailscale"
     TMUX = "tmux"
@@ -71,6 +71,9 @@ class Action:
     quota_use: tuple[tuple[str, int], ...] = field(default=(), compare=False)
     #: the API that holds the request it creates or deletes (the port routes it by this)
     api: str = DEFAULT_API
+    #: replace: the file changed the request's API or shape (``core.reshape``), not a death:
+    #: the delete guard counts it like a delete, and it is no dead request in a row
+    reshape: bool = False
 
     @property
     def symbol(self) -> str:
