@@ -48,7 +48,7 @@ API's own word (``api_state``) in reasons.
   confirmed (``Plan.guard`` names the set); and every action while ``settings.suspend``.
 - Quota (``core.quota``): a create that would pass a chip limit of ``Desired.quotas`` waits
   in ``held`` (``rule="quota"``); a create the cloud refused for quota is blocked until the
-  chips counted under that quota drop or its intent changes.
+  chips counted under that quota drop, a higher limit is known for it, or its intent changes.
 
 The values it returns (``Plan``, ``Action``, ``Kind``, ...) are ``core/plan_values.py``.
 
@@ -223,10 +223,10 @@ class _Planner:
         error = self.memory.error(action.key)
         refused = error is not None and error.permanent_fingerprint == action.fingerprint
         if refused and error is not None and error.quota is not None:
-            if not refusal_lifted(error, action, self.observed):
-                self.blocked.append(Held(action, refused_text(error), rule=QUOTA_RULE))
+            if not refusal_lifted(error, action, self.observed, self.desired.quotas):
+                self.blocked.append(Held(action, refused_text(error, action), rule=QUOTA_RULE))
                 return
-            self.actions.append(action)  # fewer chips are counted under it: a new decision
+            self.actions.append(action)  # fewer chips under it, or a higher limit: new decision
         elif refused and error is not None:
             self.blocked.append(Held(action, f"permanent error: {error.message}"))
         elif (

@@ -184,7 +184,7 @@ def _note(row: SlotStatus, now: float) -> str:
         control = _control_note(row, now)
         if control:
             return control
-    if row.quota is not None and row.quota.state == "waiting":
+    if row.quota is not None and row.quota.state in ("waiting", "never-fits"):
         return row.quota.message
     if row.last_error:  # a run's end and the node's signals stay in sight (error below)
         return _cut(", ".join([*_run_notes(row, now), str(row.last_error)]), _NOTE_WIDTH)

@@ -29,7 +29,6 @@ from reconciler.core import timeline_estimate as est
 from reconciler.core.capacity import Place, WaitHint
 from reconciler.core.capacity_chart import chips_of as place_chips
 from reconciler.core.history import StateOf
-from reconciler.core.quota import applies
 from reconciler.core.timeline_facts import (
     FLEX_END,
     RELEASING,
@@ -249,7 +248,7 @@ def _row(
         marks.append(Mark(MAINTENANCE, window, epoch_or_none(m.window_end), text))
     need = need_of(row, spec)
     limit = next(
-        (s for s in limits if need is not None and applies(s, need.family, need.mode, need.zone)),
+        (s for s in limits if need is not None and need.under(s)),
         None,
     )
     return Row(

@@ -91,8 +91,10 @@ class TmuxStatus:
 @dataclass(frozen=True)
 class SlotQuotaStatus:
     """Why a slot's create is not sent: ``state`` "waiting" (it would pass a limit: the
-    ``message`` says "waiting for quota: 64/64 spot v6e chips in europe-west4-a") or
-    "refused" (the cloud refused it for quota: its words, and the quota id and limit)."""
+    ``message`` says "waiting for quota: 64/64 spot v6e chips in europe-west4-a"),
+    "refused" (the cloud refused it for quota: its words, and the quota id and limit) or
+    "never-fits" (it asks for more chips than the limit, or its owner's cap, allows at all:
+    "never fits: needs 32, limit 16 ...")."""
 
     state: str = ""
     message: str = ""
@@ -100,6 +102,8 @@ class SlotQuotaStatus:
     limit: int | None = None
     place: str | None = None
     extra: Mapping[str, Any] = _extra()
+    api: str | None = added()  # whose quota: "tpu" (the TPU API) or "compute"
+    needs: int | None = added()  # the chips its create asks for
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,7 @@ class QuotaStatus:
     source: str = "file"
     quota_id: str | None = None
     extra: Mapping[str, Any] = _extra()
+    api: str | None = added()  # whose limit: "tpu" (the TPU API) or "compute"
 
 
 @dataclass(frozen=True)
@@ -251,6 +256,9 @@ class SlotStatus:
     #: beside ``state``, the API's own word; None: no request seen
     request: str | None = added()
     extra: Mapping[str, Any] = _extra()
+    #: the API that holds (or is to hold) it: "tpu" (queued resources) or "compute" (Compute
+    #: Engine); None in a snapshot written before it said
+    api: str | None = added()
 
     @property
     def active(self) -> bool:

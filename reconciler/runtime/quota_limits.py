@@ -1,7 +1,8 @@
 """The chip limits a pass plans with: the file's ``quotas:``, and with
 ``settings.quota_source: cloud`` the Cloud Quotas API's too (``adapters/cloud_quotas``), read
 at the first pass and every ``REFRESH`` seconds after (``RETRY`` after a failure, keeping the
-limits read before). The file's entry wins where both limit the same family, mode and place.
+limits read before). The file's entry wins where both limit the same API, family, mode and
+place.
 
 A failed read is reported once per run of failures (``quota.read_failed``) and never stops
 the pass: the file's limits stay in force.

@@ -102,6 +102,8 @@ async def test_the_file_quota_holds_two_and_waits_on_the_third(running: Harness)
         "quota_id": None,
         "limit": 16,
         "place": ZONE,
+        "api": "tpu",
+        "needs": 8,
     }
     (limit,) = h.snapshot()["quotas"]
     assert (limit["used"], limit["chips"], limit["waiting"]) == (16, 16, ["v6e-c"])
