@@ -29,6 +29,7 @@ from reconciler.core import timeline_estimate as est
 from reconciler.core.capacity import Place, WaitHint
 from reconciler.core.capacity_chart import chips_of as place_chips
 from reconciler.core.history import StateOf
+from reconciler.core.quota import limit_words
 from reconciler.core.timeline_facts import (
     FLEX_END,
     RELEASING,
@@ -122,7 +123,8 @@ class LabTimeline:
 
 
 def limit_label(spec: QuotaSpec) -> str:
-    return f"{spec.mode} {spec.family} chips in {spec.place}"
+    """``spot v6e chips in europe-west4-a`` (`` on Compute Engine`` after that API's)."""
+    return limit_words(spec)
 
 
 # --- rows ------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from typing import Final
 
 from reconciler.core import quota_share as share
 from reconciler.core.quota import applies, key, wait_text
-from reconciler.model.accelerators import TPU_API
+from reconciler.model.accelerators import API_WORDS, TPU_API
 from reconciler.model.desired import QuotaSpec
 from reconciler.model.durations import format_duration
 
@@ -291,9 +291,10 @@ def _too_big(w: Waiter, replay: _Replay) -> str | None:
     n = w.need
     for spec in replay.limits_of(n):
         if n.chips > spec.chips:
+            where = "" if spec.api == TPU_API else f" on {API_WORDS.get(spec.api, spec.api)}"
             return (
-                f"needs {n.chips} {spec.mode} {n.family} chips; the limit in {spec.place} is "
-                f"{spec.chips}"
+                f"needs {n.chips} {spec.mode} {n.family} chips; the limit in {spec.place}{where} "
+                f"is {spec.chips}"
             )
     capped = replay.lab.cap(n.slot, n.family) if replay.lab is not None else None
     if capped is not None and n.chips > capped[2]:
