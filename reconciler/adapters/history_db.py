@@ -278,9 +278,9 @@ class HistoryDB:
 
 
 def _matching(open_: Mapping[Place, Open] | None, filters: Mapping[str, Any]) -> dict[Place, Open]:
-    """The open places that pass the zone / accelerator / mode filters (``since`` is for the
-    caller, who knows when each open wait began)."""
-    wanted = (filters.get("zone"), filters.get("accelerator"), filters.get("mode"))
+    """The open places that pass the zone / accelerator / mode / api filters (``since`` is for
+    the caller, who knows when each open wait began)."""
+    wanted = tuple(filters.get(k) for k in ("zone", "accelerator", "mode", "api"))
     return {
         place: o
         for place, o in (open_ or {}).items()

@@ -251,7 +251,9 @@ def format_workload(
 ) -> str:
     """One workload cell: ``running 2h13m · attempt 3 · 1/3 failures``,
     ``gave-up (exit 1 on worker 2)``; ``note`` last (``restarting in 40s``)."""
-    if state in ("gave-up", "failed") and detail:
+    if state == "not-started":
+        return f"not started: {detail}" if detail else "not started"
+    if state in ("gave-up", "failed", "released") and detail:
         return f"{state} ({detail})"
     head = f"{state} {format_duration(running_for)}" if running_for is not None else state
     parts = [head, f"attempt {attempt}"] if attempt else [head]

@@ -53,6 +53,7 @@ from reconciler.core.timeline_past import (
     Span,
     kind_of,
 )
+from reconciler.model.accelerators import TPU_API
 from reconciler.model.desired import Desired, QuotaSpec, SlotSpec
 from reconciler.model.durations import format_duration, parse_duration
 from reconciler.model.stamps import epoch_or_none
@@ -98,6 +99,7 @@ class Row:
     expected_wait: WaitHint | None = None
     since: float | None = None  # in its present state since (the snapshot's ``state_since``)
     note: str = ""
+    api: str = TPU_API  # the API that holds it ("tpu", "compute")
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +208,8 @@ def _row(
     spans = list(past.spans) if past is not None else []
     marks = list(past.marks) if past is not None else []
     since = epoch_or_none(row.state_since)
-    kind = kind_of(row.state, facts.state_of, row.request) if counted(row) else None
+    api = row.api or TPU_API
+    kind = kind_of(row.state, facts.state_of, row.request, api) if counted(row) else None
     ends, why = end_of(row, spec) if row.managed else (None, None)
     if row.managed and row.want == "released" and kind is not None:
         ends, why = as_of, RELEASING
@@ -270,6 +273,7 @@ def _row(
         estimate=estimate,
         expected_wait=hint,
         since=since,
+        api=api,
     )
 
 
@@ -410,9 +414,10 @@ def only(
     accelerator: str | None = None,
     mode: str | None = None,
     owner: str | None = None,
+    api: str | None = None,
 ) -> LabTimeline:
     """The rows that pass every filter given (the estimate was made with all of them)."""
-    wanted = {"zone": zone, "accelerator": accelerator, "mode": mode, "owner": owner}
+    wanted = {"zone": zone, "accelerator": accelerator, "mode": mode, "owner": owner, "api": api}
 
     def keeps(row: Row) -> bool:
         return all(v is None or getattr(row, k) == v for k, v in wanted.items())

@@ -113,7 +113,8 @@ class Facts:
         spec = self.spec(row.name)
         if row.zone and row.accelerator and row.mode:
             slices = spec.slices if spec is not None else max(1, len(row.slices))
-            found = self.hints.get((row.zone, place_accelerator(row.accelerator, slices), row.mode))
+            place = place_accelerator(row.accelerator, slices)
+            found = self.hints.get((row.zone, place, row.mode, row.api or TPU_API))
             if found is not None:
                 return found
         w = row.expected_wait

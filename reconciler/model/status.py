@@ -160,7 +160,8 @@ class WorkerStatus:
 @dataclass(frozen=True)
 class WorkloadStatus:
     """Per slot: its workload's run and attempt. ``state`` is one of pending, starting,
-    running, succeeded, failed, stopping, interrupted, gave-up, unknown."""
+    running, succeeded, failed, stopping, interrupted, gave-up, released, not-started,
+    unknown."""
 
     state: str = "pending"
     run_id: str | None = None
@@ -170,7 +171,7 @@ class WorkloadStatus:
     since: str | None = None
     workers: tuple[WorkerStatus, ...] = ()
     last_lines: tuple[str, ...] = ()
-    detail: str = ""  # why it failed / gave up / was interrupted
+    detail: str = ""  # why it failed / gave up / was interrupted / released / never started
     summary: str = ""  # the status table's cell, e.g. "running 2h13m · attempt 3"
     restart_at: str | None = added()  # a relaunch held back by the restart backoff goes then
     extra: Mapping[str, Any] = _extra()

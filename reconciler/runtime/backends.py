@@ -78,11 +78,13 @@ def make_cloud(desired: Desired, env: Mapping[str, str] | None = None) -> Cloud:
     return CloudRouter({name: api.make(desired, environ) for name, api in APIS.items()})
 
 
-def word_state(word: str) -> RequestState:
-    """The neutral state of a state word that comes without its API's name: an event record
-    written before ``qr.state`` said ``request``, a capacity history row. Each was written
-    while the Cloud TPU API was the only one served."""
-    return tpu_api_parse.request_state(word)
+def word_state(word: str, api: str = tpu_api_parse.API) -> RequestState:
+    """The neutral state of a state word of ``api`` in a record that keeps only the word: an
+    event record written before ``qr.state`` said ``request``, a capacity history row (each
+    says its API; one written before rows did is the TPU API's). An API not served reads as
+    ``unknown``: never acted on."""
+    served = APIS.get(api)
+    return served.state_of(word) if served is not None else RequestState.UNKNOWN
 
 
 def flex_wanted(desired: Desired) -> bool:
