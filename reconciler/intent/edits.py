@@ -318,6 +318,7 @@ class AddSlot(Edit):
         if self.runtime_version is not None:
             check(names.check_runtime_version, self.runtime_version)
         taken = {s.name for s in ctx.desired.slots} | {g.name for g in ctx.desired.race_groups}
+        taken |= set(ctx.slots)  # added earlier in this edit (a race of one zone on two APIs)
         name, index = self.name, self.index
         if name is None:
             code = ctx.desired.zone_code(zone)

@@ -224,6 +224,8 @@ def ended_attempts(before: Memory, after: Memory) -> Iterator[EndedAttempt]:
         )
         phase = ended.phase if ended else ("forgotten" if new is None else "superseded")
         detail = ended.detail if ended else ""
+        if ended is not None and ended.phase == "stopping" and ended.stop_for == "released":
+            phase, detail = "released", ended.release or "slot released"  # the release's stop
         if new is not None and not same and new.run_id == old.run_id:
             # The fold went straight on to the next attempt of the same run (every worker had
             # exited): its failure count and detail still say how this one ended.

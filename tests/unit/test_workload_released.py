@@ -196,3 +196,15 @@ def test_a_released_running_attempt_is_recorded_as_released() -> None:
     assert released is not None
     (ended,) = ended_attempts(mem(RUNNING), mem(released))
     assert ended.cause == "released: want: released"
+
+
+def test_the_stop_of_a_release_ends_the_attempt_as_released() -> None:
+    """The attempt leaves *running* when the release's stop is sent: its row says released."""
+    stopping = replace(
+        RUNNING, phase="stopping", stop_for="released", release="want: released", since=50.0
+    )
+    (ended,) = ended_attempts(mem(RUNNING), mem(stopping))
+    assert ended.cause == "released: want: released"
+    removed = replace(stopping, stop_for="removed", release="")
+    (ended,) = ended_attempts(mem(RUNNING), mem(removed))
+    assert ended.cause == "stopping"
