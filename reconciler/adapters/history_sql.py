@@ -512,6 +512,7 @@ def stats(
             args,
             len(entry.get("served", ())),
             (50.0, 90.0),
+            col,
         )
     for z, a, m, i, held, n, at in conn.execute(
         f"SELECT zone, acc, mode, {col}, sum(lived), sum(preempted), max(at) FROM lifetimes"
@@ -530,6 +531,7 @@ def stats(
             args,
             int(n),
             (50.0,),
+            col,
         )[0]
     for table, closed in (("transitions", "0"), ("refusals", "closed")):
         extra = and_ + "code IS NOT NULL" if table == "transitions" else ""
@@ -594,14 +596,13 @@ def _picks(
     args: list[Any],
     n: int,
     qs: tuple[float, ...],
+    col: str,
 ) -> tuple[float | None, ...]:
     """Percentiles (as ``core.capacity.percentile``: linear between the closest ranks) of
     one place's ``column``, reading only the two rows around each rank from its index."""
     if n == 0:
         return tuple(None for _ in qs)
-    place = " AND zone = ? AND acc = ? AND mode = ?" + (
-        " AND api IS ?" if has_api(conn) else " AND ? IS NULL"
-    )
+    place = f" AND zone = ? AND acc = ? AND mode = ? AND {col} IS ?"  # NULL IS NULL: older
     sql = f"SELECT {column} FROM {table}{clause}{extra}{place} ORDER BY {column} LIMIT 2 OFFSET ?"
     out: list[float | None] = []
     for q in qs:
