@@ -10,7 +10,9 @@ critical path (``adapters/latency`` dials, ``runtime/latency`` runs the probe be
 - a held zone is due for a probe when it was never measured, or ``PROBE_INTERVAL`` has passed
   since its last measurement (at most one probe per zone per interval, none while one runs);
 - the probe dials worker 0 of the first such slot in file order, as the controller would dial
-  it (``settings.internal_ips``, ``settings.ssh_port``);
+  it (``settings.internal_ips``, ``settings.ssh_port``); a slot reached through an
+  ``ssh_proxy`` is never probed: a TCP connect cannot go through the proxy, and a round trip
+  through it would time the proxy (IAP's, a bastion's), not the zone;
 - a failed probe is *unknown* (``ms`` None, shown as ``-``); a measurement is smoothed with the
   zone's last one (EWMA) so one slow handshake does not make the column jump;
 - only held zones show a value: a zone whose node is gone shows ``-`` at once.
@@ -56,7 +58,7 @@ def held_targets(desired: Desired, observation: Observation) -> dict[str, Probe]
     internal = desired.settings.internal_ips
     targets: dict[str, Probe] = {}
     for spec in desired.slots:
-        if spec.zone in targets:
+        if spec.zone in targets or not spec.ssh_proxy.direct:
             continue
         request = observation.request(spec.zone, spec.name)
         if request is None or request.state != RequestState.ACTIVE:

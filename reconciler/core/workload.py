@@ -55,6 +55,7 @@ from reconciler.core.workload_fold import new_run as new_run
 from reconciler.core.workload_fold import observe as observe
 from reconciler.core.workload_fold import where as where
 from reconciler.core.workload_memory import WorkerSeen, WorkloadMemory
+from reconciler.model.accelerators import COMPUTE_API
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.multislice import megascale_env
 from reconciler.model.observed import Node, Observation
@@ -419,16 +420,12 @@ def launch_request(
     spec: SlotSpec, act: WorkloadAct, workers: int, node: Node | None = None
 ) -> LaunchRequest:
     """What ``act`` launches on ``node``'s ``workers``: a multislice slot's also carries its
-    slice count and the MEGASCALE variables its workers share (``model/multislice``)."""
+    slice count and the MEGASCALE variables its workers share (``model/multislice``); a slot
+    on Compute Engine, which does not tell a TPU VM its place, its workers' addresses in
+    order (the wrapper sets ``TPU_WORKER_ID`` and ``TPU_WORKER_HOSTNAMES`` from them)."""
     w = spec.workload
     assert w is not None, "a launch is only decided for a slot with a workload"
-    if spec.slices > 1 and node is not None:
-        return replace(
-            launch_request(spec, act, workers),
-            env={**megascale_env(node, spec.slices), **dict(w.env)},
-            slices=spec.slices,
-        )
-    return LaunchRequest(
+    request = LaunchRequest(
         slot=spec.name,
         run_id=act.run_id,
         attempt=act.attempt,
@@ -441,6 +438,14 @@ def launch_request(
         grace=w.stop_grace,
         keep_attempts=w.keep_attempts,
     )
+    if node is None:
+        return request
+    if spec.slices > 1:
+        env = {**megascale_env(node, spec.slices), **dict(w.env)}
+        request = replace(request, env=env, slices=spec.slices)
+    if spec.api == COMPUTE_API:
+        request = replace(request, hosts=node.ips(internal=True))
+    return request
 
 
 # --- what users see ---------------------------------------------------------------------------

@@ -81,6 +81,10 @@ class LaunchRequest:
     slices: int = 1  # multislice: TPU_RECONCILER_SLICES; each worker's slice set by the wrapper
     grace: float = 60.0  # seconds from SIGTERM to SIGKILL for what the program leaves behind
     keep_attempts: int = 5  # attempt directories kept on each worker (older ones are removed)
+    #: every worker's address, worker order; when set (Compute Engine, which does not tell its
+    #: TPU VMs their place) the wrapper exports TPU_WORKER_ID (the worker's index in its
+    #: slice) and TPU_WORKER_HOSTNAMES (its slice's addresses, comma-separated)
+    hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from reconciler.core import workload as wl
 from reconciler.core.chip_use import ChipUse
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action
-from reconciler.model.desired import Desired, Settings
+from reconciler.model.desired import Desired
 from reconciler.model.observed import Node, Observation
 from reconciler.model.workload import NOT_STARTED, WorkerProbe
 from reconciler.runtime.events import EventLog
@@ -39,7 +39,7 @@ class WorkloadPort(Protocol):
     ) -> str | None: ...  # what survived the kill deadline, if anything
     async def workload_probe(
         self,
-        settings: Settings,
+        desired: Desired,
         node: Node,
         slot: str,
         run_id: str,
@@ -48,7 +48,7 @@ class WorkloadPort(Protocol):
         telemetry: bool = False,
     ) -> tuple[WorkerProbe, ...]: ...
     async def workload_tail(
-        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int, worker: int
+        self, desired: Desired, node: Node, slot: str, run_id: str, attempt: int, worker: int
     ) -> tuple[str, ...]: ...
 
 
@@ -88,11 +88,9 @@ class Prober:
             if key not in self._tasks:
                 slot, run_id, attempt, _ = key
                 probe = (
-                    port.workload_probe(
-                        desired.settings, node, slot, run_id, attempt, telemetry=True
-                    )
+                    port.workload_probe(desired, node, slot, run_id, attempt, telemetry=True)
                     if slot in chips
-                    else port.workload_probe(desired.settings, node, slot, run_id, attempt)
+                    else port.workload_probe(desired, node, slot, run_id, attempt)
                 )
                 self._tasks[key] = asyncio.create_task(probe)
         if not wanted:
@@ -143,7 +141,7 @@ async def tails(
             return ()
         try:
             return await asyncio.wait_for(
-                port.workload_tail(desired.settings, node, t.slot, t.run_id, t.attempt, t.worker),
+                port.workload_tail(desired, node, t.slot, t.run_id, t.attempt, t.worker),
                 timeout,
             )
         except Exception:  # only for show: an unreadable log shows nothing

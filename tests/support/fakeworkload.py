@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from reconciler.core.plan import Action
 from reconciler.model.capacity import RequestState
-from reconciler.model.desired import Desired, Settings
+from reconciler.model.desired import Desired
 from reconciler.model.observed import NetworkEndpoint, Node, NodeState, Observation
 from reconciler.model.workload import WorkerProbe
 from tests.support.fakecloud import FakeCloud
@@ -52,7 +52,7 @@ class FakeWorkers:
         ]
 
     async def workload_probe(
-        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int
+        self, desired: Desired, node: Node, slot: str, run_id: str, attempt: int
     ) -> tuple[WorkerProbe, ...]:
         if self.probe_gate is not None:
             await self.probe_gate.wait()
@@ -65,7 +65,7 @@ class FakeWorkers:
         )
 
     async def workload_tail(
-        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int, worker: int
+        self, desired: Desired, node: Node, slot: str, run_id: str, attempt: int, worker: int
     ) -> tuple[str, ...]:
         code = self.procs.get((slot, run_id, attempt), [("missing", None)] * (worker + 1))[worker]
         return (f"worker {worker} attempt {attempt}", f"exit {code[1]}")

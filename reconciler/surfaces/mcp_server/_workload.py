@@ -102,7 +102,7 @@ async def _workload_logs(
     live = LiveSetup(store.path, store.state)
     out: list[dict[str, Any]] = []
     try:
-        runner = await live.workload_runner(desired.settings)
+        runner = await live.workload_runner(desired)
         stream = runner.logs(
             target.node, name, worker=worker, attempt=None, lines=lines, follow=False,
             run_id=target.run_id,
