@@ -260,6 +260,7 @@ class _Slot:
     slices: int = 1
     kind: str = KIND_INSTANCE
     accelerator: str | None = None
+    topology: str | None = None  # its hosts' ``tpu-topology`` label (the planner compares it)
     parts: dict[int, Part] = field(default_factory=dict)
 
     @property
@@ -323,6 +324,7 @@ def look(
             slot, slices, index = h.name, 1, 0  # a stray host: shown as its own request
         entry = slots.setdefault((h.zone, slot), _Slot(h.zone, slot, slices))
         entry.accelerator = h.labels.get(cb.LABEL_ACCELERATOR) or entry.accelerator
+        entry.topology = h.labels.get(cb.LABEL_TOPOLOGY) or entry.topology
         entry.parts[index] = instance_part(h, index, deleting=(h.zone, slot) in deleting)
     requests, nodes, up = [], [], {}
     for key in sorted(slots):
@@ -371,6 +373,7 @@ def _request(entry: _Slot, *, waiting: bool) -> CapacityRequest:
         raw_state=decided.word,
         ended_by=decided.ended_by,
         accelerator=entry.accelerator,
+        topology=entry.topology,
         mode=mode,
         labels=MappingProxyType({MANAGED_LABEL: MANAGED_VALUE}),
         create_time=created,

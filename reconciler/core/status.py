@@ -283,6 +283,7 @@ def _managed_row(
         workload=workload_status(memory.workload(spec.name), spec.workload, now),
         owner=spec.owner,
         expired=flex.expired(spec, request, now),
+        api=spec.api,
     )
 
 
@@ -343,6 +344,7 @@ def _unmanaged_row(request: CapacityRequest, observed: Observation) -> SlotStatu
         mode=request.mode,
         managed=False,
         **_request_fields(request, observed),
+        api=request.api,
     )
 
 

@@ -31,7 +31,11 @@ WorkloadState = Literal[
     "interrupted",
     "gave-up",
     "unknown",
+    "released",  # the attempt ended because its slot was released (want, a hold, a lost race)
+    "not-started",  # its slot is released before the run's attempt ever started
 ]
+#: How an attempt that never started reads (the status cell, history's cause).
+NOT_STARTED: Final = "not started"
 
 Restart = Literal["never", "on-preemption", "on-failure", "always"]
 WhenDone = Literal["keep", "release"]

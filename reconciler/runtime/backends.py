@@ -133,14 +133,18 @@ def cloud_key(desired: Desired) -> tuple[object, ...]:
     )
 
 
-def word_state(word: str) -> RequestState:
-    """The neutral state of a state word that comes without its API's name: an event record
-    written before ``qr.state`` said ``request``, a capacity history row. The Cloud TPU API's
-    mapping first (it wrote every such record before Compute Engine was served), then
-    Compute Engine's for a word only it uses (``RUNNING``, ``TERMINATED``, ...); the words
-    both use mean the same state in each."""
-    state = tpu_api_parse.request_state(word)
-    return state if state != RequestState.UNKNOWN else compute_states.request_state(word)
+def word_state(word: str, api: str = tpu_api_parse.API) -> RequestState:
+    """The neutral state of a state word of ``api`` in a record that keeps only the word: an
+    event record written before ``qr.state`` said ``request``, a capacity history row (each
+    says its API). A record that says the TPU API may be one written before records said
+    their API at all: a word only Compute Engine uses (``RUNNING``, ``TERMINATED``, ...) is
+    read with Compute Engine's mapping then (the words both use mean the same state in each).
+    An API not served reads as ``unknown``: never acted on."""
+    served = APIS.get(api)
+    state = served.state_of(word) if served is not None else RequestState.UNKNOWN
+    if api == tpu_api_parse.API and state == RequestState.UNKNOWN:
+        return compute_states.request_state(word)
+    return state
 
 
 def flex_wanted(desired: Desired) -> bool:

@@ -102,6 +102,8 @@ async def test_the_file_quota_holds_two_and_waits_on_the_third(running: Harness)
         "quota_id": None,
         "limit": 16,
         "place": ZONE,
+        "api": "tpu",
+        "needs": 8,
     }
     (limit,) = h.snapshot()["quotas"]
     assert (limit["used"], limit["chips"], limit["waiting"]) == (16, 16, ["v6e-c"])
@@ -177,6 +179,31 @@ async def test_the_cloud_quotas_route_is_read_through_the_emulator(
     )
     (sent,) = [r for r in h.emulator.requests() if r.key == "GET quotaInfos.list"]
     assert sent.user_project == "test-project", "billed like the TPU API's requests"
+
+
+async def test_compute_engines_limits_are_read_through_the_emulator(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compute Engine's TPU quotas (``services/compute.googleapis.com/quotaInfos``) read as
+    that API's limits, beside the TPU API's, in one ``read_limits``."""
+    h = harness
+    cloud_quotas(h, monkeypatch)
+    h.emulator.compute.set_quota("v6e", "standard", "us-central1", 64)
+    h.emulator.compute.set_quota("tpu7x", "preemptible", "us-central1", 128)
+    family, spot = (
+        "TPUS-PER-TPU-FAMILY-per-project-region",
+        "PREEMPTIBLE-TPU-TPU7X-per-project-region",
+    )
+    assert await read_limits("test-project", apis=("tpu", "compute")) == (
+        QuotaSpec("v6e", "spot", "zone", ZONE, 16, "cloud", QUOTA_ID),
+        QuotaSpec("tpu7x", "spot", "region", "us-central1", 128, "cloud", spot, "compute"),
+        QuotaSpec("v6e", "on-demand", "region", "us-central1", 64, "cloud", family, "compute"),
+    )
+    assert await read_limits("test-project") == (
+        QuotaSpec("v6e", "spot", "zone", ZONE, 16, "cloud", QUOTA_ID),
+    ), "the TPU API's only unless asked"
+    keys = [r.key for r in h.emulator.requests() if "quotainfos" in r.key.lower()]
+    assert keys == ["GET quotaInfos.list", "GET computeQuotaInfos.list", "GET quotaInfos.list"]
 
 
 async def test_quota_source_cloud_waits_on_the_clouds_limit(
