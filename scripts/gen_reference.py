@@ -46,6 +46,7 @@ SECTIONS: Final[tuple[tuple[type[BaseModel], str], ...]] = (
     (d.GeneratorModel, "generate[]"),
     (d.QuotaModel, "quotas[]"),
     (d.MemberModel, "members.NAME"),
+    (d.SshProxyModel, "settings.ssh_proxy, slots[].ssh_proxy, generate[].ssh_proxy"),
     (
         d.WorkloadModel,
         "defaults.workload, slots[].workload, race_groups[].workload, generate[].workload",
@@ -101,6 +102,11 @@ GLOSSARY: Final[dict[str, str]] = {
     "EnvName": "an environment variable name: letters, digits and `_`, not starting with a digit "
     "and not `TPU_RECONCILER_*` (those are set for the program)",
     "EnvValue": "a plain string or number (never a secret: those go in `secret_env`)",
+    "JumpHostText": "`[user@]host[:port]`: a POSIX user name, a DNS name or IP address (IPv6 "
+    "in brackets), a port 1-65535 (default 22)",
+    "ProxyArgument": "one argument of a proxy command, without control characters; `%h` (the "
+    "worker's address), `%p` (the SSH port), `%n` (the node's name) and `%%` (a `%`) are "
+    "filled in, any other `%` is refused",
     "SecretName": "a name in the secret store (`tpu-reconciler secret set NAME`): lowercase "
     "letters, digits and hyphens, starting with a letter",
 }
@@ -227,7 +233,7 @@ def generate() -> tuple[str, list[str]]:
         "The file is read as YAML 1.2: `true` and `false` are booleans, `yes`, `no`, `on` and "
         "`off` are text; `017` is 17 (`0o17` is octal); `1:30` is text. A key may appear once "
         "in a mapping; anchors, aliases and `<<` merge keys work; a tag other than YAML's own "
-        "(`!!str`, `!!int`, ...) is refused.",
+        "(`!!str`, `!!int`, ...) is refused, and so is a `%YAML 1.1` line.",
         "",
         "Environment overrides: `TPU_RECONCILER_PROJECT` replaces `project`, and "
         "`TPU_RECONCILER_<KEY>` (the key in capitals) replaces these settings: "

@@ -71,7 +71,8 @@ def _node_args(name: str, count: int) -> list[str]:
 
 
 def create_args(request: CreateRequest) -> list[str]:
-    """One QR with one node of the same name, issued ``--async`` (no waiting on operations)."""
+    """One queued resource with one node of the same name (or a multislice's), issued
+    ``--async`` (no waiting on operations)."""
     name = names.check_name(request.name)
     if request.mode not in _MODE_FLAGS:
         raise UnsafeName(
@@ -83,9 +84,9 @@ def create_args(request: CreateRequest) -> list[str]:
         "create",
         name,
         f"--zone={names.check_zone(request.zone)}",
-        *_node_args(name, request.node_count),
-        f"--accelerator-type={names.check_accelerator(request.accelerator_type)}",
-        f"--runtime-version={names.check_runtime_version(request.runtime_version)}",
+        *_node_args(name, request.slices),
+        f"--accelerator-type={names.check_accelerator(request.accelerator)}",
+        f"--runtime-version={names.check_runtime_version(request.image)}",
         *_MODE_FLAGS[request.mode],
     ]
     if request.mode == "flex-start":

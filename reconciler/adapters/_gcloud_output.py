@@ -1,6 +1,6 @@
 """Reading what gcloud printed: JSON on stdout, failures on stderr (private to ``gcloud``).
 
-Purpose: turn one finished gcloud run (exit code, stdout, stderr) into ``model.observed`` values,
+Purpose: turn one finished gcloud run (exit code, stdout, stderr) into observed values,
 an ``Outcome`` or a classified cloud error. Pure: no subprocesses, no logging.
 
 gcloud reports a failed API call on stderr in one of these shapes (checked against a local
@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
 from reconciler.adapters import gcloud_stderr
-from reconciler.adapters.cloud import Outcome, readable_operation
+from reconciler.adapters.cloud import Capability, Outcome
 from reconciler.adapters.cloud_errors import (
     CloudFailure,
     Operation,
@@ -111,7 +111,7 @@ def load_json(stdout: bytes, what: str) -> Any:
 
 
 def parse_items(data: Any, parse: Callable[[Any], T], what: str) -> tuple[T, ...]:
-    """A JSON list of resources, each through ``parse`` (a ``model.observed`` parser)."""
+    """A JSON list of resources, each through ``parse`` (a ``tpu_api_parse`` parser)."""
     if not isinstance(data, list):
         raise TransientCloudError(f"expected a JSON list from {what}, got {type(data).__name__}")
     return tuple(parse_one(item, parse, what) for item in data)
@@ -124,11 +124,11 @@ def parse_one(item: Any, parse: Callable[[Any], T], what: str) -> T:
         raise TransientCloudError(f"unexpected resource in {what}: {exc}") from None
 
 
-def operation_name(data: Any) -> str | None:
+def operation_name(data: Any, capability: Capability) -> str | None:
     """The ``name`` of the operation an ``--async`` create/delete printed, if it has one that
-    can be read back (anything else would block the next create or delete on an unreadable
-    operation)."""
-    return readable_operation(data.get("name") if isinstance(data, dict) else None)
+    ``capability`` can read back (anything else would block the next create or delete on an
+    unreadable operation)."""
+    return capability.reads(data.get("name") if isinstance(data, dict) else None)
 
 
 def operation_outcome(operation: Operation, data: Any, what: str) -> Outcome:

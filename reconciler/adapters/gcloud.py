@@ -1,4 +1,5 @@
-"""The ``Cloud`` adapter over the gcloud CLI.
+"""The capacity port (``adapters.cloud.Cloud``) over the gcloud CLI: the TPU API's queued
+resources are its capacity requests.
 
 Purpose: carry out each ``Cloud`` call as one ``gcloud compute tpus ...`` run — an argument list
 (never a shell), ``--format=json --project=P --quiet``, stdin from /dev/null, prompts disabled,
@@ -10,7 +11,7 @@ May not: log, print, decide what to do, or put secrets in argv.
 
 Observation cost does not grow with the number of slots: ``observe(zones)`` is one QR list and
 one node list per zone (concurrently, under the bound), or one of each with ``--zone=-`` when
-``zones`` is None.
+``zones`` is None. gcloud's JSON is read by ``adapters/tpu_api_parse``, as REST's is.
 
 ``settings.quota_project`` becomes ``--billing-project=P`` on every run (gcloud then sends it as
 ``X-Goog-User-Project``; without it gcloud applies its own ``billing/quota_project``). gcloud
@@ -39,25 +40,34 @@ from typing import Any
 
 from reconciler.adapters import _gcloud_args as args
 from reconciler.adapters import _gcloud_output as out
-from reconciler.adapters.cloud import CreateRequest, OperationStatus, Outcome, Submitted
+from reconciler.adapters.cloud import (
+    CreateRequest,
+    OperationStatus,
+    Outcome,
+    Submitted,
+)
 from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation
+from reconciler.adapters.tpu_api_parse import (
+    capability,
+    check_api,
+    node_from_api,
+    request_from_api,
+)
 from reconciler.errors import CloudError, PermanentCloudError, TransientCloudError
 from reconciler.model import names
-from reconciler.model.observed import (
-    Node,
-    Observation,
-    QueuedResource,
-    node_from_api,
-    queued_resource_from_api,
-)
+from reconciler.model.capacity import CapacityRequest
+from reconciler.model.observed import Node, Observation
 
 _ALREADY = Outcome.ALREADY
+#: What this cloud can do: zone by zone (``--zone=-`` drops ``unreachable[]``); flex-start
+#: through ``gcloud alpha``; operations are read back through REST.
+CAPABILITY = capability("gcloud", observes_all_zones=False)
 
 
 class GcloudCloud:
     """``Cloud`` through the gcloud CLI. Safe to share between tasks of one event loop."""
 
-    backend = "gcloud"
+    capability = CAPABILITY
 
     def __init__(
         self,
@@ -93,12 +103,12 @@ class GcloudCloud:
     async def observe(self, zones: Collection[str] | None) -> Observation:
         if zones is None:
             qrs, nodes = await self._observe_zone(args.ALL_ZONES)
-            return Observation(queued_resources=qrs, nodes=nodes, zones=None)
+            return Observation(requests=qrs, nodes=nodes, zones=None)
         wanted = sorted({names.check_zone(zone) for zone in zones})
         results = await asyncio.gather(
             *(self._observe_zone(zone) for zone in wanted), return_exceptions=True
         )
-        qrs_all: list[QueuedResource] = []
+        qrs_all: list[CapacityRequest] = []
         nodes_all: list[Node] = []
         failed: dict[str, CloudError] = {}
         for zone, result in zip(wanted, results, strict=True):
@@ -112,16 +122,18 @@ class GcloudCloud:
         if wanted and len(failed) == len(wanted):
             raise _nothing_observed(failed)
         return Observation(
-            queued_resources=tuple(qrs_all),
+            requests=tuple(qrs_all),
             nodes=tuple(nodes_all),
             unreachable=frozenset(failed),
             zones=frozenset(wanted),
         )
 
-    async def create_queued_resource(self, request: CreateRequest) -> Submitted:
+    async def create_request(self, request: CreateRequest) -> Submitted:
+        check_api(request.api)
         return await self._submit(Operation.CREATE, args.create_args(request))
 
-    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Submitted:
+    async def delete_request(self, api: str, zone: str, name: str, *, force: bool) -> Submitted:
+        check_api(api)
         return await self._submit(Operation.DELETE, args.delete_args(zone, name, force=force))
 
     async def get_operation(self, name: str) -> OperationStatus | None:
@@ -134,12 +146,18 @@ class GcloudCloud:
         result: OperationStatus | None = await self._rest.get_operation(name)
         return result
 
-    async def describe_queued_resource(self, zone: str, name: str) -> QueuedResource | None:
+    def quota_note(self) -> str:
+        if self.quota_setting:
+            return f"{self.quota_setting} (settings.quota_project, --billing-project)"
+        return "gcloud's own billing/quota_project (gcloud backend)"
+
+    async def describe_request(self, api: str, zone: str, name: str) -> CapacityRequest | None:
+        check_api(api)
         argv = args.describe_args(zone, name)
         data = await self._call(Operation.GET, argv)
         if data is _ALREADY:
             return None
-        return out.parse_one(data, queued_resource_from_api, out.describe_command(argv))
+        return out.parse_one(data, request_from_api, out.describe_command(argv))
 
     async def guest_attributes(
         self, zone: str, node: str, query_path: str | None = None
@@ -159,7 +177,9 @@ class GcloudCloud:
 
     # --- internals -------------------------------------------------------------------------
 
-    async def _observe_zone(self, zone: str) -> tuple[tuple[QueuedResource, ...], tuple[Node, ...]]:
+    async def _observe_zone(
+        self, zone: str
+    ) -> tuple[tuple[CapacityRequest, ...], tuple[Node, ...]]:
         qr_argv = args.list_args("queued-resources", zone, alpha=self.alpha_reads)
         node_argv = args.list_args("tpu-vm", zone)
         results: Sequence[Any] = await asyncio.gather(
@@ -172,7 +192,7 @@ class GcloudCloud:
                 raise result
         qr_data, node_data = results
         return (
-            out.parse_items(qr_data, queued_resource_from_api, out.describe_command(qr_argv)),
+            out.parse_items(qr_data, request_from_api, out.describe_command(qr_argv)),
             out.parse_items(node_data, node_from_api, out.describe_command(node_argv)),
         )
 
@@ -181,7 +201,9 @@ class GcloudCloud:
         if data is _ALREADY:
             return Submitted(Outcome.ALREADY)
         outcome = out.operation_outcome(operation, data, out.describe_command(argv))
-        return Submitted(outcome, out.operation_name(data) if outcome is Outcome.DONE else None)
+        return Submitted(
+            outcome, out.operation_name(data, self.capability) if outcome is Outcome.DONE else None
+        )
 
     async def _call(self, operation: Operation, tail: Sequence[str]) -> Any:
         """Run gcloud; its JSON output, or ``Outcome.ALREADY`` when the failure means done."""

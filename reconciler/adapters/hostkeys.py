@@ -49,7 +49,10 @@ from reconciler.model.names import host_key_alias
 
 _KEY_TYPE_RE: Final = re.compile(r"^[a-z0-9][a-z0-9@._+-]{0,63}$")
 _BASE64_RE: Final = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
-_ALIAS_RE: Final = re.compile(r"^tpu\.[a-z0-9-]+\.[a-z0-9]+\.w[0-9]+$")
+#: A worker's alias (``names.host_key_alias``) or a jump host's (``ssh_proxy.jump_alias``).
+_ALIAS_RE: Final = re.compile(
+    r"^(?:tpu\.[a-z0-9-]+\.[a-z0-9]+\.w[0-9]+|jump\.[a-z0-9.-]+\.p[0-9]{1,5})$"
+)
 #: ``forget`` tries this many worker indexes against hashed lines (a v5p-1024 has 128 hosts).
 _MAX_WORKERS: Final = 512
 

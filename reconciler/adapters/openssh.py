@@ -4,7 +4,10 @@ One definition for every place that hands a user an ``ssh``: the tmux window the
 opens (``adapters.tmux``), ``tpu-reconciler ssh`` (which execs it), the TUI's ``s`` key and
 info pane, and the MCP ``ssh_command`` view. Agent forwarding (``-A``) is on, so private
 repositories can be cloned from the node; host keys come from the state directory's
-``known_hosts`` under ``names.host_key_alias`` (shared with the asyncssh bootstrap).
+``known_hosts`` under ``names.host_key_alias`` (shared with the asyncssh bootstrap). A worker
+reached through its slot's ``ssh_proxy`` gets ``-o ProxyCommand=...`` for its hop
+(``ssh_proxy.proxy_command``: the proxy's argv, or ``ssh -W`` through the jump host); its key
+is still pinned under its own alias.
 
 May: validate and build argument lists. May not: run anything, read files, import libtmux.
 """
@@ -16,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Final
 
+from reconciler.adapters.ssh_proxy import Hop, proxy_command
 from reconciler.errors import UnsafeName
 from reconciler.model import names
 
@@ -57,12 +61,14 @@ def ssh_argv(
     port: int = 22,
     worker: int = 0,
     ssh: str = "ssh",
+    hop: Hop | None = None,
 ) -> tuple[str, ...]:
     """The OpenSSH command for a worker, pinned to the node *instance*'s known_hosts entry.
 
     ``instance`` is ``Node.instance``; ``known_hosts`` is ``StateDir.known_hosts`` (shared with
     the asyncssh bootstrap, which pins keys under the same ``names.host_key_alias``). ``port``
     is the SSH port (22 on TPU VMs; ``NetworkEndpoint.port`` is the TPU runtime's, not ssh's).
+    ``hop``: the worker's way through its slot's ``ssh_proxy`` (``Worker.hop``), if any.
     Raises UnsafeName for anything that does not validate.
     """
     alias = names.host_key_alias(instance, worker)
@@ -73,20 +79,31 @@ def ssh_argv(
     program = check_text("ssh program", ssh)
     if program.startswith("-"):
         raise UnsafeName(f"invalid ssh program {program!r}")
+    key_text = check_path("SSH key path", key)
+    pins = check_path("known_hosts path", known_hosts)
+    address = check_ip(ip)
+    via: tuple[str, ...] = ()
+    if hop is not None:
+        login = names.check_user(user) if user is not None else None
+        command = proxy_command(
+            hop, key=key_text, known_hosts=pins, worker_host=address, worker_port=port, user=login
+        )
+        via = ("-o", f"ProxyCommand={check_text('proxy command', command)}")
     return (
         program,
         "-A",
         "-i",
-        check_path("SSH key path", key),
+        key_text,
         "-o",
         f"HostKeyAlias={alias}",
         "-o",
-        f"UserKnownHostsFile={check_path('known_hosts path', known_hosts)}",
+        f"UserKnownHostsFile={pins}",
         "-o",
         "StrictHostKeyChecking=accept-new",
         "-o",
         "IdentitiesOnly=yes",
+        *via,
         "-p",
         str(port),
-        f"{names.check_user(user)}@{check_ip(ip)}" if user is not None else check_ip(ip),
+        f"{names.check_user(user)}@{address}" if user is not None else address,
     )

@@ -1,12 +1,10 @@
 """The asyncssh edge: pinned connections, logged remote commands, bounded fan-out.
 
-``connect`` opens one connection to one worker with everything explicit: ``config=None`` (no
-~/.ssh/config), the caller's key and agent socket only (never ``SSH_AUTH_SOCK`` or default
-identities), and host keys from a ``HostKeyStore`` under the instance's alias. A key seen for
-the first time is pinned only *after* the server proved it holds it (the handshake finished);
-a different key for a pinned alias is refused. Host algorithms are offered with the pinned
-ones first, then in OpenSSH's order (ed25519 first), so a server that now shows another key
-type is a mismatch, not a negotiation failure.
+``connect`` opens one connection to one worker: the pinned handshake of ``ssh_dial`` (nothing
+read from ~/.ssh or the environment; host keys from a ``HostKeyStore`` under the node
+instance's alias, pinned on first use once proved, refused when changed), carried through the
+worker's hop when its slot has an ``ssh_proxy`` (``ssh_hops.route``: a proxy command's stdin and
+stdout, or a jump host's channel). The key stays pinned per worker whatever carries the stream.
 
 Every asyncssh / OS / timeout exception is translated here into ``SetupFailed`` (with worker
 index and the log tail) or ``HostKeyMismatch``.
@@ -18,16 +16,15 @@ but the ``WorkerLog`` it is given, or put a secret on a command line (secrets go
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 import asyncssh
 
-from reconciler.adapters.hostkeys import HostKey, HostKeyStore
+from reconciler.adapters.ssh_dial import ClientKeys, dial, host_key, load_client_keys, reason
+from reconciler.adapters.ssh_hops import route
 from reconciler.adapters.ssh_log import WorkerLog, log_path
 from reconciler.adapters.ssh_values import (
     TAIL_LINES,
@@ -36,84 +33,27 @@ from reconciler.adapters.ssh_values import (
     WorkerResult,
     check_dialable,
 )
-from reconciler.errors import HostKeyMismatch, ReconcilerError, RemoteCommandFailed, SetupFailed
+from reconciler.errors import ReconcilerError, RemoteCommandFailed, SetupFailed
 from reconciler.model.names import host_key_alias
 
-_KEEPALIVE_INTERVAL: Final = 30.0
-_KEEPALIVE_COUNT_MAX: Final = 4
 _READ_CHUNK: Final = 64 * 1024
-#: OpenSSH's order; asyncssh's own default would pin an RSA key first where a host has one.
-_PREFERRED_HOST_KEY_ALGS: Final = (
-    "ssh-ed25519",
-    "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521",
-    "rsa-sha2-512",
-    "rsa-sha2-256",
-)
-
-#: AES-GCM first: one AEAD call per packet (AES-NI), where asyncssh's chacha20-poly1305 builds
-#: several cipher contexts per packet (a 64-worker workload probe pass: ~40 -> ~28 ms of CPU).
-_PREFERRED_CIPHERS: Final = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-
-def host_key(key: asyncssh.SSHKey) -> HostKey:
-    return HostKey(key.get_algorithm(), base64.b64encode(key.public_data).decode("ascii"))
-
-
-class _PinningClient(asyncssh.SSHClient):
-    """Called by asyncssh only for a host key that is *not* among the pinned ones."""
-
-    def __init__(self, store: HostKeyStore, alias: str, what: str) -> None:
-        self._store = store
-        self._alias = alias
-        self._what = what
-        self.unpinned: HostKey | None = None
-        self.mismatch: HostKeyMismatch | None = None
-
-    def validate_host_public_key(self, host: str, addr: str, port: int, key: Any) -> bool:
-        try:
-            presented = host_key(key)
-            if self._store.verify(self._alias, presented, what=self._what):
-                return True  # pinned meanwhile by another worker or process
-        except HostKeyMismatch as exc:
-            self.mismatch = exc
-            return False
-        except (ReconcilerError, OSError):
-            return False
-        self.unpinned = presented  # first use: pinned once the handshake has proved it
-        return True
-
-
-@dataclass(frozen=True, slots=True)
-class ClientKeys:
-    """The caller's key, loaded once per setup run."""
-
-    keys: Sequence[Any]
-    agent_identities: Sequence[Any] | None
-
-
-def load_client_keys(opts: SshOptions) -> ClientKeys:
-    """Load ``opts.key_path``. A passphrase-protected key is left to the agent when there is
-    one (and the agent is then asked for that key only, when ``<key>.pub`` exists)."""
-    path = opts.key_path
-    if not path.is_file():
-        raise SetupFailed(
-            f"SSH key {path} not found (gcloud creates ~/.ssh/google_compute_engine on the "
-            "first `gcloud compute tpus tpu-vm ssh`; or set the key path)"
-        )
-    try:
-        keys = asyncssh.load_keypairs([str(path)], ignore_encrypted=opts.agent_path is not None)
-    except (asyncssh.KeyImportError, OSError, ValueError) as exc:
-        raise SetupFailed(f"cannot load SSH key {path}: {exc}") from None
-    if keys:
-        return ClientKeys(keys, [keys[0].public_data])
-    public = path.with_name(path.name + ".pub")
-    identities = [str(public)] if public.is_file() else None
-    return ClientKeys([str(path)], identities)
+__all__ = [
+    "ClientKeys",
+    "connect",
+    "describe",
+    "fan_out",
+    "guarded",
+    "host_key",
+    "load_client_keys",
+    "run",
+    "run_checked",
+    "scrubbed",
+    "translate",
+]
 
 
 def translate(
@@ -122,21 +62,12 @@ def translate(
     """An asyncssh / OS / timeout exception as SetupFailed (ReconcilerErrors pass through)."""
     if isinstance(exc, ReconcilerError):
         return exc
-    if isinstance(exc, asyncssh.PermissionDenied):
-        reason = "authentication refused (check the user, the key and OS Login access)"
-    elif isinstance(exc, asyncssh.Error):
-        reason = f"{type(exc).__name__}: {exc.reason}"
-    elif isinstance(exc, TimeoutError):
-        reason = "timed out"
-    elif isinstance(exc, OSError):
-        reason = exc.strerror or str(exc) or type(exc).__name__
-    else:
-        reason = f"{type(exc).__name__}: {exc}"
+    why = reason(exc)
     tail = log.tail() if log is not None else ""
     if log is not None:
         with contextlib.suppress(OSError):
-            log.note(f"error: {reason}")
-    return SetupFailed(f"{what}: {reason}", worker=worker, log_tail=tail)
+            log.note(f"error: {why}")
+    return SetupFailed(f"{what}: {why}", worker=worker, log_tail=tail)
 
 
 @contextlib.asynccontextmanager
@@ -144,67 +75,40 @@ async def connect(
     instance: str, worker: Worker, opts: SshOptions, keys: ClientKeys
 ) -> AsyncIterator[asyncssh.SSHClientConnection]:
     """An authenticated connection whose host key matches (or now is) the pin for
-    ``host_key_alias(instance, worker.index)``. Raises HostKeyMismatch, NoMachine (an
-    emulated node's address: nothing is dialled), or the raw exception for the caller to
-    ``translate`` (it knows the log)."""
+    ``host_key_alias(instance, worker.index)``, through ``worker.hop`` when it has one
+    (``ssh_hops.route``). Raises HostKeyMismatch, NoMachine (an emulated node's address:
+    nothing is dialled), SetupFailed saying what the proxy said when the way through it
+    failed, or the raw exception for the caller to ``translate`` (it knows the log)."""
     alias = host_key_alias(instance, worker.index)
     check_dialable(instance.partition("@")[0], (worker.host,))  # NoMachine: nothing answers
-    store = opts.known_hosts
-    pinned = [k for k in store.pinned(alias) if k is not None]
-    trusted = [asyncssh.import_public_key(f"{k.key_type} {k.base64}") for k in pinned]
-    algs: list[str] = []
-    for key in trusted:
-        algs.extend(a.decode() for a in key.sig_algorithms)
-    defaults = [a.decode() for a in asyncssh.public_key.get_default_public_key_algs()]
-    ciphers = [a.decode() for a in asyncssh.encryption.get_default_encryption_algs()]
-    ciphers.sort(key=lambda a: a not in _PREFERRED_CIPHERS)  # stable: the rest keep order
-    for alg in (*_PREFERRED_HOST_KEY_ALGS, *defaults):
-        if alg in defaults and alg not in algs:
-            algs.append(alg)
     what = describe(worker, instance)
-    client: list[_PinningClient] = []
-
-    def factory() -> _PinningClient:
-        client.append(_PinningClient(store, alias, what))
-        return client[-1]
-
-    try:
-        conn = await asyncssh.connect(
-            worker.host,
-            worker.port,
-            config=None,
-            username=opts.user,
-            client_factory=factory,
-            known_hosts=(trusted, [], []),
-            host_key_alias=alias,
-            server_host_key_algs=algs,
-            encryption_algs=ciphers,
-            client_keys=keys.keys,
-            ignore_encrypted=opts.agent_path is not None,
-            agent_path=opts.agent_path or "",
-            agent_identities=keys.agent_identities,
-            agent_forwarding=opts.agent_path is not None,
-            preferred_auth="publickey",
-            gss_auth=False,
-            gss_kex=False,
-            connect_timeout=opts.connect_timeout,
-            login_timeout=opts.login_timeout,
-            keepalive_interval=_KEEPALIVE_INTERVAL,
-            keepalive_count_max=_KEEPALIVE_COUNT_MAX,
-        )
-    except asyncssh.HostKeyNotVerifiable:
-        if client and client[-1].mismatch is not None:
-            raise client[-1].mismatch from None
-        raise
-    try:
-        first_use = client[-1].unpinned if client else None
-        if first_use is not None:  # proved by the finished handshake: pin it now
-            await asyncio.to_thread(store.check_or_pin, alias, first_use, what=what)
-        yield conn
-    finally:
-        conn.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(conn.wait_closed(), 5)
+    async with route(worker, opts, keys) as way:
+        try:
+            conn = await dial(
+                worker.host,
+                worker.port,
+                alias=alias,
+                what=what,
+                opts=opts,
+                keys=keys,
+                forward_agent=True,
+                via=way.via,
+            )
+        except (asyncssh.Error, OSError, TimeoutError) as exc:
+            said = await way.why()
+            if not said:
+                raise
+            assert worker.hop is not None
+            raise SetupFailed(
+                f"{what}: {reason(exc)}; the proxy ({worker.hop.label}) {said}",
+                worker=worker.index,
+            ) from None
+        try:
+            yield conn
+        finally:
+            conn.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.wait_closed(), 5)
 
 
 async def run(
@@ -281,7 +185,9 @@ async def run_checked(
 
 
 def describe(worker: Worker, instance: str) -> str:
-    return f"worker {worker.index} of {instance} ({worker.host}:{worker.port})"
+    """``worker 1 of node@7 (10.0.0.3:22)``, with ``via iap`` (its hop) when it has one."""
+    via = f" via {worker.hop.label}" if worker.hop is not None else ""
+    return f"worker {worker.index} of {instance} ({worker.host}:{worker.port}{via})"
 
 
 async def guarded(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from reconciler.adapters.hostkeys import HostKeyStore
+from reconciler.adapters.ssh_proxy import Hop
 from reconciler.errors import HostKeyMismatch, NoMachine, ReconcilerError, SetupFailed, UnsafeName
 from reconciler.model.addresses import is_documentation_address
 from reconciler.model.names import check_user
@@ -30,11 +31,13 @@ DEFAULT_KEY: Final = Path("~/.ssh/google_compute_engine")
 
 @dataclass(frozen=True, slots=True)
 class Worker:
-    """One SSH host of a node: ``index`` as in ``networkEndpoints[]`` (worker 0 first)."""
+    """One SSH host of a node: ``index`` as in ``networkEndpoints[]`` (worker 0 first);
+    ``hop`` how it is reached when not dialled directly (``adapters/ssh_proxy.py``)."""
 
     index: int
     host: str
     port: int = 22
+    hop: Hop | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.index, bool) or not isinstance(self.index, int) or self.index < 0:

@@ -14,6 +14,7 @@ One state directory per desired file (``--state-dir``, ``$TPU_RECONCILER_STATE_D
     operations.json      MCP/CLI operation ids and their results (idempotent replays)
     known_hosts          SSH host keys pinned per node instance and worker
     oslogin_user         cached OS Login user name
+    worker_names.json    each IAP-reached node's worker VM names (adapters/worker_names)
     history.sqlite       capacity history (SQLite, WAL): transitions, waits, lifetimes, races
     secrets/             0700; one 0600 file per secret (e.g. ``tailscale``)
     logs/                per-slot, per-node-instance, per-worker setup logs
@@ -139,6 +140,10 @@ class StateDir:
     @property
     def oslogin_user(self) -> Path:
         return self.private / "oslogin_user"
+
+    @property
+    def worker_names(self) -> Path:
+        return self.root / "worker_names.json"
 
     @property
     def secrets(self) -> Path:

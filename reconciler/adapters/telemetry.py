@@ -230,7 +230,7 @@ async def clear_before_launch(
     async def look(pooled: _Pooled, worker: Worker) -> WorkerTelemetry:
         return await read(pooled, CHIPS_TIMEOUT)
 
-    seen = await pool._everywhere(node, "reading the chips of", look)
+    seen = await pool._everywhere(node, "reading the chips of", look, slot=slot)
     workers = pool.workers(node)
     found = strays(
         slot,
@@ -252,7 +252,7 @@ async def clear_before_launch(
         pids = by_worker.get(worker.index)
         return await stop_holders(pooled, pids, grace) if pids else []
 
-    left = await pool._everywhere(node, "stopping the TPU holders on", end)
+    left = await pool._everywhere(node, "stopping the TPU holders on", end, slot=slot)
     stuck = [
         (w.index, pid)
         for w, pids in zip(workers, left, strict=True)

@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -54,6 +54,7 @@ import asyncssh
 
 from reconciler.adapters.secrets import SecretStore, check_secret_name
 from reconciler.adapters.ssh import Worker, check_dialable
+from reconciler.adapters.ssh_routes import SshRoutes
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.telemetry import with_chips
 from reconciler.adapters.workload_pool import WorkerPool, _Pooled
@@ -106,6 +107,7 @@ class WorkloadRunner(WorkerPool):
         command_timeout: float = 60.0,
         connect_timeout: float = 15.0,
         login_timeout: float = 30.0,
+        routes: SshRoutes | None = None,
     ) -> None:
         super().__init__(
             state=state,
@@ -115,6 +117,7 @@ class WorkloadRunner(WorkerPool):
             agent_path=agent_path,
             connect_timeout=connect_timeout,
             login_timeout=login_timeout,
+            routes=routes,
         )
         self.probe_timeout = probe_timeout
         self.command_timeout = command_timeout
@@ -160,7 +163,7 @@ class WorkloadRunner(WorkerPool):
             )
             return await self._command(pooled, command, timeout=self.command_timeout, stdin=spec)
 
-        outcomes = await self._everywhere(node, f"launching {req.slot} on", job)
+        outcomes = await self._everywhere(node, f"launching {req.slot} on", job, slot=req.slot)
         self._raise_failures(node, f"launching {req.slot}", outcomes)
 
     async def probe(
@@ -194,7 +197,9 @@ class WorkloadRunner(WorkerPool):
                 return parse_probe(worker.index, answer)
             return await with_chips(pooled, worker.index, directory)
 
-        outcomes = await self._everywhere(node, "probing", job, timeout=self.probe_timeout)
+        outcomes = await self._everywhere(
+            node, "probing", job, slot=slot, timeout=self.probe_timeout
+        )
         return tuple(
             o if isinstance(o, WorkerProbe) else WorkerProbe(w.index, "unknown", error=str(o))
             for w, o in zip(workers, outcomes, strict=True)
@@ -225,7 +230,7 @@ class WorkloadRunner(WorkerPool):
                 timeout=grace_ms / 1000 + self.command_timeout,
             )
 
-        outcomes = await self._everywhere(node, f"stopping {slot} on", job, first=first)
+        outcomes = await self._everywhere(node, f"stopping {slot} on", job, slot=slot, first=first)
         self._raise_failures(node, f"stopping {slot}", outcomes)
         lefts = {first + i: parse_stop(o) for i, o in enumerate(outcomes) if isinstance(o, str)}
         return {worker: pids for worker, pids in lefts.items() if pids}
@@ -260,18 +265,20 @@ class WorkloadRunner(WorkerPool):
             if not workers:
                 raise WorkloadError(f"{node.name} has no worker {worker}")
         check_dialable(slot, (w.host for w in workers))
-        return self._logs(node.instance, workers, slot, run_id, attempt, lines, follow)
+        return self._logs(node, worker, slot, run_id, attempt, lines, follow)
 
     async def _logs(
         self,
-        instance: str,
-        workers: Sequence[Worker],
+        node: Node,
+        only: int | None,
         slot: str,
         run_id: str | None,
         attempt: int | None,
         lines: int,
         follow: bool,
     ) -> AsyncIterator[LogLine]:
+        instance = node.instance
+        workers = [w for w in await self.reach(node, slot) if only is None or w.index == only]
         queue: asyncio.Queue[LogLine | ReconcilerError | None] = asyncio.Queue(maxsize=10_000)
 
         async def one(worker: Worker) -> None:

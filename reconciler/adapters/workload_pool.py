@@ -1,11 +1,12 @@
 """The workload runner's SSH pool: one connection per worker, kept across passes.
 
 ``WorkerPool`` keeps one asyncssh connection per worker (``ssh_session.connect``: pinned host
-keys under the node instance's alias, nothing read from ~/.ssh); a connection that died is
-dropped and reopened, once within the same call when it was a reused one. Opening a connection
-holds a place in ``settings.ssh_concurrency``; commands on open connections do not. On every
-new connection the wrapper (``workload_wrapper.sh``, package data) is put by SFTP at
-``~/.tpu-reconciler/bin/workload-<sha>.sh`` unless that exact version is already there.
+keys under the node instance's alias, nothing read from ~/.ssh; through the worker's hop when
+its slot has an ``ssh_proxy``, as ``routes``, an ``ssh_routes.SshRoutes``, says); a connection
+that died is dropped and reopened, once within the same call when it was a reused one. Opening
+a connection holds a place in ``settings.ssh_concurrency``; commands on open connections do
+not. On every new connection the wrapper (``workload_wrapper.sh``, package data) is put by SFTP
+at ``~/.tpu-reconciler/bin/workload-<sha>.sh`` unless that exact version is already there.
 ``_everywhere`` runs one job on every worker of a node at once and turns each worker's failure
 into its ``ReconcilerError``. What the jobs send and read is ``adapters/workload_wire.py``;
 which jobs there are (launch, probe, stop, logs) is ``adapters/workload.py``.
@@ -32,6 +33,8 @@ import asyncssh
 
 from reconciler.adapters.hostkeys import HostKeyStore
 from reconciler.adapters.ssh import SshOptions, Worker, check_dialable, workers_of
+from reconciler.adapters.ssh_proxy import Hop
+from reconciler.adapters.ssh_routes import SshRoutes
 from reconciler.adapters.ssh_run import REMOTE_DIR, _private_dir
 from reconciler.adapters.ssh_session import (
     ClientKeys,
@@ -94,11 +97,11 @@ class _Pooled:
         return command_line(self.wrapper, verb, *args)
 
 
-_Key = tuple[str, int, str, int]  # instance, worker index, host, port
+_Key = tuple[str, int, str, int, Hop | None]  # instance, worker index, host, port, hop
 
 
 def _key(instance: str, worker: Worker) -> _Key:
-    return (instance, worker.index, worker.host, worker.port)
+    return (instance, worker.index, worker.host, worker.port, worker.hop)
 
 
 def _wrapper_bytes() -> bytes:
@@ -118,8 +121,11 @@ class WorkerPool:
         agent_path: str | None = None,
         connect_timeout: float = 15.0,
         login_timeout: float = 30.0,
+        routes: SshRoutes | None = None,
     ) -> None:
         self.settings = settings
+        #: how each slot's workers are reached (``ssh_proxy``); its owner may replace it
+        self.routes = routes or SshRoutes(None, settings=settings)
         self._user = user
         self._ssh = functools.partial(
             SshOptions,
@@ -154,6 +160,10 @@ class WorkerPool:
                 self._workers.clear()
             self._workers[key] = workers
         return workers
+
+    async def reach(self, node: Node, slot: str) -> tuple[Worker, ...]:
+        """``workers(node)`` with the hop each is reached by (``slot``'s ``ssh_proxy``)."""
+        return await self.routes.workers(node, slot, self.workers(node))
 
     async def _options(self) -> SshOptions:
         """The SSH options, the user found now if it was given as a function (asked again
@@ -214,18 +224,25 @@ class WorkerPool:
                 return pooled, True
             if pooled is not None:
                 await self._drop(key)
-            self._evict_other_instances(instance)
+            self._evict_stale(key)
             pooled = await self._open(instance, worker)
             self._pool[key] = pooled
             return pooled, False
 
-    def _evict_other_instances(self, instance: str) -> None:
-        """A re-created node has a new instance: its predecessor's connections are useless."""
+    def _evict_stale(self, key: _Key) -> None:
+        """Connections ``key`` replaces: a re-created node's predecessor's (a new instance),
+        and this worker's own reached another way (a new address, port or ``ssh_proxy``)."""
+        instance, index = key[0], key[1]
         name = instance.partition("@")[0]
-        for key in [k for k in self._pool if k[0] != instance and k[0].partition("@")[0] == name]:
-            pooled = self._pool.pop(key)
+        for other in [
+            k
+            for k in self._pool
+            if (k[0] != instance and k[0].partition("@")[0] == name)
+            or (k[:2] == (instance, index) and k != key)
+        ]:
+            pooled = self._pool.pop(other)
             pooled.conn.close()
-            self._opening.pop(key, None)
+            self._opening.pop(other, None)
 
     async def _drop(self, key: _Key) -> None:
         pooled = self._pool.pop(key, None)
@@ -291,12 +308,15 @@ class WorkerPool:
         what: str,
         job: Callable[[_Pooled, Worker], Awaitable[T]],
         *,
+        slot: str,
         timeout: float | None = None,
         first: int = 0,
     ) -> list[T | ReconcilerError]:
-        """``job`` on every worker at once; each worker's failure becomes its ReconcilerError.
-        ``timeout`` bounds each worker's connecting and job together (one deadline for the
-        whole batch: a timer per worker costs more than the probe itself)."""
+        """``job`` on every worker at once, reached as ``slot``'s ``ssh_proxy`` says; each
+        worker's failure becomes its ReconcilerError (a way that cannot be found, an IAP VM
+        name not known, is every worker's). ``timeout`` bounds each worker's connecting and job
+        together (one deadline for the whole batch: a timer per worker costs more than the
+        probe itself)."""
         instance = node.instance
 
         async def one(worker: Worker) -> T | ReconcilerError:
@@ -305,7 +325,10 @@ class WorkerPool:
             except (ReconcilerError, asyncssh.Error, OSError, TimeoutError) as exc:
                 return self._failure(instance, worker, exc, what)
 
-        workers = self.workers(node)
+        try:
+            workers = await self.reach(node, slot)
+        except ReconcilerError as exc:
+            return [exc for _ in self.workers(node)]
         if first:  # a slice of a larger program: its workers' indices as that program has them
             workers = tuple(replace(w, index=w.index + first) for w in workers)
         tasks = [asyncio.create_task(one(w)) for w in workers]

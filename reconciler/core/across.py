@@ -8,7 +8,7 @@ internal IP, port 8081; the wrapper derives each worker's slice) runs it unchang
 process id ``worker + slice_id * per_slice`` is then distinct for every worker.
 
 ``view(desired, observed, memory)`` adds, for each such group, that virtual slot to the
-``Desired`` and its QR and node to the ``Observation`` the workload steps read (``fold``,
+``Desired`` and its request and node to the ``Observation`` the workload steps read (``fold``,
 ``decide``, probes, launch, stop); the planner proper (creates, deletes, races) never sees
 them. The node's instance names its members (``<group>@<hash>.<member>,<member>``), so a lost
 or added winner is a new instance: the attempt reads *interrupted* (same run id) and is
@@ -33,8 +33,10 @@ from reconciler.core.memory import Memory
 from reconciler.core.plan_values import Kind
 from reconciler.core.workload import DEFAULT_GRACE, WorkloadAct
 from reconciler.core.workload_memory import WorkloadMemory
+from reconciler.model.accelerators import COMPUTE_API
+from reconciler.model.capacity import CapacityRequest, RequestState
 from reconciler.model.desired import Desired, RaceGroupSpec, SetupSpec, SlotSpec
-from reconciler.model.observed import Node, NodeState, Observation, QRState, QueuedResource
+from reconciler.model.observed import Node, NodeState, Observation
 
 #: ``WorkloadAct.why`` / ``WorkloadMemory.stop_for`` of the stop of a lost winner's program.
 LOST: Final = "lost"
@@ -44,7 +46,7 @@ _NO_SETUP: Final = SetupSpec(bootstrap=False, tailscale=False, tmux=False)
 @dataclass(frozen=True, slots=True)
 class GroupView:
     spec: SlotSpec  # the virtual slot: the group's name, workload and slice count
-    qr: QueuedResource
+    request: CapacityRequest
     node: Node | None  # None: no winner is up yet
     remnant: bool = False  # the old instance's survivors, to stop (see the module docstring)
 
@@ -79,16 +81,16 @@ def winners(
     """The group's winners that can run the program now, sorted by name: among the ``count``
     ACTIVE candidates the race ranks first (earliest created, then file order), those whose
     node is READY with workers and set up."""
-    ranked: list[tuple[tuple[str, int], SlotSpec, QueuedResource]] = []
+    ranked: list[tuple[tuple[str, int], SlotSpec, CapacityRequest]] = []
     for name in group.slots:
         spec = desired.slot(name)
-        qr = observed.qr(spec.zone, name) if spec is not None else None
-        if spec is not None and qr is not None and qr.state == QRState.ACTIVE:
-            ranked.append(((qr.create_time or "~", spec.order), spec, qr))
+        request = observed.request(spec.zone, name) if spec is not None else None
+        if spec is not None and request is not None and request.state == RequestState.ACTIVE:
+            ranked.append(((request.create_time or "~", spec.order), spec, request))
     ranked.sort(key=lambda item: item[0])
     up: list[Node] = []
-    for _, spec, qr in ranked[: group.count]:
-        node = observed.node(spec.zone, qr.node_id or spec.name)
+    for _, spec, request in ranked[: group.count]:
+        node = observed.node(spec.zone, request.node_name or spec.name)
         ready = node is not None and node.state == NodeState.READY and bool(node.endpoints)
         if node is not None and ready and _set_up(memory, spec, node):
             up.append(node)
@@ -108,7 +110,7 @@ def _virtual(name: str, zone: str, members: tuple[Node, ...], state: NodeState) 
         endpoints=tuple(e for n in members for e in n.endpoints),
         symptoms=(),
         maintenance=None,
-        queued_resource=None,
+        request=None,
         multislice_node=False,
         slices=members,
     )
@@ -176,9 +178,11 @@ def group_view(
         workload=group.workload,
         owner=group.owner,
         slices=max(1, slices),
+        # on Compute Engine the launch also tells each worker its place (core.workload)
+        api=COMPUTE_API if any(s.api == COMPUTE_API for s in specs) else first.api,
     )
-    qr = QueuedResource(name=group.name, zone=zone, state=QRState.ACTIVE)
-    return GroupView(spec, qr, node, remnant)
+    request = CapacityRequest(name=group.name, zone=zone, state=RequestState.ACTIVE)
+    return GroupView(spec, request, node, remnant)
 
 
 def views(desired: Desired, observed: Observation, memory: Memory) -> tuple[GroupView, ...]:
@@ -193,14 +197,14 @@ def views(desired: Desired, observed: Observation, memory: Memory) -> tuple[Grou
 def view(
     desired: Desired, observed: Observation, memory: Memory
 ) -> tuple[Desired, Observation, tuple[GroupView, ...]]:
-    """``desired`` and ``observed`` with every across-group's virtual slot, QR and node, for
+    """``desired`` and ``observed`` with every across-group's virtual slot, request and node, for
     the workload steps only (unchanged when there is none)."""
     found = views(desired, observed, memory)
     if not found:
         return desired, observed, ()
     wdesired = replace(desired, slots=(*desired.slots, *(v.spec for v in found)))
     wobserved = Observation(
-        queued_resources=(*observed.queued_resources, *(v.qr for v in found)),
+        requests=(*observed.requests, *(v.request for v in found)),
         nodes=(*observed.nodes, *(v.node for v in found if v.node is not None)),
         unreachable=observed.unreachable,
         zones=observed.zones,

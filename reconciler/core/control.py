@@ -5,15 +5,15 @@ The planner (``core.plan``) calls these; so may any other decision that releases
 **Release rules** (``RELEASE_RULES``): each is ``rule(desired, observed, memory, now) ->
 {slot name: Release}`` over the slots it concerns (so a rule skips, cheaply, the slots it has
 nothing to say about: plan() runs over 10,000 slots). A slot with a ``Release`` is decided
-``released`` by the planner: its QR goes through the ordinary delete path (``- delete`` with
-the release's reason), a ``released`` notice is sent once, and the controller logs a
+``released`` by the planner: its request goes through the ordinary delete path (``- delete``
+with the release's reason), a ``released`` notice is sent once, and the controller logs a
 ``slot.released`` event. A race candidate released by a rule counts against its group's
 ``count`` (the group does not race again to replace a hold that ran out). Built in:
 
 - ``hold_until``: released once ``now`` reaches the time;
 - ``hold_for``: released once the node instance has been ACTIVE that long (memory keeps the
-  instance and since when, and that it served its ``hold_for``, so the release survives the QR
-  going away and controller restarts; a changed ``hold_for`` is a new intent).
+  instance and since when, and that it served its ``hold_for``, so the release survives the
+  request going away and controller restarts; a changed ``hold_for`` is a new intent).
 
 - ``when_done``: a workload that succeeded with ``when_done: release`` in its current run
   (``core.workload.when_done_releases``), kept released until the run changes.
@@ -40,9 +40,10 @@ from typing import Final
 
 from reconciler.core.memory import Memory
 from reconciler.core.workload import when_done_releases
+from reconciler.model.capacity import RequestState
 from reconciler.model.desired import NO_HOLD, Desired, SlotSpec
 from reconciler.model.durations import format_duration
-from reconciler.model.observed import Observation, QRState
+from reconciler.model.observed import Observation
 from reconciler.model.times import utc_text
 
 CONFIRM_COMMAND: Final = "tpu-reconciler confirm"
@@ -63,10 +64,10 @@ ReleaseRule = Callable[[Desired, Observation, Memory, float], Mapping[str, "Rele
 
 
 def _active_instance(spec: SlotSpec, observed: Observation) -> str | None:
-    qr = observed.qr(spec.zone, spec.name)
-    if qr is None or qr.state != QRState.ACTIVE:
+    request = observed.request(spec.zone, spec.name)
+    if request is None or request.state != RequestState.ACTIVE:
         return None
-    node = observed.node(spec.zone, qr.node_id or spec.name)
+    node = observed.node(spec.zone, request.node_name or spec.name)
     return node.instance if node is not None else None
 
 
@@ -260,7 +261,7 @@ def confirmation_spent(
 def present_delete_ids(observed: Observation) -> frozenset[str]:
     """The ``delete_id`` of every queued resource observed now (with its node's instance)."""
     ids = set()
-    for qr in observed.queued_resources:
-        node = observed.node(qr.zone, qr.name)
-        ids.add(delete_id(qr.zone, qr.name, node.instance if node else None))
+    for request in observed.requests:
+        node = observed.node(request.zone, request.name)
+        ids.add(delete_id(request.zone, request.name, node.instance if node else None))
     return frozenset(ids)

@@ -5,12 +5,14 @@ measurement is kept.
 connect time to a held node's SSH port, kept per zone. The controller measures it off the
 critical path (``adapters/latency`` dials, ``runtime/latency`` runs the probe beside the pass):
 
-- a zone is *held* when a slot of the file has its QR ACTIVE there and its node has an address
+- a zone is *held* when a slot of the file has its request ACTIVE there and its node has an address
   that a machine can stand behind (not a documentation address: the emulator's nodes);
 - a held zone is due for a probe when it was never measured, or ``PROBE_INTERVAL`` has passed
   since its last measurement (at most one probe per zone per interval, none while one runs);
 - the probe dials worker 0 of the first such slot in file order, as the controller would dial
-  it (``settings.internal_ips``, ``settings.ssh_port``);
+  it (``settings.internal_ips``, ``settings.ssh_port``); a slot reached through an
+  ``ssh_proxy`` is never probed: a TCP connect cannot go through the proxy, and a round trip
+  through it would time the proxy (IAP's, a bastion's), not the zone;
 - a failed probe is *unknown* (``ms`` None, shown as ``-``); a measurement is smoothed with the
   zone's last one (EWMA) so one slow handshake does not make the column jump;
 - only held zones show a value: a zone whose node is gone shows ``-`` at once.
@@ -25,8 +27,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from reconciler.model.addresses import is_documentation_address
+from reconciler.model.capacity import RequestState
 from reconciler.model.desired import Desired
-from reconciler.model.observed import Observation, QRState
+from reconciler.model.observed import Observation
 
 PROBE_INTERVAL: Final = 60.0  # seconds between two probes of one zone
 SMOOTHING: Final = 0.5  # weight of a new sample against the zone's last value
@@ -55,12 +58,12 @@ def held_targets(desired: Desired, observation: Observation) -> dict[str, Probe]
     internal = desired.settings.internal_ips
     targets: dict[str, Probe] = {}
     for spec in desired.slots:
-        if spec.zone in targets:
+        if spec.zone in targets or not spec.ssh_proxy.direct:
             continue
-        qr = observation.qr(spec.zone, spec.name)
-        if qr is None or qr.state != QRState.ACTIVE:
+        request = observation.request(spec.zone, spec.name)
+        if request is None or request.state != RequestState.ACTIVE:
             continue
-        node = observation.node(spec.zone, qr.node_id or spec.name)
+        node = observation.node(spec.zone, request.node_name or spec.name)
         ips = node.ips(internal=internal) if node is not None else ()
         if ips and ips[0] and not is_documentation_address(ips[0]):
             targets[spec.zone] = Probe(spec.zone, spec.name, ips[0], desired.settings.ssh_port)

@@ -4,8 +4,9 @@ A create's or delete's operation is remembered (``core.memory.PendingOperation``
 next create or delete of the same slot reads it back instead of resending blindly
 (``runtime.lro``). Once the outcome shows in the world there is nothing left to read:
 
-- a create is settled when its QR is listed (in whatever state: a FAILED QR speaks for itself);
-- a delete is settled when its QR is gone from a zone that was fully observed.
+- a create is settled when its request is listed (in whatever state: a FAILED one speaks for
+  itself);
+- a delete is settled when its request is gone from a zone that was fully observed.
 
 An operation in a zone that was not observed stays remembered (unknown is not gone). Pure: no
 I/O, no clock.
@@ -22,7 +23,7 @@ def settle(memory: mem.Memory, observation: Observation) -> mem.Memory:
     for key, op in memory.operations.items():
         if not observation.knows(op.zone):
             continue
-        present = observation.qr(op.zone, op.slot) is not None
+        present = observation.request(op.zone, op.slot) is not None
         if (op.kind == "create" and present) or (op.kind == "delete" and not present):
             memory = mem.forget_operation(memory, key)
     return memory

@@ -4,13 +4,13 @@ The world is read fresh every pass; memory holds only what the world cannot tell
 
 - per action key, failures and backoff (exponential, forgotten on success), and the
   fingerprint under which a *permanent* error happened (no retry until intent or world change);
-- per slot, the QR state last seen and since when ("time in state"), and how many dead QRs
-  (SUSPENDED / FAILED) in a row it has replaced, which delays the next create;
+- per slot, the request state last seen and since when ("time in state"), and how many dead
+  requests (SUSPENDED / FAILED / ENDED) in a row it has replaced, which delays the next create;
 - per slot, which setup steps finished for which node instance and generation;
 - which notices were sent (once per node instance and event);
 - per slot, the node instance last seen ACTIVE and since when, and the ``hold_for`` it has
-  served (so a slot released by ``hold_for`` stays released after its QR is gone); the digest
-  of the intent in force and since when (``core.control`` tells an edit's deletes from
+  served (so a slot released by ``hold_for`` stays released after its request is gone); the
+  digest of the intent in force and since when (``core.control`` tells an edit's deletes from
   deletes that came due under an intent already in force);
 - per slot, its workload's run, attempt, failures and phase (``core.workload_memory``);
 - per cloud action key, the long-running operation of the last create or delete, until its
@@ -33,8 +33,9 @@ from typing import Any, Final, TypeVar
 from reconciler.core import workload_memory as wlm
 from reconciler.core.latency import ZoneLatency, smooth
 from reconciler.core.workload_memory import WorkloadMemory
+from reconciler.model.capacity import WON_STATES, RequestState
 from reconciler.model.desired import Desired
-from reconciler.model.observed import WON_STATES, Observation, QRState
+from reconciler.model.observed import Observation
 from reconciler.model.quotas import Refusal
 
 T = TypeVar("T")
@@ -50,8 +51,8 @@ def backoff_delay(failures: int, hint: float = 0.0) -> float:
     return max(hint, min(BACKOFF_CAP, BACKOFF_BASE * 2.0 ** min(failures - 1, 32)))
 
 
-def dead_qr_delay(dead_in_a_row: int) -> float:
-    """Delay before re-creating after the n-th dead QR in a row: the first is immediate."""
+def dead_request_delay(dead_in_a_row: int) -> float:
+    """Delay before re-creating after the n-th dead request in a row: the first is immediate."""
     return 0.0 if dead_in_a_row <= 1 else backoff_delay(dead_in_a_row - 1)
 
 
@@ -67,13 +68,13 @@ class ActionError:
 
 @dataclass(frozen=True, slots=True)
 class SlotMemory:
-    state: str | None = None  # QR state last seen ("NOT_QUEUED" when absent)
+    state: str | None = None  # the request's state last seen, its API's word ("NOT_QUEUED": none)
     state_since: float | None = None
     dead_in_a_row: int = 0
     create_not_before: float = 0.0
     setup: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # setup kind ("bootstrap", "tailscale", "tmux") -> "<instance>#<generation>" done
-    active_instance: str | None = None  # node instance last seen with its QR ACTIVE
+    active_instance: str | None = None  # node instance last seen with its request ACTIVE
     active_since: float | None = None  # ... first seen so (hold_for counts from here)
     served_for: float | None = None  # the hold_for (seconds) that instance served
 
@@ -85,7 +86,7 @@ _EMPTY_SLOT: Final = SlotMemory()
 class PendingOperation:
     """A create's or delete's long-running operation, remembered until it is settled."""
 
-    name: str  # projects/P/locations/Z/operations/ID
+    name: str  # its full name, one the cloud can read back (``Capability.reads``)
     kind: str  # "create" | "delete"
     zone: str
     slot: str
@@ -146,16 +147,16 @@ def observe(
     for spec in desired.slots:
         if not observation.knows(spec.zone):
             continue
-        qr = observation.qr(spec.zone, spec.name)
-        state = qr.state.value if qr else "NOT_QUEUED"
+        request = observation.request(spec.zone, spec.name)
+        state = request.api_state if request else "NOT_QUEUED"
         old = slots.get(spec.name) or SlotMemory()
         new = old
         if old.state != state:
             new = replace(new, state=state, state_since=now)
-        if qr is not None and qr.state in WON_STATES and old.dead_in_a_row:
+        if request is not None and request.state in WON_STATES and old.dead_in_a_row:
             new = replace(new, dead_in_a_row=0, create_not_before=0.0)
-        node = observation.node(spec.zone, qr.node_id or spec.name) if qr else None
-        if qr is not None and qr.state == QRState.ACTIVE and node is not None:
+        node = observation.node(spec.zone, request.node_name or spec.name) if request else None
+        if request is not None and request.state == RequestState.ACTIVE and node is not None:
             new = _fold_active(new, node.instance, spec.hold.hold_for_seconds, now)
         if new is not old:
             slots[spec.name] = new
@@ -233,12 +234,11 @@ def forget_notice(memory: Memory, key: str) -> Memory:
 
 
 def record_dead_replaced(memory: Memory, slot: str, now: float) -> Memory:
-    """A dead QR (SUSPENDED / FAILED) of ``slot`` was deleted to be re-created."""
+    """A dead request (SUSPENDED / FAILED / ENDED) of ``slot`` was deleted to be re-created."""
     old = memory.slot(slot)
     dead = old.dead_in_a_row + 1
-    return _with_slot(
-        memory, slot, replace(old, dead_in_a_row=dead, create_not_before=now + dead_qr_delay(dead))
-    )
+    later = now + dead_request_delay(dead)
+    return _with_slot(memory, slot, replace(old, dead_in_a_row=dead, create_not_before=later))
 
 
 def record_setup(memory: Memory, slot: str, kind: str, instance: str, generation: int) -> Memory:
@@ -387,6 +387,7 @@ def _refusal_dict(r: Refusal) -> dict[str, Any]:
         "scope": r.scope,
         "place": r.place,
         "used": r.used,
+        **({"known": r.known} if r.known is not None else {}),
     }
 
 
@@ -397,4 +398,5 @@ def _refusal(d: Any) -> Refusal:
         scope=_opt(d.get("scope"), str),
         place=_opt(d.get("place"), str),
         used=_opt(d.get("used"), int),
+        known=_opt(d.get("known"), int),
     )

@@ -6,8 +6,13 @@ from event records.
 holds it stable). Names follow controller-runtime's style under the ``tpu_reconciler_``
 prefix (a counter's ``_total`` is added by the exposition). A label never carries an unbounded
 value — no run id, no error text, no operation name: each is one of a fixed set (``result``,
-``kind``, ``outcome``, ``retry``, ``state``, ``mode``, ``cause``) or, for ``zone`` and
+``kind``, ``outcome``, ``retry``, ``state``, ``mode``, ``cause``, ``api``) or, for ``zone`` and
 ``accelerator``, a value the desired file names or the zone catalogue knows, else ``other``.
+A place is labelled ``zone``, ``accelerator``, ``mode`` and ``api`` (the API that holds the
+request: ``tpu``, ``compute``), as the capacity history keeps a place.
+The ``state`` of ``slots`` is a request's state in its API's own words: the set is the words
+of every API the controller serves (``runtime/backends.STATE_WORDS``), which the runtime
+passes in (``state_values``), so nothing here names an API's vocabulary.
 
 ``runtime.metrics`` owns the registry and the HTTP endpoint; it asks here what to count.
 
@@ -16,23 +21,37 @@ May: compute values. May not: do I/O, read a clock, or import prometheus_client.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from reconciler.core.capacity_chart import chips_of
-from reconciler.core.history import UNKNOWN, Lifetime, RaceWon, Record, Seen, Tracker, Wait
+from reconciler.core.history import (
+    UNKNOWN,
+    Lifetime,
+    RaceWon,
+    Record,
+    Seen,
+    StateOf,
+    Tracker,
+    Wait,
+    api_of,
+    request_of,
+)
 from reconciler.core.plan_values import Kind
 from reconciler.model import names
-from reconciler.model.observed import QRState
+from reconciler.model.accelerators import APIS
+from reconciler.model.capacity import DEFAULT_API
 from reconciler.model.status import StatusSnapshot
 from reconciler.model.tpu_zones import ZONES_BY_FAMILY
 from reconciler.model.workload import WorkloadState
 
 PREFIX: Final = "tpu_reconciler_"
 OTHER: Final = "other"
-#: A desired slot with no queued resource in the cloud (the status snapshot's word).
+#: A desired slot with no request in the cloud, and one whose zone was not seen (the status
+#: snapshot's words).
 NOT_QUEUED: Final = "NOT_QUEUED"
+UNSEEN: Final = "UNKNOWN"
 
 MetricType = Literal["counter", "gauge", "histogram"]
 
@@ -41,8 +60,8 @@ RESULTS: Final = ("success", "observe_failed", "no_intent", "error")
 OUTCOMES: Final = ("succeeded", "failed", "cancelled")
 RETRY: Final = ("transient", "permanent")
 SOURCES: Final = ("action", "observe")
-STATES: Final = (*(s.value for s in QRState), NOT_QUEUED, OTHER)
 MODES: Final = ("spot", "on-demand", "reserved", OTHER)
+API_VALUES: Final = (*APIS, OTHER)
 WORKLOAD_STATES: Final[tuple[str, ...]] = (*WorkloadState.__args__, OTHER)  # type: ignore[attr-defined]
 CAUSES: Final = (
     "failed",
@@ -52,6 +71,8 @@ CAUSES: Final = (
     "stopping",
     "gave-up",
     "superseded",
+    "released",
+    "not-started",
     OTHER,
 )
 LABEL_VALUES: Final[Mapping[str, tuple[str, ...]]] = {
@@ -60,9 +81,9 @@ LABEL_VALUES: Final[Mapping[str, tuple[str, ...]]] = {
     "outcome": OUTCOMES,
     "retry": RETRY,
     "source": SOURCES,
-    "state": STATES,
     "mode": MODES,
     "cause": CAUSES,
+    "api": API_VALUES,
 }
 #: Where one metric's label has a set of its own (the workloads' ``state``).
 METRIC_LABEL_VALUES: Final[Mapping[tuple[str, str], tuple[str, ...]]] = {
@@ -70,9 +91,18 @@ METRIC_LABEL_VALUES: Final[Mapping[tuple[str, str], tuple[str, ...]]] = {
 }
 
 
-def allowed_values(metric: str, label: str) -> tuple[str, ...]:
-    """The documented values of ``label`` on ``metric`` (its short name); zone and
-    accelerator are not a fixed set (``zone_label``, ``accelerator_label``)."""
+def state_values(words: Iterable[str]) -> tuple[str, ...]:
+    """The ``state`` label's values: the APIs' own state ``words``, then the snapshot's own
+    (UNKNOWN, NOT_QUEUED) and other."""
+    return (*dict.fromkeys((*words, UNSEEN)), NOT_QUEUED, OTHER)
+
+
+def allowed_values(metric: str, label: str, words: Iterable[str] = ()) -> tuple[str, ...]:
+    """The documented values of ``label`` on ``metric`` (its short name), the ``state`` of
+    ``slots`` from the APIs' state ``words``; zone and accelerator are not a fixed set
+    (``zone_label``, ``accelerator_label``)."""
+    if label == "state" and (metric, label) not in METRIC_LABEL_VALUES:
+        return state_values(words)
     return METRIC_LABEL_VALUES.get((metric, label), LABEL_VALUES.get(label, ()))
 
 
@@ -103,7 +133,7 @@ def _spec(name: str, type_: MetricType, labels: tuple[str, ...], help_: str) -> 
     return Spec(PREFIX + name, type_, labels, help_)
 
 
-PLACE: Final = ("zone", "accelerator", "mode")
+PLACE: Final = ("zone", "accelerator", "mode", "api")
 
 SPECS: Final = (
     _spec("reconcile", "counter", ("result",), "Reconcile passes, by result."),
@@ -197,6 +227,11 @@ def mode_label(mode: str | None) -> str:
     return mode if mode in MODES else OTHER
 
 
+def api_label(api: str | None) -> str:
+    """``tpu``, ``compute``; a row that does not say (an older snapshot) is the TPU API's."""
+    return one_of(api or DEFAULT_API, API_VALUES)
+
+
 def one_of(value: object, allowed: tuple[str, ...]) -> str:
     return value if isinstance(value, str) and value in allowed else OTHER
 
@@ -220,24 +255,25 @@ class Gauges:
     desired_valid: float
 
 
-_STATE_SET: Final = frozenset(STATES)
+#: (zone, accelerator, mode, api) as in the snapshot
+Raw = tuple[str | None, str | None, str | None, str | None]
 
-Raw = tuple[str | None, str | None, str | None]  # (zone, accelerator, mode) as in the snapshot
 
-
-def gauges(snapshot: StatusSnapshot) -> Gauges:
-    """Every gauge the snapshot answers. One walk over the slots counts by state and raw place;
-    the labels are then worked out once per distinct place (a handful), so a scrape of 1,000
-    slots spends well under a millisecond here."""
+def gauges(snapshot: StatusSnapshot, words: Collection[str]) -> Gauges:
+    """Every gauge the snapshot answers (``words``: the APIs' state words a ``state`` label
+    may carry). One walk over the slots counts by state and raw place; the labels are then
+    worked out once per distinct place (a handful), so a scrape of 1,000 slots spends well
+    under a millisecond here."""
+    allowed = frozenset(state_values(words))
     counts: dict[tuple[str, Raw], float] = {}
     active: dict[Raw, float] = {}
     managed: set[Raw] = set()
     workloads: dict[Labels, float] = {(s,): 0.0 for s in WORKLOAD_STATES if s != OTHER}
     for s in snapshot.slots:
-        raw = (s.zone, s.accelerator, s.mode)
-        state = s.state if s.state in _STATE_SET else (OTHER if s.state else NOT_QUEUED)
+        raw = (s.zone, s.accelerator, s.mode, s.api)
+        state = s.state if s.state in allowed else (OTHER if s.state else NOT_QUEUED)
         counts[state, raw] = counts.get((state, raw), 0.0) + 1.0
-        if state == "ACTIVE":  # slices held: a multislice slot holds each of its slices
+        if s.active:  # slices held: a multislice slot holds each of its slices
             active[raw] = active.get(raw, 0.0) + float(max(1, len(s.slices)))
         if s.managed:
             managed.add(raw)
@@ -245,11 +281,16 @@ def gauges(snapshot: StatusSnapshot) -> Gauges:
             wkey = (one_of(s.workload.state, WORKLOAD_STATES),)
             workloads[wkey] = workloads.get(wkey, 0.0) + 1.0
     known = Known(
-        zones=frozenset(z for z, _, _ in managed if z),
-        accelerators=frozenset(a for _, a, _ in managed if a),
+        zones=frozenset(r[0] for r in managed if r[0]),
+        accelerators=frozenset(r[1] for r in managed if r[1]),
     )
     places = {
-        raw: (zone_label(raw[0], known), accelerator_label(raw[1], known), mode_label(raw[2]))
+        raw: (
+            zone_label(raw[0], known),
+            accelerator_label(raw[1], known),
+            mode_label(raw[2]),
+            api_label(raw[3]),
+        )
         for raw in {raw for _, raw in counts}
     }
     slots: dict[Labels, float] = {}
@@ -296,6 +337,7 @@ class SlotInfo:
     accelerator: str
     mode: str
     group: str | None
+    api: str = DEFAULT_API
 
 
 @dataclass
@@ -304,9 +346,11 @@ class EventFold:
 
     It keeps a ``core.history.Tracker`` fed with ``qr.state`` records, so waits, preemptions and
     races mean here exactly what they mean in the capacity history. ``intent`` tells it each
-    slot's place and race group (the events carry only slot and zone)."""
+    slot's place and race group (the events carry only slot and zone); ``state_of`` reads a
+    record's neutral state from its API's word when the record does not say it."""
 
     tracker: Tracker = field(default_factory=Tracker)
+    state_of: StateOf | None = None
     slots: Mapping[str, SlotInfo] = field(default_factory=dict)
     known: Known = field(default_factory=Known)
     groups: Mapping[str, str] = field(default_factory=dict)
@@ -322,7 +366,7 @@ class EventFold:
     def fold(self, event: Mapping[str, Any], now: float) -> list[Change]:
         kind = event.get("kind")
         if kind == "qr.state":
-            return self._qr_state(event, now)
+            return self._request_state(event, now)
         if kind in ("action.succeeded", "action.failed", "action.cancelled"):
             out: list[Change] = [
                 Count(
@@ -342,7 +386,7 @@ class EventFold:
             return [Count("history_write_failures")]
         return []
 
-    def _qr_state(self, event: Mapping[str, Any], now: float) -> list[Change]:
+    def _request_state(self, event: Mapping[str, Any], now: float) -> list[Change]:
         slot, zone, after = event.get("slot"), event.get("zone"), event.get("after")
         if not isinstance(slot, str) or not isinstance(zone, str):
             return []
@@ -353,6 +397,8 @@ class EventFold:
             state=after if isinstance(after, str) else None,
             accelerator=info.accelerator if info else UNKNOWN,
             mode=info.mode if info else UNKNOWN,
+            request=request_of(event, self.state_of),
+            api=api_of(event) if "api" in event or info is None else info.api,
         )
         return self.changes(self.tracker.step([seen], now, groups=self.groups), now)
 
@@ -381,9 +427,11 @@ class EventFold:
             zone_label(r.zone, self.known),
             accelerator_label(r.accelerator, self.known),
             mode_label(r.mode),
+            api_label(r.api),
         )
 
 
 def restart_cause(cause: str) -> str:
-    """``failed: exit 1 on worker 2`` -> ``failed``; a phase outside the set -> other."""
-    return one_of(cause.split(":", 1)[0].strip(), CAUSES)
+    """``failed: exit 1 on worker 2`` -> ``failed``, ``not started: ...`` ->
+    ``not-started``; a phase outside the set -> other."""
+    return one_of(cause.split(":", 1)[0].strip().replace(" ", "-"), CAUSES)

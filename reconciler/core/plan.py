@@ -2,21 +2,29 @@
 
 Rules (each action carries a human reason; reasons are shown, never used to decide):
 
-- ``want: held`` and no QR → ``+ create``. A dead QR (SUSPENDED: preempted; FAILED: capacity,
-  expired window) → ``-/+ replace``: delete now, create on a later pass once it is gone, with
-  backoff after repeated deaths. ``want: released`` → ``- delete`` (force when a node exists);
-  deleting an ACTIVE TPU is marked destructive.
+The world is capacity requests (``model/capacity``: a neutral ``RequestState``, whatever API
+holds them) and the nodes they yield; the planner decides on the neutral state and shows the
+API's own word (``api_state``) in reasons.
+
+- ``want: held`` and no request → ``+ create``. A dead request (SUSPENDED: preempted; FAILED:
+  capacity, expired window; ENDED) → ``-/+ replace``: delete now, create on a later pass once
+  it is gone, with backoff after repeated deaths. ``want: released`` → ``- delete`` (force when
+  a node exists); deleting an ACTIVE TPU is marked destructive.
 - A race group with ``count: N``: while fewer than N candidates are PROVISIONING or ACTIVE,
-  every candidate without a QR is queued (dead ones replaced). Once N have won, every other
-  candidate's QR is deleted. Winners are ranked deterministically: further along first
-  (ACTIVE before PROVISIONING), then earliest created, then file order. A lost winner reopens
-  the race.
-- A QR whose name is not in the file is *unmanaged*: reported, never touched, unless
+  every candidate without a request is queued (dead ones replaced). Once N have won, every
+  other candidate's request is deleted. Winners are ranked deterministically: further along
+  first (ACTIVE before PROVISIONING), then earliest created, then file order. A lost winner
+  reopens the race.
+- A request whose name is not in the file is *unmanaged*: reported, never touched, unless
   ``settings.prune`` is on and it carries our label.
 - Nothing is created or deleted in a zone the observation could not see. A create in a zone
   ``model.tpu_zones`` does not know to offer the accelerator goes ahead (that table may be
   behind Google's) and carries ``unlisted_zone``, which ``plan`` shows next to it.
-- On an ACTIVE QR whose node is READY: setup steps (``~ bootstrap``, ``~ tailscale``) once
+- A held request the file now describes otherwise — another ``api``, accelerator, slice
+  count, machine type, topology or host count (``core.reshape``) — cannot change in place:
+  ``-/+ replace``, the reason naming each change, destructive when it deletes a running TPU
+  and counted by the delete guard like a delete (``Action.reshape``).
+- On an ACTIVE request whose node is READY: setup steps (``~ bootstrap``, ``~ tailscale``) once
   per node instance and setup generation; ``~ tmux`` whenever the slot's window is missing
   from the tmux inventory; and notices.
 - Workloads (``core.workload``): ``~ launch`` once the node is READY and set up for this
@@ -40,7 +48,7 @@ Rules (each action carries a human reason; reasons are shown, never used to deci
   confirmed (``Plan.guard`` names the set); and every action while ``settings.suspend``.
 - Quota (``core.quota``): a create that would pass a chip limit of ``Desired.quotas`` waits
   in ``held`` (``rule="quota"``); a create the cloud refused for quota is blocked until the
-  chips counted under that quota drop or its intent changes.
+  chips counted under that quota drop, a higher limit is known for it, or its intent changes.
 
 The values it returns (``Plan``, ``Action``, ``Kind``, ...) are ``core/plan_values.py``.
 
@@ -50,9 +58,10 @@ No I/O, no clock (``now`` is an argument), no await.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import replace
 from typing import Final
 
-from reconciler.core import across, control, flex, node_health
+from reconciler.core import across, control, flex, node_health, reshape
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan_hold import hold_back
@@ -71,19 +80,19 @@ from reconciler.core.plan_values import (
 )
 from reconciler.core.quota import RULE as QUOTA_RULE
 from reconciler.core.quota import refusal_lifted, refused_text
-from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
-from reconciler.model.multislice import lost_slice_replaces
-from reconciler.model.observed import (
+from reconciler.model.capacity import (
     DEAD_STATES,
     MANAGED_LABEL,
     MANAGED_VALUE,
     MOVING_STATES,
+    NODE_STATES,
     WON_STATES,
-    NodeState,
-    Observation,
-    QRState,
-    QueuedResource,
+    CapacityRequest,
+    RequestState,
 )
+from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
+from reconciler.model.multislice import lost_slice_replaces
+from reconciler.model.observed import NodeState, Observation
 from reconciler.model.requests import CreateRequest
 from reconciler.model.tpu_zones import known_to_offer
 
@@ -104,7 +113,7 @@ __all__ = [
     "plan",
 ]
 
-_RANK: Final = {QRState.ACTIVE: 0, QRState.PROVISIONING: 1}
+_RANK: Final = {RequestState.ACTIVE: 0, RequestState.PROVISIONING: 1}
 _EVENT_WORDS: Final = {
     "active": "is ACTIVE",
     "preempted": "was preempted",
@@ -128,8 +137,9 @@ def _create_request(desired: Desired, spec: SlotSpec, now: float) -> CreateReque
     return CreateRequest(
         name=spec.name,
         zone=spec.zone,
-        accelerator_type=spec.accelerator,
-        runtime_version=spec.runtime_version,
+        api=spec.api,
+        accelerator=spec.accelerator,
+        image=spec.image or spec.runtime_version,
         mode=spec.mode,
         network=s.network,
         subnetwork=s.subnets.get(spec.zone),
@@ -139,40 +149,41 @@ def _create_request(desired: Desired, spec: SlotSpec, now: float) -> CreateReque
         valid_after_seconds=after,
         valid_after_time=at,
         max_run_seconds=spec.max_run_seconds,
-        node_count=spec.slices,
+        slices=spec.slices,
+        machine_type=spec.machine_type,
+        topology=spec.topology,
+        hosts=spec.hosts,
     )
 
 
-def _has_node(observed: Observation, qr: QueuedResource) -> bool:
-    return observed.node(qr.zone, qr.node_id or qr.name) is not None or qr.state in (
-        QRState.PROVISIONING,
-        QRState.ACTIVE,
-        QRState.SUSPENDING,
-        QRState.SUSPENDED,
+def _delete(observed: Observation, request: CapacityRequest, reason: str, kind: Kind) -> Action:
+    node = observed.node_of(request)
+    running = request.state == RequestState.ACTIVE and (
+        node is None or node.state != NodeState.PREEMPTED
     )
-
-
-def _delete(observed: Observation, qr: QueuedResource, reason: str, kind: Kind) -> Action:
-    node = observed.node(qr.zone, qr.node_id or qr.name)
-    running = qr.state == QRState.ACTIVE and (node is None or node.state != NodeState.PREEMPTED)
     return Action(
         kind=kind,
-        slot=qr.name,
-        zone=qr.zone,
+        slot=request.name,
+        zone=request.zone,
         reason=reason + (" — deletes a running TPU" if running else ""),
         destructive=running,
-        force=_has_node(observed, qr),
-        state=qr.state.value,
+        force=node is not None or request.state in NODE_STATES,
+        state=request.api_state,
+        api=request.api,
     )
 
 
-def _dead_reason(qr: QueuedResource) -> str:
-    if qr.state == QRState.SUSPENDED:
-        who = "preempted" if qr.initiator == "SERVICE" else "suspended"
-        return f"{who} (SUSPENDED by {qr.initiator or 'unknown'}); re-queue"
-    detail = f": {qr.error.message}" if qr.error and qr.error.message else ""
-    code = f" (code {qr.error.code})" if qr.error and qr.error.code is not None else ""
-    return f"FAILED{code}{detail}; re-queue"
+def _dead_reason(request: CapacityRequest) -> str:
+    word = request.api_state
+    if request.state in (RequestState.SUSPENDED, RequestState.ENDED):
+        who = "preempted" if request.preempted else "suspended"
+        if request.state == RequestState.ENDED:
+            who = "ended"
+        return f"{who} ({word} by {request.ended_by or 'unknown'}); re-queue"
+    error = request.error
+    detail = f": {error.message}" if error and error.message else ""
+    code = f" (code {error.code})" if error and error.code is not None else ""
+    return f"{word}{code}{detail}; re-queue"
 
 
 class _Planner:
@@ -200,7 +211,7 @@ class _Planner:
     # -- gatekeeping ----------------------------------------------------------------------
     def propose(self, action: Action) -> None:
         if action.kind in CLOUD_KINDS and not self.observed.knows(action.zone):
-            # QRs may be listed while the zone's nodes (or part of it) were not: a delete or
+            # Requests may be listed while the zone's nodes (or part of it) were not: a delete or
             # create decided on half a zone could be wrong, so it waits for a full look.
             self.warnings.append(
                 f"{action.slot}: zone {action.zone} not fully observed; not acting"
@@ -212,10 +223,10 @@ class _Planner:
         error = self.memory.error(action.key)
         refused = error is not None and error.permanent_fingerprint == action.fingerprint
         if refused and error is not None and error.quota is not None:
-            if not refusal_lifted(error, action, self.observed):
-                self.blocked.append(Held(action, refused_text(error), rule=QUOTA_RULE))
+            if not refusal_lifted(error, action, self.observed, self.desired.quotas):
+                self.blocked.append(Held(action, refused_text(error, action), rule=QUOTA_RULE))
                 return
-            self.actions.append(action)  # fewer chips are counted under it: a new decision
+            self.actions.append(action)  # fewer chips under it, or a higher limit: new decision
         elif refused and error is not None:
             self.blocked.append(Held(action, f"permanent error: {error.message}"))
         elif (
@@ -224,7 +235,7 @@ class _Planner:
             and error.failures < UNBACKED_NEW_DECISIONS
         ):
             # A permanent error answered one fingerprint; the intent or the world behind this
-            # action has changed since (a fixed typo, a moved QR), so this is a new decision,
+            # action has changed since (a fixed typo, a moved request), so this is a new decision,
             # not a retry of the refused one: it waits for no backoff. Only a few times in a
             # row, though: a world that keeps flipping between states the cloud refuses would
             # otherwise get a request per flip; after that the backoff paces it again.
@@ -238,8 +249,8 @@ class _Planner:
 
     # -- per slot ---------------------------------------------------------------------------
     def hold(self, spec: SlotSpec, reason: str) -> None:
-        qr = self.observed.qr(spec.zone, spec.name)
-        if qr is None:
+        request = self.observed.request(spec.zone, spec.name)
+        if request is None:
             if not self.observed.knows(spec.zone):
                 self.warnings.append(f"{spec.name}: zone {spec.zone} unreachable; not acting")
                 return
@@ -251,6 +262,7 @@ class _Planner:
                 create=_create_request(self.desired, spec, self.now),
                 state="NOT_QUEUED",
                 unlisted_zone=known_to_offer(spec.zone, spec.accelerator) is False,
+                api=spec.api,
             )
             not_before = self.memory.slot(spec.name).create_not_before
             if not_before > self.now:
@@ -259,48 +271,45 @@ class _Planner:
                 )
             else:
                 self.propose(action)
-        elif flex.expired(spec, qr, self.now):  # the run's end, not a preemption
-            if flex.renews(spec, qr, self.now):
-                self.propose(_delete(self.observed, qr, flex.ended_reason(qr), Kind.REPLACE))
+        elif flex.expired(spec, request, self.now):  # the run's end, not a preemption
+            if flex.renews(spec, request, self.now):
+                self.propose(
+                    _delete(self.observed, request, flex.ended_reason(request), Kind.REPLACE)
+                )
             else:
-                self.ended.append(flex.why_idle(spec, qr))
-        elif qr.state in DEAD_STATES:
-            self.propose(_delete(self.observed, qr, _dead_reason(qr), Kind.REPLACE))
-        elif lost_slice_replaces(qr, self.observed.node(qr.zone, qr.name)):
-            self.propose(_delete(self.observed, qr, "a slice was lost", Kind.REPLACE))
-        elif qr.state == QRState.UNKNOWN:
-            self.warnings.append(f"{spec.name}: unknown QR state {qr.raw_state!r}; not acting")
-        elif qr.accelerator_type and qr.accelerator_type != spec.accelerator:
+                self.ended.append(flex.why_idle(spec, request))
+        elif request.state in DEAD_STATES:
+            self.propose(_delete(self.observed, request, _dead_reason(request), Kind.REPLACE))
+        elif lost_slice_replaces(request, self.observed.node(request.zone, request.name)):
+            self.propose(_delete(self.observed, request, "a slice was lost", Kind.REPLACE))
+        elif request.state == RequestState.UNKNOWN:
             self.warnings.append(
-                f"{spec.name}: holds {qr.accelerator_type} but the file says {spec.accelerator}; "
-                "release and re-hold the slot to replace it"
+                f"{spec.name}: unknown {request.api_kind} state {request.raw_state!r}; not acting"
             )
-        elif qr.node_count != spec.slices:
-            self.warnings.append(
-                f"{spec.name}: holds {qr.node_count} slice(s) but the file says {spec.slices}; "
-                "release and re-hold the slot to replace it"
-            )
+        elif request.state != RequestState.DELETING and (found := reshape.changes(spec, request)):
+            action = _delete(self.observed, request, reshape.reason(found), Kind.REPLACE)
+            self.propose(replace(action, reshape=True))  # the delete guard counts it
 
     def release(self, spec: SlotSpec, reason: str) -> None:
-        qr = self.observed.qr(spec.zone, spec.name)
-        if qr is not None and qr.state != QRState.DELETING:
-            self.propose(_delete(self.observed, qr, reason, Kind.DELETE))
+        request = self.observed.request(spec.zone, spec.name)
+        if request is not None and request.state != RequestState.DELETING:
+            self.propose(_delete(self.observed, request, reason, Kind.DELETE))
 
     def released(self, spec: SlotSpec) -> None:
         """A release rule answered for ``spec``: the ordinary delete, and a notice once."""
         rel = self.releases[spec.name]
         self.decided[spec.name] = "released"
         self.release(spec, rel.reason)
-        qr = self.observed.qr(spec.zone, spec.name)
-        if qr is not None and qr.state != QRState.DELETING:
+        request = self.observed.request(spec.zone, spec.name)
+        if request is not None and request.state != RequestState.DELETING:
             instance = self.memory.slot(spec.name).active_instance or f"{spec.name}@{rel.due:.0f}"
             self.notice(spec, instance, "released", lambda: f"{rel.reason}; deleting it")
 
     def setup(self, spec: SlotSpec) -> None:
-        qr = self.observed.qr(spec.zone, spec.name)
-        if qr is None or qr.state != QRState.ACTIVE:
+        request = self.observed.request(spec.zone, spec.name)
+        if request is None or request.state != RequestState.ACTIVE:
             return
-        node = self.observed.node(spec.zone, qr.node_id or spec.name)
+        node = self.observed.node_of(request)
         if node is None or node.state != NodeState.READY or not node.endpoints:
             return
         setup, instance = spec.setup, node.instance
@@ -351,10 +360,10 @@ class _Planner:
         probes = self.probes.get(spec.name) if self.probes is not None else None
         held = self.decided.get(spec.name) == "held"
         d = wl.decide(spec, wm, held=held, at=at, set_up=set_up, probes=probes, now=self.now)
-        qr = self.observed.qr(spec.zone, spec.name)
+        request = self.observed.request(spec.zone, spec.name)
         for act, reason in d.acts:
             kind = Kind.LAUNCH if act.verb == "launch" else Kind.STOP
-            act = flex.with_end(act, qr)
+            act = flex.with_end(act, request)
             self.propose(
                 Action(
                     kind,
@@ -411,25 +420,34 @@ class _Planner:
     def signal_notices(self, spec: SlotSpec) -> None:
         """Flex-start's run ending and ended, and the node's health signals: told, once
         each; none of them is by itself a reason to act."""
-        qr = self.observed.qr(spec.zone, spec.name)
-        node = self.observed.node(spec.zone, (qr.node_id if qr else None) or spec.name)
-        found = flex.notices(spec, qr, self.now)
-        found += node_health.notices(spec.name, node if qr is not None else None, ())
+        request = self.observed.request(spec.zone, spec.name)
+        node = self.observed.node_of(request) if request is not None else None
+        found = flex.notices(spec, request, self.now)
+        found += node_health.notices(spec.name, node, ())
         self.notices += [n for n in found if n.key not in self.memory.notified]
 
     def dead_notices(self, spec: SlotSpec) -> None:
-        qr = self.observed.qr(spec.zone, spec.name)
-        if qr is None or qr.state not in DEAD_STATES or flex.expired(spec, qr, self.now):
+        request = self.observed.request(spec.zone, spec.name)
+        if (
+            request is None
+            or request.state not in DEAD_STATES
+            or flex.expired(spec, request, self.now)
+        ):
             return
-        instance = f"{spec.name}@{qr.create_time or '?'}"
+        instance = f"{spec.name}@{request.create_time or '?'}"
         held = self.decided.get(spec.name) == "held"
         then = "re-queueing" if held else "deleting it (not held)"
-        if qr.state == QRState.SUSPENDED and qr.initiator == "SERVICE":
+        if request.preempted:
             self.notice(
                 spec, instance, "preempted", lambda: f"{spec.accelerator} in {spec.zone}; {then}"
             )
-        elif qr.state == QRState.FAILED:
-            reason = qr.error.message if qr.error and qr.error.message else "queued resource FAILED"
+        elif request.state == RequestState.FAILED:
+            error = request.error
+            reason = (
+                error.message
+                if error and error.message
+                else f"{request.api_kind} {request.api_state}"
+            )
             self.notice(spec, instance, "failed", lambda: f"{reason}; {then}")
 
     # -- races ------------------------------------------------------------------------------
@@ -437,11 +455,13 @@ class _Planner:
         specs = [s for n in group.slots if (s := self.desired.slot(n)) is not None]
         won: list[tuple[tuple[int, tuple[str, str], int], SlotSpec]] = []
         for spec in specs:
-            qr = self.observed.qr(spec.zone, spec.name)
-            if qr is not None and qr.state in WON_STATES:
-                won.append(((_RANK[qr.state], _time_key(qr.create_time), spec.order), spec))
-            elif qr is not None and flex.expired(spec, qr, self.now) and not spec.renew:
-                won.append(((len(_RANK), _time_key(qr.create_time), spec.order), spec))
+            request = self.observed.request(spec.zone, spec.name)
+            if request is not None and request.state in WON_STATES:
+                won.append(
+                    ((_RANK[request.state], _time_key(request.create_time), spec.order), spec)
+                )
+            elif request is not None and flex.expired(spec, request, self.now) and not spec.renew:
+                won.append(((len(_RANK), _time_key(request.create_time), spec.order), spec))
         won.sort(key=lambda item: item[0])
         done = [s for s in specs if s.name in self.releases]  # a hold that ran out
         won = [item for item in won if item[1].name not in self.releases]
@@ -495,7 +515,7 @@ def plan(
     memory = memory or Memory()
     if desired is None:
         return Plan(
-            unmanaged=observed.queued_resources,
+            unmanaged=observed.requests,
             warnings=("no valid desired state: nothing will be created or deleted",),
         )
     p = _Planner(desired, observed, memory, now, tmux_windows, probes)
@@ -519,14 +539,18 @@ def plan(
         _, view, groups = across.view(desired, observed, memory)
         for v in groups:
             p.across(v, view)
-    unmanaged = _unmanaged(desired, observed.queued_resources)
+    unmanaged = _unmanaged(desired, observed.requests)
     if desired.settings.prune:
-        for qr in unmanaged:
-            if qr.managed and qr.state != QRState.DELETING and observed.knows(qr.zone):
+        for request in unmanaged:
+            if (
+                request.managed
+                and request.state != RequestState.DELETING
+                and observed.knows(request.zone)
+            ):
                 p.propose(
                     _delete(
                         observed,
-                        qr,
+                        request,
                         "prune: labelled managed-by=tpu-reconciler but not in the file",
                         Kind.DELETE,
                     )
@@ -551,12 +575,14 @@ def plan(
     )
 
 
-def _unmanaged(desired: Desired, qrs: Iterable[QueuedResource]) -> tuple[QueuedResource, ...]:
+def _unmanaged(
+    desired: Desired, requests: Iterable[CapacityRequest]
+) -> tuple[CapacityRequest, ...]:
     out = []
-    for qr in qrs:
-        spec = desired.slot(qr.name)
-        if spec is None or spec.zone != qr.zone:
-            out.append(qr)
+    for request in requests:
+        spec = desired.slot(request.name)
+        if spec is None or spec.zone != request.zone:
+            out.append(request)
     return tuple(sorted(out, key=lambda q: (q.zone, q.name)))
 
 
@@ -567,4 +593,4 @@ def in_motion(
     if any(r.open for r in races):
         return True
     names = {s.name for s in desired.slots} if desired else set()
-    return any(q.state in MOVING_STATES for q in observed.queued_resources if q.name in names)
+    return any(q.state in MOVING_STATES for q in observed.requests if q.name in names)

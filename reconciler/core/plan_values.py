@@ -19,14 +19,15 @@ from typing import Final
 
 from reconciler.core import control
 from reconciler.core import workload as wl
-from reconciler.model.observed import QueuedResource
+from reconciler.model.capacity import DEFAULT_API, CapacityRequest
+from reconciler.model.desired import QuotaSpec
 from reconciler.model.requests import CreateRequest
 
 
 class Kind(StrEnum):
     CREATE = "create"
     DELETE = "delete"
-    REPLACE = "replace"  # delete a dead QR now; the create follows on a later pass
+    REPLACE = "replace"  # delete a dead or reshaped request now; the create follows later
     BOOTSTRAP = "bootstrap"
     TAILSCALE = "tailscale"
     TMUX = "tmux"
@@ -60,7 +61,8 @@ class Action:
     create: CreateRequest | None = None
     instance: str | None = None  # setup actions: the node instance they apply to
     generation: int = 0
-    state: str | None = None  # the QR state this decision was made on ("NOT_QUEUED" if none)
+    #: the request's state this decision was made on, the API's word ("NOT_QUEUED" if none)
+    state: str | None = None
     workload: wl.WorkloadAct | None = None  # launch / stop: run id, attempt, grace
     #: create: the zone is not known to offer the accelerator (``model.tpu_zones``, which may
     #: be behind Google's list): it goes ahead, and ``plan`` says so next to it
@@ -68,6 +70,14 @@ class Action:
     #: create: chips counted in its (zone, n) and (region, n) for its family and mode when it
     #: was planned (``core.quota``); a quota refusal records the one it names
     quota_use: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    #: create: the limits known for its API, family and mode when it was planned, (zone or
+    #: region, chips); a quota refusal keeps the one of the place it names (``core.quota``)
+    quota_known: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    #: the API that holds the request it creates or deletes (the port routes it by this)
+    api: str = DEFAULT_API
+    #: replace: the file changed the request's API or shape (``core.reshape``), not a death:
+    #: the delete guard counts it like a delete, and it is no dead request in a row
+    reshape: bool = False
 
     @property
     def symbol(self) -> str:
@@ -98,7 +108,8 @@ class Held:
     action: Action
     why: str
     until: float | None = None  # backoff: when it may run
-    rule: str | None = None  # held by control: "paused" | "guard" | "suspended"
+    rule: str | None = None  # held by control: "paused" | "guard" | "suspended" | "quota"
+    quota: QuotaSpec | None = None  # rule "quota": the limit it waits on (None: a cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +138,7 @@ class Plan:
     actions: tuple[Action, ...] = ()
     deferred: tuple[Held, ...] = ()
     blocked: tuple[Held, ...] = ()
-    unmanaged: tuple[QueuedResource, ...] = ()
+    unmanaged: tuple[CapacityRequest, ...] = ()
     races: tuple[RaceStatus, ...] = ()
     notices: tuple[Notice, ...] = ()
     warnings: tuple[str, ...] = ()

@@ -5,9 +5,10 @@ many chips each member may hold (``members:``, read with each slot's ``owner:``)
   owner already holds of that family (fewest first: fair share, counted again after every
   create that goes), then by file order. Without members and owners the order is the plan's.
 - **Caps**: a member's ``chips: {v6e: 32}`` counts the chips of that family held or queued
-  by the member's slots (every observed QR of a slot they own, whatever its state, plus the
+  by the member's slots (every observed request of a slot they own, whatever its state, plus the
   creates that go this pass); a create past it waits, "waiting for alice's cap: 32/32 v6e
-  chips".
+  chips", and one bigger than the cap itself never goes ("never fits: needs 64, alice's cap
+  32 v6e chips"). A cap counts a family's chips on every API.
 - **Behind whom**: a create waiting for quota says who is ahead of it: the creates that went
   this pass under that limit (``behind v6e-a (bob)``), else the owners holding its chips
   (``held by alice 8, bob 8``).
@@ -28,9 +29,9 @@ from reconciler.model.names import chip_count as chips
 from reconciler.model.observed import Observation
 from reconciler.model.quotas import quota_mode, region_of
 
-Key = tuple[str, str, str, str]  # (family, mode, scope, place), as ``core.quota``'s
+Key = tuple[str, str, str, str, str]  # (api, family, mode, scope, place), as ``core.quota``'s
 
-OTHERS = "others"  # QRs of no owner (unmanaged, or slots without an owner)
+OTHERS = "others"  # requests of no owner (unmanaged, or slots without an owner)
 
 
 @dataclass
@@ -68,25 +69,33 @@ def lab(desired: Desired, observed: Observation) -> Lab | None:
         priority={m.name: m.priority for m in desired.members},
         caps={m.name: m.chips for m in desired.members},
     )
-    for qr in observed.queued_resources:
-        spec = desired.slot(qr.name)
-        if qr.accelerator_type is None:
+    for request in observed.requests:
+        spec = desired.slot(request.name)
+        if request.accelerator is None:
             continue
         try:
-            family = accelerator_family(qr.accelerator_type)
+            family = accelerator_family(request.accelerator)
         except UnsafeName:
             continue
-        o = owners.get(qr.name) if spec is not None and spec.zone == qr.zone else None
-        n = chips(qr.accelerator_type) * max(1, qr.node_count)  # every slice counts
+        o = owners.get(request.name) if spec is not None and spec.zone == request.zone else None
+        n = chips(request.accelerator) * max(1, request.slices)  # every slice counts
         found.held[(o, family)] += n
-        mode = quota_mode(qr.mode)
-        for key in ((family, mode, "zone", qr.zone), (family, mode, "region", region_of(qr.zone))):
+        mode = quota_mode(request.mode)
+        for key in (
+            (request.api, family, mode, "zone", request.zone),
+            (request.api, family, mode, "region", region_of(request.zone)),
+        ):
             found.holders.setdefault(key, Counter())[o or OTHERS] += n
     return found
 
 
 def cap_text(owner: str, held: int, limit: int, family: str) -> str:
     return f"waiting for {owner}'s cap: {held}/{limit} {family} chips"
+
+
+def never_cap_text(owner: str, needs: int, limit: int, family: str) -> str:
+    """A create bigger than its owner's cap: it can never go."""
+    return f"never fits: needs {needs}, {owner}'s cap {limit} {family} chips"
 
 
 def behind(found: Lab, key: Key, ahead: Sequence[str]) -> str:

@@ -28,7 +28,7 @@ def one_line(text: str) -> str:
 def action_note(action: Action) -> str:
     """The warning shown beside an action (``plan``, ``--json``, the TUI), or ""."""
     if action.unlisted_zone and action.create is not None:
-        return f"zone not known to offer {action.create.accelerator_type}"
+        return f"zone not known to offer {action.create.accelerator}"
     return ""
 
 
@@ -68,7 +68,7 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
         lines.append(f"  warning: {w}")
     lines += [f"  expired  {one_line(e)}" for e in plan.ended]
     if plan.unmanaged:
-        names = ", ".join(f"{q.name} ({q.zone}, {q.state.value})" for q in plan.unmanaged)
+        names = ", ".join(f"{r.name} ({r.zone}, {r.api_state})" for r in plan.unmanaged)
         lines.append(f"  unmanaged (not in the file; left alone): {names}")
     notes = (plan.deferred, plan.blocked, plan.warnings, plan.unmanaged, plan.held, plan.ended)
     if any(notes) or plan.releases_at:
@@ -184,7 +184,7 @@ def _note(row: SlotStatus, now: float) -> str:
         control = _control_note(row, now)
         if control:
             return control
-    if row.quota is not None and row.quota.state == "waiting":
+    if row.quota is not None and row.quota.state in ("waiting", "never-fits"):
         return row.quota.message
     if row.last_error:  # a run's end and the node's signals stay in sight (error below)
         return _cut(", ".join([*_run_notes(row, now), str(row.last_error)]), _NOTE_WIDTH)
@@ -210,7 +210,7 @@ def _run_notes(row: SlotStatus, now: float) -> list[str]:
     out = []
     if row.expired:
         out.append("expired: flex-start run ended (renew: true, or release and hold, for more)")
-    elif row.ends_at and row.state == "ACTIVE":
+    elif row.ends_at and row.active:
         with contextlib.suppress(ValueError):
             out.append(f"ends {_when(epoch(row.ends_at), now)}")
     if row.health_note:
@@ -251,7 +251,9 @@ def format_workload(
 ) -> str:
     """One workload cell: ``running 2h13m · attempt 3 · 1/3 failures``,
     ``gave-up (exit 1 on worker 2)``; ``note`` last (``restarting in 40s``)."""
-    if state in ("gave-up", "failed") and detail:
+    if state == "not-started":
+        return f"not started: {detail}" if detail else "not started"
+    if state in ("gave-up", "failed", "released") and detail:
         return f"{state} ({detail})"
     head = f"{state} {format_duration(running_for)}" if running_for is not None else state
     parts = [head, f"attempt {attempt}"] if attempt else [head]

@@ -1,7 +1,7 @@
 """The status snapshot (``tpu-reconciler.status.v1``), built from values.
 
 One snapshot answers "what do I hold right now?": every slot's desired and observed state,
-unmanaged QRs, races, the pending plan, tmux windows. The controller writes it after every
+unmanaged requests, races, the pending plan, tmux windows. The controller writes it after every
 pass (``status.json``, through ``adapters/status_file``); ``status --live`` builds it from a
 fresh observation. The values are ``model/status``'s dataclasses; the schema is documented in
 ``docs/status-snapshot.md`` and ``docs/json.md``. Pure: times are arguments.
@@ -32,9 +32,10 @@ from reconciler.core.render import (
 from reconciler.core.telemetry import chips_status, tpu_figure
 from reconciler.core.workload_backoff import restart_wait
 from reconciler.core.workload_memory import WorkloadMemory
+from reconciler.model.capacity import CapacityRequest
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.multislice import slice_rows
-from reconciler.model.observed import Node, Observation, QueuedResource
+from reconciler.model.observed import Node, Observation
 from reconciler.model.status import (
     STATUS_SCHEMA,
     ActionStatus,
@@ -186,24 +187,25 @@ def _setup_status(memory: Memory, spec: SlotSpec, instance: str | None) -> Setup
     )
 
 
-def _qr_fields(qr: QueuedResource, observed: Observation) -> dict[str, Any]:
-    """What the cloud says about one QR and its node."""
-    node = observed.node(qr.zone, qr.node_id or qr.name)
+def _request_fields(request: CapacityRequest, observed: Observation) -> dict[str, Any]:
+    """What the cloud says about one request and its node."""
+    node = observed.node_of(request)
     return {
-        "state": qr.state.value,
+        "state": request.api_state,
+        "request": request.state.value,
         "node_state": node.state.value if node else None,
         "health": node.health if node else None,
         "ips": tuple(node.ips()) if node else (),
-        "create_time": qr.create_time,
-        "labelled": qr.managed,
-        **_signal_fields(qr, node),
+        "create_time": request.create_time,
+        "labelled": request.managed,
+        **_signal_fields(request, node),
         **({"slices": slice_rows(node)} if node is not None and node.slices else {}),
     }
 
 
-def _signal_fields(qr: QueuedResource, node: Node | None) -> dict[str, Any]:
+def _signal_fields(request: CapacityRequest, node: Node | None) -> dict[str, Any]:
     """A flex-start run's end and the node's health signals (``core/node_health``)."""
-    out: dict[str, Any] = {"ends_at": qr.termination_time}
+    out: dict[str, Any] = {"ends_at": request.termination_time}
     if node is None:
         return out
     m = node.maintenance
@@ -225,16 +227,16 @@ def _signal_fields(qr: QueuedResource, node: Node | None) -> dict[str, Any]:
 
 
 def _last_error(
-    memory: Memory, spec: SlotSpec, qr: QueuedResource | None, instance: str | None
+    memory: Memory, spec: SlotSpec, request: CapacityRequest | None, instance: str | None
 ) -> str | None:
     """The slot's most pressing failure, on one line: the cloud action's, else the cloud's
-    word on the QR, else, while it has a node, the first failing setup step's or workload
+    word on the request, else, while it has a node, the first failing setup step's or workload
     action's (named; without a node they wait, as ``setup`` says)."""
     cloud_error = memory.error(f"{spec.zone}/{spec.name}:cloud")
     if cloud_error:
         return one_line(cloud_error.message)
-    if qr is not None and qr.error and qr.error.message:
-        return f"code {qr.error.code}: {one_line(qr.error.message)}"
+    if request is not None and request.error and request.error.message:
+        return f"code {request.error.code}: {one_line(request.error.message)}"
     for step in _STEP_KEYS if instance is not None else ():
         error = memory.error(f"{spec.zone}/{spec.name}:{step}")
         if error:
@@ -253,26 +255,26 @@ def _managed_row(
     now: float,
     releases_at: float | None = None,
 ) -> SlotStatus:
-    qr = observed.qr(spec.zone, spec.name)
-    if qr is not None:
-        seen = _qr_fields(qr, observed)
+    request = observed.request(spec.zone, spec.name)
+    if request is not None:
+        seen = _request_fields(request, observed)
     else:
         seen = {"state": "NOT_QUEUED" if observed.knows(spec.zone) else "UNKNOWN"}
-    node = observed.node(spec.zone, (qr.node_id if qr else None) or spec.name)
-    instance = node.instance if node is not None and qr is not None else None
+    node = observed.node(spec.zone, (request.node_name if request else None) or spec.name)
+    instance = node.instance if node is not None and request is not None else None
     target = f"tpu-{desired.zone_code(spec.zone)}:{spec.name}"
     mem = memory.slot(spec.name)
     return SlotStatus(
         name=spec.name,
         zone=spec.zone,
-        accelerator=spec.accelerator or (qr.accelerator_type if qr else None),
-        mode=spec.mode or (qr.mode if qr else None),
+        accelerator=spec.accelerator or (request.accelerator if request else None),
+        mode=spec.mode or (request.mode if request else None),
         want=want,
         managed=True,
         race_group=spec.race_group,
         **seen,
         state_since=iso(mem.state_since) if mem.state == seen["state"] else None,
-        last_error=_last_error(memory, spec, qr, instance),
+        last_error=_last_error(memory, spec, request, instance),
         setup=_setup_status(memory, spec, instance),
         tmux=TmuxStatus(target=target if spec.setup.tmux else None, open=target in windows),
         instance=instance,
@@ -280,7 +282,8 @@ def _managed_row(
         releases_at=iso(releases_at),
         workload=workload_status(memory.workload(spec.name), spec.workload, now),
         owner=spec.owner,
-        expired=flex.expired(spec, qr, now),
+        expired=flex.expired(spec, request, now),
+        api=spec.api,
     )
 
 
@@ -333,14 +336,15 @@ def workload_status(
     )
 
 
-def _unmanaged_row(qr: QueuedResource, observed: Observation) -> SlotStatus:
+def _unmanaged_row(request: CapacityRequest, observed: Observation) -> SlotStatus:
     return SlotStatus(
-        name=qr.name,
-        zone=qr.zone,
-        accelerator=qr.accelerator_type,
-        mode=qr.mode,
+        name=request.name,
+        zone=request.zone,
+        accelerator=request.accelerator,
+        mode=request.mode,
         managed=False,
-        **_qr_fields(qr, observed),
+        **_request_fields(request, observed),
+        api=request.api,
     )
 
 
@@ -352,7 +356,7 @@ def _slots(
     windows: Collection[str],
     now: float,
 ) -> tuple[SlotStatus, ...]:
-    """Managed slots in file order, then the unmanaged QRs the plan found."""
+    """Managed slots in file order, then the unmanaged requests the plan found."""
     decided = plan.decided_want if plan else {}
     at = plan.releases_at if plan else {}
     rows = (
@@ -372,7 +376,7 @@ def _slots(
         if desired
         else []
     )
-    rows += [_unmanaged_row(qr, observed) for qr in (plan.unmanaged if plan else ())]
+    rows += [_unmanaged_row(request, observed) for request in (plan.unmanaged if plan else ())]
     return tuple(rows)
 
 

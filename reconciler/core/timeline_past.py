@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from reconciler.core.history import PREEMPTED, QUEUED, WON, Transition
+from reconciler.core.history import LOST, StateOf, Transition
+from reconciler.model.capacity import DEFAULT_API, WAITING_STATES, WON_STATES, RequestState
 
 HELD: Final = "held"  # PROVISIONING or ACTIVE: the capacity is there
 QUEUED_SPAN: Final = "queued"  # in the cloud's queue, waiting for capacity
@@ -27,7 +28,7 @@ EST_QUEUED: Final = "queued (estimate)"  # sent, the history's expected queue wa
 EST_HELD: Final = "held (estimate)"  # from the estimated start to its end
 
 PREEMPTION: Final = "preempted"
-RUN_ENDED: Final = "run ended"  # a flex-start run's end (its QR suspended, not a preemption)
+RUN_ENDED: Final = "run ended"  # a run's end (flex-start suspended, ENDED), not a preemption
 FLEX: Final = "flex-start"
 
 
@@ -51,15 +52,24 @@ class Mark:
     text: str = ""
 
 
-def kind_of(state: str | None) -> str | None:
-    """The span a request's state draws (None: no request)."""
-    if state is None or state in ("NOT_QUEUED", "UNKNOWN"):
+#: The snapshot's words for a slot with no request seen (none of them an API's state).
+NO_REQUEST: Final = frozenset({"NOT_QUEUED", "UNKNOWN"})
+_NEUTRAL: Final = frozenset(s.value for s in RequestState)
+
+
+def kind_of(
+    state: str | None, state_of: StateOf, told: str | None = None, api: str = DEFAULT_API
+) -> str | None:
+    """The span a request in ``state`` (the word of ``api``, read by ``state_of`` unless a
+    status row ``told`` its neutral state) draws (None: no request)."""
+    if state is None or state in NO_REQUEST:
         return None
-    if state in WON:
+    neutral = RequestState(told) if told in _NEUTRAL else state_of(state, api)
+    if neutral in WON_STATES:
         return HELD
-    if state in QUEUED:
+    if neutral in WAITING_STATES:
         return QUEUED_SPAN
-    return DEAD  # SUSPENDING, SUSPENDED, FAILED, DELETING, a state this version does not know
+    return DEAD  # suspending, suspended, failed, ended, deleting, a state not known
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +83,9 @@ class Past:
     mode: str = "?"
 
 
-def spans(transitions: Iterable[Transition]) -> dict[tuple[str, str], Past]:
-    """Per (zone, slot): the spans and marks of ``transitions`` (taken oldest first)."""
+def spans(transitions: Iterable[Transition], state_of: StateOf) -> dict[tuple[str, str], Past]:
+    """Per (zone, slot): the spans and marks of ``transitions`` (taken oldest first); the
+    history keeps each state in its API's word, ``state_of`` reads it with the row's API."""
     open_: dict[tuple[str, str], tuple[str, float] | None] = {}
     done: dict[tuple[str, str], list[Span]] = {}
     marks: dict[tuple[str, str], list[Mark]] = {}
@@ -83,15 +94,16 @@ def spans(transitions: Iterable[Transition]) -> dict[tuple[str, str], Past]:
     for t in sorted(transitions, key=lambda t: t.at):
         where = (t.zone, t.slot)
         going = open_.get(where)
-        after = kind_of(t.after)
+        after = kind_of(t.after, state_of, api=t.api)
         kind[where] = (t.accelerator, t.mode)
         if going is not None and going[0] == after:
             last[where] = t.after
             continue
         if going is not None:
             done.setdefault(where, []).append(Span(going[0], going[1], t.at))
-        if t.before in WON and t.after in PREEMPTED:
-            ended = t.mode == FLEX
+        lost = state_of(t.after, t.api) if t.after is not None else None
+        if t.before is not None and state_of(t.before, t.api) in WON_STATES and lost in LOST:
+            ended = t.mode == FLEX or lost == RequestState.ENDED
             marks.setdefault(where, []).append(
                 Mark(RUN_ENDED if ended else PREEMPTION, t.at, text=t.after or "")
             )

@@ -24,9 +24,10 @@ from reconciler.core.workload_backoff import after_failure, healthy_for
 from reconciler.core.workload_health import adopted, lost_worker, make_run_id, unsent
 from reconciler.core.workload_left import probes_said
 from reconciler.core.workload_memory import PriorAttempt, WorkerSeen, WorkloadMemory
+from reconciler.model.capacity import RequestState
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.durations import format_duration
-from reconciler.model.observed import NodeState, Observation, QRState
+from reconciler.model.observed import NodeState, Observation
 from reconciler.model.workload import WorkerProbe
 
 Probes = Mapping[str, Sequence[WorkerProbe]]  # slot -> one probe per worker
@@ -47,7 +48,7 @@ SUCCEEDED_BEFORE: Final = "previous attempt succeeded"
 class Where:
     """The slot's node as this observation sees it."""
 
-    ready: str | None  # instance of an ACTIVE QR's READY node with endpoints, else None
+    ready: str | None  # instance of an ACTIVE request's READY node with endpoints, else None
     workers: int  # its endpoint count
     lost: bool  # the instance the attempt was sent to is gone for sure
 
@@ -55,20 +56,20 @@ class Where:
 def where(observed: Observation, spec: SlotSpec, sent_to: str | None) -> Where:
     if not observed.knows(spec.zone):
         return Where(None, 0, False)
-    qr = observed.qr(spec.zone, spec.name)
-    node = observed.node(spec.zone, (qr.node_id if qr else None) or spec.name)
+    request = observed.request(spec.zone, spec.name)
+    node = observed.node(spec.zone, (request.node_name if request else None) or spec.name)
     ready = None
     if (
-        qr is not None
-        and qr.state == QRState.ACTIVE
+        request is not None
+        and request.state == RequestState.ACTIVE
         and node is not None
         and node.state == NodeState.READY
         and node.endpoints
     ):
         ready = node.instance
     lost = sent_to is not None and (
-        qr is None
-        or qr.state not in (QRState.ACTIVE, QRState.PROVISIONING)
+        request is None
+        or request.state not in (RequestState.ACTIVE, RequestState.PROVISIONING)
         or node is None
         or node.instance != sent_to
         or node.state in _GONE_NODE
@@ -173,6 +174,25 @@ def exit_detail(seen: Sequence[WorkerProbe]) -> str | None:
     return f"{code} on worker {first.index}{more}"
 
 
+def started(wm: WorkloadMemory) -> bool:
+    """The attempt in play was seen to run: a worker alive or exited, or it got that far."""
+    return wm.phase == "running" or any(s.state in ("alive", "exited") for s in wm.workers)
+
+
+def released(prev: WorkloadMemory, now: float) -> WorkloadMemory:
+    """The attempt in play ends because its slot was released (``release`` says why): as
+    *released* when it had started, else *not-started*."""
+    why = prev.release or "slot released"
+    return replace(
+        prev,
+        phase="released" if started(prev) else "not-started",
+        since=now,
+        detail=why,
+        unknown=False,
+        relaunch=False,
+    )
+
+
 def _stopped(prev: WorkloadMemory, w: WorkloadSpec | None, now: float) -> WorkloadMemory | None:
     """A deliberate stop is over (every worker gone, or the node itself)."""
     if w is None:
@@ -181,9 +201,7 @@ def _stopped(prev: WorkloadMemory, w: WorkloadSpec | None, now: float) -> Worklo
         w.generation,
         w.identity,
     ):
-        return replace(
-            prev, phase="interrupted", since=now, detail="stopped: slot released", unknown=False
-        )
+        return released(prev, now)
     return new_run(w, now)
 
 
@@ -222,6 +240,8 @@ def fold(
         if not running:
             return _next_attempt(prev, w, now)
     if at.lost:
+        if prev.release and prev.phase in ("starting", "running"):
+            return released(prev, now)  # the release took its node: not a preemption
         if prev.phase in ("starting", "running") or (prev.phase == "failed" and prev.relaunch):
             return replace(
                 prev,

@@ -352,8 +352,14 @@ def render_op(op: OpRecord, project: str, clock: Clock) -> JSON:
     return body
 
 
+def worker_vm(node: NodeRecord, index: int) -> str:
+    """Worker ``index``'s VM name, shaped like a TPU VM's (``t1v-n-<8 hex>-w-<index>``)."""
+    return f"t1v-n-{node.uid % 0x100000000:08x}-w-{index}"
+
+
 def guest_attributes(node: NodeRecord, query_path: str, worker_ids: list[str]) -> JSON:
-    """``GetGuestAttributesResponse``: one entry per worker (all workers when none are named)."""
+    """``GetGuestAttributesResponse``: one entry per worker (all workers when none are named),
+    with its ``hostname`` (the VM name gcloud's IAP tunnel asks for)."""
     wanted = {int(w) for w in worker_ids if str(w).isdigit()}
     entries = []
     for index, (ip, external) in enumerate(node.endpoints):
@@ -362,6 +368,7 @@ def guest_attributes(node: NodeRecord, query_path: str, worker_ids: list[str]) -
         items = [
             {"namespace": "guest-agent", "key": "worker-id", "value": str(index)},
             {"namespace": "guest-agent", "key": "internal-ip", "value": ip},
+            {"namespace": "guest-agent", "key": "hostname", "value": worker_vm(node, index)},
         ]
         if external:
             items.append({"namespace": "guest-agent", "key": "external-ip", "value": external})

@@ -18,33 +18,33 @@ answers with the group (``intent/group_info``: its one program under ``workload.
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import json
 import os
-import shlex
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from reconciler.adapters.openssh import ssh_argv
 from reconciler.adapters.status_file import read_status
 from reconciler.errors import (
     InvalidDesiredState,
     ReconcilerError,
     StatusUnreadable,
     UnsafeName,
-    UntrustedHostKeys,
     ViewError,
 )
 from reconciler.intent import group_info as groups
+from reconciler.intent import ssh_view
 from reconciler.intent.engine import EditResult, IntentEditor
 from reconciler.model import flex, names
 from reconciler.model.addresses import is_documentation_address
 from reconciler.model.desired import Desired
 from reconciler.model.durations import duration_text, format_duration
+from reconciler.model.names import check_name
 from reconciler.model.stamps import epoch_or_none
 from reconciler.model.status import SlotStatus, StatusSnapshot, encode
+
+if TYPE_CHECKING:
+    from reconciler.adapters.worker_names import WorkerNames
 
 SCHEMA: Final = "tpu-reconciler.mcp.v1"
 _TAIL_BYTES: Final = 4 * 1024 * 1024
@@ -125,6 +125,7 @@ def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
             "zone": spec.zone,
             "accelerator": spec.accelerator,
             "mode": spec.mode,
+            "api": spec.api,
             # a race member's group decides for it: said as the TUI's table says it
             "want": f"race:{spec.race_group}" if spec.race_group else spec.want,
             "race_group": spec.race_group,
@@ -143,7 +144,7 @@ def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
                 "renew": spec.renew,
             }
     elif row is not None:
-        out = {k: row.get(k) for k in ("name", "zone", "accelerator", "mode", "managed")}
+        out = {k: row.get(k) for k in ("name", "zone", "accelerator", "mode", "api", "managed")}
         out["want"] = None
         out["note"] = "not in desired.yaml: unmanaged, shown but never deleted"
     out["observed"] = (
@@ -256,7 +257,9 @@ def format_slot_info(doc: Mapping[str, Any], now: float | None = None) -> str:
     obs = doc.get("observed") or {}
     lines = [
         f"{doc.get('name')}  {doc.get('zone')}  {doc.get('accelerator')}  {doc.get('mode')}  "
-        f"want {doc.get('want') or '-'}" + ("" if doc.get("managed", True) else "  (unmanaged)"),
+        + (f"api {doc['api']}  " if doc.get("api") else "")
+        + f"want {doc.get('want') or '-'}"
+        + ("" if doc.get("managed", True) else "  (unmanaged)"),
         f"state {obs.get('state') or '?'}"
         + (f" since {obs['state_since']}" if obs.get("state_since") else "")
         + (f", node {obs['node_state']}" if obs.get("node_state") else "")
@@ -346,24 +349,6 @@ def _chip_text(chip: Mapping[str, Any]) -> str:
     return f"{chip.get('index')} {'?' if duty is None else f'{duty:.0f}%'} {hbm}{held}"
 
 
-def _ssh_user(store: IntentEditor, desired: Desired | None) -> str | None:
-    user = desired.settings.ssh_user if desired else None
-    if user is None:
-        try:
-            user = store.state.oslogin_user.read_text().strip() or None
-        except OSError:
-            user = None
-    return names.check_user(user) if user else None
-
-
-def _ssh_key(store: IntentEditor, desired: Desired | None) -> Path:
-    configured = desired.settings.ssh_key if desired else None
-    if not configured:
-        return Path("~/.ssh/google_compute_engine").expanduser()
-    key = Path(configured).expanduser()
-    return key if key.is_absolute() else store.path.parent / key
-
-
 def ssh_command(
     store: IntentEditor,
     name: str,
@@ -371,52 +356,16 @@ def ssh_command(
     *,
     desired: Desired | None = None,
     snapshot: StatusSnapshot | None = None,
+    names: WorkerNames | None = None,
 ) -> dict[str, Any]:
     """An OpenSSH command line for one worker, pinned to the node instance's host key: the
-    same argv as the slot's tmux window (``adapters.openssh.ssh_argv``, agent forwarding on)."""
-    names.check_name(name)
+    same argv as the slot's tmux window (``intent/ssh_view``). ``names``: IAP worker VM names
+    looked up by the caller (else those the controller keeps)."""
+    check_name(name)
     if desired is None:
         desired, _ = _desired(store)
     snap = snapshot if snapshot is not None else read_snapshot(store)
-    if snap is None:
-        raise ViewError("no status snapshot yet: the controller has not reported an address")
-    row = _rows(snap).get(name)
-    if row is None:
-        hint = groups.group_hint(snap, name)  # a race group's name: what to use instead
-        raise ViewError(f"slot {name!r} is not in the status snapshot{hint}")
-    ips = [ip for ip in row.ips if isinstance(ip, str)]
-    instance = row.instance
-    if not ips or not isinstance(instance, str):
-        raise ViewError(f"slot {name!r} has no node yet (state {row.state})")
-    if not 0 <= worker < len(ips):
-        raise ViewError(f"slot {name!r} has workers 0..{len(ips) - 1}, not {worker}")
-    try:
-        ip = str(ipaddress.ip_address(ips[worker]))
-    except ValueError:
-        raise ViewError(f"snapshot address {ips[worker]!r} is not an IP address") from None
-    alias = names.host_key_alias(instance, worker)
-    _check_known_hosts(store)
-    argv = list(
-        ssh_argv(
-            user=_ssh_user(store, desired),
-            ip=ip,
-            instance=instance,
-            key=_ssh_key(store, desired),
-            known_hosts=store.state.known_hosts.absolute(),
-            port=desired.settings.ssh_port if desired else 22,
-            worker=worker,
-        )
-    )
-    return _doc(
-        available=True,
-        command=shlex.join(argv),
-        argv=argv,
-        worker=worker,
-        workers=len(ips),
-        ip=ip,
-        host_key_alias=alias,
-        instance=instance,
-    )
+    return _doc(**ssh_view.ssh_command(store, name, worker, desired, snap, names))
 
 
 def tmux_status(store: IntentEditor) -> dict[str, Any]:
@@ -581,16 +530,3 @@ def _waited(
         "observed": [{k: row.get(k) for k in keys} for row in map(encode, rows)],
         **({} if reached else {"note": "not reached yet: the controller keeps working on it"}),
     }
-
-
-def _check_known_hosts(store: IntentEditor) -> None:
-    """OpenSSH reads known_hosts without asking whose it is: refuse one a lab member put in
-    place of the controller's (``model/trust``), as the controller's own setup does."""
-    from reconciler.adapters.hostkeys import check_trusted  # off the `status` path
-
-    try:
-        check_trusted(store.state.known_hosts)
-    except UntrustedHostKeys as e:
-        raise ViewError(str(e)) from None
-    except OSError:
-        return  # unreadable: OpenSSH then trusts no host either

@@ -28,6 +28,7 @@ from reconciler.errors import Diagnostic
 from reconciler.model import accelerators, names
 from reconciler.model import desired_docs as doc
 from reconciler.model.accelerators import Api
+from reconciler.model.desired_proxy import SshProxyModel
 from reconciler.model.desired_types import (
     Accelerator,
     Command,
@@ -53,6 +54,7 @@ from reconciler.model.desired_types import (
     ZoneCode,
     ZoneName,
 )
+from reconciler.model.ssh_proxy import DIRECT, SshProxy
 from reconciler.model.workload import Restart, WhenDone
 
 Mode = Literal["spot", "on-demand", "reserved", "flex-start"]
@@ -207,6 +209,11 @@ class Settings(_Model):
         default_factory=dict,
         description="Boot image per accelerator family, for slots on api: compute.",
     )
+    reservations: dict[ZoneName, NetworkName] = Field(
+        default_factory=dict,
+        description="Compute Engine reservation per zone that mode: reserved slots on "
+        "api: compute consume (a shared one as projects/OWNER/reservations/NAME).",
+    )
     internal_ips: bool = Field(False, description="Create without external IPs; SSH internally.")
     prune: bool = Field(
         False, description="Delete QRs labelled managed-by=tpu-reconciler that are not in the file."
@@ -218,6 +225,7 @@ class Settings(_Model):
     ssh_key: Path | None = Field(None, description="SSH private key; else google_compute_engine.")
     ssh_port: int = Field(22, ge=1, le=65535, description="SSH port on the TPU VMs.")
     ssh_concurrency: int = Field(32, ge=1, le=512, description="Most SSH sessions at once.")
+    ssh_proxy: SshProxyModel | None = Field(None, description=doc.PROXY["settings"])
     tmux_socket: SocketName | None = Field(None, description="tmux server socket name (-L).")
     ntfy_topic: str = Field("", description="ntfy topic for notices; empty disables them.")
     ntfy_server: Url = Field("https://ntfy.sh", description="ntfy server URL.")
@@ -288,6 +296,7 @@ class SlotModel(_Model):
     max_run_duration: Seconds | None = Field(None, description=doc.FLEX["max_run_duration"])
     renew: bool | None = Field(None, description=doc.FLEX["renew"])
     slices: int = Field(1, ge=1, le=MAX_SLICES, description=doc.SLICES)
+    ssh_proxy: SshProxyModel | None = Field(None, description=doc.PROXY["slot"])
 
 
 class RaceGroupModel(_Model):
@@ -340,6 +349,7 @@ class GeneratorModel(_Model):
     max_run_duration: Seconds | None = Field(None, description=doc.FLEX["max_run_duration"])
     renew: bool | None = Field(None, description=doc.FLEX["renew"])
     slices: int = Field(1, ge=1, le=MAX_SLICES, description="As on slots.")
+    ssh_proxy: SshProxyModel | None = Field(None, description="As on slots.")
 
 
 class QuotaModel(_Model):
@@ -500,6 +510,8 @@ class SlotSpec:
     chips: int = 0
     #: Compute Engine boot image (api "compute" only)
     image: str | None = None
+    #: how SSH reaches its workers (its own key, else its generator's, else the settings')
+    ssh_proxy: SshProxy = DIRECT
 
     def __post_init__(self) -> None:
         """A spec made without its shape (tests, older callers) gets the TPU API's."""

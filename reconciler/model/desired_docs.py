@@ -54,3 +54,19 @@ SLOT: Final = {
     "image": "api: compute only: boot image, projects/P/global/images/[family/]NAME; else "
     "settings.images by family, else the accelerator image of the generation.",
 }
+
+#: ``ssh_proxy`` (settings, slots, generators) and its keys (``model/ssh_proxy.py``).
+PROXY: Final = {
+    "settings": "How SSH reaches the workers when they cannot be dialled (no external IP, "
+    "controller outside the VPC): iap, {jump: user@host[:port]}, {command: [...]} or none "
+    "(direct, the default); every SSH use goes through it. See docs/operations.md.",
+    "slot": "As settings.ssh_proxy, for this slot only (none: dial it directly).",
+    "iap": "Tunnel to each worker's VM through Identity-Aware Proxy, as `gcloud compute "
+    "start-iap-tunnel VM PORT --listen-on-stdin --project P --zone Z` (the string iap is "
+    "short for this).",
+    "jump": "user@host[:port] of an SSH jump host (OpenSSH's ProxyJump); the user defaults to "
+    "the workers' SSH user, its host key is pinned like theirs.",
+    "command": "A program and its arguments (a list, never a shell string) that relays its "
+    "stdin/stdout to the worker: %h its address, %p the SSH port, %n the node's name, %% a %.",
+    "forms": "expected iap, none, {jump: user@host[:port]} or {command: [program, args...]}",
+}

@@ -8,6 +8,7 @@ Nothing here does I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
@@ -18,6 +19,7 @@ from reconciler.model import accelerators, names
 from reconciler.model.durations import parse_duration
 from reconciler.model.messages import did_you_mean
 from reconciler.model.metrics_address import parse_metrics_address
+from reconciler.model.ssh_proxy import check_argument, parse_jump
 from reconciler.model.times import parse_instant
 from reconciler.model.workload import check_env_name, check_secret_name
 
@@ -178,4 +180,20 @@ EnvName = Annotated[str, _named(check_env_name)]
 SecretName = Annotated[str, _named(check_secret_name)]
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
 Command = Annotated[str | list[str], BeforeValidator(_command)]
+
+
+def _checked(kind: str, check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``check``, its ValueError said in the project's words at the value's own line."""
+
+    def validate(value: Any) -> Any:
+        try:
+            return check(value)
+        except ValueError as e:
+            raise PydanticCustomError(kind, str(e)) from None
+
+    return validate
+
+
+JumpHostText = Annotated[str, AfterValidator(_checked("jump", lambda v: parse_jump(v).text))]
+ProxyArgument = Annotated[str, AfterValidator(_checked("proxy_argument", check_argument))]
 RegionName = Annotated[str, AfterValidator(_region)]

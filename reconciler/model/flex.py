@@ -1,10 +1,9 @@
-"""Flex-start (Dynamic Workload Scheduler) as values: the keys' rules and the API's words.
+"""Flex-start (Dynamic Workload Scheduler) as values: the keys' rules and the run's timing.
 
 A flex-start slot asks for capacity that runs at most ``max_run_duration`` (up to 7 days) once
-provisioned; then the cloud deletes the VMs and the queued resource goes SUSPENDED. That end is
-*expired*, not a preemption. Only the v2alpha1 API (and ``gcloud alpha``) speaks it:
-``QueuedResource.provisioningModel: FLEX_START`` and ``runDuration {maxRunDuration,
-terminationTime}``. Pure: no I/O.
+provisioned; then the cloud deletes the VMs and suspends the request. That end is *expired*,
+not a preemption. On the TPU API only v2alpha1 (and ``gcloud alpha``) speaks it: the TPU API
+adapter says how (``adapters/tpu_api_body.py``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -16,10 +15,8 @@ from reconciler.model.durations import parse_duration
 MODE: Final = "flex-start"
 #: The longest run the API grants a flex-start request.
 MAX_RUN_SECONDS: Final = 7 * 86400
-#: ``QueuedResource.provisioningModel`` for flex-start (v2alpha1).
-PROVISIONING_MODEL: Final = "FLEX_START"
-#: The run is over when the cloud suspended the QR no earlier than this before its
-#: ``terminationTime`` (an earlier suspension is an interruption, re-queued as usual).
+#: The run is over when the cloud suspended the request no earlier than this before its
+#: termination time (an earlier suspension is an interruption, re-queued as usual).
 END_SLACK: Final = 120.0
 #: A notice goes out this long before a run's end.
 ENDING_NOTICE: Final = 30 * 60.0

@@ -39,9 +39,10 @@ from reconciler.model.desired import (
 from reconciler.model.holds import HoldKeys, resolve_hold
 from reconciler.model.holds import problems as hold_problems
 from reconciler.model.load_across import across_group, check_across
-from reconciler.model.load_quotas import resolve_quotas
+from reconciler.model.load_quotas import check_fits, resolve_quotas
 from reconciler.model.load_salvage import Loc, _Salvage
 from reconciler.model.load_shape import Resolved, Written, family_api_problems, resolve_shape
+from reconciler.model.ssh_proxy import resolve_proxy
 
 #: Most slots a file may ask for (explicit and generated). plan() is measured at 10,000.
 MAX_SLOTS: Final = 10_000
@@ -291,6 +292,7 @@ def resolve(
         _check_race_groups(r, names_known=False)
     check_across(model, r.slots, r.where, r.err)
     quotas = resolve_quotas(model.quotas, settings.apis, r.err)
+    check_fits(r.slots, r.where, quotas, {n: m.chips for n, m in model.members.items()}, r.err)
     group_workloads = [_group_workload(r, gi) for gi in range(len(model.race_groups))]
     r.raise_if_invalid()
     slots = r.slots
@@ -338,7 +340,7 @@ def _check_zones(r: _Resolution) -> None:
         for zi, z in enumerate(g.zones)
     ]
     zones += [(("quotas", i, "zone"), q.zone, False) for i, q in enumerate(model.quotas) if q.zone]
-    for key in ("subnets", "zone_codes"):
+    for key in ("subnets", "zone_codes", "reservations"):
         zones += [(("settings", key, z), z, True) for z in getattr(model.settings, key)]
     for loc, zone, at_key in zones:
         problem = tpu_zones.zone_problem(zone)
@@ -454,6 +456,7 @@ def _written_slots(r: _Resolution) -> None:
                 workload=r.workload((None, ()), slot.name, (slot.workload, loc)),
                 owner=slot.owner or _group_owner(r, group),
                 slices=slot.slices,
+                ssh_proxy=resolve_proxy(slot.ssh_proxy, settings.ssh_proxy),
             ),
             (*loc, "name"),
         )
@@ -541,6 +544,7 @@ def _generated_slots(r: _Resolution) -> None:
                             workload=r.workload((gen.workload, loc), name, (None, ())),
                             owner=_group_owner(r, group) or gen.owner,
                             slices=gen.slices,
+                            ssh_proxy=resolve_proxy(gen.ssh_proxy, settings.ssh_proxy),
                         ),
                         loc,
                     )

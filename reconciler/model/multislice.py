@@ -1,19 +1,21 @@
-"""Multislice: one queued resource of N slices, seen as one node per slot.
+"""Multislice: one capacity request of N slices, seen as one node per slot.
 
-A slot with ``slices: N`` (N > 1) is one QR whose ``tpu.nodeSpec[0].multisliceParams``
-asks for ``nodeCount`` nodes named ``<prefix>-0 ... <prefix>-(N-1)`` (the prefix is the QR
-id). The rest of the controller reads "the slot's node" (``Observation.node(zone, slot)``);
-for a multislice QR that is the *slot node* ``model/observed`` builds: every slice's workers
+A slot with ``slices: N`` (N > 1) is one request for ``N`` nodes named ``<prefix>-0 ...
+<prefix>-(N-1)`` (the prefix is the request's name; on the TPU API, one queued resource with
+multislice parameters). The rest of the controller reads "the slot's node"
+(``Observation.node(zone, slot)``); for a multislice request that is the *slot node*
+``model/observed`` builds: every slice's workers
 in slice order (slice ``s`` worker ``w`` is worker ``s * per_slice + w``), READY only when
 every slice is READY, and with the slices themselves in ``Node.slices`` for what is shown.
 So setup runs on every worker of every slice and a workload is one program across them.
 
-What the API does to a multislice QR when *one* slice is preempted is not documented.
-``SLICE_LOSS_INTERRUPTS_QR`` is the one switch for it: True (the model used) treats a lost
-slice as the whole QR interrupted: the slot node reads PREEMPTED (the workload stops and is
-relaunched as one program, same run id, once every slice is back) and the planner replaces
-the QR as soon as any slice is lost, as it does a SUSPENDED one. False: the slot node still
-reads PREEMPTED, but the planner waits for the cloud to end or repair the QR itself.
+What the TPU API does to a multislice request when *one* slice is preempted is not
+documented. ``SLICE_LOSS_INTERRUPTS_REQUEST`` is the one switch for it: True (the model used)
+treats a lost slice as the whole request interrupted: the slot node reads PREEMPTED (the
+workload stops and is relaunched as one program, same run id, once every slice is back) and
+the planner replaces the request as soon as any slice is lost, as it does a SUSPENDED one.
+False: the slot node still reads PREEMPTED, but the planner waits for the cloud to end or
+repair the request itself.
 
 Pure: values in, values out.
 """
@@ -23,14 +25,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from reconciler.model.capacity import CapacityRequest, RequestState
 from reconciler.model.names import chip_count
-from reconciler.model.observed import LOST_NODE_STATES, Node, QRState, QueuedResource
+from reconciler.model.observed import LOST_NODE_STATES, Node
 from reconciler.model.status import SliceStatus
 
-#: A lost slice of a multislice QR interrupts the whole QR (see the module docstring).
-SLICE_LOSS_INTERRUPTS_QR: Final = True
+#: A lost slice of a multislice request interrupts it whole (see the module docstring).
+SLICE_LOSS_INTERRUPTS_REQUEST: Final = True
 
-#: Port the MEGASCALE coordinator listens on (JAX's convention for QR multislice).
+#: Port the MEGASCALE coordinator listens on (JAX's convention for multislice).
 MEGASCALE_PORT: Final = 8081
 
 
@@ -39,15 +42,20 @@ def slice_lost(node: Node | None) -> bool:
     return node is not None and any(s.state in LOST_NODE_STATES for s in node.slices)
 
 
-def lost_slice_replaces(qr: QueuedResource, node: Node | None) -> bool:
-    """The planner's rule under ``SLICE_LOSS_INTERRUPTS_QR``: a multislice QR one of whose
-    slices is lost is replaced like a dead one (one not already dead or being deleted)."""
+def lost_slice_replaces(request: CapacityRequest, node: Node | None) -> bool:
+    """The planner's rule under ``SLICE_LOSS_INTERRUPTS_REQUEST``: a multislice request one of
+    whose slices is lost is replaced like a dead one (one not already dead or being deleted)."""
     return (
-        SLICE_LOSS_INTERRUPTS_QR
-        and qr.node_count > 1
-        and qr.state not in (QRState.DELETING, QRState.SUSPENDED, QRState.FAILED)
+        SLICE_LOSS_INTERRUPTS_REQUEST
+        and request.slices > 1
+        and request.state not in _OVER
         and slice_lost(node)
     )
+
+
+_OVER: Final = frozenset(
+    {RequestState.DELETING, RequestState.SUSPENDED, RequestState.FAILED, RequestState.ENDED}
+)
 
 
 def megascale_env(node: Node, slices: int) -> dict[str, str]:

@@ -1,7 +1,9 @@
 """Requests the planner asks the cloud to carry out, as plain values (no I/O).
 
 Kept in ``model`` so that ``core`` can build them and ``adapters`` can execute them without
-either importing the other.
+either importing the other. A ``CreateRequest`` says what capacity to ask for, in neutral
+terms; each API's adapter encodes it in its own wire format (the TPU API's queued resource:
+``adapters/tpu_api_body.py``) and checks every name on the way.
 """
 
 from __future__ import annotations
@@ -10,30 +12,36 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 from reconciler.errors import UnsafeName
-from reconciler.model.times import api_time
+from reconciler.model.capacity import DEFAULT_API
 
 
 @dataclass(frozen=True, slots=True)
 class CreateRequest:
-    """Everything needed to create one queued resource with one node of the same name."""
+    """Everything needed to ask ``api`` for one slot's capacity: ``slices`` nodes of shape
+    ``accelerator`` in ``zone`` (one node named like the request, or ``<name>-0 ...``)."""
 
     name: str
     zone: str
-    accelerator_type: str
-    runtime_version: str
+    accelerator: str  # one slice's shape, e.g. "v6e-8"
+    image: str  # the software image its nodes boot (TPU API: runtime version; else a boot image)
     mode: str  # "spot" | "on-demand" | "reserved" | "flex-start"
     network: str | None = None
     subnetwork: str | None = None
-    valid_until_seconds: int | None = None
+    valid_until_seconds: int | None = None  # how long it may wait for capacity
     internal_ips: bool = False
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     valid_after_seconds: int | None = None  # start_after: relative to the create
     valid_after_time: float | None = None  # start_at: epoch seconds
-    max_run_seconds: int | None = None  # mode flex-start: runDuration.maxRunDuration
-    node_count: int = 1  # > 1: a multislice QR of this many nodes <name>-0 ... (same prefix)
+    max_run_seconds: int | None = None  # how long it may run once held (flex-start)
+    slices: int = 1  # > 1: a multislice of this many nodes <name>-0 ... (same shape)
+    api: str = DEFAULT_API  # which API holds it ("tpu": the Cloud TPU API; "compute")
+    #: one slice's shape as the file resolved it: its hosts' machine type (None: the API
+    #: picks it from the accelerator, as the TPU API does), chips per side, hosts (VMs)
+    machine_type: str | None = None
+    topology: str = ""
+    hosts: int = 0
 
 
 def _positive(name: str, value: object) -> int:
@@ -62,25 +70,3 @@ def window(request: CreateRequest) -> tuple[int | None, float | None, int | None
 def max_run(request: CreateRequest) -> int:
     """A flex-start create's run length in seconds, checked (UnsafeName when missing)."""
     return _positive("max_run_seconds", request.max_run_seconds)
-
-
-def queueing_policy(request: CreateRequest, now: float) -> dict[str, Any] | None:
-    """The API's ``QueueingPolicy`` JSON for the request, or None when it has no window.
-
-    One start or one end maps onto its own field (``validAfterDuration``, ``validAfterTime``,
-    ``validUntilDuration``). A start *and* an end are one ``validInterval {startTime,
-    endTime}``, as ``gcloud ... queued-resources create`` sends them (its SetValidInterval
-    hook: the policy's fields are one oneof in the API). The end of a window with a start is
-    ``valid_until`` after that start: the file's "a 6h window from 20:00". ``now`` (the time
-    the request is sent) turns a relative start into an absolute one; nothing else uses it."""
-    after, at, until = window(request)
-    if after is None and at is None:
-        return None if until is None else {"validUntilDuration": f"{until}s"}
-    if until is None:
-        return (
-            {"validAfterDuration": f"{after}s"}
-            if after is not None
-            else {"validAfterTime": api_time(at or 0.0)}
-        )
-    start = at if at is not None else now + (after or 0)
-    return {"validInterval": {"startTime": api_time(start), "endTime": api_time(start + until)}}

@@ -22,6 +22,7 @@ from ruamel.yaml.representer import RoundTripRepresenter
 
 from reconciler.model.desired import NO_HOLD, Desired, Settings, SlotSpec, WorkloadSpec
 from reconciler.model.durations import duration_text
+from reconciler.model.ssh_proxy import SshProxy, resolve_proxy
 from reconciler.model.times import utc_text
 
 _HEADER: Final = (
@@ -48,9 +49,21 @@ def _settings(settings: Settings, from_env: Mapping[str, str]) -> CommentedMap:
             value = _flow(value)
         elif isinstance(value, dict):
             value = CommentedMap(value)
+        elif name == "ssh_proxy":
+            value = _proxy(resolve_proxy(value))
         out[name] = value
         if name in from_env:
             out.yaml_add_eol_comment(f"from ${from_env[name]}", name)
+    return out
+
+
+def _proxy(proxy: SshProxy) -> Any:
+    """``iap``, ``none``, ``{jump: ...}`` or ``{command: [...]}`` (flow style)."""
+    shown = proxy.as_yaml()
+    if isinstance(shown, str):
+        return shown
+    out = CommentedMap((k, _flow(list(v)) if isinstance(v, list) else v) for k, v in shown.items())
+    out.fa.set_flow_style()
     return out
 
 
@@ -108,6 +121,8 @@ def _slot(spec: SlotSpec) -> CommentedMap:
     )
     flags.fa.set_flow_style()
     out["setup"] = flags
+    if not spec.ssh_proxy.direct:
+        out["ssh_proxy"] = _proxy(spec.ssh_proxy)
     hold = spec.hold
     if hold != NO_HOLD:
         if hold.start_at is not None:

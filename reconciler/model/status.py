@@ -91,8 +91,10 @@ class TmuxStatus:
 @dataclass(frozen=True)
 class SlotQuotaStatus:
     """Why a slot's create is not sent: ``state`` "waiting" (it would pass a limit: the
-    ``message`` says "waiting for quota: 64/64 spot v6e chips in europe-west4-a") or
-    "refused" (the cloud refused it for quota: its words, and the quota id and limit)."""
+    ``message`` says "waiting for quota: 64/64 spot v6e chips in europe-west4-a"),
+    "refused" (the cloud refused it for quota: its words, and the quota id and limit) or
+    "never-fits" (it asks for more chips than the limit, or its owner's cap, allows at all:
+    "never fits: needs 32, limit 16 ...")."""
 
     state: str = ""
     message: str = ""
@@ -100,6 +102,8 @@ class SlotQuotaStatus:
     limit: int | None = None
     place: str | None = None
     extra: Mapping[str, Any] = _extra()
+    api: str | None = added()  # whose quota: "tpu" (the TPU API) or "compute"
+    needs: int | None = added()  # the chips its create asks for
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,7 @@ class QuotaStatus:
     source: str = "file"
     quota_id: str | None = None
     extra: Mapping[str, Any] = _extra()
+    api: str | None = added()  # whose limit: "tpu" (the TPU API) or "compute"
 
 
 @dataclass(frozen=True)
@@ -155,7 +160,8 @@ class WorkerStatus:
 @dataclass(frozen=True)
 class WorkloadStatus:
     """Per slot: its workload's run and attempt. ``state`` is one of pending, starting,
-    running, succeeded, failed, stopping, interrupted, gave-up, unknown."""
+    running, succeeded, failed, stopping, interrupted, gave-up, released, not-started,
+    unknown."""
 
     state: str = "pending"
     run_id: str | None = None
@@ -165,7 +171,7 @@ class WorkloadStatus:
     since: str | None = None
     workers: tuple[WorkerStatus, ...] = ()
     last_lines: tuple[str, ...] = ()
-    detail: str = ""  # why it failed / gave up / was interrupted
+    detail: str = ""  # why it failed / gave up / was interrupted / released / never started
     summary: str = ""  # the status table's cell, e.g. "running 2h13m · attempt 3"
     restart_at: str | None = added()  # a relaunch held back by the restart backoff goes then
     extra: Mapping[str, Any] = _extra()
@@ -209,7 +215,8 @@ class SliceStatus:
 
 @dataclass(frozen=True)
 class SlotStatus:
-    """One row: a managed slot (``setup``/``tmux`` set) or an unmanaged QR (they are None)."""
+    """One row: a managed slot (``setup``/``tmux`` set) or an unmanaged request (they are
+    None)."""
 
     name: str
     zone: str | None = None
@@ -246,7 +253,19 @@ class SlotStatus:
     maintenance: MaintenanceStatus | None = added()
     health_note: str | None = added()
     slices: tuple[SliceStatus, ...] = added(())  # multislice: one per slice, slice 0 first
+    #: the request's neutral state (``model/capacity.RequestState``: waiting, active, ...)
+    #: beside ``state``, the API's own word; None: no request seen
+    request: str | None = added()
     extra: Mapping[str, Any] = _extra()
+    #: the API that holds (or is to hold) it: "tpu" (queued resources) or "compute" (Compute
+    #: Engine); None in a snapshot written before it said
+    api: str | None = added()
+
+    @property
+    def active(self) -> bool:
+        """Its request holds capacity (a snapshot older than ``request`` says so in
+        ``state``)."""
+        return self.request == "active" if self.request is not None else self.state == "ACTIVE"
 
 
 @dataclass(frozen=True)
@@ -372,7 +391,7 @@ class StatusSnapshot:
         return {s.name: s for s in self.slots}
 
     def active(self) -> frozenset[str]:
-        return frozenset(s.name for s in self.slots if s.state == "ACTIVE")
+        return frozenset(s.name for s in self.slots if s.active)
 
 
 # --- the codec ---------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from dataclasses import replace as replace_record
 from typing import TYPE_CHECKING, Any
 
-from reconciler.adapters.cloud import Cloud
+from reconciler.adapters.cloud import Cloud, zones_to_observe
 from reconciler.adapters.confirm_file import (
     read_confirmation_checked,
     read_confirmed,
@@ -69,6 +69,7 @@ from reconciler.core.schedule import hurries, next_interval, watching
 from reconciler.core.status import build_status
 from reconciler.core.workload_backoff import restart_due
 from reconciler.errors import ControllerAlreadyRunning, PermanentError, TemporaryError
+from reconciler.model.capacity import RequestState
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.intent_parts import Part
 from reconciler.model.multislice import place_accelerator
@@ -76,7 +77,7 @@ from reconciler.model.observed import Observation
 from reconciler.model.status import ControllerInfo
 from reconciler.model.workload import WorkerProbe
 from reconciler.runtime.actions import ActionTasks, SetupRunner
-from reconciler.runtime.backends import flex_wanted
+from reconciler.runtime.backends import cloud_key
 from reconciler.runtime.desired_loader import DesiredLoader, LoadResult
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.lab_intake import audit_files, report_layout, take_confirmations
@@ -163,7 +164,7 @@ class Controller(ActionTasks):
         self._last_errors: tuple[str, ...] = ()
         self._last: PassResult | None = None
         self._observed_at: float | None = None
-        self._backend = "?"
+        self._backend = "?"  # the transport of the last cloud used, as users read it
         self.cloud_quotas = CloudQuotaLimits(clock, self._note)  # settings.quota_source: cloud
         #: the owner of every slot seen in an intent while this controller ran (a confirmation
         #: of a removed slot's delete is judged by it: ``model/trust.confirm_refusal``)
@@ -179,21 +180,18 @@ class Controller(ActionTasks):
     # -- cloud -------------------------------------------------------------------------------
     @property
     def backend(self) -> str:
-        """The backend of the last cloud used (kept after ``drain`` closes it)."""
+        """The transport of the last cloud used, "rest" or "gcloud" (kept after ``drain``
+        closes it)."""
         return self._backend
 
     async def _cloud_for(self, desired: Desired) -> Cloud:
-        s = desired.settings
-        key: tuple[object, ...] = (
-            *(desired.project, s.backend, s.concurrency, s.quota_project, s.credentials),
-            flex_wanted(desired),  # flex-start slots are read on v2alpha1
-        )
+        key = cloud_key(desired)
         if self._cloud is None or key != self._cloud_key:
             if self._cloud is not None:
                 await self._cloud.aclose()
             self._cloud = self._cloud_factory(desired)
             self._cloud_key = key
-            self._backend = self._cloud.backend
+            self._backend = self._cloud.capability.transport
         return self._cloud
 
     def _audit_load(self, loaded: LoadResult) -> None:
@@ -240,7 +238,7 @@ class Controller(ActionTasks):
 
         desired = await self.cloud_quotas.apply(desired)
         cloud = await self._cloud_for(desired)
-        zones = None if cloud.backend == "rest" else desired.zones
+        zones = zones_to_observe(cloud, desired.zones)
         now = self.clock()
         self._observed_from = self._completions
         try:
@@ -359,7 +357,7 @@ class Controller(ActionTasks):
         wanted = any(s.setup.tmux for s in desired.slots)
         if self.setup is None or not (wanted or ever_opened or desired.settings.tmux_socket):
             return None, []
-        active = {q.name for q in observation.queued_resources if q.state.value == "ACTIVE"}
+        active = {r.name for r in observation.requests if r.state == RequestState.ACTIVE}
         try:
             windows, orphans = await self.setup.tmux_inventory(desired.settings, active)
         except Exception as e:  # tmux missing or dead: plan from memory, status says so
@@ -574,8 +572,7 @@ class Controller(ActionTasks):
             self._audit_load(loaded)
         desired = await self.cloud_quotas.apply(desired)
         cloud = await self._cloud_for(desired)
-        zones = None if cloud.backend == "rest" else desired.zones
-        observation = await cloud.observe(zones)
+        observation = await cloud.observe(zones_to_observe(cloud, desired.zones))
         now = self.clock()
         self._observed_at = now
         self.memory = mem.observe(self.memory, desired, observation, now)

@@ -26,6 +26,7 @@ from typing import Any
 
 from reconciler.adapters import gcloud_stderr
 from reconciler.adapters.auth import TOKEN_ENV, TOKEN_FILE_ENV, GcloudAccessToken
+from reconciler.adapters.cloud import zones_to_observe
 from reconciler.adapters.disk_space import disk_of
 from reconciler.adapters.lab import user_name
 from reconciler.adapters.lab_layout import shared_file_owners
@@ -38,10 +39,17 @@ from reconciler.model.status import StatusSnapshot
 from reconciler.runtime import doctor as d
 from reconciler.runtime import doctor_lab as dl
 from reconciler.runtime import doctor_ssh as ds
+from reconciler.runtime.backends import compute_wanted
 from reconciler.runtime.desired_loader import DesiredLoader
+from reconciler.runtime.doctor_compute import ComputeFacts, check_compute_api
 from reconciler.runtime.doctor_disk import check_state_disk
 from reconciler.runtime.doctor_lab_probes import probe_cloud_quotas, probe_lab
-from reconciler.runtime.doctor_ssh_probes import live_node, probe_key, probe_reach
+from reconciler.runtime.doctor_ssh_probes import (
+    live_node,
+    probe_key,
+    probe_proxies,
+    probe_reach,
+)
 from reconciler.runtime.lock import read_holder
 
 
@@ -149,37 +157,47 @@ async def _token_error(provider: GcloudAccessToken) -> str | None:
 
 async def probe_api(desired: Desired, env: Mapping[str, str], timeout: float) -> d.ApiFacts:
     """One list call through the configured backend, as the controller makes it."""
-    from reconciler.runtime.backends import make_cloud
+    from reconciler.runtime.backends import make_tpu_cloud
 
-    cloud = make_cloud(desired, env)
+    cloud = make_tpu_cloud(desired, env)
+    transport = cloud.capability.transport
     try:
-        zones = None if cloud.backend == "rest" else desired.zones
+        zones = zones_to_observe(cloud, desired.zones)
         observation = await asyncio.wait_for(cloud.observe(zones), timeout)
     except TimeoutError:
-        return d.ApiFacts(cloud.backend, error=f"no answer within {timeout:g}s")
+        return d.ApiFacts(transport, error=f"no answer within {timeout:g}s")
     except ReconcilerError as e:
-        return d.ApiFacts(cloud.backend, error=str(e))
+        return d.ApiFacts(transport, error=str(e))
     except Exception as e:  # doctor reports, never crashes
-        return d.ApiFacts(cloud.backend, error=f"{type(e).__name__}: {e}")
+        return d.ApiFacts(transport, error=f"{type(e).__name__}: {e}")
     finally:
         with contextlib.suppress(Exception):
             await cloud.aclose()
     return d.ApiFacts(
-        cloud.backend,
-        queued_resources=len(observation.queued_resources),
+        transport,
+        queued_resources=len(observation.requests),
         unreachable=sorted(observation.unreachable),
-        quota=quota_in_use(cloud, desired),
+        quota=cloud.quota_note(),
     )
 
 
-def quota_in_use(cloud: Any, desired: Desired) -> str:
-    """The quota project the backend sends, and where it came from."""
-    if cloud.backend == "rest":
-        choice = cloud.quota_choice()
-        return f"{choice.project or 'no X-Goog-User-Project header'} ({choice.source})"
-    if desired.settings.quota_project:
-        return f"{desired.settings.quota_project} (settings.quota_project, --billing-project)"
-    return "gcloud's own billing/quota_project (gcloud backend)"
+async def probe_compute(desired: Desired, env: Mapping[str, str], timeout: float) -> ComputeFacts:
+    """The Compute Engine cloud's own look (two aggregated lists)."""
+    from reconciler.runtime.backends import make_compute_cloud
+
+    cloud = make_compute_cloud(desired, env)
+    try:
+        observation = await asyncio.wait_for(cloud.observe(None), timeout)
+    except TimeoutError:
+        return ComputeFacts(error=f"no answer within {timeout:g}s")
+    except ReconcilerError as e:
+        return ComputeFacts(error=str(e))
+    except Exception as e:  # doctor reports, never crashes
+        return ComputeFacts(error=f"{type(e).__name__}: {e}")
+    finally:
+        with contextlib.suppress(Exception):
+            await cloud.aclose()
+    return ComputeFacts(len(observation.requests), sorted(observation.unreachable))
 
 
 # --- local things ------------------------------------------------------------------------------
@@ -257,13 +275,14 @@ async def _none() -> None:
 
 
 async def _reach(
-    ssh: Sequence[str] | None, settings: Settings, snapshot: StatusSnapshot | None,
+    ssh: Sequence[str] | None, desired: Desired | None, snapshot: StatusSnapshot | None,
     user: d.UserFacts | None, key_check: d.Check, user_check: d.Check, state: StateDir,
     env: Mapping[str, str], timeout: float,
 ) -> tuple[ds.ReachFacts | None, str | None]:  # fmt: skip
     """One login to a live worker, or why none was tried."""
-    if not ssh:
+    if not ssh or desired is None:
         return None, None
+    settings = desired.settings
     blocked = _failed(key_check, user_check)
     login = settings.ssh_user or (user.user if user is not None else None)
     if blocked or login is None:
@@ -271,7 +290,7 @@ async def _reach(
     node = live_node(snapshot, ssh)
     if isinstance(node, str):
         return None, node
-    return await probe_reach(node, login, settings, state, env, timeout), None
+    return await probe_reach(node, login, desired, snapshot, state, env, timeout), None
 
 
 # --- all of it ---------------------------------------------------------------------------------
@@ -309,13 +328,17 @@ async def diagnose(
     auth_check = d.check_auth(auth, gcloud_problem)
 
     api: d.ApiFacts | None = None
+    compute: ComputeFacts | None = None
     blocked = None
     if desired is None:
         blocked = "desired.yaml is invalid (see desired)"
     elif auth_check.status in ("fail", "skip"):
         blocked = "no credentials (see auth)"
     else:
-        api = await probe_api(desired, env, timeout)
+        api, compute = await asyncio.gather(
+            probe_api(desired, env, timeout),
+            probe_compute(desired, env, timeout) if compute_wanted(desired) else _none(),
+        )
 
     quotas = None  # settings.quota_source: cloud (doctor_lab)
     if settings.quota_source == "cloud" and desired is not None and blocked is None:
@@ -327,8 +350,9 @@ async def diagnose(
     key = probe_key(settings, env) if ssh else None
     key_check = ds.check_ssh_key(ssh, key, agent)
     user_check = d.check_oslogin(user_needed, user, _failed(gcloud_check, auth_check))
-    reach, not_tried = await _reach(ssh, settings, snapshot, user, key_check, user_check, state,
+    reach, not_tried = await _reach(ssh, desired, snapshot, user, key_check, user_check, state,
                                     env, timeout)  # fmt: skip
+    proxies = probe_proxies(desired, ssh or (), env)
     poll = settings.poll_interval
     lab = probe_lab(state_root, desired_file)
     return [
@@ -337,6 +361,7 @@ async def diagnose(
         gcloud_check,
         auth_check,
         d.check_api(api, blocked),
+        *([check_compute_api(compute, blocked)] if desired and compute_wanted(desired) else []),
         d.check_quota_project(api),
         *([dl.check_cloud_quotas(quotas, blocked)] if settings.quota_source == "cloud" else []),
         d.check_state_dir(str(state_root), probe_state_dir(state_root), os.getuid()),
@@ -348,6 +373,7 @@ async def diagnose(
         d.check_ssh_agent(bootstrap, agent),
         key_check,
         user_check,
+        *([ds.check_ssh_proxy(proxies)] if proxies else []),
         ds.check_ssh_reach(ssh, reach, not_tried),
         d.check_ntfy(settings.ntfy_topic),
     ]

@@ -8,7 +8,10 @@ So when one of those is asked for, three things must hold, and each is a check:
   exists and can be used: readable, and when it has a passphrase an agent holds keys;
 - ``oslogin_user`` (in ``doctor``): the user to log in as;
 - ``ssh_reach``: one worker of one live node accepts that key as that user (one login that runs
-  ``true``), when the controller's snapshot shows a live node with real addresses.
+  ``true``), when the controller's snapshot shows a live node with real addresses — through
+  that slot's ``ssh_proxy`` when it has one;
+- ``ssh_proxy`` (only when such a slot has one): the program each proxy runs is on ``PATH``
+  (``gcloud`` for ``iap``, the command's program; a jump host needs none).
 
 A key that exists is still useless until the TPU VMs know it: ``KEY_HELP`` says how to create
 one and register it (OS Login, or the project's metadata), as docs/operations.md does.
@@ -100,12 +103,56 @@ def check_ssh_key(
 
 @dataclass(frozen=True, slots=True)
 class ReachFacts:
-    """One login to one worker of a live node (``error`` None: it worked)."""
+    """One login to one worker of a live node (``error`` None: it worked); ``proxy`` the
+    slot's ``ssh_proxy`` kind when it went through one."""
 
     slot: str
     worker: str  # "worker 0 of name@uid (10.0.0.2:22)"
     user: str
     error: str | None = None
+    proxy: str | None = None
+
+
+#: What to check when a login through a proxy fails, per kind.
+PROXY_HELP: Final = {
+    "iap": "IAP needs a firewall rule letting 35.235.240.0/20 reach tcp:22 on the TPU's "
+    "network and roles/iap.tunnelResourceAccessor for you; docs/operations.md#ssh-through-iap",
+    "jump": "check that the jump host accepts your key as that user and may reach the "
+    "workers (AllowTcpForwarding); docs/operations.md#ssh-through-a-jump-host",
+    "command": "run the proxy command by hand with the worker's address and port: it must "
+    "relay its stdin and stdout to the worker's sshd",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyFacts:
+    """One proxy the SSH slots use: ``program`` the one it runs (None: a jump host, nothing
+    local), ``found`` where ``PATH`` has it (None: not found), ``slots`` who use it."""
+
+    text: str  # "iap", "jump alice@bastion:22", "command nc %h %p"
+    program: str | None
+    found: str | None
+    slots: tuple[str, ...]
+
+
+def check_ssh_proxy(facts: Sequence[ProxyFacts]) -> Check:
+    """Every proxy's program is there (only called when some SSH slot has a proxy)."""
+    missing = [f for f in facts if f.program is not None and f.found is None]
+    if missing:
+        first = missing[0]
+        return Check(
+            "ssh_proxy",
+            "fail",
+            f"{first.program} not found on PATH; ssh_proxy {first.text} of "
+            f"{_names(first.slots)} runs it",
+            "install it (gcloud: the Google Cloud SDK) or put its directory on the "
+            "controller's PATH (a systemd unit's PATH: tpu-reconciler service install)",
+        )
+    shown = "; ".join(
+        f"{f.text}" + (f" ({f.found})" if f.found else "") + f" for {_names(f.slots)}"
+        for f in facts
+    )
+    return ok("ssh_proxy", shown)
 
 
 #: ``ssh_reach`` when nothing was dialled, and why.
@@ -124,11 +171,14 @@ def check_ssh_reach(
     if facts is None:
         return skip("ssh_reach", not_tried or NO_LIVE_NODE)
     if facts.error:
+        fix = "check the user (settings.ssh_user or the OS Login user) and that the VM knows "
+        fix += f"your key: {KEY_HELP}"
+        if facts.proxy in PROXY_HELP:
+            fix = f"{PROXY_HELP[facts.proxy]}; {fix}"
         return Check(
             "ssh_reach",
             "fail",
             f"{facts.slot}: cannot log in to {facts.worker} as {facts.user}: {facts.error}",
-            "check the user (settings.ssh_user or the OS Login user) and that the VM knows "
-            f"your key: {KEY_HELP}",
+            fix,
         )
     return ok("ssh_reach", f"{facts.slot}: logged in to {facts.worker} as {facts.user}")

@@ -44,6 +44,7 @@ from reconciler.core import metrics as m
 from reconciler.model.desired import Desired
 from reconciler.model.metrics_address import MetricsAddress, parse_metrics_address
 from reconciler.model.status import StatusSnapshot
+from reconciler.runtime.backends import STATE_WORDS, word_state
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.workloads import ended_attempts
 
@@ -91,7 +92,7 @@ class _SnapshotGauges(Collector):
         if last is not None and last[0] is snapshot:
             g = last[1]
         else:
-            g = m.gauges(snapshot)
+            g = m.gauges(snapshot, self.owner.state_words)
             self._last = (snapshot, g)
         labelled = {"slots": g.slots, "chips_held": g.chips_held, "workloads": g.workloads}
         for short, values in labelled.items():
@@ -162,7 +163,13 @@ class _Quiet(WSGIRequestHandler):
 class Metrics:
     """One controller's metrics. Feed it (the hooks below), ``serve`` it, ``close`` it."""
 
-    def __init__(self, events: EventLog | None = None, *, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        events: EventLog | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        state_words: Iterable[str] = STATE_WORDS,
+    ):
         # No ``*_created`` series (controller-runtime has none either). A switch of the whole
         # process, but no other registry lives in a controller's process.
         disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -170,7 +177,9 @@ class Metrics:
         self.clock = clock
         self.registry = CollectorRegistry(auto_describe=True)
         self.snapshot: StatusSnapshot | None = None
-        self._fold = m.EventFold()
+        #: the ``state`` label's API words (``runtime/backends.STATE_WORDS``)
+        self.state_words = frozenset(state_words)
+        self._fold = m.EventFold(state_of=word_state)
         self._fold_lock = threading.Lock()
         self._digest: str | None = None
         self._counters: dict[str, Counter] = {}
@@ -212,7 +221,7 @@ class Metrics:
             self._loaded.set(self.clock())
             self._changed()
             slots = {
-                s.name: m.SlotInfo(s.zone, s.accelerator, s.mode, s.race_group)
+                s.name: m.SlotInfo(s.zone, s.accelerator, s.mode, s.race_group, s.api)
                 for s in desired.slots
             }
             with self._fold_lock:

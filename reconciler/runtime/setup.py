@@ -6,7 +6,9 @@ for worker 0, ntfy notices. It is also the controller's ``WorkloadPort``: launch
 stop through one ``adapters.workload.WorkloadRunner`` (pooled connections, kept across passes
 and rebuilt when the SSH settings change). It resolves what the adapters need — the SSH user
 (settings or OS Login, cached), the key, the agent socket, the known_hosts pins, script paths
-relative to desired.yaml — and turns a failed worker into the error the controller backs off on.
+relative to desired.yaml, the way to each slot's workers (``ssh_proxy``: ``routes``, with IAP's
+worker VM names read once per node from its guest attributes through a cloud of its own) — and
+turns a failed worker into the error the controller backs off on.
 
 Before a step dials a node it checks the node's addresses: an emulated node's (a documentation
 range, ``adapters.ssh.check_dialable``) fails the step at once with ``NoMachine``, a permanent
@@ -43,8 +45,10 @@ from reconciler.model.workload import WorkerProbe
 
 if TYPE_CHECKING:
     from reconciler.adapters.oslogin import UserResolver
+    from reconciler.adapters.ssh_routes import SshRoutes
     from reconciler.adapters.ssh_values import Worker
     from reconciler.adapters.tmux import TmuxInventory
+    from reconciler.adapters.worker_names import WorkerNames
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +71,9 @@ class LiveSetup:
         self._runner: Any = None
         self._runner_key: tuple[object, ...] | None = None
         self._resolver: UserResolver | None = None
+        self._names: WorkerNames | None = None
+        self._cloud: Any = None  # for IAP's worker VM names only (guest attributes)
+        self._cloud_key: tuple[object, ...] | None = None
 
     # -- shared ------------------------------------------------------------------------------
     def _spec(self, desired: Desired, action: Action) -> SlotSpec:
@@ -114,22 +121,53 @@ class LiveSetup:
 
         check_dialable(slot, node.ips(internal=settings.internal_ips))
 
-    def _workers(self, slot: str, settings: Settings, node: Node) -> tuple[Worker, ...]:
-        """The node's workers; NoMachine when no machine stands behind their addresses."""
+    def routes(self, desired: Desired) -> SshRoutes:
+        """How ``desired``'s slots reach their workers (``ssh_proxy``); IAP's worker VM names
+        are looked up once per node instance and kept in the state dir for the CLI."""
+        from reconciler.adapters.ssh_routes import SshRoutes
+        from reconciler.adapters.worker_names import WorkerNames
+
+        if self._names is None:
+            self._names = WorkerNames(self.state.worker_names, persist=True)
+
+        async def lookup(zone: str, node: str) -> list[dict[str, Any]]:
+            cloud = await self._cloud_for(desired)
+            rows: list[dict[str, Any]] = await cloud.guest_attributes(zone, node)
+            return rows
+
+        return SshRoutes(desired, self._names, lookup)
+
+    async def _cloud_for(self, desired: Desired) -> Any:
+        from reconciler.runtime.backends import make_cloud
+
+        s = desired.settings
+        key = (desired.project, s.backend, s.quota_project, s.credentials)
+        if self._cloud is None or key != self._cloud_key:
+            if self._cloud is not None:
+                await self._cloud.aclose()
+            self._cloud = make_cloud(desired, self.env)
+            self._cloud_key = key
+        return self._cloud
+
+    async def _workers(self, desired: Desired, slot: str, node: Node) -> tuple[Worker, ...]:
+        """The node's workers, each with its hop (``ssh_proxy``); NoMachine when no machine
+        stands behind their addresses."""
         from reconciler.adapters.ssh import check_dialable, workers_of
 
+        settings = desired.settings
         ips = node.ips(internal=settings.internal_ips)
         if not ips:
             raise SetupFailed(f"{node.name} has no network endpoints yet", delay=10.0)
         check_dialable(slot, ips)
-        return workers_of(ips, port=settings.ssh_port)
+        workers = workers_of(ips, port=settings.ssh_port)
+        return await self.routes(desired).workers(node, slot, workers)
 
     # -- steps -------------------------------------------------------------------------------
     async def bootstrap(self, desired: Desired, action: Action, node: Node) -> None:
         from reconciler.adapters.ssh import bootstrap, log_dir_for, resolve_scripts
 
         spec = self._spec(desired, action)
-        workers = self._workers(spec.name, desired.settings, node)
+        workers = await self._workers(desired, spec.name, node)
         if not spec.setup.scripts and not spec.setup.telemetry:
             raise PermanentError(
                 f"{spec.name}: setup.bootstrap is on but no scripts are configured "
@@ -157,7 +195,7 @@ class LiveSetup:
 
         spec = self._spec(desired, action)
         settings = desired.settings
-        workers = self._workers(spec.name, settings, node)
+        workers = await self._workers(desired, spec.name, node)
         # Missing or readable-by-others key file: SetupFailed with the fix in its message.
         key = tailscale.auth_key(SecretStore.in_state_dir(self.state.root))
         result = await tailscale.join(
@@ -184,7 +222,7 @@ class LiveSetup:
 
         spec = self._spec(desired, action)
         settings = desired.settings
-        worker0 = self._workers(spec.name, settings, node)[0]
+        worker0 = (await self._workers(desired, spec.name, node))[0]
         check_trusted(self.state.known_hosts)  # OpenSSH would read a member's copy as is
         argv = ssh_argv(
             user=await self._user(settings),
@@ -193,6 +231,7 @@ class LiveSetup:
             key=self._key(settings),
             known_hosts=self.state.known_hosts,
             port=settings.ssh_port,
+            hop=worker0.hop,
         )
         agent = self.env.get("SSH_AUTH_SOCK")
         window = WantedWindow(
@@ -226,11 +265,13 @@ class LiveSetup:
         )
 
     # -- workloads ---------------------------------------------------------------------------
-    async def workload_runner(self, settings: Settings) -> Any:
-        """The pooled runner for these SSH settings (also used by ``logs`` surfaces). The
-        OS Login user is found by the runner when it opens a connection, not here."""
+    async def workload_runner(self, desired: Desired) -> Any:
+        """The pooled runner for these SSH settings (also used by ``logs`` surfaces), reaching
+        each slot's workers as its ``ssh_proxy`` says. The OS Login user is found by the runner
+        when it opens a connection, not here."""
         from reconciler.adapters.workload import WorkloadRunner
 
+        settings = desired.settings
         key = self._key(settings)
         agent = self.env.get("SSH_AUTH_SOCK") or None
         ssh = (settings.ssh_port, settings.internal_ips, settings.ssh_concurrency)
@@ -246,6 +287,7 @@ class LiveSetup:
                 agent_path=agent,
             )
             self._runner_key = wanted
+        self._runner.routes = self.routes(desired)
         return self._runner
 
     async def workload_launch(self, desired: Desired, action: Action, node: Node) -> str | None:
@@ -257,7 +299,7 @@ class LiveSetup:
             raise PermanentError(f"{action.slot}: no workload to launch")
         self._refuse_emulated(spec.name, desired.settings, node)  # before any lookup
         await self._user(desired.settings)  # a failed lookup: one line, not one per worker
-        runner = await self.workload_runner(desired.settings)
+        runner = await self.workload_runner(desired)
         said = ""
         if spec.setup.telemetry or spec.workload.take_tpu:
             from reconciler.adapters.telemetry import clear_before_launch
@@ -283,7 +325,7 @@ class LiveSetup:
             raise PermanentError(f"{action.slot}: no workload attempt to stop")
         self._refuse_emulated(action.slot, desired.settings, node)
         await self._user(desired.settings)
-        runner = await self.workload_runner(desired.settings)
+        runner = await self.workload_runner(desired)
         if act.why == LOST and node.slices:  # a race group's program: stop it on the winners
             return left_said(await self._stop_survivors(runner, node, action.slot, act))
         return left_said(await runner.stop(node, action.slot, act.run_id, act.attempt, act.grace))
@@ -309,7 +351,7 @@ class LiveSetup:
 
     async def workload_probe(
         self,
-        settings: Settings,
+        desired: Desired,
         node: Node,
         slot: str,
         run_id: str,
@@ -317,16 +359,16 @@ class LiveSetup:
         *,
         telemetry: bool = False,
     ) -> tuple[WorkerProbe, ...]:
-        runner = await self.workload_runner(settings)
+        runner = await self.workload_runner(desired)
         probes: tuple[WorkerProbe, ...] = await runner.probe(
             node, slot, run_id, attempt, telemetry=telemetry
         )
         return probes
 
     async def workload_tail(
-        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int, worker: int
+        self, desired: Desired, node: Node, slot: str, run_id: str, attempt: int, worker: int
     ) -> tuple[str, ...]:
-        runner = await self.workload_runner(settings)
+        runner = await self.workload_runner(desired)
         stream = runner.logs(
             node,
             slot,
@@ -348,6 +390,9 @@ class LiveSetup:
         if self._http is not None:
             await self._http.aclose()
             self._http = None
+        if self._cloud is not None:
+            await self._cloud.aclose()
+            self._cloud = None
 
 
 def _report_lookup(error: SetupFailed) -> None:

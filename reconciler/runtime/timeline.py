@@ -23,7 +23,8 @@ from reconciler.errors import HistoryUnreadable
 from reconciler.model.desired import Desired
 from reconciler.model.stamps import epoch_or_none
 from reconciler.model.status import StatusSnapshot
-from reconciler.runtime.history import summary_stats
+from reconciler.runtime.backends import word_state
+from reconciler.runtime.history_reads import summary_stats
 
 
 def as_of(snapshot: StatusSnapshot, now: float | None = None) -> float:
@@ -46,7 +47,7 @@ def _past(path: Path, since: float) -> dict[tuple[str, str], Past]:
             for t in db.states_before(since)
             if t.after is not None
         ]
-        return spans([*before, *db.transitions(since=since)])
+        return spans([*before, *db.transitions(since=since)], word_state)
     finally:
         db.close()
 
@@ -67,10 +68,21 @@ def lab_timeline(
     moment = as_of(snapshot, now)
     try:
         hints = wait_hints(summary_stats(history, now=moment))
-        frame = build(snapshot, desired, as_of=moment, hints=hints, since=since, until=until, by=by)
+        frame = build(
+            snapshot,
+            desired,
+            as_of=moment,
+            hints=hints,
+            since=since,
+            until=until,
+            by=by,
+            state_of=word_state,
+        )
         past = _past(history, frame.since)
     except HistoryUnreadable as e:
-        found = build(snapshot, desired, as_of=moment, since=since, until=until, by=by)
+        found = build(
+            snapshot, desired, as_of=moment, since=since, until=until, by=by, state_of=word_state
+        )
         note = f"the capacity history cannot be read ({e}): no past, no expected waits"
         return replace(found, notes=(*found.notes, note))
     return build(
@@ -82,4 +94,5 @@ def lab_timeline(
         since=frame.since,
         until=frame.until,
         by=by,
+        state_of=word_state,
     )

@@ -1,5 +1,6 @@
-"""What changed since the controller's last pass, told once each as an event: each queued
-resource's state, each node's health signals, suspension and the delete guard.
+"""What changed since the controller's last pass, told once each as an event: each capacity
+request's state (``qr.state``: the API's word, with the neutral state beside it), each node's
+health signals, suspension and the delete guard.
 
 May: remember the last pass's values and write events. May not: decide or act (the planner
 decides; a health signal is shown and never acted on), read the cloud, write other state.
@@ -18,20 +19,31 @@ class Transitions:
 
     def __init__(self, events: EventLog) -> None:
         self.events = events
-        self.states: dict[tuple[str, str], str] = {}  # (zone, QR) -> its state
+        self.states: dict[tuple[str, str], str] = {}  # (zone, request) -> its API's word
         self.health: dict[tuple[str, str], tuple[str, ...]] = {}  # (zone, node) -> signals
         self.suspended = False
         self.guarded: str | None = None  # the fingerprint of the deletes the guard holds
 
     def observed(self, observation: Observation) -> None:
-        """``qr.state`` for each QR whose state moved (``after`` None: gone) and
-        ``node.health`` for each node whose signals appeared or changed. A QR of a zone that
-        did not answer is unseen, not gone: remembered until its zone answers."""
-        states = {q.key: q.state.value for q in observation.queued_resources}
+        """``qr.state`` for each request whose state moved (``after`` None: gone; ``api``
+        and ``request``, its neutral state, beside the API's words) and ``node.health`` for
+        each node whose signals appeared or changed. A request of a zone that did not answer
+        is unseen, not gone: remembered until its zone answers."""
+        seen = {r.key: r for r in observation.requests}
+        states = {key: r.api_state for key, r in seen.items()}
         for key, state in states.items():
             before = self.states.get(key)
             if before != state:
-                self.events.emit("qr.state", slot=key[1], zone=key[0], before=before, after=state)
+                r = seen[key]
+                self.events.emit(
+                    "qr.state",
+                    slot=key[1],
+                    zone=key[0],
+                    before=before,
+                    after=state,
+                    api=r.api,
+                    request=r.state.value,
+                )
         for key, before in self.states.items():
             if key in states:
                 continue

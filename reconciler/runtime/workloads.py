@@ -22,9 +22,9 @@ from reconciler.core import workload as wl
 from reconciler.core.chip_use import ChipUse
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action
-from reconciler.model.desired import Desired, Settings
+from reconciler.model.desired import Desired
 from reconciler.model.observed import Node, Observation
-from reconciler.model.workload import WorkerProbe
+from reconciler.model.workload import NOT_STARTED, WorkerProbe
 from reconciler.runtime.events import EventLog
 
 #: Longest a pass waits for the probes of all slots together (they run in parallel).
@@ -39,7 +39,7 @@ class WorkloadPort(Protocol):
     ) -> str | None: ...  # what survived the kill deadline, if anything
     async def workload_probe(
         self,
-        settings: Settings,
+        desired: Desired,
         node: Node,
         slot: str,
         run_id: str,
@@ -48,7 +48,7 @@ class WorkloadPort(Protocol):
         telemetry: bool = False,
     ) -> tuple[WorkerProbe, ...]: ...
     async def workload_tail(
-        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int, worker: int
+        self, desired: Desired, node: Node, slot: str, run_id: str, attempt: int, worker: int
     ) -> tuple[str, ...]: ...
 
 
@@ -74,8 +74,10 @@ class Prober:
         wanted: dict[tuple[str, str, int, str], Node] = {}
         chips: set[str] = set()
         for spec, wm in wl.probe_targets(desired, observation, memory):
-            qr = observation.qr(spec.zone, spec.name)
-            node = observation.node(spec.zone, (qr.node_id if qr else None) or spec.name)
+            request = observation.request(spec.zone, spec.name)
+            node = observation.node(
+                spec.zone, (request.node_name if request else None) or spec.name
+            )
             if node is not None:
                 wanted[(spec.name, wm.run_id, wm.attempt, node.instance)] = node
                 if spec.setup.telemetry:
@@ -86,11 +88,9 @@ class Prober:
             if key not in self._tasks:
                 slot, run_id, attempt, _ = key
                 probe = (
-                    port.workload_probe(
-                        desired.settings, node, slot, run_id, attempt, telemetry=True
-                    )
+                    port.workload_probe(desired, node, slot, run_id, attempt, telemetry=True)
                     if slot in chips
-                    else port.workload_probe(desired.settings, node, slot, run_id, attempt)
+                    else port.workload_probe(desired, node, slot, run_id, attempt)
                 )
                 self._tasks[key] = asyncio.create_task(probe)
         if not wanted:
@@ -131,13 +131,17 @@ async def tails(
 
     async def one(t: wl.TailWanted) -> tuple[str, ...]:
         spec = desired.slot(t.slot)
-        qr = observation.qr(spec.zone, t.slot) if spec else None
-        node = observation.node(spec.zone, (qr.node_id if qr else None) or t.slot) if spec else None
+        request = observation.request(spec.zone, t.slot) if spec else None
+        node = (
+            observation.node(spec.zone, (request.node_name if request else None) or t.slot)
+            if spec
+            else None
+        )
         if node is None or node.instance != t.instance:
             return ()
         try:
             return await asyncio.wait_for(
-                port.workload_tail(desired.settings, node, t.slot, t.run_id, t.attempt, t.worker),
+                port.workload_tail(desired, node, t.slot, t.run_id, t.attempt, t.worker),
                 timeout,
             )
         except Exception:  # only for show: an unreadable log shows nothing
@@ -191,7 +195,8 @@ class EndedAttempt:
     started_at: float
     exit_code: int | None  # the first non-zero exit of a worker; 0 when all exited 0; None unknown
     cause: str  # the phase it ended in (succeeded, failed, interrupted, gave-up, stopping,
-    #             forgotten) and the detail, e.g. "failed: exit 1 on worker 2"
+    #             released, forgotten) and the detail, e.g. "failed: exit 1 on worker 2";
+    #             "not started: <why>" for one no worker was ever seen to run
     chip_use: ChipUse | None = None  # its chips' duty cycle and idle time (setup.telemetry)
 
 
@@ -217,6 +222,8 @@ def ended_attempts(before: Memory, after: Memory) -> Iterator[EndedAttempt]:
         )
         phase = ended.phase if ended else ("forgotten" if new is None else "superseded")
         detail = ended.detail if ended else ""
+        if ended is not None and ended.phase == "stopping" and ended.stop_for == "released":
+            phase, detail = "released", ended.release or "slot released"  # the release's stop
         if new is not None and not same and new.run_id == old.run_id:
             # The fold went straight on to the next attempt of the same run (every worker had
             # exited): its failure count and detail still say how this one ended.
@@ -225,7 +232,12 @@ def ended_attempts(before: Memory, after: Memory) -> Iterator[EndedAttempt]:
             elif new.detail == wl.SUCCEEDED_BEFORE:
                 phase, detail, exit_code = "succeeded", "", 0
         started_at = old.started_at if old.started_at is not None else old.since  # old memory
+        cause = f"{phase}: {detail}" if detail else phase
+        ran = old.phase == "running" or exit_code is not None
+        ran = ran or phase in ("succeeded", "failed", "gave-up")
+        if not ran and not any(s.state in ("alive", "exited") for s in (*old.workers, *workers)):
+            # never seen to run: not a run time (history shows no RAN for it)
+            cause = f"{NOT_STARTED}: {old.unsent or detail or phase}"
         yield EndedAttempt(
-            slot, old.run_id, old.attempt, started_at, exit_code,
-            f"{phase}: {detail}" if detail else phase, old.chip_use,
+            slot, old.run_id, old.attempt, started_at, exit_code, cause, old.chip_use
         )  # fmt: skip

@@ -54,7 +54,7 @@ def _runs(log: Path) -> int:
 
 
 def _check(seen: Observation, world: list[tuple[str, str]], slices: int) -> None:
-    assert len(seen.queued_resources) == len(world)
+    assert len(seen.requests) == len(world)
     assert len(seen.nodes) == len(world) * slices
     if slices > 1:  # every slot one node of ``slices`` slices
         assert all(len(seen.node(z, name).slices) == slices for z, name in world)  # type: ignore[union-attr]
@@ -82,7 +82,7 @@ async def one_size(
         async with hooked, RestCloud(_rig.PROJECT, env=env, client=hooked) as rest:
             client.clear_requests()
             seen = await rest.observe(None)
-            assert len(seen.queued_resources) == n
+            assert len(seen.requests) == n
             out["rest_page1000"] = sum(client.request_counts().values())
 
         if gcloud is not None:

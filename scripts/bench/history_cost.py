@@ -30,6 +30,7 @@ import _rig
 
 from reconciler.adapters.history_db import HistoryDB
 from reconciler.adapters.statedir import StateDir
+from reconciler.adapters.tpu_api_parse import request_state
 from reconciler.core.history import Seen, Tracker
 from reconciler.runtime.backends import make_cloud
 from reconciler.runtime.controller import Controller
@@ -85,7 +86,14 @@ def churn(root: Path, slots: int, changing: int, rounds: int) -> float:
         for i in range(r * changing, (r + 1) * changing):
             phase[i % slots] = (phase[i % slots] + 1) % len(CYCLE)
         looks = [
-            Seen(f"slot-{i:05d}", zones[i % len(zones)], CYCLE[phase[i]], "v4-8", "spot")
+            Seen(
+                f"slot-{i:05d}",
+                zones[i % len(zones)],
+                CYCLE[phase[i]],
+                "v4-8",
+                "spot",
+                request=request_state(CYCLE[phase[i]]),
+            )
             for i in range(slots)
         ]
         t0 = time.process_time()

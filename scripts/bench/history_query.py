@@ -31,6 +31,7 @@ from _common import REPO, ensure_repo_on_path, median, print_header
 ensure_repo_on_path()
 
 from reconciler.adapters.history_db import HistoryDB  # noqa: E402
+from reconciler.adapters.tpu_api_parse import request_state  # noqa: E402
 from reconciler.core.history import Record, Seen, Tracker, Transition  # noqa: E402
 
 ZONES = ("us-central2-b", "europe-west4-a", "us-east1-d", "us-east5-a")
@@ -56,7 +57,8 @@ def fill(db: HistoryDB, transitions: int, seed: int = 7) -> int:
         path = SERVED if rng.random() < 0.8 else GAVE_UP
         for state in path:
             now += rng.expovariate(1 / 600.0)
-            records = tracker.step([Seen(slot, zone, state, acc, "spot")], now)
+            look = Seen(slot, zone, state, acc, "spot", request=request_state(state))
+            records = tracker.step([look], now)
             written += sum(isinstance(r, Transition) for r in records)
             batch += records
         if len(batch) >= 1000:

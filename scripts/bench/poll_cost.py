@@ -34,7 +34,7 @@ TARGET_REST_CPU_MS = 20.0
 
 
 async def _describe_each(cloud: GcloudCloud, world: list[tuple[str, str]]) -> int:
-    found = await asyncio.gather(*(cloud.describe_queued_resource(z, n) for z, n in world))
+    found = await asyncio.gather(*(cloud.describe_request("tpu", z, n) for z, n in world))
     return sum(q is not None for q in found)
 
 
@@ -52,7 +52,7 @@ async def measure(args: argparse.Namespace, report: _rig.Report) -> None:
         cpu0, t0 = _rig.cpu_self(), time.perf_counter()
         seen = await rest.observe(None)
         cold_wall, cold_cpu = time.perf_counter() - t0, _rig.cpu_self() - cpu0
-        assert len(seen.queued_resources) == len(world), "REST observe missed slots"
+        assert len(seen.requests) == len(world), "REST observe missed slots"
         requests_per_poll = sum(emu.client.request_counts().values())
         cpu0, t0 = _rig.cpu_self(), time.perf_counter()
         for _ in range(args.rest_repeat):
@@ -74,7 +74,7 @@ async def measure(args: argparse.Namespace, report: _rig.Report) -> None:
                 seen = await cloud.observe(zones)
                 b_walls.append(time.perf_counter() - t0)
                 b_cpus.append(_rig.cpu_children() - c0 + _rig.cpu_self() - s0)
-                assert len(seen.queued_resources) == len(world), "gcloud observe missed slots"
+                assert len(seen.requests) == len(world), "gcloud observe missed slots"
             b_cpu, b_wall = _rig.median(b_cpus), _rig.median(b_walls)
             # (a) one describe per slot, once
             c0, s0, t0 = _rig.cpu_children(), _rig.cpu_self(), time.perf_counter()

@@ -61,7 +61,7 @@ CREATE_CASES: dict[str, dict[str, Any]] = {
         "valid_until_seconds": 3600,
     },
     # multislice (slices: 2): multisliceParams instead of a nodeId
-    "multislice": {"mode": "spot", "node_count": 2},
+    "multislice": {"mode": "spot", "slices": 2},
 }
 #: the QueueingPolicy fields each window case must set (the API's oneof: one of them)
 WINDOW_FIELDS: dict[str, str] = {
@@ -78,8 +78,8 @@ def _request(case: str) -> CreateRequest:
     return CreateRequest(
         name=name,
         zone=ZONE,
-        accelerator_type="v4-8",
-        runtime_version="tpu-ubuntu2204-base",
+        accelerator="v4-8",
+        image="tpu-ubuntu2204-base",
         **CREATE_CASES[case],
     )
 
@@ -144,7 +144,7 @@ async def test_rest_request_bodies_are_v2_messages(
     env = {"CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(token)}
     async with RestCloud(PROJECT, endpoint=emulator.url, env=env) as cloud:
         for case in CREATE_CASES:
-            await cloud.create_queued_resource(_request(case))
+            await cloud.create_request(_request(case))
         emulator.add_queued_resource(ZONE, "ga", state="ACTIVE")
         await cloud.guest_attributes(ZONE, "ga", "guest-agent/")
     bodies = create_bodies(emulator)
@@ -169,7 +169,7 @@ async def test_gcloud_request_bodies_are_v2_messages(
     gcloud = require_tool("gcloud")
     cloud = GcloudCloud(PROJECT, gcloud=gcloud, env=gcloud_env)
     try:
-        submitted = [await cloud.create_queued_resource(_request(c)) for c in CREATE_CASES]
+        submitted = [await cloud.create_request(_request(c)) for c in CREATE_CASES]
         # the operation gcloud printed can be read back (over REST: gcloud has no command)
         assert all(s.operation for s in submitted)
         status = await cloud.get_operation(str(submitted[0].operation))
@@ -187,10 +187,10 @@ async def test_gcloud_request_bodies_are_v2_messages(
 def _check_node_spec(qr: Any, request: CreateRequest) -> None:
     """One node named like the QR, or a multislice of ``node_count`` nodes ``<name>-i``."""
     (spec,) = qr.tpu.nodeSpec
-    if request.node_count > 1:
+    if request.slices > 1:
         assert spec.nodeId is None
         assert (spec.multisliceParams.nodeCount, spec.multisliceParams.nodeIdPrefix) == (
-            request.node_count,
+            request.slices,
             request.name,
         )
     else:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.adapters.tpu_api_parse import QRState, request_from_api
 from reconciler.emulator import Emulator, Fault, Scenario
-from reconciler.model.observed import QRState, queued_resource_from_api
 from tests.fixtures.emulator import gcloud_env_for
 from tests.support.tools import require_tool
 
@@ -59,8 +59,8 @@ def test_list_all_zones_shows_what_the_scenario_created(
     frozen.advance(1)
     done = gcloud(env, "queued-resources", "list", "--zone=-", "--format=json")
     assert done.returncode == 0, done.stderr
-    qrs = {q.name: q for q in map(queued_resource_from_api, json.loads(done.stdout))}
-    assert {name: (q.zone, q.state, q.mode) for name, q in qrs.items()} == {
+    qrs = {q.name: q for q in map(request_from_api, json.loads(done.stdout))}
+    assert {name: (q.zone, q.api_state, q.mode) for name, q in qrs.items()} == {
         "spot-a": (ZONE, QRState.ACTIVE, "spot"),
         "waiting-b": ("europe-west4-a", QRState.ACCEPTED, "spot"),
         "od-c": ("us-east5-a", QRState.FAILED, "on-demand"),
@@ -87,8 +87,8 @@ def test_create_describe_and_force_delete(frozen: Emulator, env: dict[str, str])
         env, "queued-resources", "describe", "mine", f"--zone={ZONE}", "--format=json"
     )
     assert described.returncode == 0, described.stderr
-    qr = queued_resource_from_api(json.loads(described.stdout))
-    assert (qr.state, qr.accelerator_type, qr.managed) == (QRState.ACTIVE, "v4-8", True)
+    qr = request_from_api(json.loads(described.stdout))
+    assert (qr.api_state, qr.accelerator, qr.managed) == (QRState.ACTIVE, "v4-8", True)
 
     deleted = gcloud(
         env, "queued-resources", "delete", "mine", f"--zone={ZONE}", "--force", "--quiet", "--async"

@@ -34,8 +34,8 @@ def flex_request(name: str, zone: str = ZONE) -> CreateRequest:
     return CreateRequest(
         name=name,
         zone=zone,
-        accelerator_type="v6e-8",
-        runtime_version="v2-alpha-tpuv6e",
+        accelerator="v6e-8",
+        image="v2-alpha-tpuv6e",
         mode="flex-start",
         max_run_seconds=6 * 3600,
         labels={"managed-by": "tpu-reconciler"},
@@ -98,12 +98,12 @@ async def test_rest_sends_a_v2alpha1_flex_start_create(
     token.write_text("t\n")
     env = {"CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(token)}
     async with RestCloud(PROJECT, endpoint=emulator.url, env=env, alpha_reads=True) as cloud:
-        await cloud.create_queued_resource(flex_request("flex-rest"))
+        await cloud.create_request(flex_request("flex-rest"))
         emulator.advance(60)
         seen = await cloud.observe(None)
     ((path, body),) = flex_creates(emulator)
     check_flex_body(sdk[1], path, body)
-    (qr,) = seen.queued_resources
+    (qr,) = seen.requests
     assert qr.mode == "flex-start" and qr.termination_time is not None
     lists = [r.path for r in emulator.requests() if r.key.endswith(".list")]
     assert sorted(lists) == [  # one observation is still two list requests
@@ -118,7 +118,7 @@ async def test_gcloud_alpha_sends_a_v2alpha1_flex_start_create(
     gcloud = require_tool("gcloud")
     cloud = GcloudCloud(PROJECT, gcloud=gcloud, env=gcloud_env, alpha_reads=True)
     try:
-        submitted = await cloud.create_queued_resource(flex_request("flex-gcloud"))
+        submitted = await cloud.create_request(flex_request("flex-gcloud"))
         assert submitted.operation
         emulator.advance(60)
         seen = await cloud.observe([ZONE])
@@ -126,7 +126,7 @@ async def test_gcloud_alpha_sends_a_v2alpha1_flex_start_create(
         await cloud.aclose()
     ((path, body),) = flex_creates(emulator)
     check_flex_body(sdk[1], path, body)
-    (qr,) = seen.queued_resources
+    (qr,) = seen.requests
     assert qr.mode == "flex-start" and qr.termination_time is not None
 
 
@@ -145,7 +145,7 @@ async def test_a_zone_without_flex_start_refuses_it_permanently(
         cloud = GcloudCloud(PROJECT, gcloud=require_tool("gcloud"), env=gcloud_env)
     try:
         with pytest.raises(PermanentCloudError) as refused:
-            await cloud.create_queued_resource(flex_request("flex-no"))
+            await cloud.create_request(flex_request("flex-no"))
     finally:
         await cloud.aclose()
     assert 'FLEX_START provisioning model is not supported for accelerator type "v6e-8"' in str(

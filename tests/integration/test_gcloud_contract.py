@@ -11,9 +11,10 @@ import pytest
 
 from reconciler.adapters.cloud import Outcome
 from reconciler.adapters.gcloud import GcloudCloud
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.emulator import Emulator, Fault
 from reconciler.errors import PermanentCloudError, TransientCloudError
-from reconciler.model.observed import NodeState, QRState
+from reconciler.model.observed import NodeState
 from reconciler.model.requests import CreateRequest
 from tests.support.tools import require_tool
 
@@ -42,7 +43,7 @@ async def test_observe_costs_two_lists_per_zone_whatever_the_slot_count(
 
     seen = await cloud.observe([ZONE_A, ZONE_B])
     assert seen.zones == frozenset({ZONE_A, ZONE_B}) and not seen.unreachable
-    assert len(seen.queued_resources) == 7 and len(seen.nodes) == 4
+    assert len(seen.requests) == 7 and len(seen.nodes) == 4
     solo = seen.node(ZONE_A, "solo")
     assert solo is not None and solo.state is NodeState.READY and solo.ips()
     counts = emulator.request_counts()
@@ -57,7 +58,7 @@ async def test_observe_costs_two_lists_per_zone_whatever_the_slot_count(
     emulator.clear_requests()
     everything = await cloud.observe(None)
     assert everything.zones is None and everything.knows(ZONE_C)
-    assert {q.key for q in everything.queued_resources} == {q.key for q in seen.queued_resources}
+    assert {q.key for q in everything.requests} == {q.key for q in seen.requests}
     assert list_paths(emulator) == [f"{prefix}/-/nodes", f"{prefix}/-/queuedResources"]
 
 
@@ -68,7 +69,7 @@ async def test_a_failing_zone_lands_in_unreachable(emulator: Emulator, cloud: Gc
     seen = await cloud.observe([ZONE_A, ZONE_B])
     assert seen.unreachable == {ZONE_B}
     assert seen.knows(ZONE_A) and not seen.knows(ZONE_B)
-    assert seen.qr(ZONE_A, "a") is not None and seen.qr(ZONE_B, "b") is None
+    assert seen.request(ZONE_A, "a") is not None and seen.request(ZONE_B, "b") is None
 
 
 async def test_create_carries_the_request_and_is_idempotent(
@@ -77,8 +78,8 @@ async def test_create_carries_the_request_and_is_idempotent(
     request = CreateRequest(
         name="spot-v48-usc2b-1",
         zone=ZONE_A,
-        accelerator_type="v4-8",
-        runtime_version="tpu-ubuntu2204-base",
+        accelerator="v4-8",
+        image="tpu-ubuntu2204-base",
         mode="spot",
         network="net-a",
         subnetwork="sub-a",
@@ -86,7 +87,7 @@ async def test_create_carries_the_request_and_is_idempotent(
         valid_until_seconds=600,
         labels={"managed-by": "tpu-reconciler", "slot": "spot-v48-usc2b-1"},
     )
-    assert (await cloud.create_queued_resource(request)).outcome is Outcome.DONE
+    assert (await cloud.create_request(request)).outcome is Outcome.DONE
     (post,) = [r for r in emulator.requests() if r.key == "POST queuedResources.create"]
     assert post.query["queuedResourceId"] == "spot-v48-usc2b-1"
     assert "spot" in post.body and post.body["queueingPolicy"] == {"validUntilDuration": "600s"}
@@ -104,19 +105,19 @@ async def test_create_carries_the_request_and_is_idempotent(
     created = emulator.queued_resource(ZONE_A, "spot-v48-usc2b-1")
     assert created is not None
 
-    assert (await cloud.create_queued_resource(request)).outcome is Outcome.ALREADY
+    assert (await cloud.create_request(request)).outcome is Outcome.ALREADY
 
 
 async def test_describe_reserved_and_missing(emulator: Emulator, cloud: GcloudCloud) -> None:
     reserved = CreateRequest(
-        name="res-a", zone=ZONE_A, accelerator_type="v4-8", runtime_version="rt-1", mode="reserved"
+        name="res-a", zone=ZONE_A, accelerator="v4-8", image="rt-1", mode="reserved"
     )
-    assert (await cloud.create_queued_resource(reserved)).outcome is Outcome.DONE
-    described = await cloud.describe_queued_resource(ZONE_A, "res-a")
+    assert (await cloud.create_request(reserved)).outcome is Outcome.DONE
+    described = await cloud.describe_request("tpu", ZONE_A, "res-a")
     assert described is not None
-    assert (described.mode, described.runtime_version) == ("reserved", "rt-1")
-    assert described.state in {QRState.CREATING, QRState.ACCEPTED, QRState.PROVISIONING}
-    assert await cloud.describe_queued_resource(ZONE_A, "missing") is None
+    assert (described.mode, described.image) == ("reserved", "rt-1")
+    assert described.api_state in {QRState.CREATING, QRState.ACCEPTED, QRState.PROVISIONING}
+    assert await cloud.describe_request("tpu", ZONE_A, "missing") is None
 
 
 async def test_delete_needs_force_while_a_node_exists(
@@ -124,13 +125,13 @@ async def test_delete_needs_force_while_a_node_exists(
 ) -> None:
     emulator.add_queued_resource(ZONE_A, "busy", state="ACTIVE")
     with pytest.raises(TransientCloudError, match="FAILED_PRECONDITION") as refused:
-        await cloud.delete_queued_resource(ZONE_A, "busy", force=False)
+        await cloud.delete_request("tpu", ZONE_A, "busy", force=False)
     assert refused.value.status == "FAILED_PRECONDITION"
-    assert (await cloud.delete_queued_resource(ZONE_A, "busy", force=True)).outcome is Outcome.DONE
+    assert (await cloud.delete_request("tpu", ZONE_A, "busy", force=True)).outcome is Outcome.DONE
     deleting = emulator.queued_resource(ZONE_A, "busy")
     assert deleting is None or deleting["state"]["state"] == "DELETING"
     assert (
-        await cloud.delete_queued_resource(ZONE_A, "never-was", force=True)
+        await cloud.delete_request("tpu", ZONE_A, "never-was", force=True)
     ).outcome is Outcome.ALREADY
 
 
@@ -154,7 +155,7 @@ async def test_failure_classes(
 ) -> None:
     emulator.inject_fault(fault)
     with pytest.raises(error) as caught:
-        await cloud.describe_queued_resource(ZONE_A, "anything")
+        await cloud.describe_request("tpu", ZONE_A, "anything")
     assert type(caught.value) is error
     assert getattr(caught.value, "status", None) == status
 
@@ -165,5 +166,5 @@ async def test_a_slow_api_times_out_transiently(
     emulator.set_latency(20)
     cloud = GcloudCloud("test-project", gcloud=require_tool("gcloud"), env=gcloud_env, timeout=3)
     with pytest.raises(TransientCloudError, match="timed out after 3s"):
-        await cloud.describe_queued_resource(ZONE_A, "slow")
+        await cloud.describe_request("tpu", ZONE_A, "slow")
     emulator.set_latency(0)

@@ -86,12 +86,13 @@ def test_one_early_preemption_is_not_extrapolated_to_a_daily_rate(tmp_path: Path
     """One spot TPU preempted 24 minutes after it came up: ``history`` says what was seen
     (``1 in 24m held``), not 60 a day."""
     from reconciler.adapters.history_db import HistoryDB
+    from reconciler.adapters.tpu_api_parse import request_state
     from reconciler.core.history import Seen, Tracker
 
     state = StateDir(tmp_path / "state").ensure()
     tracker, records, t = Tracker(), [], 1_771_804_800.0
     for after, at in (("WAITING_FOR_RESOURCES", 0), ("ACTIVE", 600), ("SUSPENDED", 2040)):
-        seen = Seen("s-1", "us-east5-b", after, "v6e-8", "spot")
+        seen = Seen("s-1", "us-east5-b", after, "v6e-8", "spot", request=request_state(after))
         records += tracker.step([seen], t + at)
     db = HistoryDB(state.history)
     try:

@@ -220,4 +220,7 @@ def test_800_idle_connections_hold_few_threads_and_the_endpoint_recovers(
         assert f"{m.PREFIX}reconcile" in families
     finally:
         metrics.close()
+    deadline = time.monotonic() + 10.0  # the last handlers end with their read timeout
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert threading.active_count() <= before

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.gcloud import GcloudCloud
-from reconciler.adapters.rest import create_body
+from reconciler.adapters.tpu_api_body import create_body
 from reconciler.emulator import Emulator
 from reconciler.model.requests import CreateRequest
 from tests.support.tools import require_tool
@@ -76,8 +76,8 @@ def request(name: str = "spot-v48-usc2b-1", **window: Any) -> CreateRequest:
     return CreateRequest(
         name=name,
         zone=ZONE,
-        accelerator_type="v4-8",
-        runtime_version="tpu-ubuntu2204-base",
+        accelerator="v4-8",
+        image="tpu-ubuntu2204-base",
         mode="spot",
         labels={"managed-by": "tpu-reconciler"},
         **window,
@@ -113,7 +113,7 @@ async def test_gcloud_sends_what_the_rest_body_says(
         window["valid_after_time"] = float(int(time.time()) + 5 * 3600)  # future for gcloud too
     wanted = request(**window)
     before = time.time()
-    await cloud.create_queued_resource(wanted)
+    await cloud.create_request(wanted)
     after = time.time()
     (sent,) = [r for r in emulator.requests() if r.key == "POST queuedResources.create"]
     ours = create_body(PROJECT, wanted, now=before)["queueingPolicy"]

@@ -15,10 +15,12 @@ import pytest
 from reconciler.adapters.auth import AccessTokenFile
 from reconciler.adapters.cloud import Outcome
 from reconciler.adapters.cloud_errors import QUOTA_DELAY
-from reconciler.adapters.rest import RestCloud, create_body
+from reconciler.adapters.rest import RestCloud
+from reconciler.adapters.tpu_api_body import create_body
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.emulator import Emulator, Fault, Scenario
 from reconciler.errors import PermanentCloudError, TransientCloudError
-from reconciler.model.observed import NodeState, QRState
+from reconciler.model.observed import NodeState
 from reconciler.model.requests import CreateRequest
 
 pytestmark = pytest.mark.integration
@@ -34,8 +36,8 @@ def request(name: str = "spot-v48-usc2b-1", **over: object) -> CreateRequest:
     fields: dict[str, object] = {
         "name": name,
         "zone": ZONE,
-        "accelerator_type": "v4-8",
-        "runtime_version": "tpu-ubuntu2204-base",
+        "accelerator": "v4-8",
+        "image": "tpu-ubuntu2204-base",
         "mode": "spot",
         "labels": {"managed-by": "tpu-reconciler"},
     }
@@ -79,9 +81,9 @@ async def test_observe_sees_queued_resources_and_nodes(emu: Emulator, cloud: Res
     )
     emu.add_queued_resource("europe-west4-a", "b", "v4-8")
     seen = await cloud.observe(None)
-    a, b = seen.qr(ZONE, "a"), seen.qr("europe-west4-a", "b")
-    assert a is not None and a.state is QRState.ACTIVE and a.managed
-    assert b is not None and b.state is QRState.CREATING and not b.managed
+    a, b = seen.request(ZONE, "a"), seen.request("europe-west4-a", "b")
+    assert a is not None and a.api_state == QRState.ACTIVE and a.managed
+    assert b is not None and b.api_state == QRState.CREATING and not b.managed
     node = seen.node(ZONE, "a")
     assert node is not None and node.state is NodeState.READY
     assert len(node.ips()) == 4  # v4-32: four workers, worker 0 first
@@ -99,7 +101,7 @@ async def test_one_qr_list_and_one_node_list_per_observe(
     assert lists(emu) == {LISTS[0]: 1, LISTS[1]: 1}
     assert all(r.path.endswith(("/locations/-/queuedResources", "/locations/-/nodes"))
                for r in emu.requests())  # fmt: skip
-    assert {q.zone for q in seen.queued_resources} <= set(ZONES[:2])
+    assert {q.zone for q in seen.requests} <= set(ZONES[:2])
 
 
 async def test_multislice_slots_cost_the_same_two_lists(emu: Emulator, cloud: RestCloud) -> None:
@@ -122,7 +124,7 @@ async def test_pagination_over_more_than_a_hundred(emu: Emulator, env: dict[str,
     emu.clear_requests()
     async with RestCloud(PROJECT, env=env, timeout=5.0, page_size=25) as small_pages:
         seen = await small_pages.observe(None)
-    assert len(seen.queued_resources) == 130 and len(seen.nodes) == 60
+    assert len(seen.requests) == 130 and len(seen.nodes) == 60
     assert lists(emu) == {LISTS[0]: 6, LISTS[1]: 3}  # 25 a page
     assert all(r.query.get("pageSize") == "25" for r in emu.requests())
 
@@ -134,7 +136,7 @@ async def test_a_poll_is_one_request_per_collection_up_to_a_thousand(
         emu.add_queued_resource(ZONES[i % 4], f"q{i:03d}", state="ACTIVE" if i < 60 else None)
     emu.clear_requests()
     seen = await cloud.observe(None)
-    assert len(seen.queued_resources) == 130 and len(seen.nodes) == 60
+    assert len(seen.requests) == 130 and len(seen.nodes) == 60
     assert lists(emu) == {LISTS[0]: 1, LISTS[1]: 1}
 
 
@@ -145,7 +147,7 @@ async def test_unreachable_zones_are_unknown_never_empty(emu: Emulator, cloud: R
     seen = await cloud.observe(None)
     assert seen.unreachable == frozenset({"europe-west4-a"})
     assert not seen.knows("europe-west4-a") and seen.knows(ZONE)
-    assert seen.qr("europe-west4-a", "b") is None and seen.qr(ZONE, "a") is not None
+    assert seen.request("europe-west4-a", "b") is None and seen.request(ZONE, "a") is not None
     asked = await cloud.observe([ZONE, "europe-west4-a"])
     assert asked.unreachable == frozenset({"europe-west4-a"})
     assert not asked.knows("europe-west4-a")
@@ -160,45 +162,45 @@ async def test_create_is_done_with_gclouds_body_and_walks_to_active(
     emu: Emulator, cloud: RestCloud
 ) -> None:
     wanted = request(network="default", valid_until_seconds=3600)
-    assert (await cloud.create_queued_resource(wanted)).outcome is Outcome.DONE
+    assert (await cloud.create_request(wanted)).outcome is Outcome.DONE
     (sent,) = [r for r in emu.requests() if r.key == "POST queuedResources.create"]
     assert sent.query["queuedResourceId"] == wanted.name
     assert sent.body == create_body(PROJECT, wanted)
     emu.advance(10)
-    found = await cloud.describe_queued_resource(ZONE, wanted.name)
-    assert found is not None and found.state is QRState.ACTIVE and found.mode == "spot"
-    assert found.managed and found.node_id == wanted.name
+    found = await cloud.describe_request("tpu", ZONE, wanted.name)
+    assert found is not None and found.api_state == QRState.ACTIVE and found.mode == "spot"
+    assert found.managed and found.node_name == wanted.name
 
 
 @pytest.mark.parametrize("mode", ["on-demand", "reserved"])
 async def test_create_modes_round_trip(emu: Emulator, cloud: RestCloud, mode: str) -> None:
-    assert (await cloud.create_queued_resource(request(mode=mode))).outcome is Outcome.DONE
-    found = await cloud.describe_queued_resource(ZONE, request().name)
+    assert (await cloud.create_request(request(mode=mode))).outcome is Outcome.DONE
+    found = await cloud.describe_request("tpu", ZONE, request().name)
     assert found is not None and found.mode == mode
 
 
 async def test_creating_what_exists_is_already(emu: Emulator, cloud: RestCloud) -> None:
-    assert (await cloud.create_queued_resource(request())).outcome is Outcome.DONE
-    assert (await cloud.create_queued_resource(request())).outcome is Outcome.ALREADY
+    assert (await cloud.create_request(request())).outcome is Outcome.DONE
+    assert (await cloud.create_request(request())).outcome is Outcome.ALREADY
 
 
 async def test_deleting_what_is_gone_is_already(cloud: RestCloud) -> None:
     assert (
-        await cloud.delete_queued_resource(ZONE, "nothing-here", force=True)
+        await cloud.delete_request("tpu", ZONE, "nothing-here", force=True)
     ).outcome is Outcome.ALREADY
-    assert await cloud.describe_queued_resource(ZONE, "nothing-here") is None
+    assert await cloud.describe_request("tpu", ZONE, "nothing-here") is None
 
 
 async def test_delete_with_a_node_needs_force(emu: Emulator, cloud: RestCloud) -> None:
     emu.add_queued_resource(ZONE, "a", state="ACTIVE")
     with pytest.raises(TransientCloudError) as caught:
-        await cloud.delete_queued_resource(ZONE, "a", force=False)
+        await cloud.delete_request("tpu", ZONE, "a", force=False)
     assert caught.value.status == "FAILED_PRECONDITION"
-    assert (await cloud.delete_queued_resource(ZONE, "a", force=True)).outcome is Outcome.DONE
-    gone = await cloud.describe_queued_resource(ZONE, "a")
-    assert gone is not None and gone.state is QRState.DELETING
+    assert (await cloud.delete_request("tpu", ZONE, "a", force=True)).outcome is Outcome.DONE
+    gone = await cloud.describe_request("tpu", ZONE, "a")
+    assert gone is not None and gone.api_state == QRState.DELETING
     emu.advance(10)
-    assert await cloud.describe_queued_resource(ZONE, "a") is None
+    assert await cloud.describe_request("tpu", ZONE, "a") is None
 
 
 async def test_guest_attributes_one_row_set_per_worker(emu: Emulator, cloud: RestCloud) -> None:
@@ -262,7 +264,7 @@ async def test_an_operation_that_already_failed_is_classified(
         )
     )
     with pytest.raises(TransientCloudError) as caught:
-        await cloud.create_queued_resource(request())
+        await cloud.create_request(request())
     assert caught.value.status == "RESOURCE_EXHAUSTED"
 
 
@@ -287,12 +289,12 @@ async def test_401_refreshes_the_token_once_and_retries(emu: Emulator, env: dict
     emu.add_queued_resource(ZONE, "a", state="ACTIVE")
     tokens = AccessTokenFile(env["CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"])
     async with RestCloud(PROJECT, env=env, token_provider=tokens) as rest:
-        await rest.describe_queued_resource(ZONE, "a")
+        await rest.describe_request("tpu", ZONE, "a")
         assert tokens.reads == 1
         emu.clear_requests()
         emu.inject_fault(Fault(status=401, method="GET", path="/queuedResources/a$"))
-        found = await rest.describe_queued_resource(ZONE, "a")
-    assert found is not None and found.state is QRState.ACTIVE
+        found = await rest.describe_request("tpu", ZONE, "a")
+    assert found is not None and found.api_state == QRState.ACTIVE
     assert tokens.reads == 2  # exactly one refresh
     assert [r.status for r in emu.requests()] == [401, 200]
 
@@ -302,7 +304,7 @@ async def test_a_second_401_is_reported_not_retried_forever(
 ) -> None:
     emu.inject_fault(Fault(status=401, method="GET", path="/queuedResources/a$", count=None))
     with pytest.raises(TransientCloudError) as caught:
-        await cloud.describe_queued_resource(ZONE, "a")
+        await cloud.describe_request("tpu", ZONE, "a")
     assert caught.value.status == "UNAUTHENTICATED"
     assert emu.request_counts()["GET queuedResources.get"] == 2
 
@@ -322,5 +324,5 @@ async def test_observe_cost_at_forty_slots_over_four_zones(emu: Emulator, cloud:
         seen = await cloud.observe(ZONES)
         walls.append(time.perf_counter() - wall)
         cpus.append(time.thread_time() - cpu)
-    assert len(seen.queued_resources) == 40 and len(seen.nodes) == 40
+    assert len(seen.requests) == 40 and len(seen.nodes) == 40
     assert sorted(cpus)[15] < 0.025 and sorted(walls)[15] < 0.1

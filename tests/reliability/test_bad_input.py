@@ -30,15 +30,10 @@ from hypothesis import example, given
 
 from reconciler.core.plan import Kind, plan
 from reconciler.errors import InvalidDesiredState
+from reconciler.model.capacity import MANAGED_LABEL, MANAGED_VALUE, CapacityRequest, RequestState
 from reconciler.model.desired import Desired
 from reconciler.model.load import parse_desired
-from reconciler.model.observed import (
-    MANAGED_LABEL,
-    MANAGED_VALUE,
-    Observation,
-    QRState,
-    QueuedResource,
-)
+from reconciler.model.observed import Observation
 from reconciler.runtime.desired_loader import DesiredLoader
 from tests.reliability._fuzz import VALID_FILES, desired_texts, fuzz_settings, raw_bytes
 from tests.reliability._harness import REPO, run_recorded
@@ -60,18 +55,18 @@ BASES: Final = {text: _base(text) for text in VALID_FILES}
 def _world(desired: Desired) -> Observation:
     """Every slot of ``desired`` held ACTIVE (ours), plus one unmanaged QR."""
     qrs = [
-        QueuedResource(
+        CapacityRequest(
             name=s.name,
             zone=s.zone,
-            state=QRState.ACTIVE,
-            accelerator_type=s.accelerator,
+            state=RequestState.ACTIVE,
+            accelerator=s.accelerator,
             labels={MANAGED_LABEL: MANAGED_VALUE},
             create_time=f"2026-01-01T00:00:{i:02d}Z",
         )
         for i, s in enumerate(desired.slots)
     ]
-    qrs.append(QueuedResource(name="not-ours", zone="us-central2-b", state=QRState.ACTIVE))
-    return Observation(queued_resources=tuple(qrs))
+    qrs.append(CapacityRequest(name="not-ours", zone="us-central2-b", state=RequestState.ACTIVE))
+    return Observation(requests=tuple(qrs))
 
 
 def diagnostic_problems(text: str, rendered: list[str]) -> list[str]:
@@ -112,7 +107,7 @@ def unreleased_deletes(desired: Desired, world: Observation) -> list[str]:
         if action.kind not in (Kind.DELETE, Kind.REPLACE):
             continue
         spec = desired.slot(action.slot)
-        qr = world.qr(action.zone, action.slot)
+        qr = world.request(action.zone, action.slot)
         if spec is not None and spec.race_group is not None:
             continue  # a race with count < candidates releases the losers, as asked
         if spec is not None and spec.want == "released":

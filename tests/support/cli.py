@@ -4,7 +4,8 @@
 ``run_cli`` runs it once and returns the finished process, ``Cli`` is a runner bound to one
 environment, directory and leading arguments (``-f FILE``, ``--state-dir DIR``).
 ``clean_env`` is the usual environment: this process's, without ``TPU_RECONCILER_*`` settings
-that would leak into the command, with this checkout on ``PYTHONPATH``.
+that would leak into the command (nor ``COLUMNS``/``LINES``), with this checkout on
+``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ _Stdin = int | IO[Any] | None
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """``os.environ`` without ``TPU_RECONCILER_*``, ``PYTHONPATH`` this checkout, then ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TPU_RECONCILER_")}
+    # the command measures its own terminal: a size inherited from the test runner (pytest-xdist
+    # workers and some CI shells export COLUMNS) would override the pty's
+    env.pop("COLUMNS", None)
+    env.pop("LINES", None)
     env["PYTHONPATH"] = str(ROOT)
     env.update(extra or {})
     return env

@@ -7,18 +7,30 @@ meets is tested against the emulator through the real backends.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Collection
 from typing import Any
 
-from reconciler.adapters.cloud import CreateRequest, OperationStatus, Outcome, Submitted
-from reconciler.model.observed import Observation, QRState, QueuedResource
+from reconciler.adapters.cloud import (
+    Capability,
+    CreateRequest,
+    OperationStatus,
+    Outcome,
+    Submitted,
+)
+from reconciler.model.capacity import CapacityRequest, RequestState
+from reconciler.model.observed import Observation
+
+CAPABILITY = Capability(
+    api="tpu", transport="fake", observes_all_zones=False, operation_names=re.compile(".+")
+)
 
 
 class FakeCloud:
-    backend = "fake"
+    capability = CAPABILITY
 
     def __init__(self) -> None:
-        self.qrs: dict[tuple[str, str], QueuedResource] = {}
+        self.qrs: dict[tuple[str, str], CapacityRequest] = {}
         self.calls: list[tuple[str, str]] = []
         self.observe_gate: asyncio.Event | None = None  # observe waits on it when set
         self.observing = asyncio.Event()
@@ -30,24 +42,25 @@ class FakeCloud:
         if self.observe_gate is not None:
             await self.observe_gate.wait()
         self.observing.clear()
-        return Observation(queued_resources=snapshot, zones=frozenset(zones or ()) or None)
+        return Observation(requests=snapshot, zones=frozenset(zones or ()) or None)
 
-    async def create_queued_resource(self, request: CreateRequest) -> Submitted:
+    async def create_request(self, request: CreateRequest) -> Submitted:
         self.calls.append(("create", request.name))
         if self.fail_create is not None:
             raise self.fail_create
         key = (request.zone, request.name)
         if key in self.qrs:
             return Submitted(Outcome.ALREADY)
-        self.qrs[key] = QueuedResource(
+        self.qrs[key] = CapacityRequest(
             name=request.name,
             zone=request.zone,
-            state=QRState.ACCEPTED,
+            state=RequestState.WAITING,
+            api_state="ACCEPTED",
             labels=dict(request.labels),
         )
         return Submitted(Outcome.DONE)
 
-    async def delete_queued_resource(self, zone: str, name: str, *, force: bool) -> Submitted:
+    async def delete_request(self, api: str, zone: str, name: str, *, force: bool) -> Submitted:
         self.calls.append(("delete", name))
         gone = self.qrs.pop((zone, name), None)
         return Submitted(Outcome.DONE if gone else Outcome.ALREADY)
@@ -56,13 +69,16 @@ class FakeCloud:
         self.calls.append(("get_operation", name))
         return None  # this cloud starts no operations
 
-    async def describe_queued_resource(self, zone: str, name: str) -> QueuedResource | None:
+    async def describe_request(self, api: str, zone: str, name: str) -> CapacityRequest | None:
         return self.qrs.get((zone, name))
 
     async def guest_attributes(
         self, zone: str, node: str, query_path: str | None = None
     ) -> list[dict[str, Any]]:
         return []
+
+    def quota_note(self) -> str:
+        return "none (a fake cloud)"
 
     async def aclose(self) -> None:
         return None

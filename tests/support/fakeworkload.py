@@ -13,8 +13,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from reconciler.core.plan import Action
-from reconciler.model.desired import Desired, Settings
-from reconciler.model.observed import NetworkEndpoint, Node, NodeState, Observation, QRState
+from reconciler.model.capacity import RequestState
+from reconciler.model.desired import Desired
+from reconciler.model.observed import NetworkEndpoint, Node, NodeState, Observation
 from reconciler.model.workload import WorkerProbe
 from tests.support.fakecloud import FakeCloud
 
@@ -51,7 +52,7 @@ class FakeWorkers:
         ]
 
     async def workload_probe(
-        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int
+        self, desired: Desired, node: Node, slot: str, run_id: str, attempt: int
     ) -> tuple[WorkerProbe, ...]:
         if self.probe_gate is not None:
             await self.probe_gate.wait()
@@ -64,7 +65,7 @@ class FakeWorkers:
         )
 
     async def workload_tail(
-        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int, worker: int
+        self, desired: Desired, node: Node, slot: str, run_id: str, attempt: int, worker: int
     ) -> tuple[str, ...]:
         code = self.procs.get((slot, run_id, attempt), [("missing", None)] * (worker + 1))[worker]
         return (f"worker {worker} attempt {attempt}", f"exit {code[1]}")
@@ -81,7 +82,9 @@ class ReadyCloud(FakeCloud):
         base = await super().observe(zones)
         from dataclasses import replace
 
-        qrs = tuple(replace(q, state=QRState.ACTIVE) for q in base.queued_resources)
+        qrs = tuple(
+            replace(q, state=RequestState.ACTIVE, api_state="ACTIVE") for q in base.requests
+        )
         nodes = tuple(
             Node(
                 name=q.name,
@@ -92,4 +95,4 @@ class ReadyCloud(FakeCloud):
             )
             for q in qrs
         )
-        return Observation(queued_resources=qrs, nodes=nodes, zones=base.zones)
+        return Observation(requests=qrs, nodes=nodes, zones=base.zones)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from reconciler.adapters.history_db import HistoryDB
+from reconciler.adapters.tpu_api_parse import request_state
 from reconciler.core.history import Seen, Tracker
 from reconciler.runtime.history import _tracker_to_json
 
@@ -57,7 +58,8 @@ def fill_history(path: Path, *, seed: int = 7) -> int:
         if after == before:
             continue
         state[name] = after
-        seen = Seen(slot=name, zone=zone, state=after, accelerator=acc, mode="spot")
+        phase = request_state(after) if after is not None else None
+        seen = Seen(slot=name, zone=zone, state=after, accelerator=acc, mode="spot", request=phase)
         records += tracker.step([seen], t)
     # The last slot ends the week holding a node (in progress: counted up to ``until``).
     name, zone, acc, _ = slots[-1]
@@ -65,7 +67,8 @@ def fill_history(path: Path, *, seed: int = 7) -> int:
         if state[name] != after:
             t += 600
             state[name] = after
-            records += tracker.step([Seen(name, zone, after, acc, "spot")], t)
+            look = Seen(name, zone, after, acc, "spot", request=request_state(after))
+            records += tracker.step([look], t)
     db = HistoryDB(path)
     try:
         db.write(records, meta={"tracker": _tracker_to_json(tracker), "backfilled": str(round(t))})

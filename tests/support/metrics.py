@@ -10,6 +10,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.core import metrics as m
+from reconciler.runtime.backends import STATE_WORDS
 
 
 def scrape(url: str) -> dict[str, Metric]:
@@ -49,7 +50,8 @@ def label_problems(families: Iterable[Metric], zones: Iterable[str] = ()) -> lis
                 elif label == "accelerator":
                     ok = text == m.OTHER or m.accelerator_label(text, m.Known()) == text
                 else:
-                    ok = text in m.allowed_values(family.name.removeprefix(m.PREFIX), label)
+                    short = family.name.removeprefix(m.PREFIX)
+                    ok = text in m.allowed_values(short, label, STATE_WORDS)
                 if not ok:
                     problems.append(f"{sample.name}{{{label}={text!r}}}")
     return problems

@@ -29,6 +29,8 @@ HINTS = {
     "runuser": "apt-get install util-linux",
     "chromium": "apt-get install chromium",
     "unshare": "apt-get install util-linux",
+    "nsenter": "apt-get install util-linux",
+    "ip": "apt-get install iproute2",
     "setpriv": "apt-get install util-linux",
 }
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from reconciler.adapters.tpu_api_parse import API, KIND, QRState, request_state
 from reconciler.core.memory import (
     Memory,
     record_dead_replaced,
@@ -21,6 +22,13 @@ from reconciler.core.memory import (
     record_setup,
 )
 from reconciler.core.plan import SETUP_KINDS, Action, Kind, Plan
+from reconciler.model.capacity import (
+    MANAGED_LABEL,
+    MANAGED_VALUE,
+    CapacityRequest,
+    ErrorInfo,
+    Initiator,
+)
 from reconciler.model.desired import (
     DEFAULT_RUNTIME_VERSIONS,
     Desired,
@@ -30,17 +38,7 @@ from reconciler.model.desired import (
     SlotSpec,
 )
 from reconciler.model.names import accelerator_family
-from reconciler.model.observed import (
-    MANAGED_LABEL,
-    MANAGED_VALUE,
-    ErrorInfo,
-    NetworkEndpoint,
-    Node,
-    NodeState,
-    Observation,
-    QRState,
-    QueuedResource,
-)
+from reconciler.model.observed import NetworkEndpoint, Node, NodeState, Observation
 
 Z1 = "us-central2-b"
 Z2 = "europe-west4-a"
@@ -135,20 +133,25 @@ def qr(
     error: ErrorInfo | None = None,
     node_id: str | None = None,
     raw_state: str = "",
-) -> QueuedResource:
-    return QueuedResource(
+) -> CapacityRequest:
+    """A TPU API queued resource in ``state`` (the API's word), read as the TPU adapter
+    reads one (``adapters/tpu_api_parse``)."""
+    return CapacityRequest(
         name=name,
         zone=zone,
-        state=state,
-        initiator=initiator,
-        node_id=node_id,
-        accelerator_type=accelerator,
-        runtime_version="tpu-ubuntu2204-base",
+        state=request_state(state),
+        api=API,
+        api_kind=KIND,
+        api_state=state.value,
+        raw_state=raw_state or state.value,
+        ended_by=Initiator(initiator) if initiator else None,
+        node_name=node_id,
+        accelerator=accelerator,
+        image="tpu-ubuntu2204-base",
         mode="spot",
         labels=LABELS if labelled else MappingProxyType({}),
         create_time=created,
         error=error,
-        raw_state=raw_state or state.value,
     )
 
 
@@ -177,7 +180,7 @@ def node(
 
 def active(
     name: str, zone: str = Z1, *, uid: str = "1001", accelerator: str = "v4-8"
-) -> tuple[QueuedResource, Node]:
+) -> tuple[CapacityRequest, Node]:
     """An ACTIVE QR with its READY node: a TPU you can SSH into."""
     return (
         qr(name, zone, QRState.ACTIVE, accelerator=accelerator),
@@ -186,21 +189,21 @@ def active(
 
 
 def world(
-    *items: QueuedResource | Node | tuple[QueuedResource, Node],
+    *items: CapacityRequest | Node | tuple[CapacityRequest, Node],
     unreachable: Iterable[str] = (),
     zones: Iterable[str] | None = None,
 ) -> Observation:
     """An observation of the given QRs and nodes (pairs from ``active`` are flattened)."""
-    qrs: list[QueuedResource] = []
+    qrs: list[CapacityRequest] = []
     nodes: list[Node] = []
     for item in items:
         for part in item if isinstance(item, tuple) else (item,):
-            if isinstance(part, QueuedResource):
+            if isinstance(part, CapacityRequest):
                 qrs.append(part)
             else:
                 nodes.append(part)
     return Observation(
-        queued_resources=tuple(qrs),
+        requests=tuple(qrs),
         nodes=tuple(nodes),
         unreachable=frozenset(unreachable),
         zones=None if zones is None else frozenset(zones),
@@ -210,7 +213,7 @@ def world(
 # --- the simulated apply -----------------------------------------------------------------------
 
 
-def fresh_qr(spec: SlotSpec, n: int) -> QueuedResource:
+def fresh_qr(spec: SlotSpec, n: int) -> CapacityRequest:
     """What a successful create leaves behind: a labelled QR waiting in the queue."""
     return qr(
         spec.name,
@@ -230,13 +233,13 @@ def apply_plan(
     replaced by a fresh ACCEPTED one (the delete and the later create collapsed into one pass);
     setup steps and notices -> recorded in memory.
     """
-    qrs = {q.key: q for q in observed.queued_resources}
+    qrs = {q.key: q for q in observed.requests}
     nodes = {n.key: n for n in observed.nodes}
     for i, a in enumerate(plan.actions):
         key = (a.zone, a.slot)
         if a.kind in (Kind.DELETE, Kind.REPLACE):
             gone = qrs.pop(key)
-            nodes.pop((a.zone, gone.node_id or gone.name), None)
+            nodes.pop(gone.node_key, None)
         if a.kind is Kind.CREATE:
             assert key not in qrs, f"create over an existing QR {key}"
             spec = desired.slot(a.slot)
@@ -254,7 +257,7 @@ def apply_plan(
         memory = record_notice(memory, notice.key)
     return (
         Observation(
-            queued_resources=tuple(qrs.values()),
+            requests=tuple(qrs.values()),
             nodes=tuple(nodes.values()),
             unreachable=observed.unreachable,
             zones=observed.zones,
@@ -289,7 +292,7 @@ def scaled_world(
     flags = setup(bootstrap=True, tailscale=True, tmux=True)
     specs: list[SlotSpec] = []
     groups: list[RaceGroupSpec] = []
-    items: list[QueuedResource | Node] = []
+    items: list[CapacityRequest | Node] = []
     racing = int(n * race_share) // group_size * group_size
     for i in range(n):
         zone = ZONES[i % 3]

@@ -9,15 +9,17 @@ from dataclasses import replace
 
 import pytest
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core import across
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Kind, Plan, plan
 from reconciler.core.status import build_status
 from reconciler.errors import InvalidDesiredState
+from reconciler.model.capacity import CapacityRequest
 from reconciler.model.desired import Desired, WorkloadSpec
 from reconciler.model.load import parse_desired
-from reconciler.model.observed import Node, NodeState, Observation, QRState, QueuedResource
+from reconciler.model.observed import Node, NodeState, Observation
 from reconciler.model.status import from_json, to_json
 from reconciler.model.workload import WorkerProbe
 from reconciler.surfaces.cli._logs import no_workload, target_of, unknown_slot
@@ -36,14 +38,14 @@ def across_desired(count: int = 2, min_count: int | None = None) -> Desired:
     return replace(d, race_groups=(g,))
 
 
-def up(name: str, uid: str = "1") -> tuple[QueuedResource, Node]:
+def up(name: str, uid: str = "1") -> tuple[CapacityRequest, Node]:
     return (
         qr(name, state=QRState.ACTIVE, accelerator="v4-16"),
         node(name, uid=uid, ips=IPS[name], accelerator="v4-16"),
     )
 
 
-def lost(name: str) -> tuple[QueuedResource, Node]:
+def lost(name: str) -> tuple[CapacityRequest, Node]:
     return (
         qr(name, state=QRState.SUSPENDED, accelerator="v4-16", initiator="SERVICE"),
         node(name, state=NodeState.PREEMPTED, ips=(), accelerator="v4-16"),
@@ -107,6 +109,28 @@ def test_all_winners_set_up_one_launch_over_every_worker_with_the_megascale_valu
     pids = {w % per + (w // per) * per for w in range(req.workers)}  # JAX's process id
     assert pids == {0, 1, 2, 3}
     assert run.memory.workload("g") is not None and run.memory.workload("g").run_id == run_id  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("api", "told"), [("tpu", False), ("compute", True)])
+def test_on_compute_engine_the_launch_tells_each_worker_its_place(api: str, told: bool) -> None:
+    """Compute Engine does not tell its TPU VMs their worker id and slice's hosts: a launch
+    there carries every worker's address in order (the wrapper sets TPU_WORKER_ID and
+    TPU_WORKER_HOSTNAMES per slice); the TPU API's hosts know theirs."""
+    d = across_desired()
+    d = replace(d, slots=tuple(replace(s, api=api) for s in d.slots))
+    run = Passes(d)
+    seen = world(*up("b"), *up("a"))
+    launch = next(a for a in run.step(seen).actions if a.kind is Kind.LAUNCH)
+    wd, wo = run.view(seen)
+    spec, n = wd.slot("g"), wo.node(Z1, "g")
+    assert spec is not None and n is not None and launch.workload is not None
+    assert spec.api == api
+    req = wl.launch_request(spec, launch.workload, len(n.endpoints), n)
+    assert req.hosts == ((*IPS["a"], *IPS["b"]) if told else ())
+    assert req.slices == 2 and req.env["MEGASCALE_NUM_SLICES"] == "2"
+    single = replace(d.slots[0], workload=JOB)
+    alone = wl.launch_request(single, launch.workload, 2, up("a")[1])
+    assert alone.hosts == (IPS["a"] if told else ()) and alone.slices == 1
 
 
 def test_a_lost_winner_stops_it_everywhere_then_the_rewon_group_relaunches_the_same_run() -> None:

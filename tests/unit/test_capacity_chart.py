@@ -30,7 +30,7 @@ from reconciler.core.capacity_chart import (
 )
 from reconciler.core.capacity_html import format_html
 from reconciler.core.capacity_plot import EMPTY, format_plot
-from reconciler.core.history import QRTrack
+from reconciler.core.history import RequestTrack
 
 Z1, Z2 = "europe-west4-a", "us-east5-b"
 T0 = dt.datetime(2026, 3, 1, tzinfo=dt.UTC).timestamp()
@@ -141,8 +141,8 @@ def test_preemptions_per_utc_day_over_odd_dates(start: str, end: str, days: list
 
 def test_what_is_still_in_progress_joins_the_timeline_and_filters_apply() -> None:
     tracks = {
-        (Z1, "a"): QRTrack("WAITING_FOR_RESOURCES", "v6e-8", "spot", queued_at=T0 - 60),
-        (Z2, "b"): QRTrack("ACTIVE", "v4-8", "spot", active_at=T0 - 30),
+        (Z1, "a"): RequestTrack("WAITING_FOR_RESOURCES", "v6e-8", "spot", queued_at=T0 - 60),
+        (Z2, "b"): RequestTrack("ACTIVE", "v4-8", "spot", active_at=T0 - 30),
     }
     live = open_timeline(tracks, T0)
     assert live.waits == (WaitPoint(Z1, "v6e-8", "spot", T0 - 60, 60.0, WAITING),)

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core import control
 from reconciler.core.memory import Memory, from_dict, observe, to_dict
 from reconciler.core.plan import Plan, plan
 from reconciler.model.desired import Desired, HoldSpec, SlotSpec
-from reconciler.model.observed import Observation, QRState
+from reconciler.model.observed import Observation
 from tests.support.worlds import Z1, active, brief, desired, group, node, qr, setup, slot, world
 
 T0 = 1_800_000_000.0  # a fixed "now" (2027-01-15T08:00:00Z)

@@ -188,7 +188,7 @@ async def test_an_operation_that_cannot_be_read_does_not_block_the_resend(tmp_pa
     from reconciler.adapters.cloud import CreateRequest, OperationStatus, Outcome, Submitted
 
     class LostOperations(FakeCloud):
-        async def create_queued_resource(self, request: CreateRequest) -> Submitted:
+        async def create_request(self, request: CreateRequest) -> Submitted:
             self.calls.append(("create", request.name))  # accepted, then never shows up
             return Submitted(Outcome.DONE, "projects/p/locations/us-central2-b/operations/op-1")
 

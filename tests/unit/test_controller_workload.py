@@ -11,7 +11,7 @@ from pathlib import Path
 
 from reconciler.core.plan import Action
 from reconciler.core.workload_left import left_said
-from reconciler.model.desired import Desired, Settings
+from reconciler.model.desired import Desired
 from reconciler.model.observed import Node
 from reconciler.model.workload import WorkerProbe
 from reconciler.runtime.controller import Controller
@@ -199,9 +199,9 @@ class StuckWorkers(FakeWorkers):
         return left_said(self.stuck)
 
     async def workload_probe(
-        self, settings: Settings, node: Node, slot: str, run_id: str, attempt: int
+        self, desired: Desired, node: Node, slot: str, run_id: str, attempt: int
     ) -> tuple[WorkerProbe, ...]:
-        seen = await super().workload_probe(settings, node, slot, run_id, attempt)
+        seen = await super().workload_probe(desired, node, slot, run_id, attempt)
         return tuple(
             replace(p, left=self.stuck.get(p.index, ())) if p.state == "exited" else p for p in seen
         )

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from reconciler.adapters.tpu_api_parse import QRState, node_from_api, request_from_api
 from reconciler.emulator import Emulator, Scenario
-from reconciler.model.observed import QRState, node_from_api, queued_resource_from_api
 
 ZONE = "us-central2-b"
 BASE = "v2/projects/test-project/locations"
@@ -53,7 +53,8 @@ class Api:
         return self.http.get(f"{BASE}/{path}", params=params)
 
     def state(self, name: str, zone: str = ZONE) -> QRState:
-        return queued_resource_from_api(self.get(f"{zone}/queuedResources/{name}").json()).state
+        found = request_from_api(self.get(f"{zone}/queuedResources/{name}").json())
+        return QRState(found.api_state)
 
     def op(self, response: httpx.Response) -> dict[str, Any]:
         name = response.json()["name"].split("/locations/", 1)[1]
@@ -173,8 +174,8 @@ def test_a_shortage_that_fails_ends_failed_with_code_8_on_the_operation(api: Api
     api.emu.set_capacity(ZONE, "v6e-64", 0, shortage="fail")
     created = api.create("big", accelerator="v6e-64")
     api.emu.advance(1)
-    qr = queued_resource_from_api(api.get(f"{ZONE}/queuedResources/big").json())
-    assert qr.state is QRState.FAILED
+    qr = request_from_api(api.get(f"{ZONE}/queuedResources/big").json())
+    assert qr.api_state == QRState.FAILED
     assert qr.error is not None and qr.error.code == 8
     assert api.op(created)["error"]["code"] == 8
 
@@ -215,7 +216,7 @@ def test_listing_pages_through_more_than_100_queued_resources(api: Api) -> None:
     while True:
         page = api.get("-/queuedResources", **params).json()
         assert len(page["queuedResources"]) <= 25
-        seen += [(q.zone, q.name) for q in map(queued_resource_from_api, page["queuedResources"])]
+        seen += [(q.zone, q.name) for q in map(request_from_api, page["queuedResources"])]
         if "nextPageToken" not in page:
             break
         params = {"pageToken": page["nextPageToken"]}

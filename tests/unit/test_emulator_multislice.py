@@ -8,7 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from reconciler.model.observed import NodeState, QRState, node_from_api
+from reconciler.adapters.tpu_api_parse import QRState, node_from_api
+from reconciler.model.observed import NodeState
 from tests.unit.test_emulator import BASE, ZONE, Api, create_body
 from tests.unit.test_emulator import api as api  # the same fixture: a frozen emulator
 
@@ -35,7 +36,7 @@ def test_n_nodes_with_their_own_workers_live_and_die_with_the_queued_resource(ap
     assert qr["tpu"]["nodeSpec"][0]["multisliceParams"] == {"nodeCount": 2, "nodeIdPrefix": "np"}
     nodes = [node_from_api(api.get(f"{ZONE}/nodes/np-{i}").json()) for i in range(2)]
     assert all(n.state is NodeState.READY and n.multislice_node for n in nodes)
-    assert all(n.queued_resource and n.queued_resource.endswith("/ms") for n in nodes)
+    assert all(n.request and n.request.endswith("/ms") for n in nodes)
     assert nodes[0].ips() + nodes[1].ips() == tuple(f"127.0.0.{i}" for i in range(2, 10))
     assert api.get(f"{ZONE}/nodes/ms").status_code == 404
 

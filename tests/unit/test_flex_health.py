@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
+from reconciler.adapters.tpu_api_parse import QRState, node_from_api, request_from_api
 from reconciler.core import flex, node_health
 from reconciler.core.memory import Memory, record_notice
 from reconciler.core.plan import plan
@@ -18,17 +19,10 @@ from reconciler.core.render import format_status, status_rows
 from reconciler.core.status import build_status
 from reconciler.core.workload import WorkloadAct, launch_request
 from reconciler.errors import InvalidDesiredState
+from reconciler.model.capacity import CapacityRequest
 from reconciler.model.desired import WorkloadSpec
 from reconciler.model.load import parse_desired
-from reconciler.model.observed import (
-    Maintenance,
-    Node,
-    QRState,
-    QueuedResource,
-    Symptom,
-    node_from_api,
-    queued_resource_from_api,
-)
+from reconciler.model.observed import Maintenance, Node, Symptom
 from reconciler.model.stamps import epoch
 from tests.support.worlds import Z1, desired, node, qr, slot, world
 
@@ -40,7 +34,7 @@ RENEW = replace(FLEX, renew=True)
 
 def flex_qr(
     state: QRState, *, end: str | None = END, initiator: str | None = None
-) -> QueuedResource:
+) -> CapacityRequest:
     return replace(
         qr("f", state=state, accelerator="v6e-8", initiator=initiator),
         mode="flex-start",
@@ -60,7 +54,7 @@ def kinds(p: object) -> list[tuple[str, str]]:
 class Row:
     id: str
     spec: object
-    seen: QueuedResource | None
+    seen: CapacityRequest | None
     now: float
     actions: list[tuple[str, str]]
     expired: bool
@@ -193,7 +187,7 @@ def test_health_notices_once_per_signal() -> None:
 
 
 def test_v2alpha1_queued_resource_and_node_signals_parse() -> None:
-    q = queued_resource_from_api(
+    q = request_from_api(
         {
             "name": f"projects/p/locations/{Z1}/queuedResources/f",
             "provisioningModel": "FLEX_START",
@@ -277,11 +271,19 @@ def test_info_and_events_say_the_signals() -> None:
 
 @pytest.mark.parametrize(("mode", "end"), [("flex-start", "expired"), ("spot", "preempted")])
 def test_the_capacity_history_counts_a_run_end_as_no_preemption(mode: str, end: str) -> None:
+    from reconciler.adapters.tpu_api_parse import request_state
     from reconciler.core.history import Lifetime, Seen, Tracker
 
     tracker = Tracker()
     out = []
     for now, state in ((0, "ACTIVE"), (3600, "SUSPENDED")):
-        look = Seen(slot="f", zone=Z1, state=state, accelerator="v6e-8", mode=mode)
+        look = Seen(
+            slot="f",
+            zone=Z1,
+            state=state,
+            accelerator="v6e-8",
+            mode=mode,
+            request=request_state(state),
+        )
         out += tracker.step([look], now, gone_zones=[Z1], complete=True)
     assert [r.end for r in out if isinstance(r, Lifetime)] == [end]

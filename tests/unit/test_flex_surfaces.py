@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.statedir import StateDir
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core.memory import Memory
 from reconciler.core.plan import plan
 from reconciler.core.render import format_plan, status_rows
@@ -23,7 +24,6 @@ from reconciler.intent.engine import IntentEditor
 from reconciler.intent.views import format_slot_info
 from reconciler.model.desired import Desired, SlotSpec
 from reconciler.model.load import parse_desired
-from reconciler.model.observed import QRState
 from reconciler.model.stamps import epoch
 from reconciler.runtime import init
 from tests.support.worlds import Z1, Z2, desired, group, qr, slot, world
@@ -209,7 +209,7 @@ def test_a_renewing_race_queues_again_once_its_run_has_ended() -> None:
 
 
 def test_the_note_keeps_the_end_in_sight_beside_an_error() -> None:
-    seen = world(replace(_ended(state=QRState.ACTIVE), initiator=None))
+    seen = world(replace(_ended(state=QRState.ACTIVE), ended_by=None))
     now = T_END - (5 * 3600 + 12 * 60)
     memory = Memory()
     snap = build_status(
@@ -250,7 +250,7 @@ def test_info_says_the_time_left_the_length_and_what_renew_does() -> None:
 def test_a_running_flex_start_run_wakes_the_controller_for_its_notice_and_end() -> None:
     from reconciler.core.flex import next_wake
 
-    running = world(replace(_ended(state=QRState.ACTIVE), initiator=None))
+    running = world(replace(_ended(state=QRState.ACTIVE), ended_by=None))
     assert next_wake(desired(FLEX), running, T_END - 3600) == T_END - 1800
     assert next_wake(desired(FLEX), running, T_END - 1800) == T_END
     assert next_wake(desired(FLEX), running, T_END + 1) is None

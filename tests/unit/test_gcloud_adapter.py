@@ -19,8 +19,9 @@ import pytest
 
 from reconciler.adapters.cloud import Outcome
 from reconciler.adapters.gcloud import GcloudCloud
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.errors import PermanentCloudError, TransientCloudError, UnsafeName
-from reconciler.model.observed import Observation, QRState
+from reconciler.model.observed import Observation
 from reconciler.model.requests import CreateRequest
 from tests.support.waiting import eventually
 
@@ -134,9 +135,9 @@ async def test_observe_zones_runs_two_lists_per_zone_with_safe_argv(fake: Fake) 
     assert seen.zones == frozenset({ZONE_A, ZONE_B})
     assert seen.unreachable == frozenset()
     assert seen.knows(ZONE_A) and seen.knows(ZONE_B)
-    assert seen.qr(ZONE_A, "a") is not None and seen.node(ZONE_A, "a") is not None
-    qr_b = seen.qr(ZONE_B, "b")
-    assert qr_b is not None and qr_b.state is QRState.ACCEPTED
+    assert seen.request(ZONE_A, "a") is not None and seen.node(ZONE_A, "a") is not None
+    qr_b = seen.request(ZONE_B, "b")
+    assert qr_b is not None and qr_b.api_state == QRState.ACCEPTED
     runs = fake.runs()
     assert len(runs) == 4
     for run in runs:
@@ -156,7 +157,7 @@ async def test_observe_all_zones_is_one_list_of_each(fake: Fake) -> None:
     )
     seen = await fake.cloud().observe(None)
     assert seen.zones is None and seen.knows(ZONE_B)
-    assert {q.key for q in seen.queued_resources} == {(ZONE_A, "a"), (ZONE_B, "b")}
+    assert {q.key for q in seen.requests} == {(ZONE_A, "a"), (ZONE_B, "b")}
     assert sorted(r["argv"][2] for r in fake.runs()) == ["queued-resources", "tpu-vm"]
 
 
@@ -173,8 +174,8 @@ async def test_a_failing_zone_is_unreachable_not_empty(fake: Fake) -> None:
     seen = await fake.cloud().observe([ZONE_A, ZONE_B])
     assert seen.unreachable == {ZONE_B}
     assert not seen.knows(ZONE_B) and seen.knows(ZONE_A)
-    assert seen.qr(ZONE_B, "b") is None  # partial results of an unknown zone are dropped
-    assert seen.qr(ZONE_A, "a") is not None
+    assert seen.request(ZONE_B, "b") is None  # partial results of an unknown zone are dropped
+    assert seen.request(ZONE_A, "a") is not None
 
 
 async def test_nothing_observed_raises_with_the_clouds_intent(fake: Fake) -> None:
@@ -197,19 +198,17 @@ async def test_nothing_observed_raises_with_the_clouds_intent(fake: Fake) -> Non
 async def test_garbage_output_is_transient(fake: Fake) -> None:
     fake.plan([{"match": "describe", "stdout": "Listed 0 items.\n"}])
     with pytest.raises(TransientCloudError, match="not JSON"):
-        await fake.cloud().describe_queued_resource(ZONE_A, "a")
+        await fake.cloud().describe_request("tpu", ZONE_A, "a")
 
 
 async def test_create_delete_describe_outcomes(fake: Fake) -> None:
     op = {"name": f"projects/test-project/locations/{ZONE_A}/operations/op-1", "done": False}
-    request = CreateRequest(
-        name="a", zone=ZONE_A, accelerator_type="v4-8", runtime_version="rt", mode="spot"
-    )
+    request = CreateRequest(name="a", zone=ZONE_A, accelerator="v4-8", image="rt", mode="spot")
     cloud = fake.cloud()
     fake.plan([ok("create a", op), ok("delete a", op), ok("describe a", qr_json(ZONE_A, "a"))])
-    assert (await cloud.create_queued_resource(request)).outcome is Outcome.DONE
-    assert (await cloud.delete_queued_resource(ZONE_A, "a", force=True)).outcome is Outcome.DONE
-    described = await cloud.describe_queued_resource(ZONE_A, "a")
+    assert (await cloud.create_request(request)).outcome is Outcome.DONE
+    assert (await cloud.delete_request("tpu", ZONE_A, "a", force=True)).outcome is Outcome.DONE
+    described = await cloud.describe_request("tpu", ZONE_A, "a")
     assert described is not None and described.key == (ZONE_A, "a")
     fake.plan(
         [
@@ -219,13 +218,13 @@ async def test_create_delete_describe_outcomes(fake: Fake) -> None:
             fail("get-guest-attributes", "ERROR: (gcloud.g) NOT_FOUND: no node\n", stdout=""),
         ]
     )
-    assert (await cloud.create_queued_resource(request)).outcome is Outcome.ALREADY
-    assert (await cloud.delete_queued_resource(ZONE_A, "a", force=False)).outcome is Outcome.ALREADY
-    assert await cloud.describe_queued_resource(ZONE_A, "a") is None
+    assert (await cloud.create_request(request)).outcome is Outcome.ALREADY
+    assert (await cloud.delete_request("tpu", ZONE_A, "a", force=False)).outcome is Outcome.ALREADY
+    assert await cloud.describe_request("tpu", ZONE_A, "a") is None
     with pytest.raises(PermanentCloudError, match="no node"):
         await cloud.guest_attributes(ZONE_A, "a")
     with pytest.raises(UnsafeName):
-        await cloud.delete_queued_resource(ZONE_A, "--all", force=True)
+        await cloud.delete_request("tpu", ZONE_A, "--all", force=True)
     assert len(fake.runs()) == 7
 
 
@@ -252,7 +251,7 @@ async def test_concurrency_is_bounded(fake: Fake) -> None:
 async def test_aclose_kills_running_calls(fake: Fake) -> None:
     fake.plan([{"match": "describe", "sleep": 30}])
     cloud = fake.cloud()
-    call = asyncio.create_task(cloud.describe_queued_resource(ZONE_A, "a"))
+    call = asyncio.create_task(cloud.describe_request("tpu", ZONE_A, "a"))
     assert await eventually(lambda: len(fake.runs()) == 1)
     await cloud.aclose()
     with pytest.raises(TransientCloudError, match="killed"):
@@ -262,7 +261,7 @@ async def test_aclose_kills_running_calls(fake: Fake) -> None:
 
 async def test_cancelling_a_call_kills_its_process(fake: Fake) -> None:
     fake.plan([{"match": "describe", "sleep": 30}])
-    call = asyncio.create_task(fake.cloud().describe_queued_resource(ZONE_A, "a"))
+    call = asyncio.create_task(fake.cloud().describe_request("tpu", ZONE_A, "a"))
     assert await eventually(lambda: len(fake.runs()) == 1)
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -273,7 +272,7 @@ async def test_cancelling_a_call_kills_its_process(fake: Fake) -> None:
 async def test_missing_gcloud_is_permanent(tmp_path: Path) -> None:
     cloud = GcloudCloud("test-project", gcloud=str(tmp_path / "no-gcloud"), env={})
     with pytest.raises(PermanentCloudError, match="cannot run"):
-        await cloud.describe_queued_resource(ZONE_A, "a")
+        await cloud.describe_request("tpu", ZONE_A, "a")
 
 
 def test_constructor_validates() -> None:
@@ -283,4 +282,4 @@ def test_constructor_validates() -> None:
         GcloudCloud("test-project", concurrency=0)
     with pytest.raises(ValueError, match="timeout"):
         GcloudCloud("test-project", timeout=0)
-    assert GcloudCloud("test-project").backend == "gcloud"
+    assert GcloudCloud("test-project").capability.transport == "gcloud"

@@ -14,8 +14,8 @@ from reconciler.model.requests import CreateRequest
 REQ = CreateRequest(
     name="spot-v48-usc2b-1",
     zone="us-central2-b",
-    accelerator_type="v4-8",
-    runtime_version="tpu-ubuntu2204-base",
+    accelerator="v4-8",
+    image="tpu-ubuntu2204-base",
     mode="spot",
 )
 
@@ -72,8 +72,8 @@ def test_create_minimal_and_full() -> None:
         {"name": "-rf"},
         {"name": "A"},
         {"zone": "us-central2-b;rm"},
-        {"accelerator_type": "v4-8 --x"},
-        {"runtime_version": "--flag"},
+        {"accelerator": "v4-8 --x"},
+        {"image": "--flag"},
         {"mode": "cheap"},
         {"network": "-n"},
         {"subnetwork": "a b"},

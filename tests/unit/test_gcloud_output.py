@@ -9,8 +9,10 @@ import pytest
 from reconciler.adapters import _gcloud_output as out
 from reconciler.adapters.cloud import Outcome
 from reconciler.adapters.cloud_errors import Operation
+from reconciler.adapters.tpu_api_parse import QRState, node_from_api, request_from_api
 from reconciler.errors import PermanentCloudError, TransientCloudError
-from reconciler.model.observed import NodeState, QRState, node_from_api, queued_resource_from_api
+from reconciler.model.capacity import RequestState
+from reconciler.model.observed import NodeState
 
 LIST = "gcloud.compute.tpus.queued-resources.list"
 TOKEN_HINT = (
@@ -148,8 +150,9 @@ NODE = {
 
 
 def test_parse_items_uses_the_model_parsers() -> None:
-    (qr,) = out.parse_items([QR], queued_resource_from_api, "qr list")
-    assert (qr.zone, qr.name, qr.state, qr.mode) == ("us-central2-b", "a", QRState.ACTIVE, "spot")
+    (qr,) = out.parse_items([QR], request_from_api, "qr list")
+    assert (qr.zone, qr.name, qr.mode) == ("us-central2-b", "a", "spot")
+    assert qr.api_state == QRState.ACTIVE and qr.state == RequestState.ACTIVE
     (node,) = out.parse_items([NODE], node_from_api, "node list")
     assert node.state is NodeState.READY
     assert node.ips() == ("1.2.3.4",)
@@ -161,7 +164,7 @@ def test_parse_items_uses_the_model_parsers() -> None:
 )
 def test_parse_items_rejects_unexpected_shapes_as_transient(data: Any) -> None:
     with pytest.raises(TransientCloudError):
-        out.parse_items(data, queued_resource_from_api, "qr list")
+        out.parse_items(data, request_from_api, "qr list")
 
 
 def test_parse_one_turns_parser_errors_transient() -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from reconciler.adapters.history_db import HistoryDB, open_store
 from reconciler.adapters.statedir import StateDir
+from reconciler.adapters.tpu_api_parse import QRState, request_state
 from reconciler.core.capacity import Open, summarize
 from reconciler.core.history import (
     Lifetime,
@@ -30,7 +31,8 @@ from reconciler.core.history import (
     open_samples,
 )
 from reconciler.core.memory import Memory
-from reconciler.model.observed import Observation, QRState
+from reconciler.model.observed import Observation
+from reconciler.runtime.backends import word_state
 from reconciler.runtime.events import EventLog, read_events
 from reconciler.runtime.history import HistoryRecorder
 from tests.support.worlds import desired, qr, slot
@@ -40,7 +42,11 @@ T0 = int(time.time()) - 3600  # within the default retention
 
 
 def seen(slot: str, state: str | None, zone: str = Z1, **kw: object) -> Seen:
-    return Seen(slot=slot, zone=zone, state=state, accelerator="v6e-8", mode="spot", **kw)  # type: ignore[arg-type]
+    """A look at a TPU API queued resource in ``state`` (the API's word)."""
+    phase = request_state(state) if state is not None else None
+    return Seen(
+        slot=slot, zone=zone, state=state, accelerator="v6e-8", mode="spot", request=phase, **kw
+    )  # type: ignore[arg-type]
 
 
 def walk(tracker: Tracker, steps: list[tuple[float, list[Seen]]], **kw: object) -> list[Record]:
@@ -125,7 +131,7 @@ def test_refusals_once_per_failure_and_only_for_creates() -> None:
     t = Tracker()
     msg = "PERMISSION_DENIED: no permission to submit into this queue"
     errors = {f"{Z1}/a:cloud": (100.0, msg), f"{Z1}/b:cloud": (100.0, "INTERNAL: x")}
-    absent = {f"{Z1}/a:cloud": ("a", "v6e-8", "spot")}
+    absent = {f"{Z1}/a:cloud": ("a", "v6e-8", "spot", "tpu")}
     first = t.refusals(errors, absent, 50)
     assert first == [Refusal("a", Z1, "v6e-8", "spot", 50, 7, msg, True)]
     assert t.refusals(errors, absent, 60) == []  # same failure, seen again
@@ -134,9 +140,13 @@ def test_refusals_once_per_failure_and_only_for_creates() -> None:
 
 
 def test_event_log_replay() -> None:
-    slots = {"a": (Z1, "v6e-8", "spot")}
-    fact = from_event({"kind": "qr.state", "slot": "a", "zone": Z1, "after": "ACTIVE"}, 5, slots)
-    assert fact == seen("a", "ACTIVE")
+    slots = {"a": (Z1, "v6e-8", "spot", "tpu")}
+    old = {"kind": "qr.state", "slot": "a", "zone": Z1, "after": "ACTIVE"}
+    assert from_event(old, 5, slots, word_state) == seen("a", "ACTIVE")
+    # a record of this version says the neutral state itself; one before it is read by word
+    told = {**old, "after": "WAITING_FOR_RESOURCES", "api": "tpu", "request": "waiting"}
+    assert from_event(told, 5, slots) == seen("a", "WAITING_FOR_RESOURCES")
+    assert from_event(old, 5, slots) == dataclasses.replace(seen("a", "ACTIVE"), request=None)
     refusal = from_event(
         {"kind": "action.failed", "slot": "a", "action": "create", "error": "RESOURCE_EXHAUSTED"},
         5,
@@ -173,9 +183,10 @@ def test_open_samples_are_what_is_still_in_progress_now() -> None:
     )
     got = open_samples(tracker.tracks, 1000.0)
     # q: queued since 0; o: seen first PROVISIONING (no queue time known); p served at 200
-    assert got[(Z1, "v6e-8", "spot")] == Open(waiting=(1000.0,), held=800.0)
-    assert got[(Z2, "v6e-8", "spot")] == Open(waiting=(), held=1000.0)
-    assert open_samples(tracker.tracks, 1000.0, since=50)[(Z1, "v6e-8", "spot")].waiting == ()
+    assert got[(Z1, "v6e-8", "spot", "tpu")] == Open(waiting=(1000.0,), held=800.0)
+    assert got[(Z2, "v6e-8", "spot", "tpu")] == Open(waiting=(), held=1000.0)
+    since = open_samples(tracker.tracks, 1000.0, since=50)
+    assert since[(Z1, "v6e-8", "spot", "tpu")].waiting == ()
     assert open_samples(Tracker().tracks, 1000.0) == {}
 
 
@@ -234,29 +245,33 @@ def test_sqlite_figures_equal_the_pure_ones(tmp_path: Path, seed: int) -> None:
     zones = (Z1, Z2, "us-east1-d")
     for i in range(rng.randint(1, 120)):
         zone, mode = rng.choice(zones), rng.choice(("spot", "on-demand"))
+        api = rng.choice(("tpu", "tpu", "compute"))  # the same zones on two APIs: two places
         wait = float(rng.choice((5, 10, 10, 60, 600, rng.randint(1, 5000))))
         served = rng.random() < 0.6
         records.append(Wait(f"s{i}", zone, "v6e-8", mode, float(i), wait / 2 if served else None,
-                            wait if served else None, wait))  # fmt: skip
+                            wait if served else None, wait, api))  # fmt: skip
         if served and rng.random() < 0.7:
             end = rng.choice(("preempted", "deleted"))
             records.append(Lifetime(f"s{i}", zone, "v6e-8", mode, 100.0 + i,
-                                    100.0 + i + rng.randint(1, 90000), end))  # fmt: skip
+                                    100.0 + i + rng.randint(1, 90000), end, api))  # fmt: skip
         if rng.random() < 0.2:
             records.append(Transition(f"s{i}", zone, "v6e-8", mode, "ACCEPTED", "FAILED",
-                                      float(i), rng.choice((8, 9)), "no capacity"))  # fmt: skip
+                                      float(i), rng.choice((8, 9)), "no capacity",
+                                      api=api))  # fmt: skip
         if rng.random() < 0.1:
-            records.append(Refusal(f"s{i}", zone, "v6e-8", mode, float(i), 7, "closed", True))
+            records.append(Refusal(f"s{i}", zone, "v6e-8", mode, float(i), 7, "closed", True, api))
     open_ = {  # still queued / still held now, also in a zone with no stored row
-        (z, "v6e-8", m): Open(waiting=tuple(sorted(float(rng.choice((10, 600, 90000)))
-                                                   for _ in range(rng.randint(0, 4)))),
-                              held=float(rng.choice((0, 3600, 86400))))
-        for z in (*zones, "asia-east1-c") for m in ("spot", "on-demand") if rng.random() < 0.5
+        (z, "v6e-8", m, a): Open(waiting=tuple(sorted(float(rng.choice((10, 600, 90000)))
+                                                      for _ in range(rng.randint(0, 4)))),
+                                 held=float(rng.choice((0, 3600, 86400))))
+        for z in (*zones, "asia-east1-c") for m in ("spot", "on-demand")
+        for a in ("tpu", "compute") if rng.random() < 0.4
     }  # fmt: skip
     db = HistoryDB(tmp_path / "h.sqlite")
     db.write(records)
     for filters, extra in [(f, o) for f in ({}, {"zone": Z1}, {"mode": "spot"}, {"since": 30.0},
-                           {"zone": "nowhere-x1-a"}) for o in ({}, open_)]:  # fmt: skip
+                           {"zone": "nowhere-x1-a"}, {"api": "compute"}, {"api": "tpu"})
+                           for o in ({}, open_)]:  # fmt: skip
         pure = summarize(db.samples(open_=extra, **filters))
         fast = db.stats(open_=extra, **filters)
         assert pure or filters or not records
@@ -322,9 +337,7 @@ def test_a_full_queue_drops_only_superseded_looks_never_records(tmp_path: Path) 
 
     attempt(1)  # the oldest item of all: the old queue dropped exactly this one
     for i in range(6):
-        look = Observation(
-            queued_resources=(qr("a", zone=Z1, accelerator="v6e-8"),), zones=frozenset({Z1})
-        )
+        look = Observation(requests=(qr("a", zone=Z1, accelerator="v6e-8"),), zones=frozenset({Z1}))
         recorder.observe(want, look, Memory(), T0 + 10 + i)
         if i == 2:
             attempt(2)
@@ -346,7 +359,7 @@ def test_a_store_that_cannot_be_written_is_reported_and_recovers(tmp_path: Path)
     recorder = HistoryRecorder(state, events, batch_seconds=0.05)
     recorder.start()
     want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
-    look = Observation(queued_resources=(qr("a", zone=Z1, accelerator="v6e-8"),))
+    look = Observation(requests=(qr("a", zone=Z1, accelerator="v6e-8"),))
     recorder.observe(want, look, Memory(), 1e10)  # never blocks, never raises
     assert recorder.flush()
     assert recorder.health()["ok"] is False and "directory" in str(recorder.last_error)
@@ -370,11 +383,11 @@ def test_the_recorder_keeps_the_expected_waits_the_snapshot_shows(tmp_path: Path
     recorder = HistoryRecorder(state, events, batch_seconds=0.05)
     recorder.start()
     want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
-    recorder.observe(want, Observation(queued_resources=(qr("a", zone=Z1, accelerator="v6e-8"),)),
+    recorder.observe(want, Observation(requests=(qr("a", zone=Z1, accelerator="v6e-8"),)),
                      Memory(), T0 + 10)  # fmt: skip
     assert recorder.flush()
     recorder.close()
-    hint = recorder.hints[(Z1, "v6e-8", "spot")]
+    hint = recorder.hints[(Z1, "v6e-8", "spot", "tpu")]
     assert (hint.p50_seconds, hint.samples) == (180.0, 3)
 
 
@@ -382,7 +395,7 @@ def test_the_store_counts_what_is_still_queued_and_still_held(tmp_path: Path) ->
     """``history`` / ``recommend`` read the recorder's saved tracker: a zone whose requests
     have queued for days no longer ranks by its few served ones, and a node still alive
     counts as capacity held."""
-    from reconciler.runtime.history import recommend_document, summary_stats
+    from reconciler.runtime.history_reads import recommend_document, summary_stats
 
     state, events = _recorder_state(tmp_path)
     db = HistoryDB(state.history)
@@ -398,7 +411,7 @@ def test_the_store_counts_what_is_still_queued_and_still_held(tmp_path: Path) ->
     names = [f"q{i}" for i in range(5)]
     want = desired(*(slot(n, zone=Z1, accelerator="v6e-8") for n in [*names, "live"]))
     look = Observation(
-        queued_resources=(
+        requests=(
             *(qr(n, zone=Z1, accelerator="v6e-8") for n in names),
             qr("live", zone=Z1, state=QRState.ACTIVE, accelerator="v6e-8"),
         ),
@@ -458,7 +471,7 @@ def test_catalogue_knows_families_and_only_warns() -> None:
 
 
 def test_secret_shaped_text_in_cloud_messages_is_not_stored(tmp_path: Path) -> None:
-    from reconciler.model.observed import ErrorInfo
+    from reconciler.model.capacity import ErrorInfo
 
     state, events = _recorder_state(tmp_path)
     recorder = HistoryRecorder(state, events, batch_seconds=0.05)
@@ -466,7 +479,7 @@ def test_secret_shaped_text_in_cloud_messages_is_not_stored(tmp_path: Path) -> N
     want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
     failed = qr("a", zone=Z1, accelerator="v6e-8", state=QRState.FAILED,
                 error=ErrorInfo(8, "quota: token=ya29.abcdefghijklmnop exhausted"))  # fmt: skip
-    recorder.observe(want, Observation(queued_resources=(failed,)), Memory(), time.time())
+    recorder.observe(want, Observation(requests=(failed,)), Memory(), time.time())
     assert recorder.flush()
     recorder.close()
     with sqlite3.connect(state.history) as conn:
@@ -483,7 +496,7 @@ def test_a_store_corrupted_while_recording_is_moved_aside_and_rebuilt(tmp_path: 
     recorder = HistoryRecorder(state, events, batch_seconds=0.05)
     recorder.start()
     want = desired(slot("a", zone=Z1, accelerator="v6e-8"))
-    look = Observation(queued_resources=(qr("a", zone=Z1, accelerator="v6e-8"),))
+    look = Observation(requests=(qr("a", zone=Z1, accelerator="v6e-8"),))
     recorder.observe(want, look, Memory(), time.time())
     assert recorder.flush()
     with sqlite3.connect(state.history) as other:
@@ -493,9 +506,9 @@ def test_a_store_corrupted_while_recording_is_moved_aside_and_rebuilt(tmp_path: 
         f.seek(4096)
         f.write(b"\xff" * (size - 4096))
     moved = qr("a", zone=Z1, accelerator="v6e-8", state=QRState.ACTIVE)
-    recorder.observe(want, Observation(queued_resources=(moved,)), Memory(), time.time())
+    recorder.observe(want, Observation(requests=(moved,)), Memory(), time.time())
     assert recorder.flush()
-    recorder.observe(want, Observation(queued_resources=(moved,)), Memory(), time.time())
+    recorder.observe(want, Observation(requests=(moved,)), Memory(), time.time())
     assert recorder.flush()
     recorder.close()
     aside = state.root.glob("history.sqlite.corrupt-*")  # the file, with its -wal / -shm
@@ -572,3 +585,22 @@ def test_tracker_records_are_consistent_for_any_sequence_of_looks(
                        "WAITING_FOR_RESOURCES") and r.before in (None, "DELETING", "SUSPENDING",
                        "SUSPENDED", "FAILED") for r in records)  # fmt: skip
     assert served <= incarnations
+
+
+def test_a_tracker_saved_before_neutral_states_reads_them_from_its_words() -> None:
+    from reconciler.runtime.history import _tracker_from_json, _tracker_to_json
+
+    tracker = Tracker()
+    tracker.step([seen("a", "WAITING_FOR_RESOURCES"), seen("b", "ACTIVE")], 10.0)
+    saved = json.loads(_tracker_to_json(tracker))
+    assert {t[2]["request"] for t in saved["tracks"]} == {"waiting", "active"}
+    for _, _, fields in saved["tracks"]:
+        del fields["request"]  # as a recorder of the previous version wrote it
+    loaded = _tracker_from_json(json.dumps(saved))
+    assert {k[1]: t.phase.value for k, t in loaded.tracks.items()} == {
+        "a": "waiting",
+        "b": "active",
+    }
+    assert loaded.step([seen("a", "ACTIVE")], 70.0)[-1] == Wait(
+        "a", Z1, "v6e-8", "spot", 10.0, 60.0, 60.0, 60.0
+    )

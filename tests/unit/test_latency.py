@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core.latency import (
     PROBE_INTERVAL,
     Probe,
@@ -19,7 +20,8 @@ from reconciler.core.latency import (
     smooth,
     zone_values,
 )
-from reconciler.model.observed import NetworkEndpoint, Node, Observation, QRState, QueuedResource
+from reconciler.model.capacity import CapacityRequest
+from reconciler.model.observed import NetworkEndpoint, Node, Observation
 from tests.support.worlds import Z1, Z2, Z3, active, desired, node, qr, slot, world
 
 NOW = 1_796_032_800.0
@@ -27,7 +29,7 @@ NOW = 1_796_032_800.0
 WANT = desired(slot("a"), slot("b"), slot("c", Z2), slot("d", Z3))
 
 
-def _node_with(name: str, zone: str, *ips: tuple[str, str | None]) -> tuple[QueuedResource, Node]:
+def _node_with(name: str, zone: str, *ips: tuple[str, str | None]) -> tuple[CapacityRequest, Node]:
     """An ACTIVE QR and its node whose workers have (internal, external) addresses."""
     n = replace(
         node(name, zone), endpoints=tuple(NetworkEndpoint(i, external_ip=e) for i, e in ips)

@@ -8,6 +8,7 @@ import pytest
 from reconciler.adapters.cloud import OperationStatus, Outcome, Submitted
 from reconciler.adapters.cloud_errors import GRPC_STATUS, Operation, classify
 from reconciler.adapters.rest import check_operation_name, is_tpu_vm_node, operation_status
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core import lro as rules
 from reconciler.core import memory as mem
 from reconciler.emulator import Fault
@@ -18,7 +19,8 @@ from reconciler.errors import (
     TransientCloudError,
     UnsafeName,
 )
-from reconciler.model.observed import Observation, QRState, QueuedResource
+from reconciler.model.capacity import CapacityRequest
+from reconciler.model.observed import Observation
 from reconciler.runtime import lro
 
 ZONE = "us-central2-b"
@@ -37,8 +39,8 @@ def remembered(*ops: mem.PendingOperation) -> mem.Memory:
 
 
 def world(*names: str, zones: frozenset[str] | None = frozenset({ZONE})) -> Observation:
-    qrs = tuple(QueuedResource(name=n, zone=ZONE, state=QRState.ACCEPTED) for n in names)
-    return Observation(queued_resources=qrs, zones=zones)
+    qrs = tuple(CapacityRequest(name=n, zone=ZONE, state=QRState.ACCEPTED) for n in names)
+    return Observation(requests=qrs, zones=zones)
 
 
 @pytest.mark.parametrize(

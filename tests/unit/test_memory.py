@@ -13,12 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core.memory import (
     BACKOFF_CAP,
     MEMORY_SCHEMA,
     Memory,
     backoff_delay,
-    dead_qr_delay,
+    dead_request_delay,
     from_dict,
     observe,
     record_dead_replaced,
@@ -29,7 +30,6 @@ from reconciler.core.memory import (
     record_success,
     to_dict,
 )
-from reconciler.model.observed import QRState
 from tests.support.worlds import Z1, Z2, desired, qr, slot, world
 
 
@@ -53,7 +53,7 @@ def test_backoff_is_monotone_and_capped(n: int) -> None:
 
 @pytest.mark.parametrize(("dead", "delay"), [(0, 0.0), (1, 0.0), (2, 10.0), (3, 20.0), (4, 40.0)])
 def test_first_death_requeues_at_once_then_backs_off(dead: int, delay: float) -> None:
-    assert dead_qr_delay(dead) == delay
+    assert dead_request_delay(dead) == delay
 
 
 def test_failures_accumulate_and_success_forgets_them() -> None:

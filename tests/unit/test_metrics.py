@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.adapters.tpu_api_parse import request_state
 from reconciler.core import metrics as m
 from reconciler.model.load import parse_desired
 from reconciler.model.metrics_address import parse_metrics_address
 from reconciler.model.status import SliceStatus, SlotStatus, StatusSnapshot, WorkloadStatus
+from reconciler.runtime.backends import STATE_WORDS
 
+WORDS = frozenset(STATE_WORDS)
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "metrics.txt"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
@@ -28,7 +31,7 @@ def test_every_metric_and_label_is_documented() -> None:
         assert f"`{name}`" in text, name
         for label in spec.labels:
             assert f"`{label}`" in text, (spec.name, label)
-            for value in m.allowed_values(spec.name.removeprefix(m.PREFIX), label):
+            for value in m.allowed_values(spec.name.removeprefix(m.PREFIX), label, STATE_WORDS):
                 assert f"`{value}`" in text, (spec.name, label, value)
 
 
@@ -103,25 +106,38 @@ def test_gauges_from_a_snapshot() -> None:
             ),
             SlotStatus("c", "europe-west4-a", "v6e-8", "spot", managed=True, state="NOT_QUEUED"),
             SlotStatus("x", "nowhere-west9-q", "v6e-8", "spot", managed=False, state="BOGUS"),
+            SlotStatus(
+                "ce", "us-central2-b", "v4-32", "spot", managed=True, state="ACTIVE", api="compute"
+            ),
+            SlotStatus("odd", "us-central2-b", "v4-32", "spot", managed=True, api="gke"),
         ),
         in_flight=("us-central2-b/a:cloud",),
     )
-    g = m.gauges(snapshot)
+    g = m.gauges(snapshot, WORDS)
     assert g.slots == {
-        ("ACTIVE", "us-central2-b", "v4-32", "spot"): 2,
-        ("NOT_QUEUED", "europe-west4-a", "v6e-8", "spot"): 1,
-        ("other", "other", "v6e-8", "spot"): 1,
+        ("ACTIVE", "us-central2-b", "v4-32", "spot", "tpu"): 2,  # a row that does not say: tpu
+        ("NOT_QUEUED", "europe-west4-a", "v6e-8", "spot", "tpu"): 1,
+        ("other", "other", "v6e-8", "spot", "tpu"): 1,
+        ("ACTIVE", "us-central2-b", "v4-32", "spot", "compute"): 1,  # another API: another place
+        ("NOT_QUEUED", "us-central2-b", "v4-32", "spot", "other"): 1,  # bounded
     }
-    assert g.chips_held == {("us-central2-b", "v4-32", "spot"): 32}  # 16 chips each
+    assert g.chips_held == {  # 16 chips each
+        ("us-central2-b", "v4-32", "spot", "tpu"): 32,
+        ("us-central2-b", "v4-32", "spot", "compute"): 16,
+    }
     two = SliceStatus(0, "b-0", "READY"), SliceStatus(1, "b-1", "READY")
     multi = replace(snapshot, slots=(replace(snapshot.slots[1], slices=two),))
-    assert m.gauges(multi).chips_held == {("us-central2-b", "v4-32", "spot"): 32}  # 2 slices
+    held = m.gauges(multi, WORDS).chips_held
+    assert held == {("us-central2-b", "v4-32", "spot", "tpu"): 32}  # 2 slices
     assert g.workloads[("running",)] == 1 and g.workloads[("failed",)] == 0
     assert g.in_flight == 1 and g.desired_valid == 0
 
 
 def qr(slot: str, zone: str, after: str | None) -> dict[str, object]:
-    return {"kind": "qr.state", "slot": slot, "zone": zone, "after": after}
+    """A ``qr.state`` record as the controller writes it: the TPU API's word and, beside it,
+    the neutral state."""
+    told = {"api": "tpu", "request": request_state(after).value} if after else {}
+    return {"kind": "qr.state", "slot": slot, "zone": zone, "after": after, **told}
 
 
 def test_events_count_actions_errors_preemptions_waits_and_races() -> None:
@@ -148,7 +164,7 @@ def test_events_count_actions_errors_preemptions_waits_and_races() -> None:
     assert fold.fold(qr("a", "europe-west4-a", "WAITING_FOR_RESOURCES"), 100) == []
     assert fold.fold(qr("b", "us-east1-d", "WAITING_FOR_RESOURCES"), 110) == []
     won = fold.fold(qr("b", "us-east1-d", "ACTIVE"), 400)
-    place = ("us-east1-d", "v6e-8", "spot")
+    place = ("us-east1-d", "v6e-8", "spot", "tpu")
     assert won == [
         m.Observe("queue_wait_seconds", 290.0, place),
         m.Observe("race_duration_seconds", 300.0),  # a had been queued 300 s

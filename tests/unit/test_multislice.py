@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 import pytest
 
 from reconciler.adapters._gcloud_args import create_args
-from reconciler.adapters.rest import create_body
+from reconciler.adapters.tpu_api_body import create_body
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.adapters.workload_wire import encode_spec
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory, observe
@@ -18,9 +19,10 @@ from reconciler.core.render import status_rows
 from reconciler.core.status import build_status
 from reconciler.intent.views import _slot_view, format_slot_info
 from reconciler.model import multislice
+from reconciler.model.capacity import CapacityRequest
 from reconciler.model.desired import Desired, WorkloadSpec
 from reconciler.model.load import parse_desired
-from reconciler.model.observed import Node, NodeState, Observation, QRState, QueuedResource
+from reconciler.model.observed import Node, NodeState, Observation
 from reconciler.model.requests import CreateRequest
 from reconciler.surfaces.tui._frame import _slot_row
 from tests.support.worlds import Z1, Z2, brief, desired, group, node, qr, slot, world
@@ -28,8 +30,8 @@ from tests.support.worlds import Z1, Z2, brief, desired, group, node, qr, slot, 
 IPS = (("10.0.0.2", "10.0.0.3"), ("10.0.1.2", "10.0.1.3"))
 
 
-def ms_qr(state: QRState = QRState.ACTIVE, count: int = 2, name: str = "a") -> QueuedResource:
-    return replace(qr(name, state=state, accelerator="v4-16"), node_count=count)
+def ms_qr(state: QRState = QRState.ACTIVE, count: int = 2, name: str = "a") -> CapacityRequest:
+    return replace(qr(name, state=state, accelerator="v4-16"), slices=count)
 
 
 def slices(*states: NodeState, uids: tuple[str, ...] = ("11", "12")) -> list[Node]:
@@ -112,10 +114,9 @@ ROWS = [
         [],
     ),
     Row(
-        "the QR holds another slice count: warn, touch nothing",
+        "the QR holds another slice count: replaced (it cannot change in place)",
         world(ms_qr(count=3), *slices(*[NodeState.READY] * 2)),
-        [],
-        warns="holds 3 slice(s) but the file says 2",
+        [("-/+", "replace", "a")],
     ),
 ]
 
@@ -131,13 +132,13 @@ def test_planner(row: Row) -> None:
 
 def test_the_create_asks_for_every_slice() -> None:
     (create,) = plan(held(), world(), Memory(), 0.0).actions
-    assert create.create is not None and create.create.node_count == 2
+    assert create.create is not None and create.create.slices == 2
 
 
 def test_with_the_switch_off_a_lost_slice_waits_for_the_cloud(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(multislice, "SLICE_LOSS_INTERRUPTS_QR", False)
+    monkeypatch.setattr(multislice, "SLICE_LOSS_INTERRUPTS_REQUEST", False)
     seen = world(ms_qr(), *slices(NodeState.READY, NodeState.PREEMPTED))
     assert brief(plan(held(), seen, observe(Memory(), held(), seen, 0.0), 0.0)) == []
 
@@ -155,7 +156,7 @@ def test_setup_waits_for_every_slice_then_runs_on_the_slot_node() -> None:
 
 
 def request(count: int) -> CreateRequest:
-    return CreateRequest("a", Z1, "v4-16", "tpu-ubuntu2204-base", "spot", node_count=count)
+    return CreateRequest("a", Z1, "v4-16", "tpu-ubuntu2204-base", "spot", slices=count)
 
 
 def test_rest_body_and_gcloud_flags() -> None:
@@ -252,10 +253,10 @@ def test_a_race_of_multislice_candidates_keeps_the_winner_whole() -> None:
     seen = world(
         ms_qr(),
         *slices(NodeState.READY, NodeState.READY),
-        replace(qr("b", Z2, QRState.WAITING_FOR_RESOURCES, accelerator="v4-16"), node_count=2),
+        replace(qr("b", Z2, QRState.WAITING_FOR_RESOURCES, accelerator="v4-16"), slices=2),
     )
     p = plan(want, seen, observe(Memory(), want, seen, 0.0), 0.0)
     assert brief(p) == [("-", "delete", "b")]  # the loser goes, the winner's QR stays whole
     assert p.actions[0].force is False
     (create,) = plan(want, world(), Memory(), 0.0).actions[:1]
-    assert create.create is not None and create.create.node_count == 2
+    assert create.create is not None and create.create.slices == 2

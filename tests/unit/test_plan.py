@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core.memory import (
     Memory,
     observe,
@@ -15,16 +16,10 @@ from reconciler.core.memory import (
 )
 from reconciler.core.plan import UNBACKED_NEW_DECISIONS, Action, Kind, Plan, in_motion, plan
 from reconciler.errors import InvalidDesiredState
+from reconciler.model.capacity import MANAGED_LABEL, MANAGED_VALUE, ErrorInfo
 from reconciler.model.desired import Desired
 from reconciler.model.load import parse_desired
-from reconciler.model.observed import (
-    MANAGED_LABEL,
-    MANAGED_VALUE,
-    ErrorInfo,
-    NodeState,
-    Observation,
-    QRState,
-)
+from reconciler.model.observed import NodeState, Observation
 from tests.support.worlds import Z1, Z2, active, brief, desired, failed, node, qr, slot, world
 
 HELD = desired(slot("a"))
@@ -93,11 +88,12 @@ ROWS = [
         warns="HIBERNATING",
     ),
     Row(
-        "held, QR of another accelerator: warn, never replace a live TPU on its own",
+        "held, QR of another accelerator: replace, destructive (the delete guard counts it)",
         HELD,
         world(active("a", accelerator="v4-16")),
-        [],
-        warns="v4-16",
+        [("-/+", "replace", "a")],
+        destructive=True,
+        force=True,
     ),
     # want: released
     Row("released, nothing queued: nothing to do", RELEASED, world(), []),
@@ -272,8 +268,8 @@ def test_create_carries_label_mode_runtime_network_and_window() -> None:
     assert a.create is not None
     assert a.create.labels == {MANAGED_LABEL: MANAGED_VALUE}
     assert (a.create.name, a.create.zone) == ("a", Z2)
-    assert (a.create.accelerator_type, a.create.mode) == ("v6e-8", "on-demand")
-    assert a.create.runtime_version == want.slots[0].runtime_version
+    assert (a.create.accelerator, a.create.mode) == ("v6e-8", "on-demand")
+    assert a.create.image == want.slots[0].runtime_version
     assert (a.create.network, a.create.subnetwork) == ("tpu-net", "tpu-sub-ew4")
     assert a.create.valid_until_seconds == 6 * 3600
     assert a.create.internal_ips is True

@@ -1,10 +1,11 @@
 """Properties of the planner over generated intents and worlds.
 
 - Applying a plan and planning again converges: nothing is left to do (a tailscale step that
-  waited for its bootstrap is the only thing a second pass may add).
+  waited for its bootstrap, and the queueing of a race whose winner was replaced for a changed
+  shape, are the only things a second pass may add).
 - No action touches a QR that is not ours (unless prune is on and it carries our label), no
-  held slot is deleted unless it is dead (replaced) or lost its race, nothing happens in a zone
-  the observation did not see, and every create carries the intent.
+  held slot is deleted unless it is dead or of another shape (replaced) or lost its race,
+  nothing happens in a zone the observation did not see, and every create carries the intent.
 - A failed action is held back (deferred or blocked) and the rest of the plan is unchanged.
 """
 
@@ -16,20 +17,18 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core.memory import Memory, record_dead_replaced
 from reconciler.core.plan import CLOUD_KINDS, Kind, Plan, plan
-from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
-from reconciler.model.observed import (
+from reconciler.model.capacity import (
     DEAD_STATES,
     MANAGED_LABEL,
     MANAGED_VALUE,
     WON_STATES,
-    Node,
-    NodeState,
-    Observation,
-    QRState,
-    QueuedResource,
+    CapacityRequest,
 )
+from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
+from reconciler.model.observed import Node, NodeState, Observation
 from tests.support.worlds import (
     ZONES,
     apply_plan,
@@ -86,14 +85,14 @@ def _groups(draw: Draw, names: list[str]) -> list[RaceGroupSpec]:
     return groups
 
 
-def _resources(draw: Draw, name: str, home: str, accelerator: str) -> list[QueuedResource | Node]:
+def _resources(draw: Draw, name: str, home: str, accelerator: str) -> list[CapacityRequest | Node]:
     state = draw(st.none() | st.sampled_from(QRState))
     if state is None:
         return []
     zone = home if draw(st.integers(0, 4)) else draw(st.sampled_from(ZONES))
     if draw(st.integers(0, 6)) == 0:
         accelerator = "v4-16"
-    out: list[QueuedResource | Node] = [
+    out: list[CapacityRequest | Node] = [
         qr(
             name,
             zone,
@@ -131,7 +130,7 @@ def scenarios(draw: Draw) -> Scenario:
         subnets={ZONES[0]: "sub-a"},
     )
     unreachable = draw(st.frozensets(st.sampled_from(ZONES), max_size=2))
-    items: list[QueuedResource | Node] = []
+    items: list[CapacityRequest | Node] = []
     for spec in specs:
         items += _resources(draw, spec.name, spec.zone, spec.accelerator)
     for i in range(draw(st.integers(0, 3))):  # QRs that are not in the file
@@ -151,9 +150,14 @@ def _converged(want: Desired, seen: Observation, memory: Memory, now: float) -> 
     seen2, memory2 = apply_plan(first, want, seen, memory, now)
     second = plan(want, seen2, memory2, now)
     bootstrapped = {a.slot for a in first.actions if a.kind is Kind.BOOTSTRAP}
-    assert all(a.kind is Kind.TAILSCALE and a.slot in bootstrapped for a in second.actions), (
-        second.actions
-    )
+    # a winner replaced because the file changed its shape no longer holds: its race reopens
+    reshaped = {a.slot for a in first.actions if a.reshape}
+    reopened = {n for g in want.race_groups if reshaped & set(g.slots) for n in g.slots}
+    assert all(
+        (a.kind is Kind.TAILSCALE and a.slot in bootstrapped)
+        or (a.kind is Kind.CREATE and a.slot in reopened)
+        for a in second.actions
+    ), second.actions
     assert second.notices == ()
     seen3, memory3 = apply_plan(second, want, seen2, memory2, now)
     third = plan(want, seen3, memory3, now)
@@ -171,7 +175,7 @@ def test_a_large_mixed_world_converges() -> None:
     _converged(want, seen, Memory(), 0.0)
 
 
-def _is_ours(want: Desired, q: QueuedResource) -> bool:
+def _is_ours(want: Desired, q: CapacityRequest) -> bool:
     spec = want.slot(q.name)
     return spec is not None and spec.zone == q.zone
 
@@ -182,28 +186,32 @@ def _check_safety(want: Desired, seen: Observation, p: Plan) -> None:
     open_race = {r.name: r.open for r in p.races}
     for a in p.cloud_actions:
         assert a.zone not in seen.unreachable, f"{a} in a zone that was not seen"
-        q = seen.qr(a.zone, a.slot)
+        q = seen.request(a.zone, a.slot)
         spec = want.slot(a.slot)
         if a.kind is Kind.CREATE:
             assert q is None and spec is not None and spec.zone == a.zone
             assert p.decided_want[a.slot] == "held"
             assert a.create is not None
             assert a.create.labels == {MANAGED_LABEL: MANAGED_VALUE}
-            assert (a.create.accelerator_type, a.create.mode) == (spec.accelerator, spec.mode)
-            assert a.create.runtime_version == spec.runtime_version
+            assert (a.create.accelerator, a.create.mode) == (spec.accelerator, spec.mode)
+            assert a.create.image == spec.runtime_version
             assert a.create.valid_until_seconds == spec.valid_until_seconds
             assert a.create.network == want.settings.network
             assert a.create.subnetwork == want.settings.subnets.get(a.zone)
             continue
-        assert q is not None and q.state is not QRState.DELETING
-        n = seen.node(q.zone, q.node_id or q.name)
-        running = q.state is QRState.ACTIVE and (n is None or n.state is not NodeState.PREEMPTED)
+        assert q is not None and q.api_state != QRState.DELETING
+        n = seen.node_of(q)
+        running = q.api_state == QRState.ACTIVE and (
+            n is None or n.state is not NodeState.PREEMPTED
+        )
         assert a.destructive == running
         if not _is_ours(want, q):
             assert want.settings.prune and q.managed and a.kind is Kind.DELETE, a
             continue
         assert spec is not None
-        if a.kind is Kind.REPLACE:
+        if a.kind is Kind.REPLACE and a.reshape:  # another shape than the file's
+            assert q.accelerator != spec.accelerator and p.decided_want[a.slot] == "held"
+        elif a.kind is Kind.REPLACE:
             assert q.state in DEAD_STATES and p.decided_want[a.slot] == "held"
         else:
             assert p.decided_want[a.slot] == "released"
@@ -214,8 +222,8 @@ def _check_safety(want: Desired, seen: Observation, p: Plan) -> None:
     for a in p.actions:
         if a.kind not in CLOUD_KINDS:
             assert a.zone not in seen.unreachable
-            q = seen.qr(a.zone, a.slot)
-            assert q is not None and q.state is QRState.ACTIVE and _is_ours(want, q)
+            q = seen.request(a.zone, a.slot)
+            assert q is not None and q.api_state == QRState.ACTIVE and _is_ours(want, q)
 
 
 @settings(max_examples=250, deadline=None)
@@ -238,7 +246,7 @@ def test_a_closed_race_deletes_every_other_winner_and_an_open_one_deletes_none(
         won = [
             c.name
             for c in specs
-            if (q := seen.qr(c.zone, c.name)) is not None and q.state in WON_STATES
+            if (q := seen.request(c.zone, c.name)) is not None and q.state in WON_STATES
         ]
         cancelled = {c.name for c in specs if (c.zone, c.name) in deleted}
         assert set(race.winners) <= set(won)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core.memory import Memory
 from reconciler.core.plan import plan
+from reconciler.model.capacity import CapacityRequest
 from reconciler.model.desired import Desired
-from reconciler.model.observed import Node, NodeState, QRState, QueuedResource
+from reconciler.model.observed import Node, NodeState
 from tests.support.worlds import (
     Z1,
     Z2,
@@ -45,16 +47,16 @@ def _zone(name: str) -> str:
     return ZONES[int(name[1:]) % 3]
 
 
-def at(name: str, state: QRState, created: str = T0) -> QueuedResource:
+def at(name: str, state: QRState, created: str = T0) -> CapacityRequest:
     return qr(name, _zone(name), state, accelerator="v6e-8", created=created)
 
 
-def provisioning(name: str, created: str = T0) -> tuple[QueuedResource, Node]:
+def provisioning(name: str, created: str = T0) -> tuple[CapacityRequest, Node]:
     creating = node(name, _zone(name), NodeState.CREATING, accelerator="v6e-8")
     return at(name, P, created), creating
 
 
-def running(name: str, created: str = T0) -> tuple[QueuedResource, Node]:
+def running(name: str, created: str = T0) -> tuple[CapacityRequest, Node]:
     ready = node(name, _zone(name), uid=f"9{name[1:]}", accelerator="v6e-8")
     return at(name, QRState.ACTIVE, created), ready
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core.memory import Memory, record_notice, record_setup
 from reconciler.core.plan import Kind, Plan, plan
+from reconciler.model.capacity import ErrorInfo
 from reconciler.model.desired import Desired, SetupSpec
-from reconciler.model.observed import ErrorInfo, NodeState, Observation, QRState
+from reconciler.model.observed import NodeState, Observation
 from tests.support.worlds import (
     Z2,
     active,

@@ -11,13 +11,14 @@ from dataclasses import replace
 
 import pytest
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core import memory as mem
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory, record_setup
 from reconciler.core.plan import Kind, Plan, plan
 from reconciler.core.status import workload_status, workload_summary
 from reconciler.model.desired import Desired, WorkloadSpec
-from reconciler.model.observed import NodeState, Observation, QRState
+from reconciler.model.observed import NodeState, Observation
 from reconciler.model.workload import WorkerProbe
 from tests.support.worlds import Z2, active, brief, desired, group, node, qr, setup, slot, world
 
@@ -173,11 +174,11 @@ def test_when_done_release_in_a_race_group_releases_every_candidate() -> None:
     a = replace(slot("a", accelerator="v4-32"), workload=job)
     b = replace(slot("b", Z2, accelerator="v4-32"), workload=job)
     want = desired(a, b, groups=[group("g", "a", "b")])
-    run = Run(want, world(*v4_32().queued_resources, *v4_32().nodes, qr("b", Z2)))
+    run = Run(want, world(*v4_32().requests, *v4_32().nodes, qr("b", Z2)))
     run.step()  # a won: b's request is deleted, a launches
     run.seen = v4_32()
     assert run.step(ALIVE).empty
-    run.seen = world(*v4_32().queued_resources, *v4_32().nodes, qr("b", Z2))  # b queued again
+    run.seen = world(*v4_32().requests, *v4_32().nodes, qr("b", Z2))  # b queued again
     p = run.step(probes("exited", "exited", "exited", "exited", codes=[0, 0, 0, 0]))
     assert sorted(brief(p)) == [("-", "delete", "a"), ("-", "delete", "b")]
     assert p.decided_want == {"a": "released", "b": "released"}
@@ -445,7 +446,7 @@ def test_race_group_workload_runs_on_the_winner_only() -> None:
     want = desired(
         replace(a, workload=JOB), replace(b, workload=JOB), groups=[group("g", "a", "b")]
     )
-    seen = world(*v4_32().queued_resources, *v4_32().nodes, qr("b", Z2))
+    seen = world(*v4_32().requests, *v4_32().nodes, qr("b", Z2))
     p = plan(want, seen, Memory(), T0)
     assert sorted(brief(p)) == [("-", "delete", "b"), ("~", "launch", "a")]
 

@@ -20,11 +20,12 @@ import pytest
 
 from reconciler.adapters.cloud import CreateRequest, Submitted
 from reconciler.adapters.statedir import StateDir
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core import memory as mem
 from reconciler.core.plan import Action, Kind, plan
 from reconciler.errors import PermanentCloudError, TransientCloudError
 from reconciler.model.desired import Desired
-from reconciler.model.observed import Observation, QRState
+from reconciler.model.observed import Observation
 from reconciler.runtime.controller import Controller, PassResult
 from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
@@ -207,10 +208,10 @@ class ScriptedCloud(FakeCloud):
         self.create_gate: asyncio.Event | None = None
         self.observe_errors: list[Exception] = []
 
-    async def create_queued_resource(self, request: CreateRequest) -> Submitted:
+    async def create_request(self, request: CreateRequest) -> Submitted:
         if self.create_gate is not None:
             await self.create_gate.wait()
-        return await super().create_queued_resource(request)
+        return await super().create_request(request)
 
     async def observe(self, zones: Collection[str] | None) -> Observation:
         if self.observe_errors:

@@ -9,16 +9,18 @@ from dataclasses import dataclass, replace
 import pytest
 
 from reconciler.adapters.cloud_errors import Operation, classify
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core import quota
 from reconciler.core.memory import Memory, from_dict, to_dict
 from reconciler.core.outcome import outcome
 from reconciler.core.plan import Kind, Plan, plan
 from reconciler.core.render import format_plan
 from reconciler.errors import InvalidDesiredState, QuotaExceeded, TransientCloudError
+from reconciler.model.capacity import CapacityRequest
 from reconciler.model.desired import Desired, QuotaSpec
 from reconciler.model.load import parse_desired
 from reconciler.model.names import chip_count as chips
-from reconciler.model.observed import Observation, QRState, QueuedResource
+from reconciler.model.observed import Observation
 from reconciler.model.quotas import parse_refusal, quota_id
 from tests.support.worlds import qr, world
 
@@ -70,7 +72,7 @@ def occupied(
     acc: str = "v6e-8",
     mode: str = "spot",
     labelled: bool = True,
-) -> QueuedResource:
+) -> CapacityRequest:
     return replace(qr(name, zone, state, accelerator=acc, labelled=labelled), mode=mode)
 
 
@@ -81,6 +83,11 @@ class Row:
     seen: Observation
     creates: list[str]
     waits: list[str]
+    cloud: tuple[QuotaSpec, ...] = ()  # limits the Cloud Quotas API adds (quota_source: cloud)
+
+
+def cloud(chips: int, place: str, scope: str = "zone") -> QuotaSpec:
+    return QuotaSpec("v6e", "spot", scope, place, chips, "cloud", quota_id("v6e", "spot", scope))
 
 
 WAIT_EW4A = "waiting for quota: 16/16 spot v6e chips in europe-west4-a"
@@ -138,11 +145,35 @@ ROWS = [
         ["c: waiting for quota: 16/16 spot v6e chips in europe-west4"],
     ),
     Row(
-        "a region limit of 0 hides behind a roomy zone limit",
-        text(s("a"), quotas=q(64) + q(0, region="europe-west4")),
+        "a cloud's region limit of 0 hides behind a roomy zone limit: it never fits",
+        text(s("a"), quotas=q(64)),
         world(),
         [],
-        ["a: waiting for quota: 0/0 spot v6e chips in europe-west4"],
+        ["a: never fits: needs 8, limit 0 spot v6e chips in europe-west4"],
+        cloud=(cloud(0, "europe-west4", "region"),),
+    ),
+    Row(
+        "a slot bigger than the cloud's limit never fits, even with nothing used",
+        text(s("big", acc="v6e-32")),
+        world(),
+        [],
+        ["big: never fits: needs 32, limit 16 spot v6e chips in europe-west4-a"],
+        cloud=(cloud(16, EW4A),),
+    ),
+    Row(
+        "a Compute Engine create is not counted under the TPU API's limit, nor the reverse",
+        text(s("a"), s("ce").replace("mode: spot", "mode: spot, api: compute"), quotas=q(8)),
+        world(occupied("b")),
+        ["ce"],
+        ["a: waiting for quota: 8/8 spot v6e chips in europe-west4-a"],
+    ),
+    Row(
+        "a Compute Engine limit counts Compute Engine requests only",
+        text(s("ce").replace("mode: spot", "mode: spot, api: compute")),
+        world(occupied("b"), replace(occupied("c"), api="compute")),
+        [],
+        ["ce: waiting for quota: 8/8 spot v6e chips in europe-west4 on Compute Engine"],
+        cloud=(replace(cloud(8, "europe-west4", "region"), api="compute"),),
     ),
     Row(
         "v4 types count cores: v4-8 is 4 chips",
@@ -162,15 +193,16 @@ ROWS = [
             s("r1", EW4A, want=""),
             s("r2", EW4B, want=""),
             s("r3", "us-east1-d", want=""),
-            quotas=q(8, EW4A) + q(0, EW4B),
+            quotas=q(8, EW4A),
             groups="  - {name: g, count: 1, slots: [r1, r2, r3]}\n",
         ),
         world(occupied("x", EW4A)),
         ["r3"],
         [
             "r1: waiting for quota: 8/8 spot v6e chips in europe-west4-a",
-            "r2: waiting for quota: 0/0 spot v6e chips in europe-west4-b",
+            "r2: never fits: needs 8, limit 0 spot v6e chips in europe-west4-b",
         ],
+        cloud=(cloud(0, EW4B),),
     ),
     Row(
         "the chips of a create that goes count for the next: file order",
@@ -184,7 +216,9 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_planner_table(row: Row) -> None:
-    assert planned(parse_desired(row.desired), row.seen) == (row.creates, row.waits)
+    d = parse_desired(row.desired)
+    d = replace(d, quotas=d.quotas + row.cloud)
+    assert planned(d, row.seen) == (row.creates, row.waits)
 
 
 def test_the_plan_says_what_waits_and_why() -> None:
@@ -397,7 +431,7 @@ def test_validate_resolved_shows_limits_and_members() -> None:
 
 def test_a_multislice_qr_counts_every_slice_and_a_multislice_create_asks_for_all() -> None:
     # a 2-slice v6e-8 QR holds 16 chips: with a 24-chip quota one more v6e-8 fits, not two
-    held = replace(occupied("big"), node_count=2)
+    held = replace(occupied("big"), slices=2)
     d = parse_desired(text(s("a"), s("b"), quotas=q(24)))
     assert planned(d, world(held)) == (
         ["a"],
@@ -424,4 +458,4 @@ def test_flex_start_counts_against_the_spot_quota() -> None:
         ["f: waiting for quota: 8/8 spot v6e chips in europe-west4-a"],
     )
     running = replace(occupied("f2"), mode="flex-start")
-    assert quota.tally(world(running))[("v6e", "spot", "zone", EW4A)] == 8
+    assert quota.tally(world(running))[("tpu", "v6e", "spot", "zone", EW4A)] == 8

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core import quota, quota_share
 from reconciler.core.plan import Kind, plan
+from reconciler.model.capacity import CapacityRequest
 from reconciler.model.desired import Desired, MemberSpec, QuotaSpec, SlotSpec
 from reconciler.model.load import parse_desired
-from reconciler.model.observed import Observation, QRState, QueuedResource
+from reconciler.model.observed import Observation
 from tests.support.worlds import qr, world
 
 ZONE = "europe-west4-a"
@@ -50,7 +52,7 @@ def lab_file(
     )
 
 
-def holding(name: str) -> QueuedResource:
+def holding(name: str) -> CapacityRequest:
     return replace(qr(name, ZONE, QRState.ACTIVE, accelerator="v6e-8"), mode="spot")
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core.memory import Memory, record_dead_replaced
 from reconciler.core.plan import Plan, plan
 from reconciler.core.render import format_latency, format_plan
+from reconciler.model.capacity import ErrorInfo
 from reconciler.model.desired import Desired
-from reconciler.model.observed import ErrorInfo, Observation, QRState
+from reconciler.model.observed import Observation
 from tests.support.worlds import (
     Z2,
     Z3,

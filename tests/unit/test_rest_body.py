@@ -14,10 +14,10 @@ from reconciler.adapters.rest import (
     DEFAULT_ENDPOINT,
     RestCloud,
     check_endpoint,
-    create_body,
     flatten_guest_attributes,
     retry_after,
 )
+from reconciler.adapters.tpu_api_body import create_body
 from reconciler.errors import PermanentCloudError, UnsafeName
 from reconciler.model.requests import CreateRequest
 
@@ -40,8 +40,8 @@ def request(**over: object) -> CreateRequest:
     fields: dict[str, object] = {
         "name": "a",
         "zone": "us-central2-b",
-        "accelerator_type": "v4-8",
-        "runtime_version": "x",
+        "accelerator": "v4-8",
+        "image": "x",
         "mode": "spot",
         "network": "n",
         "subnetwork": "s",
@@ -86,8 +86,8 @@ def test_labels_are_the_requests_own_and_left_out_when_there_are_none() -> None:
         {"name": "-rf"},
         {"name": "a/../b"},
         {"zone": "us-central2-b/../x"},
-        {"accelerator_type": "v4-8;rm"},
-        {"runtime_version": "x y"},
+        {"accelerator": "v4-8;rm"},
+        {"image": "x y"},
         {"network": "n?x=1"},
         {"mode": "free"},
         {"valid_until_seconds": 0},

@@ -19,8 +19,8 @@ from reconciler.adapters.auth import QuotaHint
 from reconciler.adapters.cloud import Outcome
 from reconciler.adapters.cloud_errors import QUOTA_DELAY
 from reconciler.adapters.rest import RestCloud
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.errors import PermanentCloudError, TransientCloudError, UnsafeName
-from reconciler.model.observed import QRState
 from reconciler.model.requests import CreateRequest
 
 SECRET = "ya29.secret-token-value"
@@ -125,14 +125,14 @@ async def test_observe_follows_pages_with_one_list_chain_each() -> None:
     log: list[httpx.Request] = []
     cloud = cloud_with(api(qrs, nodes, size=3, log=log))
     seen = await cloud.observe(None)
-    assert len(seen.queued_resources) == 10 and len(seen.nodes) == 5
+    assert len(seen.requests) == 10 and len(seen.nodes) == 5
     assert seen.zones is None and seen.unreachable == frozenset()
     paths = [r.url.path for r in log]
     assert paths.count(BASE + "-/queuedResources") == 4  # ceil(10 / 3) pages
     assert paths.count(BASE + "-/nodes") == 2
     assert set(paths) == {BASE + "-/queuedResources", BASE + "-/nodes"}
     assert all(r.method == "GET" for r in log)
-    assert seen.qr("europe-west4-a", "q1") is not None
+    assert seen.request("europe-west4-a", "q1") is not None
 
 
 async def test_observe_leaves_out_v1_api_nodes_as_gcloud_does() -> None:
@@ -147,7 +147,7 @@ async def test_observe_filters_to_the_zones_asked() -> None:
     qrs = [qr("us-central2-b", "a"), qr("europe-west4-a", "b")]
     cloud = cloud_with(api(qrs, [node("europe-west4-a", "b")]))
     seen = await cloud.observe(["europe-west4-a"])
-    assert [q.name for q in seen.queued_resources] == ["b"]
+    assert [q.name for q in seen.requests] == ["b"]
     assert [n.name for n in seen.nodes] == ["b"]
     assert seen.zones == frozenset({"europe-west4-a"})
     assert not seen.knows("us-central2-b")
@@ -236,7 +236,7 @@ async def test_one_failed_list_fails_the_observation_and_stops_the_other() -> No
 async def test_empty_lists_omit_their_keys_and_that_is_fine() -> None:
     cloud = cloud_with(lambda request: httpx.Response(200, json={}))
     seen = await cloud.observe(["us-central2-b"])
-    assert seen.queued_resources == () and seen.nodes == ()
+    assert seen.requests == () and seen.nodes == ()
     assert seen.knows("us-central2-b")
 
 
@@ -246,7 +246,7 @@ async def test_bad_zone_names_are_refused_before_any_request() -> None:
     with pytest.raises(UnsafeName):
         await cloud.observe(["us-central2-b/../../x"])
     with pytest.raises(UnsafeName):
-        await cloud.delete_queued_resource("us-central2-b", "../x", force=True)
+        await cloud.delete_request("tpu", "us-central2-b", "../x", force=True)
     assert log == []
 
 
@@ -269,8 +269,8 @@ async def test_401_refreshes_the_token_once_and_retries_once() -> None:
             return error(401, "UNAUTHENTICATED", "expired")
         return httpx.Response(200, json=qr("us-central2-b", "a"))
 
-    found = await cloud_with(handler, tokens).describe_queued_resource("us-central2-b", "a")
-    assert found is not None and found.state is QRState.ACTIVE
+    found = await cloud_with(handler, tokens).describe_request("tpu", "us-central2-b", "a")
+    assert found is not None and found.api_state == QRState.ACTIVE
     assert seen == ["Bearer old-token", "Bearer new-token"]
     assert tokens.invalidated == 1
 
@@ -284,7 +284,7 @@ async def test_a_second_401_is_not_retried_again() -> None:
         return error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
 
     with pytest.raises(TransientCloudError) as caught:
-        await cloud_with(handler, tokens).describe_queued_resource("us-central2-b", "a")
+        await cloud_with(handler, tokens).describe_request("tpu", "us-central2-b", "a")
     assert caught.value.status == "UNAUTHENTICATED"
     assert len(calls) == 2 and tokens.invalidated == 1
     assert SECRET not in str(caught.value)
@@ -301,7 +301,7 @@ async def test_many_401s_at_once_refresh_the_token_once() -> None:
 
     cloud = cloud_with(slow, tokens)
     found = await asyncio.gather(
-        *(cloud.describe_queued_resource("us-central2-b", "a") for _ in range(6))
+        *(cloud.describe_request("tpu", "us-central2-b", "a") for _ in range(6))
     )
     assert all(f is not None for f in found)
     assert tokens.invalidated == 1
@@ -319,7 +319,7 @@ async def test_concurrency_is_bounded() -> None:
         return httpx.Response(200, json=qr("us-central2-b", "a"))
 
     cloud = cloud_with(handler, concurrency=2)
-    await asyncio.gather(*(cloud.describe_queued_resource("us-central2-b", "a") for _ in range(7)))
+    await asyncio.gather(*(cloud.describe_request("tpu", "us-central2-b", "a") for _ in range(7)))
     assert peak == 2
 
 
@@ -333,8 +333,8 @@ def test_repr_shows_no_token() -> None:
 REQUEST = CreateRequest(
     name="spot-v4-8-a",
     zone="us-central2-b",
-    accelerator_type="v4-8",
-    runtime_version="x",
+    accelerator="v4-8",
+    image="x",
     mode="spot",
 )
 
@@ -346,7 +346,7 @@ async def test_create_posts_the_body_and_does_not_wait_for_the_operation() -> No
         log.append(request)
         return httpx.Response(200, json={"name": "projects/p/locations/z/operations/1"})
 
-    assert (await cloud_with(handler).create_queued_resource(REQUEST)).outcome is Outcome.DONE
+    assert (await cloud_with(handler).create_request(REQUEST)).outcome is Outcome.DONE
     (sent,) = log
     assert sent.method == "POST"
     assert sent.url.path == BASE + "us-central2-b/queuedResources"
@@ -369,9 +369,7 @@ async def test_create_posts_the_body_and_does_not_wait_for_the_operation() -> No
     ],
 )
 async def test_create_outcomes(response: httpx.Response, expected: Outcome) -> None:
-    assert (
-        await cloud_with(lambda r: response).create_queued_resource(REQUEST)
-    ).outcome is expected
+    assert (await cloud_with(lambda r: response).create_request(REQUEST)).outcome is expected
 
 
 @pytest.mark.parametrize(
@@ -420,7 +418,7 @@ async def test_create_failures_are_classified(
     response: httpx.Response, kind: type[Exception], status: str | None, delay: float | None
 ) -> None:
     with pytest.raises(kind) as caught:
-        await cloud_with(lambda r: response).create_queued_resource(REQUEST)
+        await cloud_with(lambda r: response).create_request(REQUEST)
     assert getattr(caught.value, "status", None) == status
     if delay is not None:
         assert isinstance(caught.value, TransientCloudError) and caught.value.delay == delay
@@ -435,10 +433,10 @@ async def test_delete_sends_force_only_when_asked() -> None:
 
     cloud = cloud_with(handler)
     assert (
-        await cloud.delete_queued_resource("us-central2-b", "a", force=True)
+        await cloud.delete_request("tpu", "us-central2-b", "a", force=True)
     ).outcome is Outcome.DONE
     assert (
-        await cloud.delete_queued_resource("us-central2-b", "a", force=False)
+        await cloud.delete_request("tpu", "us-central2-b", "a", force=False)
     ).outcome is Outcome.DONE
     assert [(r.method, r.url.path, dict(r.url.params)) for r in log] == [
         ("DELETE", BASE + "us-central2-b/queuedResources/a", {"force": "true"}),
@@ -449,15 +447,15 @@ async def test_delete_sends_force_only_when_asked() -> None:
 async def test_delete_of_a_missing_qr_is_already_done() -> None:
     cloud = cloud_with(lambda r: error(404, "NOT_FOUND", "not found"))
     assert (
-        await cloud.delete_queued_resource("us-central2-b", "a", force=True)
+        await cloud.delete_request("tpu", "us-central2-b", "a", force=True)
     ).outcome is Outcome.ALREADY
-    assert await cloud.describe_queued_resource("us-central2-b", "a") is None
+    assert await cloud.describe_request("tpu", "us-central2-b", "a") is None
 
 
 async def test_delete_that_must_wait_is_transient() -> None:
     cloud = cloud_with(lambda r: error(400, "FAILED_PRECONDITION", "node exists; use force"))
     with pytest.raises(TransientCloudError):
-        await cloud.delete_queued_resource("us-central2-b", "a", force=False)
+        await cloud.delete_request("tpu", "us-central2-b", "a", force=False)
 
 
 @pytest.mark.parametrize(
@@ -499,5 +497,5 @@ async def test_per_request_http_logging_only_with_verbose(
 ) -> None:
     caplog.set_level(level)  # the root level: what -q / default / -v set
     cloud = cloud_with(lambda r: httpx.Response(404, json={"error": {"code": 404}}))
-    assert await cloud.describe_queued_resource("us-central2-b", "a") is None
+    assert await cloud.describe_request("tpu", "us-central2-b", "a") is None
     assert len([r for r in caplog.records if r.name == "httpx"]) == lines

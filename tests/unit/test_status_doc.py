@@ -8,12 +8,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core.memory import Memory, observe, record_latency, record_setup
 from reconciler.core.plan import Plan, plan
 from reconciler.core.render import format_status
 from reconciler.core.status import STATUS_SCHEMA, build_status
+from reconciler.model.capacity import ErrorInfo
 from reconciler.model.desired import Desired
-from reconciler.model.observed import ErrorInfo, Observation, QRState
+from reconciler.model.observed import Observation
 from reconciler.model.status import from_json, to_json
 from tests.support.worlds import (
     Z1,

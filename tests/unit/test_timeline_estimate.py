@@ -12,6 +12,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core import quota, quota_share
 from reconciler.core.plan import Kind, plan
 from reconciler.core.timeline_estimate import (
@@ -25,7 +26,6 @@ from reconciler.core.timeline_estimate import (
     estimate,
 )
 from reconciler.model.desired import MemberSpec, QuotaSpec
-from reconciler.model.observed import QRState
 from tests.support.worlds import desired, qr, slot, world
 
 NOW = 1_800_000_000.0

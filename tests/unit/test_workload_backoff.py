@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 
+from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core import workload_backoff as backoff
 from reconciler.core.render import status_rows
 from reconciler.core.status import workload_status, workload_summary
 from reconciler.core.workload_memory import from_dict, to_dict
-from reconciler.model.observed import QRState
 from reconciler.model.status import SlotStatus, StatusSnapshot
 from reconciler.surfaces.tui._frame import SlotRow
 from tests.support.worlds import qr, world

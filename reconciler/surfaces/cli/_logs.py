@@ -49,6 +49,7 @@ from reconciler.surfaces.cli._say import note as _note
 
 if TYPE_CHECKING:
     from reconciler.adapters.oslogin import UserResolver
+    from reconciler.adapters.ssh_routes import SshRoutes
     from reconciler.adapters.workload import WorkloadRunner
     from reconciler.model.desired import Desired
     from reconciler.model.observed import Node
@@ -165,7 +166,7 @@ def _resolver(args: argparse.Namespace) -> UserResolver:
 
 
 def _runner(
-    args: argparse.Namespace, desired: Desired, user: str | Callable[[], Any]
+    args: argparse.Namespace, desired: Desired, user: str | Callable[[], Any], routes: SshRoutes
 ) -> WorkloadRunner:
     from reconciler.adapters.ssh import DEFAULT_KEY
     from reconciler.adapters.workload import WorkloadRunner
@@ -179,6 +180,7 @@ def _runner(
         key=Path(settings.ssh_key or DEFAULT_KEY).expanduser(),
         agent_path=os.environ.get("SSH_AUTH_SOCK") or None,
         connect_timeout=_CONNECT_TIMEOUT,
+        routes=routes,
     )
 
 
@@ -244,11 +246,10 @@ async def _main(args: argparse.Namespace) -> int:
     from reconciler.adapters.status_file import read_status
     from reconciler.errors import (
         NoMachine,
-        ReconcilerError,
         SetupFailed,
         StatusUnreadable,
-        WorkloadError,
     )
+    from reconciler.runtime import reach
     from reconciler.surfaces.cli._reconcile import _load_or_report, state_dir
 
     path = state_dir(args).status
@@ -287,7 +288,15 @@ async def _main(args: argparse.Namespace) -> int:
     except (NoMachine, SetupFailed) as exc:
         _err(str(exc))
         return EX_UNAVAILABLE
-    runner = _runner(args, desired, user)
+    async with reach.routes(desired, state_dir(args), os.environ) as routes:
+        return await _read(args, look, target, _runner(args, desired, user, routes))
+
+
+async def _read(
+    args: argparse.Namespace, look: Callable[[], Target], target: Target, runner: WorkloadRunner
+) -> int:
+    from reconciler.errors import ReconcilerError, SetupFailed, WorkloadError
+
     try:
         if args.follow:
             return await _follow(runner, args, look)

@@ -241,7 +241,7 @@ def plan_cmd(args: argparse.Namespace) -> int:
     from reconciler.core.capacity_report import format_waits, waits_list
     from reconciler.core.render import format_plan
     from reconciler.core.status import plan_dict
-    from reconciler.runtime.history import expected_waits
+    from reconciler.runtime.history_reads import expected_waits
 
     _, result = _plan_once(args)
     if result is None:
@@ -250,7 +250,7 @@ def plan_cmd(args: argparse.Namespace) -> int:
     if args.json:
         doc = {"schema_version": "tpu-reconciler.plan.v1", **plan_dict(result.plan)}
         doc["unmanaged"] = [
-            {"name": q.name, "zone": q.zone, "state": q.state.value} for q in result.plan.unmanaged
+            {"name": r.name, "zone": r.zone, "state": r.api_state} for r in result.plan.unmanaged
         ]
         if waits:
             doc["expected_waits"] = waits_list(waits)
@@ -368,12 +368,12 @@ async def _apply(
 
 
 def _progress(result: Any) -> None:
-    from reconciler.model.observed import MOVING_STATES
+    from reconciler.model.capacity import MOVING_STATES
 
     moving = sorted(
-        f"{q.name} {q.state.value}"
-        for q in result.observation.queued_resources
-        if q.state in MOVING_STATES and result.desired and result.desired.slot(q.name)
+        f"{r.name} {r.api_state}"
+        for r in result.observation.requests
+        if r.state in MOVING_STATES and result.desired and result.desired.slot(r.name)
     )
     line = ", ".join(moving) or "waiting for the next step"
     print(f"… {line}", file=sys.stderr, flush=True)
@@ -471,7 +471,7 @@ def _live_status(args: argparse.Namespace) -> StatusSnapshot | None:
 
     from reconciler.core.status import build_status
     from reconciler.model.status import ControllerInfo
-    from reconciler.runtime.history import store_hints
+    from reconciler.runtime.history_reads import store_hints
     from reconciler.runtime.lock import read_holder
 
     controller, result = _plan_once(args)

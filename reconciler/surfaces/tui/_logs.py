@@ -21,7 +21,7 @@ from reconciler.surfaces.tui._frame import SlotRow
 if TYPE_CHECKING:
     from reconciler.adapters.statedir import StateDir
     from reconciler.adapters.workload import WorkloadRunner
-    from reconciler.model.desired import Settings
+    from reconciler.model.desired import Desired
     from reconciler.surfaces.cli._logs import Target
 
 UNAVAILABLE = "workloads are not available in this version: there are no workload logs to show"
@@ -61,19 +61,22 @@ async def _workload_logs(file: Path, state: StateDir, row: SlotRow) -> AsyncIter
 
     from reconciler.adapters.oslogin import read_cached
     from reconciler.adapters.ssh import check_dialable
+    from reconciler.adapters.ssh_routes import SshRoutes
     from reconciler.adapters.status_file import read_status
+    from reconciler.adapters.worker_names import WorkerNames
     from reconciler.errors import ReconcilerError
     from reconciler.model.load import parse_desired
 
-    def prepare() -> tuple[type[WorkloadRunner], Target, Settings]:  # off the UI's event loop
+    def prepare() -> tuple[type[WorkloadRunner], Target, Desired]:  # off the UI's event loop
         from reconciler.adapters.workload import WorkloadRunner
         from reconciler.surfaces.cli._logs import target_of
 
         target = target_of(read_status(state.status), row.name)
         text = file.read_text(encoding="utf-8")
-        return WorkloadRunner, target, parse_desired(text, str(file), os.environ).settings
+        return WorkloadRunner, target, parse_desired(text, str(file), os.environ)
 
-    runner_class, target, settings = await asyncio.to_thread(prepare)
+    runner_class, target, desired = await asyncio.to_thread(prepare)
+    settings = desired.settings
     if target.node is None:
         raise ReconcilerError(target.reason)
     # An emulated node answers nothing: say so before asking for a user it would never need.
@@ -91,6 +94,7 @@ async def _workload_logs(file: Path, state: StateDir, row: SlotRow) -> AsyncIter
         user=user,
         key=key,
         agent_path=os.environ.get("SSH_AUTH_SOCK") or None,
+        routes=SshRoutes(desired, WorkerNames(state.worker_names)),  # IAP: the names kept
     )
     try:
         stream = runner.logs(
