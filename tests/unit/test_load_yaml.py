@@ -242,6 +242,8 @@ def _places(node: Any, loc: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...],
     out: list[tuple[tuple[Any, ...], bool, Any]] = []
     if isinstance(node, CommentedMap):
         for k, v in node.items():
+            if k not in node.lc.data:
+                continue  # merged by ``<<``: ruamel keeps no place for it
             line, col = node.lc.key(k)
             out.append(((*loc, k), True, (line + 1, col + 1)))
             if v is not None:
@@ -344,3 +346,44 @@ def test_an_anchor_name_yaml_1_2_reads_longer_is_refused(text: str, place: str, 
     assert str(said).startswith(f"d.yaml:{place}: {name!r}: YAML 1.2 reads this name"), said
     assert parse_tree('k: "&x: 1"  # *y: 2\n', "d.yaml").data == {"k": "&x: 1"}
     assert parse_tree("a: &x 1\nb: *x\n", "d.yaml").data == {"a": 1, "b": 1}
+
+
+MEMBER = """\
+# bob's slots (desired.d/bob.yaml)
+slots:
+  - name: b1   # Compute Engine, named by machine type
+    zone: us-east5-b
+    machine_type: ct6e-standard-4t
+    topology: 4x4
+    api: compute
+    image: projects/my-project/global/images/family/my-image
+  - {name: b2, zone: us-central1-c, accelerator: tpu7x-128, topology: 4x4x4, want: released}
+  - &on {name: b3, zone: us-central2-b, accelerator: v4-8, api: tpu, want: held}
+  - <<: *on
+    name: b4
+race_groups:
+  - name: bg
+    count: 1
+    slots: [b1]
+generate:
+  - {zones: [europe-west4-a], accelerators: {v6e-8: 2}, want: released, api: tpu}
+"""
+
+
+def test_a_members_file_with_the_compute_engine_keys_reads_as_the_round_trip_reads_it() -> None:
+    from reconciler.model.intent_parts import parse_member, parse_shared
+
+    tree = parse_tree(MEMBER, "desired.d/bob.yaml")
+    round_trip = ruamel_load(MEMBER, "desired.d/bob.yaml")
+    assert repr(tree.data) == repr(plain(round_trip))
+    for loc, key, where in _places(round_trip):
+        assert tree.at(loc, key=key) == where, loc
+    context = parse_shared(H, "desired.yaml").context
+    assert context is not None
+    part = parse_member(MEMBER, "desired.d/bob.yaml", owner="bob", context=context)
+    b1, b4 = part.desired.slot("b1"), part.desired.slot("b4")
+    assert b1 is not None and b1.owner == "bob" and b1.api == "compute"
+    assert (b1.topology, b1.machine_type) == ("4x4", "ct6e-standard-4t")
+    assert b1.image == "projects/my-project/global/images/family/my-image"
+    assert b4 is not None and (b4.api, b4.want) == ("tpu", "held")  # merged from b3
+    assert part.places["b1"] == (3, 11) and part.places["b4"] == (12, 11)
