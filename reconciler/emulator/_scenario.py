@@ -22,6 +22,7 @@ from reconciler.emulator._compute_catalog import MACHINE_TYPES
 from reconciler.model.durations import parse_duration
 from reconciler.model.names import ACCELERATOR_RE, NAME_RE, ZONE_RE
 from reconciler.model.rpc_codes import RPC_CODES
+from reconciler.model.vocabulary import DEFAULT_MODE, Mode
 
 #: Google canonical status names and the HTTP status each is served with.
 STATUS_HTTP: dict[str, int] = {
@@ -244,7 +245,7 @@ class ScenarioQueuedResource(_Base):
     zone: Zone
     accelerator: Accelerator = "v4-8"
     runtime_version: str = "tpu-ubuntu2204-base"
-    mode: Literal["spot", "on-demand", "reserved", "flex-start"] = "spot"
+    mode: Mode = DEFAULT_MODE
     labels: dict[str, str] = Field(default_factory=dict)
     node_id: Name | None = None  # with slices > 1: the nodes' prefix
     slices: int = Field(1, ge=1, le=64)  # > 1: a multislice QR of this many nodes

@@ -36,19 +36,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from math import prod
-from typing import Final, Literal
+from typing import Final
 
 from reconciler.model.messages import did_you_mean
+from reconciler.model.vocabulary import APIS as APIS
+from reconciler.model.vocabulary import COMPUTE_API as COMPUTE_API
+from reconciler.model.vocabulary import TPU_API as TPU_API
 
 #: v4-8, v5litepod-16, v5p-128, v6e-64, tpu7x-128: a family, a hyphen, a size.
 ACCELERATOR_RE: Final = re.compile(r"^((?:v[0-9]|tpu[0-9])[a-z0-9]*)-([1-9][0-9]{0,4})$")
 #: 2x4, 4x4x4: chips per dimension.
 TOPOLOGY_RE: Final = re.compile(r"^[1-9][0-9]{0,3}(?:x[1-9][0-9]{0,3}){1,2}$")
 
-Api = Literal["tpu", "compute"]
-TPU_API: Final = "tpu"
-COMPUTE_API: Final = "compute"
-APIS: Final[tuple[str, ...]] = (TPU_API, COMPUTE_API)
 #: What each API is, in words a message can use.
 API_WORDS: Final[Mapping[str, str]] = {
     TPU_API: "the Cloud TPU API (queued resources)",

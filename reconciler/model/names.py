@@ -13,6 +13,7 @@ from typing import Final
 
 from reconciler.errors import UnsafeName
 from reconciler.model import accelerators as catalogue
+from reconciler.model.vocabulary import MODE_SHORT
 
 # Cloud resource ids: RFC 1035 labels, as gcloud and the TPU API accept them.
 NAME_RE: Final = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
@@ -179,7 +180,7 @@ def zone_code(zone: str) -> str:
     return f"{head}{sub[0]}{digits}{letter}"
 
 
-MODE_PREFIX: Final = {"spot": "spot", "on-demand": "od", "reserved": "res", "flex-start": "flex"}
+MODE_PREFIX: Final = MODE_SHORT
 
 
 def slot_name(mode: str, accelerator: str, code: str, index: int) -> str:
