@@ -64,12 +64,12 @@ QuotaSource = Literal["file", "cloud"]
 #: Runtime versions used when neither the slot nor ``settings.runtime_versions`` names one
 #: (TPU API slots; the catalogue's, ``model/accelerators.py``).
 DEFAULT_RUNTIME_VERSIONS: Final[Mapping[str, str]] = {
-    g.family: g.runtime_version for g in accelerators.GENERATIONS if g.runtime_version
+    g.family: g.runtime_version for g in accelerators.CATALOGUE if g.runtime_version
 }
 #: Boot images used when neither the slot nor ``settings.images`` names one (Compute Engine
 #: slots; TPU7x's is from third-party sources, not verified).
 DEFAULT_IMAGES: Final[Mapping[str, str]] = {
-    g.family: g.image for g in accelerators.GENERATIONS if g.image
+    g.family: g.image for g in accelerators.CATALOGUE if g.image
 }
 
 
