@@ -22,6 +22,9 @@ FLEX_START: Final = "flex-start"
 MODES: Final[tuple[str, ...]] = get_args(Mode)
 #: The mode of a slot that does not say (nor its defaults).
 DEFAULT_MODE: Final = SPOT
+#: The modes Google keeps chip quotas for (a flex-start create is charged to spot's:
+#: ``model.quotas.quota_mode``).
+QUOTA_MODES: Final[tuple[str, ...]] = (SPOT, ON_DEMAND, RESERVED)
 #: Each mode's short form: the prefix of the names the controller gives requests, and the
 #: TUI's column.
 MODE_SHORT: Final[Mapping[str, str]] = MappingProxyType(

@@ -25,6 +25,7 @@ def test_each_word_list_is_its_literal() -> None:
     assert (vocabulary.TPU_API, vocabulary.COMPUTE_API) == vocabulary.APIS
     assert (vocabulary.HELD, vocabulary.RELEASED) == vocabulary.WANTS
     assert set(vocabulary.MODE_SHORT) == set(vocabulary.MODES)
+    assert set(vocabulary.QUOTA_MODES) == set(vocabulary.MODES) - {vocabulary.FLEX_START}
     assert vocabulary.DEFAULT_MODE in vocabulary.MODES
     assert vocabulary.DEFAULT_API in vocabulary.APIS
     assert vocabulary.DEFAULT_BACKEND in vocabulary.BACKENDS
