@@ -42,12 +42,12 @@ API's own word (``api_state``) in reasons.
   a row; after that the backoff paces it again.
 - Control (``core.control``): a slot a release rule answers for (``hold_until`` reached,
   ``hold_for`` served, ``when_done: release`` met) is released; a create carries the slot's
-  start (``start_at`` / ``start_after``). Then, in order, actions wait in ``held`` (reported
-  like deferred ones):
+  start (``start_at`` / ``start_after``). Then, in order, gates withhold actions in
+  ``gated`` (``core/plan_gates.py``; reported like deferred ones):
   those of a ``paused`` slot; deletes of ACTIVE TPUs past ``settings.delete_guard`` not
   confirmed (``Plan.guard`` names the set); and every action while ``settings.suspend``.
 - Quota (``core.quota``): a create that would pass a chip limit of ``Desired.quotas`` waits
-  in ``held`` (``rule="quota"``); a create the cloud refused for quota is blocked until the
+  in ``gated`` (``gate="quota"``); a create the cloud refused for quota is blocked until the
   chips counted under that quota drop, a higher limit is known for it, or its intent changes.
 
 The values it returns (``Plan``, ``Action``, ``Kind``, ...) are ``core/plan_values.py``.
