@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from reconciler.adapters.cloud_errors import PRECONDITION_DELAY, Operation, classify, status_for
+from reconciler.core import retry
 from reconciler.emulator._scenario import Fault
-from reconciler.errors import TransientCloudError
+from reconciler.errors import PermanentCloudError, TransientCloudError
 from reconciler.model.rpc_codes import HTTP_OF_STATUS, RPC_CODES, STATUS_OF_HTTP, status_of_http
 
 
@@ -60,3 +61,15 @@ def test_a_stale_fingerprint_is_retried_as_a_precondition() -> None:
     verdict = classify(Operation.OTHER, code=412, message="conditionNotMet")
     assert isinstance(verdict, TransientCloudError)
     assert (verdict.status, verdict.delay) == ("FAILED_PRECONDITION", PRECONDITION_DELAY)
+
+
+def test_googles_retry_rule_covers_the_table_s_429_and_5xx_names() -> None:
+    assert {
+        "RESOURCE_EXHAUSTED",
+        "INTERNAL",
+        "UNKNOWN",
+        "DATA_LOSS",
+        "UNAVAILABLE",
+        "DEADLINE_EXCEEDED",
+    } == retry.RATE_OR_SERVER  # not UNIMPLEMENTED: a 501 is permanent (``classify``)
+    assert isinstance(classify(Operation.CREATE, status="UNIMPLEMENTED"), PermanentCloudError)
