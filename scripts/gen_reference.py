@@ -66,9 +66,7 @@ GLOSSARY: Final[dict[str, str]] = {
     "`settings.allow_unknown_zones` is true",
     "RegionName": "a region like `europe-west4` (a zone without its letter; checked like zones)",
     "Accelerator": "an accelerator type that exists: "
-    + ", ".join(
-        f"`{g.family}-{g.sizes[0]}` ... `{g.family}-{g.sizes[-1]}`" for g in cat.CATALOGUE
-    )
+    + ", ".join(f"`{g.family}-{g.sizes[0]}` ... `{g.family}-{g.sizes[-1]}`" for g in cat.CATALOGUE)
     + " (the sizes between: `model/accelerators.py`; one that does not exist is refused with "
     "the sizes); the number counts TensorCores (two a chip) for "
     + ", ".join(g.family for g in cat.CATALOGUE if g.cores_per_chip == 2)

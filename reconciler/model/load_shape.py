@@ -261,9 +261,7 @@ def _topology_problem(
     return None
 
 
-def _machine_problem(
-    gen: TpuFamily, machine: MachineType, chips: int, topology: str
-) -> str | None:
+def _machine_problem(gen: TpuFamily, machine: MachineType, chips: int, topology: str) -> str | None:
     if machine.single_host and chips != machine.chips_per_vm:
         fit = gen.default_machine_type(chips)
         instead = f": use {fit.name}" if fit is not None else ""
