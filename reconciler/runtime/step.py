@@ -10,9 +10,9 @@ shows exactly what ``run`` would do in the same state.
    (``runtime.backoff``, key ``observe``) and returned in the result, or raised;
 4. **follow**: memory follows the world (``core.memory.observe``) and forgets the operations
    whose outcome the world shows (``core.lro.settle``); what moved is told (``Transitions``);
-5. **view**: the race groups' programs as slots (``core.across.view``), computed once for each
-   memory it is asked with (``Views``: the probes and the fold share one, the decision and
-   the dispatch the next);
+5. **view**: the race groups' programs as slots (``core.across.view``), computed again only
+   when what it reads of memory changed (``Views``: the probes and the fold share one; the
+   decision, the dispatch and the tails the next, unless an attempt was just sent);
 6. **probe**: the tmux windows that exist and the workload probes, together;
 7. **fold** the probes into workload memory (``core.workload.observe``);
 8. **intake**: the owner of every slot seen; in a lab, the members' requests; the confirmation
@@ -104,18 +104,22 @@ PLAN = Effects(record=False, audit=False, intake=False, clear=False, survive=Fal
 
 
 class Views:
-    """``core.across.view`` of one pass's intent and observation, computed again only for a
-    memory it was not asked with (memory is a frozen value: each change is a new one)."""
+    """``core.across.view`` of one pass's intent and observation, computed again only when
+    what it reads of memory changed: the workloads and the slots' setup records (memory is a
+    frozen value, and a change leaves the parts it did not touch the same objects)."""
 
     def __init__(self, desired: Desired, observation: Observation) -> None:
         self.desired, self.observation = desired, observation
-        self._for: mem.Memory | None = None
+        self._read: tuple[object, object] | None = None
         self._view: View | None = None
 
     def __call__(self, memory: mem.Memory) -> View:
-        if self._view is None or memory is not self._for:
+        read = self._read
+        if self._view is None or read is None or not (
+            read[0] is memory.workloads and read[1] is memory.slots
+        ):
             self._view = across.view(self.desired, self.observation, memory)
-            self._for = memory
+            self._read = (memory.workloads, memory.slots)
         return self._view
 
 
