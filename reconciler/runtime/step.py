@@ -115,8 +115,10 @@ class Views:
 
     def __call__(self, memory: mem.Memory) -> View:
         read = self._read
-        if self._view is None or read is None or not (
-            read[0] is memory.workloads and read[1] is memory.slots
+        if (
+            self._view is None
+            or read is None
+            or not (read[0] is memory.workloads and read[1] is memory.slots)
         ):
             self._view = across.view(self.desired, self.observation, memory)
             self._read = (memory.workloads, memory.slots)
