@@ -1,12 +1,13 @@
 """Each worker's VM name, for IAP: what ``gcloud compute start-iap-tunnel`` is asked for.
 
 IAP reaches a VM by its name, never by address. A Compute Engine instance is its own VM: its
-name is the node's. A TPU API node does not list its workers' VMs; gcloud's ``compute tpus
-tpu-vm ssh --tunnel-through-iap`` reads each worker's from the node's guest attributes (the
-``hostname`` key, whatever its namespace, of that worker's entry; ``GetFromGuestAttributes`` in
-``command_lib/compute/tpus/tpu_vm/ssh.py``), and so does ``WorkerNames.of``, with the cloud's
-``guest_attributes`` (one call per node instance; a multislice slot's node, one per slice, its
-workers in slice order).
+name is the node's; a multi-host slice's hosts are created by explicit ordered names
+(``<slice>-<i>``), so theirs are known without asking (``compute_names``). A TPU API node does
+not list its workers' VMs; gcloud's ``compute tpus tpu-vm ssh --tunnel-through-iap`` reads each
+worker's from the node's guest attributes (the ``hostname`` key, whatever its namespace, of
+that worker's entry; ``GetFromGuestAttributes`` in ``command_lib/compute/tpus/tpu_vm/ssh.py``),
+and so does ``WorkerNames.of``, with the cloud's ``guest_attributes`` (one call per node
+instance; a multislice slot's node, one per slice, its workers in slice order).
 
 Names are kept per node *instance* (a re-created node is asked again; steps that start at once
 on a new node ask once between them): in memory, and — by the
@@ -65,6 +66,18 @@ def from_guest_attributes(rows: Sequence[Mapping[str, Any]], workers: int) -> tu
     return tuple(found[i] for i in range(workers))
 
 
+def compute_names(node: Node) -> tuple[str, ...]:
+    """A Compute Engine slot's VM names, worker order, from its names alone: a single-host
+    slice is one instance named as its slice; a multi-host slice's MIG creates its hosts by
+    the explicit names ``<slice>-0``, ``<slice>-1``, ... (``compute_body.create_instances_body``),
+    its workers in that order; a multislice slot's slices follow each other, slice 0 first."""
+    names: tuple[str, ...] = ()
+    for part in node.slices or (node,):
+        count = len(part.endpoints)
+        names += (part.name,) if count <= 1 else tuple(f"{part.name}-{i}" for i in range(count))
+    return tuple(check_vm(n) for n in names)
+
+
 class WorkerNames:
     """Worker VM names per node instance, looked up once; ``path`` the state dir's file."""
 
@@ -99,7 +112,7 @@ class WorkerNames:
     def known(self, node: Node, api: str = "") -> tuple[str, ...] | None:
         """The names already known (memory, then the file); None when they must be asked."""
         if api == COMPUTE_API:
-            return (node.name,) if len(node.endpoints) <= 1 else None
+            return compute_names(node)
         names = self._known.get(node.instance)
         if names is None:
             listed = self._file().get(node.instance)
@@ -115,8 +128,8 @@ class WorkerNames:
 
     async def of(self, node: Node, lookup: Lookup | None, api: str = "") -> tuple[str, ...]:
         """The VM name of each worker of ``node``, worker 0 first. SetupFailed when they are
-        not known and cannot be looked up (no ``lookup``, a multi-host Compute Engine slice,
-        a worker without the attribute yet, the cloud's refusal)."""
+        not known and cannot be looked up (no ``lookup``, a worker without the attribute
+        yet, the cloud's refusal). A Compute Engine slot's are known from its names."""
         names = self.known(node, api)
         if names is not None:
             return names
@@ -125,11 +138,6 @@ class WorkerNames:
             return self.known(node, api) or await self._ask(node, lookup, api)
 
     async def _ask(self, node: Node, lookup: Lookup | None, api: str) -> tuple[str, ...]:
-        if api == COMPUTE_API:
-            raise SetupFailed(
-                f"{node.name}: IAP to a multi-host Compute Engine slice needs each instance's "
-                "name, which is not observed: use ssh_proxy jump or command"
-            )
         if lookup is None:
             raise SetupFailed(
                 f"{node.name}: its workers' VM names (for IAP) are not known yet: the "

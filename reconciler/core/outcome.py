@@ -181,5 +181,19 @@ def rule_delay(error: BaseException, attempt: int, elapsed: float, rand: float) 
     return None
 
 
+def observe_wait(
+    error: BaseException, failures: int, elapsed: float, rand: float
+) -> tuple[float, float | None]:
+    """The wait after the ``failures``-th failed observation in a row, going on for ``elapsed``
+    seconds: ``(delay, retry)``. ``retry`` is Google's rule for a 429 / 5xx (at least
+    ``retry.OBSERVE_FLOOR``), None otherwise; ``delay`` is that wait, else the error's own
+    hint (60 s for a permanent error), which ``core.schedule.next_interval`` escalates."""
+    wait = rule_delay(error, failures, elapsed, rand)
+    if wait is not None:
+        wait = max(retry.OBSERVE_FLOOR, wait)
+        return wait, wait
+    return (error.delay if isinstance(error, TemporaryError) else 60.0), None
+
+
 def _event(kind: str, **fields: object) -> Event:
     return Event(kind, MappingProxyType(fields))

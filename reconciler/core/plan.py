@@ -507,11 +507,13 @@ def plan(
     confirmed: Collection[str] = (),
     *,
     probes: wl.Probes | None = None,
+    view: tuple[Desired, Observation, tuple[across.GroupView, ...]] | None = None,
 ) -> Plan:
     """Decide what to do. ``desired`` None (no valid intent yet) plans nothing at all.
     ``tmux_windows``: the ``session:window`` targets that exist, None when unknown.
     ``confirmed``: the deletes the user confirmed past the guard (``control.delete_id``s).
-    ``probes``: this pass's workload probes per slot (None: not probed)."""
+    ``probes``: this pass's workload probes per slot (None: not probed). ``view``: the
+    caller's ``across.view`` of these three (computed here when not given)."""
     memory = memory or Memory()
     if desired is None:
         return Plan(
@@ -536,9 +538,9 @@ def plan(
         p.dead_notices(spec)
         p.signal_notices(spec)
     if desired.race_groups:
-        _, view, groups = across.view(desired, observed, memory)
+        _, seen, groups = view or across.view(desired, observed, memory)
         for v in groups:
-            p.across(v, view)
+            p.across(v, seen)
     unmanaged = _unmanaged(desired, observed.requests)
     if desired.settings.prune:
         for request in unmanaged:

@@ -39,6 +39,7 @@ from reconciler.model.desired import (
 from reconciler.model.holds import HoldKeys, resolve_hold
 from reconciler.model.holds import problems as hold_problems
 from reconciler.model.load_across import across_group, check_across
+from reconciler.model.load_compute import check_compute
 from reconciler.model.load_quotas import check_fits, resolve_quotas
 from reconciler.model.load_salvage import Loc, _Salvage
 from reconciler.model.load_shape import Resolved, Written, family_api_problems, resolve_shape
@@ -291,6 +292,7 @@ def resolve(
     else:
         _check_race_groups(r, names_known=False)
     check_across(model, r.slots, r.where, r.err)
+    check_compute(r.slots, r.where, settings.reservations, r.err)
     quotas = resolve_quotas(model.quotas, settings.apis, r.err)
     check_fits(r.slots, r.where, quotas, {n: m.chips for n, m in model.members.items()}, r.err)
     group_workloads = [_group_workload(r, gi) for gi in range(len(model.race_groups))]

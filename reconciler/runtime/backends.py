@@ -134,6 +134,33 @@ def cloud_key(desired: Desired) -> tuple[object, ...]:
     )
 
 
+class Clouds:
+    """The cloud of the intent in force, built by ``factory`` and kept while the settings
+    that choose it (``cloud_key``) stay the same; the pass and the actions share one."""
+
+    def __init__(self, factory: Callable[[Desired], Cloud]) -> None:
+        self._factory = factory
+        self._cloud: Cloud | None = None
+        self._key: tuple[object, ...] | None = None
+        #: the transport of the last cloud used, as users read it ("rest", "gcloud"; kept
+        #: after ``aclose``)
+        self.backend = "?"
+
+    async def __call__(self, desired: Desired) -> Cloud:
+        key = cloud_key(desired)
+        if self._cloud is None or key != self._key:
+            await self.aclose()
+            self._cloud = self._factory(desired)
+            self._key = key
+            self.backend = self._cloud.capability.transport
+        return self._cloud
+
+    async def aclose(self) -> None:
+        if self._cloud is not None:
+            cloud, self._cloud = self._cloud, None
+            await cloud.aclose()
+
+
 def word_state(word: str, api: str = tpu_api_parse.API) -> RequestState:
     """The neutral state of a state word of ``api`` in a record that keeps only the word: an
     event record written before ``qr.state`` said ``request``, a capacity history row (each

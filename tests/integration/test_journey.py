@@ -14,6 +14,9 @@ failure report lists every case that broke:
   verbs that take a slot run on three: the held slot (ACTIVE, on an emulated node), a slot
   that does not exist, and the race's cancelled candidate (no node). None of the demo's slots
   has a workload, so both existing ones are slots without a workload;
+- ``validate`` of a hand-written file with a first day's mistakes (a size that does not exist,
+  a misspelled zone, a slot bigger than its quota) names each at its line with a did-you-mean
+  or the numbers, and Google's own name ``v5e-8`` is accepted with a note of the name sent;
 - ``service install`` in that shell refuses to bake the emulator and the demo's files into a
   unit (naming them, writing nothing), and ``tui`` without a terminal refuses at once;
 - ``history`` shows the demo's preemption (the demo's controller records history);
@@ -87,6 +90,31 @@ VERBS: Final[dict[str, tuple[tuple[str, ...], dict[str, str]]]] = {
     "service install": (("install",), {"-": "EX_REFUSED"}),
     "tui": ((), {"-": "EX_USAGE"}),
 }
+
+#: A hand-written file with a first day's mistakes, and what ``validate`` says of each.
+MISTAKES: Final = textwrap.dedent(
+    """\
+    project: my-project
+    quotas:
+      - {family: v5e, mode: spot, zone: us-west4-a, chips: 16}
+    slots:
+      - {name: a, zone: us-west4-a, accelerator: v6e-7, mode: spot, want: held}
+      - {name: b, zone: us-wset4-a, accelerator: v5litepod-8, mode: spot, want: held}
+      - {name: c, zone: us-west4-a, accelerator: v5litepod-16, slices: 2, mode: spot, want: held}
+    """
+)
+MISTAKES_SAID: Final = (
+    "mistakes.yaml:5:46: accelerator 'v6e-7' does not exist",
+    "(did you mean 'v6e-8'?)",
+    "mistakes.yaml:6:21: zone 'us-wset4-a' is not a known zone (did you mean 'us-west4-a'?)",
+    "mistakes.yaml:7:46: slot 'c' can never fit: a 2-slice v5litepod-16 is 32 chips",
+)
+#: Google's own name for a v5e size: accepted, with the name sent.
+ALIAS: Final = (
+    "project: my-project\nslots:\n"
+    "  - {name: a, zone: us-west4-a, accelerator: v5e-8, want: held}\n"
+)
+ALIAS_SAID: Final = "note: v5e-8 is v5litepod-8"
 
 #: A sitecustomize for every Python process of the scenario: log each non-loopback target.
 AUDIT: Final = textwrap.dedent(
@@ -215,6 +243,16 @@ def test_a_new_users_first_hour_in_a_namespace_with_only_loopback(tmp_path: Path
     if tui and "tui needs a terminal" not in tui["stderr"]:
         problems.append(f"tui without a terminal:\n{tui['stdout']}{tui['stderr']}")
 
+    wrong = report["mistakes"]
+    if wrong["rc"] != exitcodes.EX_REFUSED or "Traceback" in wrong["output"]:
+        problems.append(f"validate of the mistakes: exit {wrong['rc']}\n{wrong['output']}")
+    for said in MISTAKES_SAID:
+        if said not in wrong["output"]:
+            problems.append(f"validate did not say {said!r}:\n{wrong['output']}")
+    alias = report["alias"]
+    if alias["rc"] != exitcodes.EX_OK or ALIAS_SAID not in alias["output"]:
+        problems.append(f"validate of v5e-8: exit {alias['rc']}\n{alias['output']}")
+
     kinds = [e["kind"] for e in report["events"] if e["kind"].startswith("desired.")]
     if "desired.invalid" not in kinds or kinds[-1] != "desired.valid":
         problems.append(f"the event log does not end valid after the restore: {kinds}")
@@ -261,6 +299,15 @@ def _scenario(out: Path) -> None:
         "output": demo.stdout + demo.stderr,
         "elapsed": time.monotonic() - started,
     }
+
+    for name, text in (("mistakes", MISTAKES), ("alias", ALIAS)):
+        path = work / f"{name}.yaml"
+        path.write_text(text, encoding="utf-8")
+        done = subprocess.run(
+            [*CLI_ARGV, "-f", str(path), "validate"], env=base, capture_output=True, text=True,
+            timeout=60, stdin=subprocess.DEVNULL, check=False,
+        )  # fmt: skip
+        report[name] = {"rc": done.returncode, "output": done.stdout + done.stderr}
 
     keep = subprocess.Popen(
         [*CLI_ARGV, "demo", "--keep"], env=base, stdout=subprocess.PIPE,

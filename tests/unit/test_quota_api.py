@@ -101,7 +101,7 @@ def test_compute_quota_ids_and_its_refusal_words() -> None:
                 s("big", "v5litepod-16", ", slices: 2"),
                 quotas="  - {family: v5litepod, mode: spot, zone: europe-west4-a, chips: 16}\n",
             ),
-            "desired.yaml:5:12: slot 'big' can never fit: a 2-slice v5litepod-16 is 32 chips, "
+            "desired.yaml:5:52: slot 'big' can never fit: a 2-slice v5litepod-16 is 32 chips, "
             "more than quotas[0] allows (16 spot v5litepod chips in europe-west4-a)",
         ),
         (
