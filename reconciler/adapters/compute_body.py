@@ -54,7 +54,7 @@ from typing import Any, Final
 
 from reconciler.errors import UnsafeName
 from reconciler.model import accelerators as cat
-from reconciler.model import flex
+from reconciler.model import flex, vocabulary
 from reconciler.model.capacity import MANAGED_LABEL, MANAGED_VALUE
 from reconciler.model.names import (
     NAME_RE,
@@ -69,7 +69,7 @@ from reconciler.model.quotas import region_of
 from reconciler.model.requests import CreateRequest, max_run, window
 
 API: Final = cat.COMPUTE_API
-MODES: Final = frozenset({"spot", "on-demand", "reserved", flex.MODE})
+MODES: Final = frozenset(vocabulary.MODES)
 
 LABEL_SLOT: Final = "tpu-reconciler-slot"
 LABEL_SLICE: Final = "tpu-reconciler-slice"

@@ -57,11 +57,12 @@ from reconciler.errors import CloudError, PermanentCloudError, TransientCloudErr
 from reconciler.model import names
 from reconciler.model.capacity import CapacityRequest
 from reconciler.model.observed import Node, Observation
+from reconciler.model.vocabulary import GCLOUD
 
 _ALREADY = Outcome.ALREADY
 #: What this cloud can do: zone by zone (``--zone=-`` drops ``unreachable[]``); flex-start
 #: through ``gcloud alpha``; operations are read back through REST.
-CAPABILITY = capability("gcloud", observes_all_zones=False)
+CAPABILITY = capability(GCLOUD, observes_all_zones=False)
 
 
 class GcloudCloud:

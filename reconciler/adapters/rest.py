@@ -58,6 +58,7 @@ from reconciler.model.names import (
 )
 from reconciler.model.observed import Observation
 from reconciler.model.requests import CreateRequest
+from reconciler.model.vocabulary import REST
 
 #: Items asked for per list page: a poll stays one request per collection up to this many QRs
 #: (the server may return fewer; pagination still follows nextPageToken).
@@ -68,7 +69,7 @@ ENDPOINT_ENV: Final = "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"
 #: A list longer than this many pages is treated as a broken server, not read forever.
 MAX_PAGES: Final = 1000
 #: What this cloud can do: every zone in one list (``locations/-``, ``unreachable[]`` kept).
-CAPABILITY: Final = capability("rest", observes_all_zones=True)
+CAPABILITY: Final = capability(REST, observes_all_zones=True)
 #: The API version that speaks flex-start (creates of flex-start slots, and the QR list
 #: while the file has one).
 ALPHA: Final = "v2alpha1"

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from reconciler.adapters.tpu_api_parse import FLEX_START
 from reconciler.errors import UnsafeName
-from reconciler.model import flex
+from reconciler.model import flex, vocabulary
 from reconciler.model.names import (
     check_accelerator,
     check_labels,
@@ -29,7 +29,7 @@ from reconciler.model.names import (
 from reconciler.model.requests import CreateRequest, max_run, window
 from reconciler.model.times import api_time
 
-MODES: Final = frozenset({"spot", "on-demand", "reserved", flex.MODE})
+MODES: Final = frozenset(vocabulary.MODES)
 
 
 def queueing_policy(request: CreateRequest, now: float) -> dict[str, Any] | None:

@@ -40,9 +40,10 @@ from reconciler.errors import PermanentCloudError
 from reconciler.model import flex
 from reconciler.model.capacity import CapacityRequest, ErrorInfo, Initiator, RequestState
 from reconciler.model.observed import Maintenance, NetworkEndpoint, Node, NodeState, Symptom
+from reconciler.model.vocabulary import TPU_API
 
 #: The ``api`` of every request this module reads, and what the API calls one.
-API: Final = "tpu"
+API: Final = TPU_API
 KIND: Final = "queued resource"
 #: ``QueuedResource.provisioningModel`` of a flex-start request (v2alpha1).
 FLEX_START: Final = "FLEX_START"

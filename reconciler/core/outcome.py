@@ -126,12 +126,12 @@ def failed(
 
 def quota_refusal(action: Action, error: BaseException) -> Refusal | None:
     """What a quota refusal said, with the chips the planner counted under that quota when
-    the create was sent (``Action.quota_use``) and the limit it knew for it
-    (``Action.quota_known``): it goes again once fewer are counted or a higher limit is
+    the create was sent (``Action.chips_counted``) and the limit it knew for it
+    (``Action.limits_known``): it goes again once fewer are counted or a higher limit is
     known."""
     if not isinstance(error, QuotaExceeded):
         return None
-    counted, known = dict(action.quota_use), dict(action.quota_known)
+    counted, known = dict(action.chips_counted), dict(action.limits_known)
     place = error.place or (action.zone if error.scope in (None, "zone") else None)
     return Refusal(
         quota_id=error.quota_id,

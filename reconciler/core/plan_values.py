@@ -1,5 +1,11 @@
 """What a plan is: the values ``core.plan.plan`` returns (``Plan``, its ``Action``s and the
-ones ``Held`` back, ``Notice``s, ``RaceStatus``), and the action kinds.
+``Withheld`` ones, ``Notice``s, ``RaceStatus``), and the action kinds.
+
+Each word here has one meaning (the glossary in docs/architecture.md): *held* is a slot's
+capacity kept (``want: held``); an action not taken this pass is *withheld* — *deferred* by
+backoff, *blocked* by a permanent error, or *gated* (paused, the delete guard, suspended, a
+quota); a *quota* is a chip limit (``QuotaSpec``); *confirmed* deletes are the ones the user
+confirmed past the delete guard; a *generation* is a setup or workload counter.
 
 An action's ``key`` is its identity for backoff and for "one action per slot in flight" (the
 cloud kinds share one); its ``fingerprint`` changes when the intent or the world behind it
@@ -68,11 +74,11 @@ class Action:
     #: be behind Google's list): it goes ahead, and ``plan`` says so next to it
     unlisted_zone: bool = False
     #: create: chips counted in its (zone, n) and (region, n) for its family and mode when it
-    #: was planned (``core.quota``); a quota refusal records the one it names
-    quota_use: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    #: was planned (``core.quota``); a quota refusal records the count of the place it names
+    chips_counted: tuple[tuple[str, int], ...] = field(default=(), compare=False)
     #: create: the limits known for its API, family and mode when it was planned, (zone or
     #: region, chips); a quota refusal keeps the one of the place it names (``core.quota``)
-    quota_known: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    limits_known: tuple[tuple[str, int], ...] = field(default=(), compare=False)
     #: the API that holds the request it creates or deletes (the port routes it by this)
     api: str = DEFAULT_API
     #: replace: the file changed the request's API or shape (``core.reshape``), not a death:
@@ -102,14 +108,14 @@ UNBACKED_NEW_DECISIONS: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
-class Held:
-    """An action not taken this pass, and why (backoff or a permanent error)."""
+class Withheld:
+    """An action not taken this pass, and why (backoff, a permanent error or a gate)."""
 
     action: Action
     why: str
     until: float | None = None  # backoff: when it may run
-    rule: str | None = None  # held by control: "paused" | "guard" | "suspended" | "quota"
-    quota: QuotaSpec | None = None  # rule "quota": the limit it waits on (None: a cap)
+    gate: str | None = None  # gated: "paused" | "guard" | "suspended" | "quota"
+    limit: QuotaSpec | None = None  # gate "quota": the quota it waits on (None: a member's cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,14 +142,14 @@ class RaceStatus:
 @dataclass(frozen=True, slots=True)
 class Plan:
     actions: tuple[Action, ...] = ()
-    deferred: tuple[Held, ...] = ()
-    blocked: tuple[Held, ...] = ()
+    deferred: tuple[Withheld, ...] = ()
+    blocked: tuple[Withheld, ...] = ()
     unmanaged: tuple[CapacityRequest, ...] = ()
     races: tuple[RaceStatus, ...] = ()
     notices: tuple[Notice, ...] = ()
     warnings: tuple[str, ...] = ()
     decided_want: dict[str, str] = field(default_factory=dict)  # slot -> held/released
-    held: tuple[Held, ...] = ()  # waiting on the user: paused, guarded, suspended
+    gated: tuple[Withheld, ...] = ()  # waiting on a gate: paused, guarded, suspended, quota
     suspended: bool = False
     guard: control.Guard | None = None
     releases: Mapping[str, control.Release] = field(default_factory=dict)  # released now

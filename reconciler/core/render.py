@@ -34,7 +34,7 @@ def action_note(action: Action) -> str:
 
 def plan_summary(plan: Plan) -> str:
     if plan.suspended:
-        return f"SUSPENDED: {len(plan.held)} action(s) held; nothing is done until resume."
+        return f"SUSPENDED: {len(plan.gated)} action(s) held; nothing is done until resume."
     if plan.empty:
         return "No changes." + (" (some deletes wait for confirmation)" if plan.guard else "")
     add, change, destroy = plan.counts()
@@ -70,7 +70,7 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
     if plan.unmanaged:
         names = ", ".join(f"{r.name} ({r.zone}, {r.api_state})" for r in plan.unmanaged)
         lines.append(f"  unmanaged (not in the file; left alone): {names}")
-    notes = (plan.deferred, plan.blocked, plan.warnings, plan.unmanaged, plan.held, plan.ended)
+    notes = (plan.deferred, plan.blocked, plan.warnings, plan.unmanaged, plan.gated, plan.ended)
     if any(notes) or plan.releases_at:
         lines.append("")
     lines.append(plan_summary(plan))
@@ -85,16 +85,16 @@ SUSPENDED_BANNER: Final = (
 
 
 def _control_lines(plan: Plan, now: float | None) -> list[str]:
-    """Held actions (paused, guarded, suspended) and upcoming releases."""
+    """Gated actions (paused, guarded, suspended, waiting on a quota) and upcoming releases."""
     lines = []
-    for h in plan.held:
-        if h.rule == "paused":
+    for h in plan.gated:
+        if h.gate == "paused":
             lines.append(f"  paused   {h.action.kind.value} {h.action.slot}")
-        elif h.rule == "suspended":
+        elif h.gate == "suspended":
             lines.append(f"  held     {h.action.kind.value} {h.action.slot} (suspended)")
-        elif h.rule == "quota":
+        elif h.gate == "quota":
             lines.append(f"  waiting  {h.action.kind.value} {h.action.slot}: {h.why}")
-    guarded = [h.action.slot for h in plan.held if h.rule == "guard"]
+    guarded = [h.action.slot for h in plan.gated if h.gate == "guard"]
     if guarded and plan.guard is not None:
         lines.append(f"  guarded  delete {', '.join(guarded)}: {plan.guard.why}")
     from reconciler.model.times import local_text  # datetime: not on `status`'s path

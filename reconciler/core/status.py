@@ -110,19 +110,20 @@ def plan_status(plan: Plan) -> PlanStatus:
 
 
 def _control_fields(plan: Plan) -> dict[str, Any]:
-    """What control holds back (``core/control``): held actions, the guard, suspended."""
+    """What the gates hold back (``core/plan_gates``): the gated actions (JSON ``held``), the
+    guard, suspended."""
     guard = plan.guard
     return {
         "held": tuple(
-            HeldActionStatus(**_action_fields(h.action), why=one_line(h.why), rule=h.rule)
-            for h in plan.held
+            HeldActionStatus(**_action_fields(h.action), why=one_line(h.why), rule=h.gate)
+            for h in plan.gated
         ),
         "guard": None
         if guard is None
         else GuardStatus(
             limit=guard.limit,
             deletes=guard.deletes,
-            slots=tuple(h.action.slot for h in plan.held if h.rule == "guard"),
+            slots=tuple(h.action.slot for h in plan.gated if h.gate == "guard"),
             fingerprint=guard.fingerprint,
             command=guard.command,
         ),
@@ -418,7 +419,7 @@ def _with_quota(
 ) -> tuple[SlotStatus, ...]:
     """Each slot whose create waits for quota, or was refused for it, says so."""
     quotas = desired.quotas if desired is not None else ()
-    by_slot = quota_slot_states(quotas, plan.held, plan.blocked, memory) if plan else {}
+    by_slot = quota_slot_states(quotas, plan.gated, plan.blocked, memory) if plan else {}
     if not by_slot:
         return rows
     return tuple(
@@ -497,5 +498,5 @@ def build_status(
             windows=tuple(sorted(windows)), orphans=tuple(sorted(tmux_orphans))
         ),
         suspended=plan.suspended if plan else bool(desired and desired.settings.suspend),
-        quotas=quota_statuses(desired, observed, plan.held if plan else ()),
+        quotas=quota_statuses(desired, observed, plan.gated if plan else ()),
     )

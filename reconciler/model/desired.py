@@ -27,7 +27,6 @@ from pydantic import (
 from reconciler.errors import Diagnostic
 from reconciler.model import accelerators, names
 from reconciler.model import desired_docs as doc
-from reconciler.model.accelerators import Api
 from reconciler.model.desired_proxy import SshProxyModel
 from reconciler.model.desired_types import (
     Accelerator,
@@ -55,24 +54,22 @@ from reconciler.model.desired_types import (
     ZoneName,
 )
 from reconciler.model.ssh_proxy import DIRECT, SshProxy
+from reconciler.model.vocabulary import DEFAULT_BACKEND, DEFAULT_MODE, Api, Backend, Mode, Want
 from reconciler.model.workload import Restart, WhenDone
 
-Mode = Literal["spot", "on-demand", "reserved", "flex-start"]
-Want = Literal["held", "released"]
 Across = Literal["slot", "group"]
-Backend = Literal["gcloud", "rest"]
 CredentialSource = Literal["gcloud", "adc"]
 QuotaSource = Literal["file", "cloud"]
 
 #: Runtime versions used when neither the slot nor ``settings.runtime_versions`` names one
 #: (TPU API slots; the catalogue's, ``model/accelerators.py``).
 DEFAULT_RUNTIME_VERSIONS: Final[Mapping[str, str]] = {
-    g.family: g.runtime_version for g in accelerators.GENERATIONS if g.runtime_version
+    g.family: g.runtime_version for g in accelerators.CATALOGUE if g.runtime_version
 }
 #: Boot images used when neither the slot nor ``settings.images`` names one (Compute Engine
 #: slots; TPU7x's is from third-party sources, not verified).
 DEFAULT_IMAGES: Final[Mapping[str, str]] = {
-    g.family: g.image for g in accelerators.GENERATIONS if g.image
+    g.family: g.image for g in accelerators.CATALOGUE if g.image
 }
 
 
@@ -165,7 +162,7 @@ class WorkloadModel(_Model):
 
 class Settings(_Model):
     backend: Backend = Field(
-        "rest", description="How to talk to Cloud TPU: rest (default, fast) or gcloud."
+        DEFAULT_BACKEND, description="How to talk to Cloud TPU: rest (default, fast) or gcloud."
     )
     credentials: CredentialSource = Field(
         "gcloud",
@@ -254,7 +251,7 @@ class Settings(_Model):
 
 
 class Defaults(_Model):
-    mode: Mode = Field("spot", description="Mode for slots that do not say.")
+    mode: Mode = Field(DEFAULT_MODE, description="Mode for slots that do not say.")
     setup: Setup = Field(
         default_factory=lambda: Setup(bootstrap=False, tailscale=False, tmux=True),
         description="Setup flags for slots that do not say.",

@@ -42,7 +42,7 @@ def resolve_quotas(
         scope, place = ("zone", q.zone) if q.zone is not None else ("region", str(q.region))
         assert place is not None
         api = q.api or apis.get(q.family) or accelerators.default_api(q.family)
-        gen = accelerators.generation(q.family)
+        gen = accelerators.family_entry(q.family)
         if gen is not None and api not in gen.apis:
             if q.api is not None:  # one from settings.apis is reported there
                 err((*loc, "api"), not_offered(gen, api))

@@ -27,6 +27,7 @@ from reconciler.model import flex
 from reconciler.model.accelerators import COMPUTE_API
 from reconciler.model.capacity import RequestState
 from reconciler.model.desired import Desired
+from reconciler.model.vocabulary import REST
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +45,7 @@ class Api:
 def _tpu_cloud(desired: Desired, env: dict[str, str]) -> Cloud:
     """The Cloud TPU API through ``settings.backend`` (``rest`` or ``gcloud``)."""
     settings = desired.settings
-    if settings.backend == "rest":
+    if settings.backend == REST:
         from reconciler.adapters.rest import RestCloud
 
         return RestCloud(

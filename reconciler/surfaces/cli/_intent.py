@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.exitcodes import EX_CONFIRM, EX_OK, EX_REFUSED
+from reconciler.model.vocabulary import DEFAULT_WANT, MODES, WANTS
 from reconciler.surfaces.cli._say import confirm
 from reconciler.surfaces.cli._say import err as _err
 
@@ -60,10 +61,10 @@ def register(subparsers: Any) -> None:
     p = _edit_parser(subparsers, "add-slot", "add a slot to desired.yaml", "add_slot_command")
     p.add_argument("--zone", required=True)
     p.add_argument("--accelerator", required=True, help="e.g. v6e-8, v4-32")
-    p.add_argument("--mode", choices=("spot", "on-demand", "reserved", "flex-start"), default=None)
+    p.add_argument("--mode", choices=MODES, default=None)
     p.add_argument("--name", default=None, help="default: <mode>-<accel>-<zone code>-<index>")
     p.add_argument("--index", type=int, default=None, help="index for the generated name")
-    p.add_argument("--want", choices=("held", "released"), default="held")
+    p.add_argument("--want", choices=WANTS, default=DEFAULT_WANT)
     p.add_argument("--slices", type=int, default=1, help="multislice: N slices in one QR")
     max_run_flag(p)
     p.add_argument(
