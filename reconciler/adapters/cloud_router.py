@@ -23,6 +23,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from reconciler.adapters.cloud import (
+    BootScripts,
     Capability,
     Cloud,
     OperationStatus,
@@ -114,6 +115,15 @@ class CloudRouter:
         raise PermanentCloudError(
             "no configured cloud reads guest attributes", status="FAILED_PRECONDITION"
         )
+
+    async def set_boot_script(self, api: str, zone: str, node: str, script: str) -> None:
+        cloud = self.serving(api)
+        if not isinstance(cloud, BootScripts):
+            raise PermanentCloudError(
+                f"the {api!r} API's cloud cannot change a live node's startup script",
+                status="FAILED_PRECONDITION",
+            )
+        await cloud.set_boot_script(api, zone, node, script)
 
     def quota_note(self) -> str:
         if len(self.clouds) == 1:

@@ -49,7 +49,7 @@ from reconciler.adapters.auth import (
 )
 from reconciler.adapters.cloud import OperationStatus, Outcome, Submitted
 from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation, check, classify_body
-from reconciler.adapters.tpu_api_body import create_body
+from reconciler.adapters.tpu_api_body import boot_metadata, create_body
 from reconciler.adapters.tpu_api_parse import (
     capability,
     check_api,
@@ -249,6 +249,26 @@ class RestCloud:
             return flatten_guest_attributes(answer)
         except ValueError as exc:
             raise _malformed("getGuestAttributes", str(exc)) from None
+
+    async def set_boot_script(self, api: str, zone: str, node: str, script: str) -> None:
+        """``setup.at_boot`` on a live node: its next boots run ``script``. The node's metadata
+        is read, the startup script and guest attributes set in it, and the whole map written
+        back (``nodes.patch``, ``updateMask=metadata``, what ``gcloud compute tpus tpu-vm
+        update`` sends), so keys others set (``ssh-keys``) stay. A node that is gone has
+        nothing to update."""
+        check_api(api)
+        url = f"{self._base}{check_zone(zone)}/nodes/{check_name(node)}"
+        answer = await self._call(Operation.GET, "GET", url)
+        if isinstance(answer, Outcome):
+            return
+        metadata = answer.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise _malformed("get", "node metadata is not an object")
+        metadata = {str(k): str(v) for k, v in metadata.items()} | boot_metadata(script)
+        body = {"metadata": metadata}
+        await self._call(
+            Operation.OTHER, "PATCH", url, params={"updateMask": "metadata"}, body=body
+        )
 
     # --- HTTP ------------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from typing import Any, Final
 from reconciler.adapters.cloud import Capability
 from reconciler.errors import PermanentCloudError
 from reconciler.model import flex
+from reconciler.model.boot_script import STARTUP_KEY, boot_generation
 from reconciler.model.capacity import CapacityRequest, ErrorInfo, Initiator, RequestState
 from reconciler.model.observed import Maintenance, NetworkEndpoint, Node, NodeState, Symptom
 
@@ -267,6 +268,12 @@ def _maintenance(value: Any) -> Maintenance | None:
     )
 
 
+def _boot_generation(metadata: Any) -> int | None:
+    """The setup generation the node's ``startup-script`` runs (``setup.at_boot``)."""
+    script = metadata.get(STARTUP_KEY) if isinstance(metadata, dict) else None
+    return boot_generation(script if isinstance(script, str) else None)
+
+
 def _node(data: Any) -> Node:
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         raise ValueError("node without a name")
@@ -306,4 +313,5 @@ def _node(data: Any) -> Node:
         maintenance=_maintenance(data.get("upcomingMaintenance")),
         health_description=_text(data.get("healthDescription")),
         multislice_node=data.get("multisliceNode") is True,
+        boot_generation=_boot_generation(data.get("metadata")),
     )

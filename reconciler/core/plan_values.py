@@ -20,6 +20,7 @@ from typing import Final
 from reconciler.core import control
 from reconciler.core import workload as wl
 from reconciler.model.capacity import DEFAULT_API, CapacityRequest
+from reconciler.model.ends import EndAct
 from reconciler.model.requests import CreateRequest
 
 
@@ -32,6 +33,7 @@ class Kind(StrEnum):
     TMUX = "tmux"
     LAUNCH = "launch"
     STOP = "stop"
+    BEFORE_END = "before_end"  # a workload's command before a known end (core/before_end)
 
 
 SYMBOL: Final = {
@@ -43,6 +45,7 @@ SYMBOL: Final = {
     Kind.TMUX: "~",
     Kind.LAUNCH: "~",
     Kind.STOP: "~",
+    Kind.BEFORE_END: "~",
 }
 CLOUD_KINDS: Final = frozenset({Kind.CREATE, Kind.DELETE, Kind.REPLACE})
 SETUP_KINDS: Final = frozenset({Kind.BOOTSTRAP, Kind.TAILSCALE, Kind.TMUX})
@@ -71,6 +74,7 @@ class Action:
     quota_use: tuple[tuple[str, int], ...] = field(default=(), compare=False)
     #: the API that holds the request it creates or deletes (the port routes it by this)
     api: str = DEFAULT_API
+    end: EndAct | None = None  # before_end: the attempt and the end it runs before
 
     @property
     def symbol(self) -> str:
@@ -86,7 +90,9 @@ class Action:
     def fingerprint(self) -> str:
         """Changes when the intent or the world behind this action changes."""
         parts = (self.kind, self.slot, self.zone, self.state, self.instance, self.generation)
-        return hashlib.sha256(repr((parts, self.create, self.workload)).encode()).hexdigest()[:16]
+        extra = (self.end,) if self.end is not None else ()  # older kinds keep their value
+        what = (parts, self.create, self.workload, *extra)
+        return hashlib.sha256(repr(what).encode()).hexdigest()[:16]
 
 
 #: Permanent failures of one action key in a row after which a changed fingerprint no longer
@@ -153,6 +159,9 @@ class Plan:
     def counts(self) -> tuple[int, int, int]:
         """(to add, to change, to destroy), Terraform style: a replace counts as both."""
         add = sum(a.kind in (Kind.CREATE, Kind.REPLACE) for a in self.actions)
-        change = sum(a.kind in SETUP_KINDS or a.kind in WORKLOAD_KINDS for a in self.actions)
+        change = sum(
+            a.kind in SETUP_KINDS or a.kind in WORKLOAD_KINDS or a.kind == Kind.BEFORE_END
+            for a in self.actions
+        )
         destroy = sum(a.kind in (Kind.DELETE, Kind.REPLACE) for a in self.actions)
         return add, change, destroy

@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
+from reconciler.core.ends_text import before_end_note, boot_note
 from reconciler.model.durations import format_duration
 from reconciler.model.stamps import epoch
 
@@ -192,7 +193,7 @@ def _note(row: SlotStatus, now: float) -> str:
     setup = row.setup
     if setup is not None:
         if setup.bootstrap not in _QUIET:
-            parts.append(f"bootstrap {setup.bootstrap}")
+            parts.append(boot_note(setup) or f"bootstrap {setup.bootstrap}")
         if setup.tailscale not in _QUIET:
             parts.append(f"tailscale {setup.tailscale}")
     if row.slices:  # multislice: every slice's node state, slice 0 first
@@ -215,6 +216,8 @@ def _run_notes(row: SlotStatus, now: float) -> list[str]:
             out.append(f"ends {_when(epoch(row.ends_at), now)}")
     if row.health_note:
         out.append(str(row.health_note))
+    if (ends := before_end_note(row.before_end, now)) is not None:
+        out.append(ends)
     return out
 
 

@@ -139,6 +139,19 @@ class EmulatorClient:
         body = {"family": family, "mode": mode, "chips": chips, "zone": zone, "region": region}
         self._call("POST", "quotas", body)
 
+    def set_guest_attribute(
+        self,
+        zone: str,
+        node: str,
+        key: str,
+        value: str,
+        *,
+        worker: int | None = None,
+        namespace: str = "tpu-reconciler",
+    ) -> None:
+        body = {"zone": zone, "node": node, "key": key, "value": value, "worker": worker}
+        self._call("POST", "guest-attributes", {**body, "namespace": namespace})
+
 
 class ComputeClient:
     """``ComputeControls`` over the control API: the same method names and arguments."""

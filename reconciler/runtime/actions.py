@@ -23,6 +23,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from reconciler.adapters.cloud import Cloud
@@ -42,7 +43,8 @@ from reconciler.core.plan import (
 from reconciler.errors import PermanentError, TemporaryError
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
-from reconciler.runtime import lro
+from reconciler.runtime import ends, lro
+from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.workloads import WorkloadPort
 
@@ -66,6 +68,7 @@ class ActionTasks:
     """Dispatch, run and settle actions; mixed into ``Controller``, which owns the state below."""
 
     memory: mem.Memory
+    store: DesiredLoader
     events: EventLog
     setup: SetupRunner | None
     workloads: WorkloadPort | None
@@ -101,7 +104,9 @@ class ActionTasks:
                 continue
             if action.kind in CLOUD_KINDS and action.kind != Kind.CREATE:
                 self._cancel_setup(action)
-            elif action.kind in SETUP_KINDS and self.setup is None:
+            elif (action.kind in SETUP_KINDS and self.setup is None) or (
+                action.kind == Kind.BEFORE_END and self.workloads is None
+            ):
                 continue
             elif action.kind in WORKLOAD_KINDS:
                 if self.workloads is None or action.workload is None or action.instance is None:
@@ -192,9 +197,15 @@ class ActionTasks:
     async def _execute(self, desired: Desired, action: Action, node: Node | None) -> str:
         if action.kind in CLOUD_KINDS:
             cloud = await self._cloud_for(desired)
+            if action.create is not None:  # setup.at_boot: its scripts are read now
+                base = self.store.path.expanduser().resolve().parent
+                create = ends.with_boot_script(desired, base, action.create)
+                action = replace(action, create=create)
             return await self._submit(cloud, action, desired.settings.fast_poll_interval)
         if node is None:
             raise TemporaryError(f"{action.slot}: node not observed yet", delay=5.0)
+        if action.kind == Kind.BEFORE_END:
+            return await ends.run_before_end(self.workloads, desired, action, node)
         if action.kind in WORKLOAD_KINDS:
             assert self.workloads is not None
             if action.kind == Kind.LAUNCH:

@@ -52,10 +52,10 @@ from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
 from reconciler.core import across, retry
 from reconciler.core import control as control_rules
-from reconciler.core import flex as flex_rules
 from reconciler.core import lro as lro_rules
 from reconciler.core import memory as mem
 from reconciler.core import workload as wl
+from reconciler.core.before_end import next_wake
 from reconciler.core.chip_use import summary as chip_summary
 from reconciler.core.metrics import pass_result
 from reconciler.core.outcome import rule_delay
@@ -79,6 +79,7 @@ from reconciler.model.workload import WorkerProbe
 from reconciler.runtime.actions import ActionTasks, SetupRunner
 from reconciler.runtime.backends import flex_wanted
 from reconciler.runtime.desired_loader import DesiredLoader, LoadResult
+from reconciler.runtime.ends import read_boot
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.lab_intake import audit_files, report_layout, take_confirmations
 from reconciler.runtime.latency import LatencyProbes
@@ -278,6 +279,7 @@ class Controller(ActionTasks):
             self._tmux_inventory(desired, observation), self._probe(desired, observation)
         )
         self.memory = mem.observe(self.memory, desired, observation, now)
+        self.memory = await read_boot(cloud, desired, observation, self.memory, now)  # at_boot
         self.memory = lro_rules.settle(self.memory, observation)
         wd, wo, _ = across.view(desired, observation, self.memory)  # race groups' programs
         before, self.memory = self.memory, wl.observe(self.memory, wd, wo, probes, now)
@@ -434,12 +436,12 @@ class Controller(ActionTasks):
             retry=self._observe_retry if self._observe_failures else None,
         )
         # A timer that runs out wakes the loop then, not at the next steady poll: a hold's
-        # release, the end of a relaunch's backoff, a flex-start run's end and its notice.
+        # release, a relaunch's backoff, a flex-start run's end and notice, a before_end.
         if not self._observe_failures:
             now = self.clock()
             release = min(result.plan.releases_at.values(), default=None) if result.plan else None
             restart = restart_due(self.memory, now)
-            wake = flex_rules.next_wake(result.desired, result.observation, now)
+            wake = next_wake(result.desired, result.observation, self.memory, now)
             for at, slack, least in ((release, 0.5, 1.0), (restart, 0.2, 0.5), (wake, 0.5, 1.0)):
                 if at is not None:
                     delay = min(delay, max(least, at - now + slack))
