@@ -53,7 +53,8 @@ SECTIONS: Final[tuple[tuple[type[BaseModel], str], ...]] = (
     ),
     (
         d.BeforeEndModel,
-        "before_end in defaults.workload, slots[].workload, race_groups[].workload, generate[].workload",
+        "before_end in defaults.workload, slots[].workload, race_groups[].workload, "
+        "generate[].workload",
     ),
 )
 

@@ -46,12 +46,14 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
     lines: list[str] = []
     width = max((len(a.symbol) for a in plan.actions), default=1)
     name_w = max((len(a.slot) for a in plan.actions), default=0)
+    kind_w = max((len(a.kind.value) for a in plan.actions), default=0)
+    kind_w = max(kind_w, 9)  # "before_end" is the one longer kind
     for a in plan.actions:
         flag = "  [destructive]" if a.destructive else ""
         if note := action_note(a):
             flag += f"  [{note}]"
         lines.append(
-            f"  {a.symbol:>{width}} {a.kind.value:<9} {a.slot:<{name_w}}  {a.zone:<16} "
+            f"  {a.symbol:>{width}} {a.kind.value:<{kind_w}} {a.slot:<{name_w}}  {a.zone:<16} "
             f"{a.reason}{flag}"
         )
     if lines:

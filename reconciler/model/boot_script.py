@@ -10,7 +10,8 @@ generation, which is how the controller tells which setup a node boots with
 (``boot_generation``).
 
 Each worker says how far it got in its guest attribute ``tpu-reconciler/setup`` (``QUERY``),
-through the metadata server: ``g<generation> running <n>/<total> <script>``, ``g<generation>
+through the metadata server, and in ``/run/tpu-reconciler/boot-setup`` (this boot's, readable
+by anyone on the worker): ``g<generation> running <n>/<total> <script>``, ``g<generation>
 done`` or ``g<generation> failed <script> exit <code>`` (``parse_report``). The worker's index
 is the ``tpu-reconciler-worker`` metadata attribute if the API's adapter sets one (a Compute
 Engine slice's VMs), else the TPU VM's ``agent-worker-number``, else 0.
@@ -66,7 +67,10 @@ gen={generation}
 total={total}
 md=${{TPU_RECONCILER_METADATA:-http://metadata.google.internal/computeMetadata/v1}}
 attr() {{ curl -fsS -m 10 -H Metadata-Flavor:Google "$md/instance/attributes/$1" 2>/dev/null; }}
+state=${{TPU_RECONCILER_BOOT_STATE:-/run/tpu-reconciler/boot-setup}}
 report() {{
+    (umask 022 && mkdir -p "${{state%/*}}" && echo "g$gen $*" >"$state.tmp" &&
+        mv -f "$state.tmp" "$state")
     curl -fsS -m 10 -X PUT -H Metadata-Flavor:Google --data-binary "g$gen $*" \\
         "$md/instance/guest-attributes/tpu-reconciler/setup" >/dev/null 2>&1 || true
 }}

@@ -84,6 +84,7 @@ def boot(text: str, metadata: Metadata, log: Path) -> int:
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "TPU_RECONCILER_METADATA": metadata.url,
         "TPU_RECONCILER_BOOT_LOG": str(log),
+        "TPU_RECONCILER_BOOT_STATE": str(log.with_name("state") / "boot-setup"),
     }
     done = subprocess.run(
         [require_tool("bash"), "-c", text], env=env, cwd="/", timeout=60,
@@ -113,6 +114,8 @@ def test_it_runs_the_scripts_in_order_and_reports_each_step(
         "g3 done",
     ]
     assert "boot setup done" in (tmp_path / "boot.log").read_text()
+    state = tmp_path / "state" / "boot-setup"  # the same word on the worker, for anyone there
+    assert state.read_text() == "g3 done\n" and state.stat().st_mode & 0o777 == 0o644
 
 
 def test_a_failing_script_stops_the_rest_and_says_which(metadata: Metadata, tmp_path: Path) -> None:

@@ -61,6 +61,9 @@ def memory(wm: WorkloadMemory | None = RUN) -> Memory:
     return Memory(workloads=MappingProxyType({"a": wm} if wm else {}))
 
 
+RUNNING = memory()
+
+
 def ends_planned(spec: SlotSpec, observed: Observation, mem: Memory, now: float) -> list[str]:
     p = plan(desired(spec), observed, mem, now)
     return [a.end.key for a in p.actions if a.kind == Kind.BEFORE_END and a.end is not None]
@@ -73,7 +76,7 @@ class Row:
     observed: Observation
     now: float
     keys: list[str]
-    mem: Memory = memory()
+    mem: Memory = RUNNING
 
 
 KEY = f"maintenance@{int(T_END)}"
@@ -246,3 +249,28 @@ def test_status_note_and_the_command_that_moves_the_window() -> None:
     text = format_status(snap, T_END - 3600)
     assert "before_end in 50m (maintenance 12:00 UTC)" in text
     assert with_ends(snap.slots, None, observed, memory(), T_END) == snap.slots
+
+
+@pytest.mark.parametrize(
+    ("state", "last", "note", "line"),
+    [
+        ("scheduled", "", "before_end in 50m (maintenance 12:00 UTC)",
+         f"before_end: runs at 2026-12-01T11:50:00Z, before maintenance at {END}"),
+        ("due", "", "before_end due (maintenance 12:00 UTC)",
+         f"before_end: due now, before maintenance at {END}"),
+        ("ran", "ran on 4 workers", "before_end ran (maintenance 12:00 UTC)",
+         f"before_end: ran before maintenance at {END}; last: ran on 4 workers"),
+        ("failed", "worker 2 down", "before_end failed (maintenance 12:00 UTC): worker 2 down",
+         f"before_end: failed, tried again until maintenance at {END}; last: worker 2 down"),
+        ("waiting", "", "before_end (maintenance 12:00 UTC): no running workload",
+         f"before_end: runs before maintenance at {END} once the workload runs "
+         "(from 2026-12-01T11:50:00Z)"),
+    ],
+)  # fmt: skip
+def test_it_in_words(state: str, last: str, note: str, line: str) -> None:
+    from reconciler.core.ends_text import before_end_line, before_end_note
+    from reconciler.model.status import BeforeEndStatus
+
+    shown = BeforeEndStatus("maintenance", END, "2026-12-01T11:50:00Z", state, last)
+    assert before_end_note(shown, T_END - 3600) == note
+    assert before_end_line(shown) == line
