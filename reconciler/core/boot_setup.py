@@ -113,6 +113,16 @@ def fold(
     return memory
 
 
+def unread(memory: mem.Memory, spec: SlotSpec, node: Node, why: str, now: float) -> mem.Memory:
+    """The reports could not be read this pass: what was seen stays, and ``why`` is shown
+    (unknown, never a failure; the planner goes on waiting, up to ``SILENT_AFTER``)."""
+    old = seen(memory, spec, node)
+    workers = old.workers if old is not None else ("waiting",) * len(node.endpoints)
+    note = f"cannot read the workers' reports: {why}"[:300]
+    b = BootSeen(node.instance, spec.setup.generation, workers, note, old.since if old else now)
+    return replace(memory, boot=MappingProxyType({**memory.boot, spec.name: b}))
+
+
 def seen(memory: mem.Memory, spec: SlotSpec, node: Node | None) -> BootSeen | None:
     """What was last seen of this node's boot script for the file's generation."""
     b = memory.boot.get(spec.name)

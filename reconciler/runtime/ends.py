@@ -118,21 +118,26 @@ async def read_boot(
 ) -> Memory:
     """Fold this pass's boot-script reports into memory (``core/boot_setup.fold``)."""
     targets = boot_setup.targets(desired, observation, memory)
-    if not targets or not cloud.capability.guest_attributes:
+    if not cloud.capability.guest_attributes:
+        for spec, node in targets:
+            why = "this cloud reads no guest attributes (setup runs over SSH after 20m)"
+            memory = boot_setup.unread(memory, spec, node, why, now)
         return memory
     limit = asyncio.Semaphore(READS)
 
-    async def one(node: Node) -> list[BootReport | None] | None:
+    async def one(node: Node) -> list[BootReport | None] | str:
         async with limit:
             try:
                 return await _node_reports(cloud, node)
             except ReconcilerError as e:  # unknown this pass; never a failure
                 log.debug("boot reports of %s: %s", node.name, e)
-                return None
+                return e.message
 
     found = await asyncio.gather(*(one(node) for _, node in targets))
     for (spec, node), got in zip(targets, found, strict=True):
-        if got is not None:
+        if isinstance(got, str):
+            memory = boot_setup.unread(memory, spec, node, got, now)
+        else:
             memory = boot_setup.fold(memory, spec, node, got, now)
     return memory
 

@@ -244,3 +244,16 @@ def test_status_shows_each_worker_and_the_note() -> None:
     done = snapshot(look(Memory(), "g0 done", "g0 done")).slot("a")  # type: ignore[attr-defined]
     assert done.setup.bootstrap == "done" and done.setup.at_boot.workers == ("done", "done")
     assert with_ends((), want, seen(), mem, T0) == ()
+
+
+def test_reports_that_cannot_be_read_are_unknown_and_said() -> None:
+    spec = at_boot()
+    n = seen().nodes[0]
+    mem = boot_setup.unread(Memory(), spec, n, "PERMISSION_DENIED: no", T0)  # type: ignore[arg-type]
+    b = mem.boot["a"]
+    assert (b.workers, b.detail) == (
+        ("waiting", "waiting"),
+        "cannot read the workers' reports: PERMISSION_DENIED: no",
+    )
+    assert kinds(mem) == []  # still waiting for the boot (up to SILENT_AFTER), never a failure
+    assert not mem.setup_done("a", "bootstrap", n.instance, 0)
