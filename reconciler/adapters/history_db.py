@@ -48,8 +48,8 @@ from reconciler.adapters.history_sql import (
     read_names,
     rows_of,
     samples,
-    stats,
 )
+from reconciler.adapters.history_stats import stats
 from reconciler.core.capacity import (
     Open,
     Place,
@@ -246,7 +246,7 @@ class HistoryDB:
     def stats(
         self, *, open_: Mapping[Place, Open] | None = None, **filters: Any
     ) -> list[PlaceStats]:
-        """See ``history_sql.stats``; ``open_`` as for ``samples``. SQLite's failures raise
+        """See ``history_stats.stats``; ``open_`` as for ``samples``. SQLite's failures raise
         ``HistoryUnreadable``."""
         with _reading(self.path):
             return stats(self.conn, open_=_matching(open_, filters), **filters)
@@ -278,9 +278,9 @@ class HistoryDB:
 
 
 def _matching(open_: Mapping[Place, Open] | None, filters: Mapping[str, Any]) -> dict[Place, Open]:
-    """The open places that pass the zone / accelerator / mode filters (``since`` is for the
-    caller, who knows when each open wait began)."""
-    wanted = (filters.get("zone"), filters.get("accelerator"), filters.get("mode"))
+    """The open places that pass the zone / accelerator / mode / api filters (``since`` is for
+    the caller, who knows when each open wait began)."""
+    wanted = tuple(filters.get(k) for k in ("zone", "accelerator", "mode", "api"))
     return {
         place: o
         for place, o in (open_ or {}).items()

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from reconciler.adapters.history_sql import _s, read_names, where_clause
+from reconciler.adapters.history_sql import _s, api_column, api_name, read_names, where_clause
 from reconciler.core.capacity_chart import GAVE_UP, SERVED, Holding, Timeline, WaitPoint
 from reconciler.core.chip_use import ChipSummary
 from reconciler.core.history import Transition, WorkloadAttempt
@@ -28,23 +28,26 @@ def transitions(
     zone: str | None = None,
     accelerator: str | None = None,
     mode: str | None = None,
+    api: str | None = None,
 ) -> Iterator[Transition]:
     """Every transition matching the filters, oldest first (for ``--export csv``)."""
-    where = where_clause(conn, since, zone, accelerator, mode)
+    where = where_clause(conn, since, zone, accelerator, mode, api=api)
     if where is None:
         return
     clause, args = where
     names = read_names(conn)
-
-    for row in conn.execute(f"SELECT {_COLUMNS} FROM transitions{clause} ORDER BY rowid", args):
+    columns = _columns(conn)
+    for row in conn.execute(f"SELECT {columns} FROM transitions{clause} ORDER BY rowid", args):
         yield _transition(row, names)
 
 
-_COLUMNS = "at, slot, zone, acc, mode, before, after, code, msg"
+def _columns(conn: sqlite3.Connection) -> str:
+    """A transition's columns, its API's last (NULL in a store older than it: the TPU API's)."""
+    return f"at, slot, zone, acc, mode, before, after, code, msg, {api_column(conn)}"
 
 
 def _transition(row: tuple[Any, ...], names: dict[int, str]) -> Transition:
-    at, slot, z, a, m, before, after, code, msg = row
+    at, slot, z, a, m, before, after, code, msg, api = row
 
     def name(i: int | None) -> str | None:
         return None if i is None else names.get(i, "?")
@@ -59,6 +62,7 @@ def _transition(row: tuple[Any, ...], names: dict[int, str]) -> Transition:
         at=at / 1000.0,
         code=code,
         message=name(msg) or "",
+        api=api_name(names, api),
     )
 
 
@@ -68,7 +72,7 @@ def states_before(conn: sqlite3.Connection, moment: float) -> list[Transition]:
     of ``max(rowid)``, the latest recorded."""
     names = read_names(conn)
     rows = conn.execute(
-        f"SELECT {_COLUMNS}, max(rowid) FROM transitions WHERE at < ? GROUP BY zone, slot",
+        f"SELECT {_columns(conn)}, max(rowid) FROM transitions WHERE at < ? GROUP BY zone, slot",
         (round(moment * 1000),),
     )
     return [_transition(row[:-1], names) for row in rows]
@@ -81,34 +85,48 @@ def timeline(
     zone: str | None = None,
     accelerator: str | None = None,
     mode: str | None = None,
+    api: str | None = None,
 ) -> Timeline:
     """Every stored wait (by the time it was queued) and ended holding (by the time it ended)
     matching the filters, for ``core.capacity_chart``, in the tables' key order (no sort: the
     series do not depend on the order, and the same file reads back the same)."""
-    where = where_clause(conn, since, zone, accelerator, mode)
+    where = where_clause(conn, since, zone, accelerator, mode, api=api)
     if where is None:
         return Timeline()
     clause, args = where
     names = read_names(conn)
+    col = api_column(conn)
 
-    places: dict[tuple[int, int, int], tuple[str, str, str]] = {}
+    places: dict[tuple[int, int, int, int | None], tuple[str, str, str]] = {}
 
-    def place(z: int, a: int, m: int) -> tuple[str, str, str]:
-        found = places.get((z, a, m))
+    def place(z: int, a: int, m: int, i: int | None) -> tuple[str, str, str]:
+        found = places.get((z, a, m, i))
         if found is None:
-            found = places[(z, a, m)] = (names.get(z, "?"), names.get(a, "?"), names.get(m, "?"))
+            found = places[(z, a, m, i)] = (names.get(z, "?"), names.get(a, "?"), names.get(m, "?"))
         return found
 
     waits = [
-        WaitPoint(*place(z, a, m), at / 1000.0, t / 1000.0, SERVED if served else GAVE_UP)
-        for z, a, m, at, t, served in conn.execute(
-            f"SELECT zone, acc, mode, at, t, served FROM waits{clause}", args
+        WaitPoint(
+            *place(z, a, m, i),
+            queued_at=at / 1000.0,
+            seconds=t / 1000.0,
+            outcome=SERVED if served else GAVE_UP,
+            api=api_name(names, i),
+        )
+        for z, a, m, i, at, t, served in conn.execute(
+            f"SELECT zone, acc, mode, {col}, at, t, served FROM waits{clause}", args
         )
     ]
     holdings = [
-        Holding(*place(z, a, m), (at - lived) / 1000.0, at / 1000.0, bool(preempted))
-        for z, a, m, at, lived, preempted in conn.execute(
-            f"SELECT zone, acc, mode, at, lived, preempted FROM lifetimes{clause}", args
+        Holding(
+            *place(z, a, m, i),
+            start=(at - lived) / 1000.0,
+            end=at / 1000.0,
+            preempted=bool(preempted),
+            api=api_name(names, i),
+        )
+        for z, a, m, i, at, lived, preempted in conn.execute(
+            f"SELECT zone, acc, mode, {col}, at, lived, preempted FROM lifetimes{clause}", args
         )
     ]
     return Timeline(tuple(waits), tuple(holdings))

@@ -4,9 +4,14 @@ Functions of a ``sqlite3.Connection`` the caller holds (``adapters/history_db.Hi
 owns the file, its transactions and its damage handling). Every repeated string is interned in
 ``names`` (the caller's ``intern`` gives its id); times are integer milliseconds since the
 epoch, durations integer milliseconds (``_ms`` / ``_s``). ``samples`` reads everything
-``core.capacity`` needs per (zone, accelerator, mode); ``stats`` reads the same figures the
-fast way (checked against ``samples`` by the tests). The reads of rows over time (export,
-charts, workload attempts) are ``adapters/history_rows.py``.
+``core.capacity`` needs per (zone, accelerator, mode, api); ``adapters/history_stats.py``
+reads the same figures the fast way (checked against ``samples`` by the tests). The reads of
+rows over time (export, charts, workload attempts) are ``adapters/history_rows.py``.
+
+A place is (zone, accelerator, mode, api): since version 3 the rows of ``transitions``,
+``waits``, ``lifetimes`` and ``refusals`` say their API in an ``api`` column (an interned name;
+NULL is the Cloud TPU API, which wrote every row of an older store), so a Compute Engine
+request's words are read as its own and its waits are a place of their own.
 
 May: run SQL on the connection it is given. May not: open, move or commit the file, or decide
 what a record means (``core.history``).
@@ -21,15 +26,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from reconciler.core.capacity import (
-    Open,
     Place,
-    PlaceStats,
     Samples,
-    km_quantile_sorted,
-    per_day,
-    percentile,
-    summarize,
-    with_open,
 )
 from reconciler.core.history import (
     Lifetime,
@@ -41,8 +39,9 @@ from reconciler.core.history import (
     Wait,
     WorkloadAttempt,
 )
+from reconciler.model.capacity import DEFAULT_API
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -76,7 +75,9 @@ CREATE TABLE IF NOT EXISTS workload_attempts(
 #: What takes a store of the version before each key to that version, applied in order by
 #: ``migrate`` in one transaction with the new ``schema_version``. A store is created at
 #: version 1 (``SCHEMA``) and migrated like any other; a migration only ever adds (a table, a
-#: column with a default), so a store stays readable by this and earlier versions.
+#: column with a default), so a store stays readable by this and earlier versions (an earlier
+#: version's positional inserts into a table that gained a column fail: its recorder says so,
+#: ``history.failed``, and the store is kept).
 MIGRATIONS: Final = {
     # 2: each workload attempt's chips (duty-cycle p50, idle periods), one row per attempt that
     # had them, found by (slot, run_id, attempt); a table of its own, so that an earlier version
@@ -87,7 +88,27 @@ CREATE TABLE IF NOT EXISTS attempt_chips(
   duty_p50 REAL, idle_periods INTEGER NOT NULL, idle_ms INTEGER NOT NULL,
   idle_max_ms INTEGER NOT NULL);
 """,
+    # 3: the API of each row (NULL: the Cloud TPU API, as every row written before)
+    3: """
+ALTER TABLE transitions ADD COLUMN api INTEGER;
+ALTER TABLE waits ADD COLUMN api INTEGER;
+ALTER TABLE lifetimes ADD COLUMN api INTEGER;
+ALTER TABLE refusals ADD COLUMN api INTEGER;
+""",
 }
+#: The columns of each table rows are written to, in ``rows_of``'s order (named, so a column
+#: added later never shifts them).
+COLUMNS: Final = {
+    "transitions": "at, slot, zone, acc, mode, before, after, code, msg, api",
+    "waits": "zone, acc, mode, served, t, at, slot, to_prov, api",
+    "lifetimes": "zone, acc, mode, preempted, lived, at, slot, api",
+    "races": "at, grp, winner, zone, loser, loser_zone, waited, delete_ms",
+    "refusals": "at, slot, zone, acc, mode, code, msg, closed, api",
+    "workload_attempts": "started_at, slot, zone, acc, run_id, attempt, ended_at, exit_code, cause",
+    "attempt_chips": "at, slot, run_id, attempt, duty_p50, idle_periods, idle_ms, idle_max_ms",
+}
+#: Tables whose rows say their API (schema version 3).
+API_TABLES: Final = ("transitions", "waits", "lifetimes", "refusals")
 
 TABLES: Final = {
     "transitions": "at",
@@ -101,6 +122,16 @@ TABLES: Final = {
 
 
 Rows = dict[str, list[tuple[Any, ...]]]
+Key = tuple[int, int, int, int | None]  # (zone, acc, mode, api) ids as stored; api NULL: TPU
+
+
+def _place(names: Mapping[int, str], key: Key) -> Place:
+    return (
+        names.get(key[0], "?"),
+        names.get(key[1], "?"),
+        names.get(key[2], "?"),
+        api_name(names, key[3]),
+    )
 
 
 def _ms(seconds: float | None) -> int | None:
@@ -123,6 +154,9 @@ def rows_of(
     def place(zone: str, acc: str, mode: str) -> tuple[int | None, ...]:
         return (intern(zone), intern(acc), intern(mode))
 
+    def api_id(api: str) -> int | None:
+        return None if api == DEFAULT_API else intern(api)
+
     for r in records:
         n += 1
         if isinstance(r, Transition):
@@ -135,6 +169,7 @@ def rows_of(
                     intern(r.after),
                     r.code,
                     intern(r.message) if r.message else None,
+                    api_id(r.api),
                 )
             )
         elif isinstance(r, Wait):
@@ -147,6 +182,7 @@ def rows_of(
                     _ms(r.queued_at),
                     intern(r.slot),
                     _ms(r.to_provisioning),
+                    api_id(r.api),
                 )
             )
         elif isinstance(r, Lifetime):
@@ -157,6 +193,7 @@ def rows_of(
                     _ms(r.seconds),
                     _ms(r.ended_at),
                     intern(r.slot),
+                    api_id(r.api),
                 )
             )
         elif isinstance(r, RaceWon):
@@ -184,6 +221,7 @@ def rows_of(
                     r.code,
                     intern(r.message),
                     int(r.closed),
+                    api_id(r.api),
                 )
             )
         elif isinstance(r, WorkloadAttempt):
@@ -254,7 +292,7 @@ def insert(conn: sqlite3.Connection, rows: Rows, deletes: list[tuple[Any, ...]])
     for table, values in rows.items():
         marks = ", ".join("?" * len(values[0]))
         verb = "INSERT OR IGNORE" if table in ("waits", "lifetimes") else "INSERT"
-        conn.executemany(f"{verb} INTO {table} VALUES ({marks})", values)
+        conn.executemany(f"{verb} INTO {table}({COLUMNS[table]}) VALUES ({marks})", values)
     for delete in deletes:
         conn.execute(
             "UPDATE races SET delete_ms=? WHERE rowid=(SELECT max(rowid) FROM races"
@@ -278,6 +316,21 @@ def lookup(conn: sqlite3.Connection, name: str) -> int | None:
     return None if row is None else int(row[0])
 
 
+def has_api(conn: sqlite3.Connection) -> bool:
+    """The store's rows say their API (version 3 on; one read as it is may be older)."""
+    return any(row[1] == "api" for row in conn.execute("PRAGMA table_info(waits)"))
+
+
+def api_column(conn: sqlite3.Connection) -> str:
+    """What to select as a row's API id: its column, or NULL (the TPU API's) in an older store."""
+    return "api" if has_api(conn) else "NULL"
+
+
+def api_name(names: Mapping[int, str], ident: int | None) -> str:
+    """A row's API from its id (NULL: the Cloud TPU API)."""
+    return DEFAULT_API if ident is None else names.get(ident, "?")
+
+
 def where_clause(
     conn: sqlite3.Connection,
     since: float | None,
@@ -286,8 +339,10 @@ def where_clause(
     mode: str | None,
     *,
     at: str = "at",
+    api: str | None = None,
 ) -> tuple[str, list[Any]] | None:
-    """A WHERE clause for the filters; None when a named value was never recorded."""
+    """A WHERE clause for the filters; None when a named value was never recorded (``api``:
+    the rows of that API; the Cloud TPU API's are also an older store's, without the column)."""
     clauses: list[str] = []
     args: list[Any] = []
     if since is not None:
@@ -301,6 +356,17 @@ def where_clause(
             return None
         clauses.append(f"{column} = ?")
         args.append(ident)
+    if api is not None:
+        stored = has_api(conn)
+        if api == DEFAULT_API:
+            if stored:
+                clauses.append("api IS NULL")
+        else:
+            ident = lookup(conn, api) if stored else None
+            if ident is None:
+                return None
+            clauses.append("api = ?")
+            args.append(ident)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
 
 
@@ -311,62 +377,64 @@ def samples(
     zone: str | None = None,
     accelerator: str | None = None,
     mode: str | None = None,
+    api: str | None = None,
 ) -> dict[Place, Samples]:
-    """Everything ``core.capacity`` needs per (zone, accelerator, mode)."""
-    where = where_clause(conn, since, zone, accelerator, mode)
+    """Everything ``core.capacity`` needs per (zone, accelerator, mode, api)."""
+    where = where_clause(conn, since, zone, accelerator, mode, api=api)
     if where is None:
         return {}
     clause, args = where
     names = read_names(conn)
-    prov: dict[tuple[int, int, int], list[float]] = defaultdict(list)
-    active: dict[tuple[int, int, int], list[float]] = defaultdict(list)
-    unserved: dict[tuple[int, int, int], list[float]] = defaultdict(list)
-    lifetimes: dict[tuple[int, int, int], list[float]] = defaultdict(list)
-    held: dict[tuple[int, int, int], float] = defaultdict(float)
-    failures: dict[tuple[int, int, int], dict[int | str, int]] = defaultdict(dict)
-    refused: dict[tuple[int, int, int], int] = defaultdict(int)
-    closed: set[tuple[int, int, int]] = set()
-    last: dict[tuple[int, int, int], int] = {}
-    keys: set[tuple[int, int, int]] = set()
+    col = api_column(conn)
+    prov: dict[Key, list[float]] = defaultdict(list)
+    active: dict[Key, list[float]] = defaultdict(list)
+    unserved: dict[Key, list[float]] = defaultdict(list)
+    lifetimes: dict[Key, list[float]] = defaultdict(list)
+    held: dict[Key, float] = defaultdict(float)
+    failures: dict[Key, dict[int | str, int]] = defaultdict(dict)
+    refused: dict[Key, int] = defaultdict(int)
+    closed: set[Key] = set()
+    last: dict[Key, int] = {}
+    keys: set[Key] = set()
 
-    def seen(key: tuple[int, int, int], at: int) -> None:
+    def seen(key: Key, at: int) -> None:
         keys.add(key)
         if at > last.get(key, -1):
             last[key] = at
 
-    for z, a, m, at, to_prov, served, t in conn.execute(
-        f"SELECT zone, acc, mode, at, to_prov, served, t FROM waits{clause}", args
+    for z, a, m, i, at, to_prov, served, t in conn.execute(
+        f"SELECT zone, acc, mode, {col}, at, to_prov, served, t FROM waits{clause}", args
     ):
-        key = (z, a, m)
+        key = (z, a, m, i)
         seen(key, at)
         if served:
             active[key].append(t / 1000.0)
             prov[key].append(to_prov / 1000.0)
         else:
             unserved[key].append(t / 1000.0)
-    for z, a, m, at, lived, preempted in conn.execute(
-        f"SELECT zone, acc, mode, at, lived, preempted FROM lifetimes{clause}", args
+    for z, a, m, i, at, lived, preempted in conn.execute(
+        f"SELECT zone, acc, mode, {col}, at, lived, preempted FROM lifetimes{clause}", args
     ):
-        key = (z, a, m)
+        key = (z, a, m, i)
         seen(key, at)
         held[key] += lived / 1000.0
         if preempted:
             lifetimes[key].append(lived / 1000.0)
     fclause = clause + (" AND " if clause else " WHERE ") + "code IS NOT NULL"
-    for z, a, m, code, n, at in conn.execute(
-        "SELECT zone, acc, mode, code, count(*), max(at) FROM transitions"
-        f"{fclause} GROUP BY zone, acc, mode, code",
+    for z, a, m, i, code, n, at in conn.execute(
+        f"SELECT zone, acc, mode, {col}, code, count(*), max(at) FROM transitions"
+        f"{fclause} GROUP BY zone, acc, mode, {col}, code",
         args,
     ):
-        key = (z, a, m)
+        key = (z, a, m, i)
         seen(key, at)
         failures[key][int(code)] = failures[key].get(int(code), 0) + int(n)
-    for z, a, m, code, n, c, at in conn.execute(
-        "SELECT zone, acc, mode, code, count(*), max(closed), max(at) FROM refusals"
-        f"{clause} GROUP BY zone, acc, mode, code",
+    for z, a, m, i, code, n, c, at in conn.execute(
+        f"SELECT zone, acc, mode, {col}, code, count(*), max(closed), max(at) FROM refusals"
+        f"{clause} GROUP BY zone, acc, mode, {col}, code",
         args,
     ):
-        key = (z, a, m)
+        key = (z, a, m, i)
         seen(key, at)
         label: int | str = int(code) if code is not None else "?"
         failures[key][label] = failures[key].get(label, 0) + int(n)
@@ -375,8 +443,7 @@ def samples(
             closed.add(key)
     out: dict[Place, Samples] = {}
     for key in keys:
-        place = (names.get(key[0], "?"), names.get(key[1], "?"), names.get(key[2], "?"))
-        out[place] = Samples(
+        out[_place(names, key)] = Samples(
             to_provisioning=tuple(prov[key]),
             to_active=tuple(active[key]),
             unserved=tuple(unserved[key]),
@@ -388,153 +455,3 @@ def samples(
             last_seen=last[key] / 1000.0 if key in last else None,
         )
     return out
-
-
-def stats(
-    conn: sqlite3.Connection,
-    *,
-    since: float | None = None,
-    zone: str | None = None,
-    accelerator: str | None = None,
-    mode: str | None = None,
-    open_: Mapping[Place, Open] | None = None,
-) -> list[PlaceStats]:
-    """The figures of ``core.capacity.summarize(samples(...))``, read the fast way:
-    waits come out of their clustered key already sorted per place (one ``group_concat``
-    per place and outcome, no per-row Python objects), percentiles of the time to
-    PROVISIONING and of lifetimes are picked by ``OFFSET`` from their indexes, failures
-    from a partial index. Checked against ``samples()`` by the tests."""
-    where = where_clause(conn, since, zone, accelerator, mode)
-    if where is None:
-        return summarize(with_open({}, open_ or {}))  # known only by what is open
-    clause, args = where
-    and_ = " AND " if clause else " WHERE "
-    per: dict[tuple[int, int, int], dict[str, Any]] = defaultdict(dict)
-
-    def seen(key: tuple[int, int, int], at: int | None) -> dict[str, Any]:
-        entry = per[key]
-        if at is not None and at > entry.get("last", -1):
-            entry["last"] = at
-        return entry
-
-    for z, a, m, served, values, at in conn.execute(
-        "SELECT zone, acc, mode, served, group_concat(t), max(at) FROM waits"
-        f"{clause} GROUP BY zone, acc, mode, served",
-        args,
-    ):
-        ordered = list(map(int, values.split(",")))  # milliseconds
-        ordered.sort()  # already in key order: a linear check
-        seen((z, a, m), at)["served" if served else "unserved"] = ordered
-    for key, entry in per.items():
-        entry["prov"] = _picks(
-            conn,
-            "to_prov",
-            "waits",
-            key,
-            clause,
-            and_ + "to_prov IS NOT NULL",
-            args,
-            len(entry.get("served", ())),
-            (50.0, 90.0),
-        )
-    for z, a, m, held, n, at in conn.execute(
-        "SELECT zone, acc, mode, sum(lived), sum(preempted), max(at) FROM lifetimes"
-        f"{clause} GROUP BY zone, acc, mode",
-        args,
-    ):
-        entry = seen((z, a, m), at)
-        entry["held"], entry["preemptions"] = held / 1000.0, int(n)
-        entry["lifetime"] = _picks(
-            conn,
-            "lived",
-            "lifetimes",
-            (z, a, m),
-            clause,
-            and_ + "preempted = 1",
-            args,
-            int(n),
-            (50.0,),
-        )[0]
-    for table, closed in (("transitions", "0"), ("refusals", "closed")):
-        extra = and_ + "code IS NOT NULL" if table == "transitions" else ""
-        for z, a, m, code, n, shut, at in conn.execute(
-            f"SELECT zone, acc, mode, code, count(*), max({closed}), max(at) FROM {table}"
-            f"{clause}{extra} GROUP BY zone, acc, mode, code",
-            args,
-        ):
-            entry = seen((z, a, m), at)
-            failures = entry.setdefault("failures", {})
-            label: int | str = int(code) if code is not None else "?"
-            failures[label] = failures.get(label, 0) + int(n)
-            entry["closed"] = bool(entry.get("closed") or shut)
-    names = read_names(conn, (i for key in per for i in key))
-    by_place: dict[Place, dict[str, Any]] = {
-        (names.get(k[0], "?"), names.get(k[1], "?"), names.get(k[2], "?")): e
-        for k, e in per.items()
-    }
-    for place, o in (open_ or {}).items():
-        entry = by_place.setdefault(place, {})
-        entry["waiting"] = [*entry.get("waiting", ()), *(round(w * 1000) for w in o.waiting)]
-        entry["held_open"] = entry.get("held_open", 0.0) + o.held
-    out = []
-    for place, e in by_place.items():
-        served, unserved = e.get("served", []), e.get("unserved", [])
-        waiting = sorted(e.get("waiting", ()))
-        censored = sorted(unserved + waiting) if waiting else unserved
-        held, n = e.get("held", 0.0) + e.get("held_open", 0.0), e.get("preemptions", 0)
-        failures = e.get("failures", {})
-        prov = e.get("prov", (None, None))
-        out.append(
-            PlaceStats(
-                zone=place[0],
-                accelerator=place[1],
-                mode=place[2],
-                samples=len(served),
-                unserved=len(unserved),
-                p50_provisioning=prov[0],
-                p90_provisioning=prov[1],
-                p50_active=_s(percentile(served, 50)),
-                p90_active=_s(percentile(served, 90)),
-                expected_wait=_s(km_quantile_sorted(served, censored)),
-                median_lifetime=e.get("lifetime"),
-                preemptions=n,
-                preemptions_per_day=per_day(n, held),
-                failures={
-                    str(k): v for k, v in sorted(failures.items(), key=lambda kv: str(kv[0]))
-                },
-                queue_closed=bool(e.get("closed")),
-                last_seen=e["last"] / 1000.0 if "last" in e else None,
-                waiting=len(waiting),
-            )
-        )
-    return sorted(out, key=lambda s: s.place)
-
-
-def _picks(
-    conn: sqlite3.Connection,
-    column: str,
-    table: str,
-    key: tuple[int, int, int],
-    clause: str,
-    extra: str,
-    args: list[Any],
-    n: int,
-    qs: tuple[float, ...],
-) -> tuple[float | None, ...]:
-    """Percentiles (as ``core.capacity.percentile``: linear between the closest ranks) of
-    one place's ``column``, reading only the two rows around each rank from its index."""
-    if n == 0:
-        return tuple(None for _ in qs)
-    place = " AND zone = ? AND acc = ? AND mode = ?"
-    sql = f"SELECT {column} FROM {table}{clause}{extra}{place} ORDER BY {column} LIMIT 2 OFFSET ?"
-    out: list[float | None] = []
-    for q in qs:
-        pos = (n - 1) * q / 100.0
-        low = int(pos)
-        got = [v / 1000.0 for (v,) in conn.execute(sql, [*args, *key, low])]
-        if not got:
-            out.append(None)
-            continue
-        hi = got[1] if len(got) > 1 else got[0]
-        out.append(got[0] + (hi - got[0]) * (pos - low))
-    return tuple(out)

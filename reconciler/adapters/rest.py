@@ -10,14 +10,11 @@ waited for (the controller observes again); an operation that is already ``done`
 
 Bodies are read by ``adapters/tpu_api_parse`` and written by ``adapters/tpu_api_body``, as
 gcloud's are. Failures are classified by ``adapters.cloud_errors``, exactly as the gcloud
-backend does. A 401
-fetches a fresh token once and retries the request once. Every request carries
-``X-Goog-User-Project`` when ``auth.choose_quota_project`` says so (``settings.quota_project``,
-else gcloud's ``billing/quota_project``, else the project for user credentials), as gcloud
-does. Nodes of the old v1 API are left out of the node list, as gcloud's ``tpu-vm list`` does
-(``IsTPUVMNode``). Transport errors, timeouts and answers
-that are not the expected JSON are ``TransientCloudError``: an observation is either complete
-or not returned at all.
+backend does. The HTTP session (tokens, a 401's one fresh token, ``X-Goog-User-Project`` as
+gcloud sends it, transport errors and answers that are not JSON as ``TransientCloudError``)
+is ``adapters/google_http.py``, shared with Compute Engine's cloud. Nodes of the old v1 API
+are left out of the node list, as gcloud's ``tpu-vm list`` does (``IsTPUVMNode``). An
+observation is either complete or not returned at all.
 
 The endpoint is ``https://tpu.googleapis.com/`` unless ``CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU``
 (gcloud's own override, so the emulator works for both backends) or ``endpoint`` says otherwise.
@@ -28,27 +25,21 @@ it reaches a URL or body, never log or raise with a token. May not: decide what 
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
-import ipaddress
-import json
-import logging
 import os
-import time
-from collections.abc import Awaitable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final, TypeVar
 
 import httpx
 
-from reconciler import __version__
-from reconciler.adapters.auth import (
-    QuotaChoice,
-    TokenProvider,
-    choose_quota_project,
-    token_provider_from_env,
-)
+from reconciler.adapters.auth import QuotaChoice, TokenProvider
 from reconciler.adapters.cloud import OperationStatus, Outcome, Submitted
-from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation, check, classify_body
+from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation, check
+from reconciler.adapters.google_http import (
+    GoogleSession,
+    both,
+    check_endpoint,
+    retry_after,
+)
 from reconciler.adapters.tpu_api_body import boot_metadata, create_body
 from reconciler.adapters.tpu_api_parse import (
     capability,
@@ -56,13 +47,12 @@ from reconciler.adapters.tpu_api_parse import (
     node_from_api,
     request_from_api,
 )
-from reconciler.errors import PermanentCloudError, TransientCloudError, UnsafeName
+from reconciler.errors import TransientCloudError, UnsafeName
 from reconciler.model import flex
 from reconciler.model.capacity import CapacityRequest
 from reconciler.model.names import (
     ZONE_RE,
     check_name,
-    check_project,
     check_query_path,
     check_zone,
 )
@@ -73,27 +63,10 @@ from reconciler.model.requests import CreateRequest
 #: (the server may return fewer; pagination still follows nextPageToken).
 PAGE_SIZE: Final = 1000
 
-log = logging.getLogger(__name__)
-
-
-class _OnlyWhenVerbose(logging.Filter):
-    """httpx logs every request at INFO ("HTTP Request: GET ..."): at a 1 s fast poll that is
-    ~170,000 journal lines a day. Let them through only when this module logs at DEBUG (``-v``);
-    the event log is the record of what the controller did."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return log.isEnabledFor(logging.DEBUG)
-
-
-_HTTPX_LOG = logging.getLogger("httpx")
-if not any(isinstance(f, _OnlyWhenVerbose) for f in _HTTPX_LOG.filters):
-    _HTTPX_LOG.addFilter(_OnlyWhenVerbose())
-
 DEFAULT_ENDPOINT: Final = "https://tpu.googleapis.com/"
 ENDPOINT_ENV: Final = "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"
 #: A list longer than this many pages is treated as a broken server, not read forever.
 MAX_PAGES: Final = 1000
-_LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain"})
 #: What this cloud can do: every zone in one list (``locations/-``, ``unreachable[]`` kept).
 CAPABILITY: Final = capability("rest", observes_all_zones=True)
 #: The API version that speaks flex-start (creates of flex-start slots, and the QR list
@@ -102,6 +75,7 @@ ALPHA: Final = "v2alpha1"
 #: What the model's parsers raise on JSON of the wrong shape (ValueError by contract; the
 #: others when a nested field has the wrong type): all mean "malformed", none may crash us.
 _PARSE_ERRORS: Final = (ValueError, TypeError, AttributeError, KeyError)
+_TITLE: Final = "the TPU API"
 
 T = TypeVar("T")
 
@@ -126,32 +100,33 @@ class RestCloud:
         adc: bool = False,
         alpha_reads: bool = False,
     ) -> None:
-        env = os.environ if env is None else env
         #: list queued resources on v2alpha1 (it alone reports a flex-start run's end)
         self.alpha_reads = alpha_reads
-        self.quota_setting = check_project(quota_project) if quota_project else None
         self.page_size = max(1, int(page_size))
-        self.project = check_project(project)
-        self.endpoint = check_endpoint(endpoint or env.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT)
-        self.timeout = timeout
-        self._tokens = (
-            token_provider if token_provider is not None else token_provider_from_env(env, adc=adc)
+        env = os.environ if env is None else env
+        env_endpoint = env.get(ENDPOINT_ENV)
+        self._http = GoogleSession(
+            project,
+            endpoint or env_endpoint or DEFAULT_ENDPOINT,
+            title=_TITLE,
+            token_provider=token_provider,
+            concurrency=concurrency,
+            timeout=timeout,
+            env=env,
+            client=client,
+            quota_project=quota_project,
+            adc=adc,
         )
+        self.project = self._http.project
+        self.endpoint = self._http.endpoint
+        self.timeout = timeout
         self._base = f"{self.endpoint}v2/projects/{self.project}/locations/"
         self._alpha = f"{self.endpoint}{ALPHA}/projects/{self.project}/locations/"
-        self._slots = asyncio.Semaphore(max(1, concurrency))
-        self._refresh_lock = asyncio.Lock()
-        self.requests_sent = 0  # HTTP requests so far (the metrics' requests per poll)
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(
-                max_connections=max(1, concurrency), max_keepalive_connections=max(1, concurrency)
-            ),
-            headers={"user-agent": f"tpu-reconciler/{__version__}"},
-            # Proxies from the environment are for the real API, never for a local emulator.
-            trust_env=not _is_loopback(httpx.URL(self.endpoint).host),
-        )
+
+    @property
+    def requests_sent(self) -> int:
+        """HTTP requests so far (the metrics' requests per poll)."""
+        return self._http.requests_sent
 
     def __repr__(self) -> str:
         return f"RestCloud(project={self.project!r}, endpoint={self.endpoint!r})"
@@ -163,15 +138,14 @@ class RestCloud:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+        await self._http.aclose()
 
     # --- the Cloud protocol ----------------------------------------------------------------
 
     async def observe(self, zones: Collection[str] | None) -> Observation:
         wanted = None if zones is None else frozenset(check_zone(z) for z in zones)
         qr_base = self._alpha if self.alpha_reads else self._base
-        (qr_items, qr_gone), (node_items, node_gone) = await _both(
+        (qr_items, qr_gone), (node_items, node_gone) = await both(
             self._list_all("queuedResources", qr_base), self._list_all("nodes")
         )
         try:
@@ -196,7 +170,7 @@ class RestCloud:
         body = create_body(self.project, request)
         base = self._alpha if request.mode == flex.MODE else self._base
         url = f"{base}{request.zone}/queuedResources"
-        answer = await self._call(
+        answer = await self._http.call(
             Operation.CREATE, "POST", url, params={"queuedResourceId": request.name}, body=body
         )
         return _submitted(Operation.CREATE, answer)
@@ -205,27 +179,26 @@ class RestCloud:
         check_api(api)
         url = self._qr_url(zone, name)
         params = {"force": "true"} if force else None
-        answer = await self._call(Operation.DELETE, "DELETE", url, params=params)
+        answer = await self._http.call(Operation.DELETE, "DELETE", url, params=params)
         return _submitted(Operation.DELETE, answer)
 
     async def get_operation(self, name: str) -> OperationStatus | None:
         url = f"{self.endpoint}v2/{check_operation_name(name)}"
-        answer = await self._call(Operation.GET, "GET", url)
+        answer = await self._http.call(Operation.GET, "GET", url)
         if isinstance(answer, Outcome):
             return None  # NOT_FOUND: the cloud forgot it
         return operation_status(answer)
 
     def quota_choice(self) -> QuotaChoice:
         """The ``X-Goog-User-Project`` sent and why (complete once a token was fetched)."""
-        return choose_quota_project(self.quota_setting, self._tokens.quota, self.project)
+        return self._http.quota_choice()
 
     def quota_note(self) -> str:
-        choice = self.quota_choice()
-        return f"{choice.project or 'no X-Goog-User-Project header'} ({choice.source})"
+        return self._http.quota_note()
 
     async def describe_request(self, api: str, zone: str, name: str) -> CapacityRequest | None:
         check_api(api)
-        answer = await self._call(Operation.GET, "GET", self._qr_url(zone, name))
+        answer = await self._http.call(Operation.GET, "GET", self._qr_url(zone, name))
         if isinstance(answer, Outcome):
             return None  # NOT_FOUND
         try:
@@ -242,7 +215,7 @@ class RestCloud:
         body: dict[str, Any] = {}
         if query_path:
             body["queryPath"] = check_query_path(query_path)
-        answer = await self._call(Operation.OTHER, "POST", url, body=body)
+        answer = await self._http.call(Operation.OTHER, "POST", url, body=body)
         if isinstance(answer, Outcome):  # pragma: no cover - OTHER never yields ALREADY
             return []
         try:
@@ -258,7 +231,7 @@ class RestCloud:
         nothing to update."""
         check_api(api)
         url = f"{self._base}{check_zone(zone)}/nodes/{check_name(node)}"
-        answer = await self._call(Operation.GET, "GET", url)
+        answer = await self._http.call(Operation.GET, "GET", url)
         if isinstance(answer, Outcome):
             return
         metadata = answer.get("metadata") or {}
@@ -266,7 +239,7 @@ class RestCloud:
             raise _malformed("get", "node metadata is not an object")
         metadata = {str(k): str(v) for k, v in metadata.items()} | boot_metadata(script)
         body = {"metadata": metadata}
-        await self._call(
+        await self._http.call(
             Operation.OTHER, "PATCH", url, params={"updateMask": "metadata"}, body=body
         )
 
@@ -285,7 +258,7 @@ class RestCloud:
         seen: set[str] = set()
         params: dict[str, str] = {"pageSize": str(self.page_size)}
         for _ in range(MAX_PAGES):
-            page = await self._call(Operation.LIST, "GET", url, params=params)
+            page = await self._http.call(Operation.LIST, "GET", url, params=params)
             if isinstance(page, Outcome):  # pragma: no cover - LIST never yields ALREADY
                 raise _malformed(collection, "no list")
             chunk = page.get(collection, [])
@@ -307,122 +280,8 @@ class RestCloud:
             params = {"pageSize": str(self.page_size), "pageToken": token}
         raise _malformed(collection, f"more than {MAX_PAGES} pages")
 
-    async def _call(
-        self,
-        operation: Operation,
-        method: str,
-        url: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        body: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any] | Outcome:
-        """The JSON object answered, or ``Outcome.ALREADY``; raises the classified failure."""
-        response = await self._send(method, url, params=params, body=body)
-        if not response.is_success:
-            verdict = classify_body(
-                operation,
-                response.status_code,
-                response.content,
-                retry_after=retry_after(response.headers.get("retry-after")),
-            )
-            if isinstance(verdict, Outcome):
-                return verdict
-            raise verdict
-        try:
-            data = json.loads(response.content)
-        except ValueError:
-            raise _malformed(
-                operation.value, _snippet(response), code=response.status_code
-            ) from None
-        if not isinstance(data, dict):
-            raise _malformed(operation.value, "not a JSON object", code=response.status_code)
-        return data
-
-    async def _send(
-        self,
-        method: str,
-        url: str,
-        *,
-        params: Mapping[str, str] | None,
-        body: Mapping[str, Any] | None,
-    ) -> httpx.Response:
-        """One request (two after a 401: a fresh token, then the same request once more)."""
-        path = httpx.URL(url).path
-        async with self._slots:
-            for attempt in (1, 2):
-                token = await self._tokens.token()
-                headers = {"authorization": f"Bearer {token}"}
-                quota = self.quota_choice().project
-                if quota:
-                    headers["x-goog-user-project"] = quota
-                started = time.monotonic()
-                self.requests_sent += 1
-                try:
-                    response = await self._client.request(
-                        method, url, params=params, json=body, headers=headers
-                    )
-                except httpx.TimeoutException:
-                    raise TransientCloudError(
-                        f"{method} {path}: no answer within {self.timeout:g}s",
-                        delay=DEFAULT_DELAY,
-                        status="DEADLINE_EXCEEDED",
-                    ) from None
-                except httpx.HTTPError as exc:
-                    raise TransientCloudError(
-                        f"{method} {path}: {type(exc).__name__}: {exc}",
-                        delay=DEFAULT_DELAY,
-                        status="UNAVAILABLE",
-                    ) from None
-                log.debug(
-                    "%s %s -> %d in %.0f ms",
-                    method,
-                    path,
-                    response.status_code,
-                    (time.monotonic() - started) * 1000,
-                )
-                if response.status_code != 401 or attempt == 2:
-                    return response
-                log.info("the TPU API refused the access token (401); fetching a fresh one")
-                await self._refresh(token)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _refresh(self, refused: str) -> None:
-        """Invalidate the token once, however many requests were refused at the same time."""
-        async with self._refresh_lock:
-            if await self._tokens.token() == refused:
-                self._tokens.invalidate()
-
 
 # --- pure helpers (no I/O) -----------------------------------------------------------------
-
-
-def check_endpoint(endpoint: str) -> str:
-    """An http(s) base URL ending in ``/``. Plain http only to loopback: tokens travel on it."""
-    try:
-        url = httpx.URL(endpoint)
-    except httpx.InvalidURL:
-        url = None
-    if url is None or url.scheme not in ("http", "https") or not url.host or url.query:
-        raise PermanentCloudError(
-            f"invalid TPU API endpoint {endpoint!r}: expected https://host/",
-            status="INVALID_ARGUMENT",
-        )
-    if url.scheme == "http" and not _is_loopback(url.host):
-        raise PermanentCloudError(
-            f"refusing plain http to {url.host}: access tokens would travel unencrypted",
-            status="INVALID_ARGUMENT",
-        )
-    text = str(url.copy_with(fragment=None))
-    return text if text.endswith("/") else text + "/"
-
-
-def _is_loopback(host: str) -> bool:
-    if host in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def flatten_guest_attributes(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -448,20 +307,6 @@ def flatten_guest_attributes(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
                 }
             )
     return rows
-
-
-def retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None when absent."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _submitted(operation: Operation, answer: dict[str, Any] | Outcome) -> Submitted:
@@ -524,29 +369,10 @@ def _sorted(index: Mapping[tuple[str, str], T]) -> list[T]:
     return [index[key] for key in sorted(index)]
 
 
-def _snippet(response: httpx.Response) -> str:
-    text = " ".join(response.content[:200].decode("utf-8", "replace").split())
-    kind = response.headers.get("content-type", "no content type")
-    return f"not JSON ({kind}): {text!r}"
-
-
 def _malformed(what: str, detail: str, *, code: int | None = None) -> TransientCloudError:
     return TransientCloudError(
-        f"malformed answer from the TPU API ({what}): {detail}", delay=DEFAULT_DELAY, code=code
+        f"malformed answer from {_TITLE} ({what}): {detail}", delay=DEFAULT_DELAY, code=code
     )
-
-
-async def _both(first: Awaitable[T], second: Awaitable[T]) -> tuple[T, T]:
-    """Run both; when one fails, cancel the other and raise the failure."""
-    tasks = [asyncio.ensure_future(first), asyncio.ensure_future(second)]
-    try:
-        a, b = await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    return a, b
 
 
 __all__ = [

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 import posixpath
+import re
 import shlex
 from collections.abc import Mapping
 from typing import Final
@@ -33,6 +34,7 @@ from reconciler.model.workload import (
 
 _MAX_ATTEMPT: Final = 1_000_000
 _PROBE_STATES: Final = frozenset({"alive", "exited", "missing"})
+_HOST_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
 
 
 # --- values that reach the remote command line ------------------------------------------------
@@ -69,12 +71,15 @@ def _attempt_path(base: str, worker: int, slot: str, run_id: str, attempt: int) 
 
 
 def encode_spec(req: LaunchRequest, secret_values: Mapping[str, bytes]) -> bytes:
-    """The wrapper's stdin: NUL-terminated ``workdir=``, ``env=NAME=VALUE``, ``grace=MS``,
-    ``keep=N``, then ``shell=CMD`` or one ``arg=`` per argv element, framed (``frame``).
+    """The wrapper's stdin: NUL-terminated ``workdir=``, ``env=NAME=VALUE``, ``slices=N`` and
+    ``hosts=A,B,...`` (when set), ``grace=MS``, ``keep=N``, then ``shell=CMD`` or one ``arg=``
+    per argv element, framed (``frame``).
     Refuses what the wrapper could not carry (NUL bytes)."""
     records = _env_records(req, secret_values)
     if req.slices > 1:  # the wrapper sets each worker's slice from it (multislice)
         records.append(f"slices={int(req.slices)}".encode())
+    if req.hosts:  # the wrapper sets TPU_WORKER_ID and TPU_WORKER_HOSTNAMES from it
+        records.append(b"hosts=" + ",".join(check_host(h) for h in req.hosts).encode())
     records += _attempt_records(req)
     records += _command_records(req.command)
     return frame(b"".join(r + b"\0" for r in records))
@@ -121,6 +126,14 @@ def _command_records(command: str | tuple[str, ...]) -> list[bytes]:
     if not command:
         raise UnsafeName("empty workload argv")
     return [b"arg=" + _no_nul("argument", a).encode() for a in command]
+
+
+def check_host(address: str) -> str:
+    """An address for ``TPU_WORKER_HOSTNAMES``: an IP or a host name, nothing a list or a
+    record could be split at."""
+    if not _HOST_RE.fullmatch(address):
+        raise UnsafeName(f"invalid worker address {address!r}")
+    return address
 
 
 def _attempt_records(req: LaunchRequest) -> list[bytes]:

@@ -44,7 +44,8 @@
 # while a process the latest attempt's exit record names as left is still there.
 #
 # The spec (NUL-terminated records "workdir=P", "env=NAME=VALUE", "grace=MS", "keep=N",
-# "shell=COMMAND" or "arg=ARG"...) goes from stdin into a 0600 file that is unlinked as soon as
+# "slices=N", "hosts=A,B,..." (every worker's address: TPU_WORKER_ID and TPU_WORKER_HOSTNAMES
+# are set from it, for this worker's slice), "shell=COMMAND" or "arg=ARG"...) goes from stdin into a 0600 file that is unlinked as soon as
 # the supervisor holds it open: secret values reach the program's environment only, never an
 # argv or a log.
 # It is framed: its last line is "end=<bytes> <sha256>" of the records before it. A spec cut
@@ -190,7 +191,8 @@ launch() {
 supervise() {
     local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
     local rec kv wd='' mode='' cmd='' pid code sig stopped slices=1 grace=60000 keep=5 left=''
-    local -a argv=()
+    local hosts=''
+    local -a argv=() all=()
     trap '' HUP
     # the launching SSH session's variables mean nothing to a detached program
     unset SSH_AUTH_SOCK SSH_CLIENT SSH_CONNECTION SSH_TTY SSH_ORIGINAL_COMMAND
@@ -207,6 +209,7 @@ supervise() {
         shell=*) mode=shell cmd=${rec#shell=} ;;
         arg=*) mode=argv argv+=("${rec#arg=}") ;;
         slices=*) slices=${rec#slices=} ;;
+        hosts=*) hosts=${rec#hosts=} ;;
         esac
     done # the frame's "end=" line has no NUL after it: read ends there and drops it
     exec </dev/null
@@ -219,6 +222,16 @@ supervise() {
         export MEGASCALE_SLICE_ID="$slice"
     fi
     export TPU_RECONCILER_WORKERS="$workers" TPU_RECONCILER_ATTEMPT_DIR="$dir"
+    if [ -n "$hosts" ]; then # what JAX reads where the cloud does not say: this slice's hosts
+        IFS=, read -r -a all <<<"$hosts"
+        local n=1
+        [[ $slices =~ ^[1-9][0-9]*$ ]] && n=$slices
+        local per=$((${#all[@]} / n))
+        ((per > 0)) || per=1
+        local first=$((worker / per * per)) joined
+        joined=$(IFS=,; echo "${all[*]:first:per}")
+        export TPU_WORKER_ID=$((worker % per)) TPU_WORKER_HOSTNAMES="$joined"
+    fi
     finish() { # code signal
         stopped=no
         [ -e "$dir/stop" ] && stopped=yes

@@ -33,6 +33,7 @@ from reconciler.core.memory import Memory
 from reconciler.core.plan_values import Kind
 from reconciler.core.workload import DEFAULT_GRACE, WorkloadAct
 from reconciler.core.workload_memory import WorkloadMemory
+from reconciler.model.accelerators import COMPUTE_API
 from reconciler.model.capacity import CapacityRequest, RequestState
 from reconciler.model.desired import Desired, RaceGroupSpec, SetupSpec, SlotSpec
 from reconciler.model.observed import Node, NodeState, Observation
@@ -177,6 +178,8 @@ def group_view(
         workload=group.workload,
         owner=group.owner,
         slices=max(1, slices),
+        # on Compute Engine the launch also tells each worker its place (core.workload)
+        api=COMPUTE_API if any(s.api == COMPUTE_API for s in specs) else first.api,
     )
     request = CapacityRequest(name=group.name, zone=zone, state=RequestState.ACTIVE)
     return GroupView(spec, request, node, remnant)

@@ -3,7 +3,8 @@
 ``attempt_dict`` is one entry of ``tpu-reconciler.history.v1``'s ``attempts[]`` (docs/json.md);
 ``format_attempts`` the table ``history`` prints under the places, newest first. The chip
 figures (``core.chip_use``: time-weighted duty-cycle p50, idle periods) are there for attempts
-whose slot had ``setup.telemetry``; ``null`` / ``-`` otherwise.
+whose slot had ``setup.telemetry``; ``null`` / ``-`` otherwise. An attempt that never started
+(``not started: ...``) has no run time: ``ran_seconds`` null, RAN ``-``.
 
 May: build values and text. May not: do I/O, read a clock, or print.
 """
@@ -16,13 +17,23 @@ from typing import Any, Final
 from reconciler.core.history import WorkloadAttempt
 from reconciler.model.durations import format_duration
 from reconciler.model.times import utc_text
+from reconciler.model.workload import NOT_STARTED
 
 #: Attempts the text table shows (``--json`` has every one).
 SHOWN: Final = 20
 
 
+def ran_seconds(a: WorkloadAttempt) -> float | None:
+    """How long the attempt ran; None while it runs, and for one that never started (its
+    launch started nothing anywhere: it is no run time)."""
+    if a.ended_at is None or a.cause.startswith(NOT_STARTED):
+        return None
+    return max(0.0, a.ended_at - a.started_at)
+
+
 def attempt_dict(a: WorkloadAttempt) -> dict[str, Any]:
     chips = a.chips
+    ran = ran_seconds(a)
     return {
         "slot": a.slot,
         "zone": a.zone,
@@ -31,6 +42,7 @@ def attempt_dict(a: WorkloadAttempt) -> dict[str, Any]:
         "attempt": a.attempt,
         "started_at": utc_text(a.started_at),
         "ended_at": None if a.ended_at is None else utc_text(a.ended_at),
+        "ran_seconds": None if ran is None else round(ran, 1),
         "exit_code": a.exit_code,
         "cause": a.cause,
         "duty_cycle_p50": None if chips is None or chips.duty_p50 is None else chips.duty_p50,
@@ -61,7 +73,8 @@ def format_attempts(attempts: Sequence[WorkloadAttempt], *, shown: int = SHOWN) 
     header = ("STARTED", "SLOT", "RUN", "ATTEMPT", "RAN", "EXIT", "TPU p50", "IDLE", "CAUSE")
     rows = [header]
     for a in attempts[:shown]:
-        ran = "-" if a.ended_at is None else format_duration(max(0.0, a.ended_at - a.started_at))
+        seconds = ran_seconds(a)
+        ran = "-" if seconds is None else format_duration(seconds)
         p50, idle = chips_text(a)
         rows.append(
             (

@@ -1,9 +1,11 @@
 """Capacity statistics: how long queues take and how long capacity lives, per place.
 
-A *place* is ``(zone, accelerator, mode)``. The history store hands this module plain samples
-per place (``Samples``: waits in seconds, lifetimes, failure counts); this module turns them
-into figures (``PlaceStats``: percentiles, median lifetime before preemption, preemptions per
-day held, "queue closed") and ranks zones for an accelerator by expected time to capacity.
+A *place* is ``(zone, accelerator, mode, api)``: the same accelerator in the same zone is
+another place on another API (a TPU API queue and Compute Engine's are not one queue). The
+history store hands this module plain samples per place (``Samples``: waits in seconds,
+lifetimes, failure counts); this module turns them into figures (``PlaceStats``: percentiles,
+median lifetime before preemption, preemptions per day held, "queue closed") and ranks places
+for an accelerator by expected time to capacity.
 
 Expected time to capacity counts the requests that never got capacity too: a request deleted
 or failed while still queued is a *censored* wait ("waited at least this long"), so the median
@@ -23,7 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
-from reconciler.model.capacity import WAITING_STATES
+from reconciler.model.accelerators import default_api, family_of
+from reconciler.model.capacity import DEFAULT_API, WAITING_STATES
 from reconciler.model.multislice import place_accelerator
 from reconciler.model.observed import Observation
 from reconciler.model.rpc_codes import RPC_CODES
@@ -38,7 +41,7 @@ MIN_SAMPLES: Final = 3
 CLOSED_QUEUE_FRAGMENTS: Final = ("no permission to submit into this queue",)
 
 
-Place = tuple[str, str, str]  # (zone, accelerator, mode)
+Place = tuple[str, str, str, str]  # (zone, accelerator, mode, api)
 
 
 def queue_closed(message: str) -> bool:
@@ -174,10 +177,11 @@ class PlaceStats:
     queue_closed: bool
     last_seen: float | None
     waiting: int = 0  # requests still queued (censored waits "at least this long")
+    api: str = DEFAULT_API  # the API the requests went to ("tpu", "compute")
 
     @property
     def place(self) -> Place:
-        return (self.zone, self.accelerator, self.mode)
+        return (self.zone, self.accelerator, self.mode, self.api)
 
 
 def stats_for(place: Place, samples: Samples) -> PlaceStats:
@@ -202,11 +206,12 @@ def stats_for(place: Place, samples: Samples) -> PlaceStats:
         queue_closed=samples.closed,
         last_seen=samples.last_seen,
         waiting=len(samples.waiting),
+        api=place[3],
     )
 
 
 def summarize(per_place: Mapping[Place, Samples]) -> list[PlaceStats]:
-    """Figures for every place, ordered by zone, accelerator, mode."""
+    """Figures for every place, ordered by zone, accelerator, mode, API."""
     return [stats_for(place, per_place[place]) for place in sorted(per_place)]
 
 
@@ -219,16 +224,26 @@ class Recommendation:
     median_lifetime: float | None
     preemptions_per_day: float | None
     waiting: int = 0  # requests still queued there
+    api: str = DEFAULT_API  # the API whose queue this is
 
 
 def rank(
-    stats: Iterable[PlaceStats], accelerator: str, mode: str, *, count: int | None = None
+    stats: Iterable[PlaceStats],
+    accelerator: str,
+    mode: str,
+    *,
+    count: int | None = None,
+    api: str | None = None,
 ) -> list[Recommendation]:
-    """Zones for ``accelerator`` in ``mode``, soonest expected capacity first; closed queues
-    left out. Zones without a finite estimate follow, those with fewer failed or still-open
-    waits first.
-    Ties break on more samples, then longer median lifetime, then the zone name."""
-    chosen = [s for s in stats if s.accelerator == accelerator and s.mode == mode]
+    """Places (a zone on an API) for ``accelerator`` in ``mode`` (on ``api`` only, when
+    given), soonest expected capacity first; closed queues left out. Places without a finite
+    estimate follow, those with fewer failed or still-open waits first.
+    Ties break on more samples, then longer median lifetime, then the zone name and API."""
+    chosen = [
+        s
+        for s in stats
+        if s.accelerator == accelerator and s.mode == mode and (api is None or s.api == api)
+    ]
     picks = [
         Recommendation(
             zone=s.zone,
@@ -238,12 +253,13 @@ def rank(
             median_lifetime=s.median_lifetime,
             preemptions_per_day=s.preemptions_per_day,
             waiting=s.waiting,
+            api=s.api,
         )
         for s in chosen
         if not s.queue_closed
     ]
 
-    def key(r: Recommendation) -> tuple[int, float, int, float, str]:
+    def key(r: Recommendation) -> tuple[int, float, int, float, str, str]:
         known = r.expected_wait is not None
         return (
             0 if known else 1,
@@ -251,6 +267,7 @@ def rank(
             -r.samples,
             -(r.median_lifetime or 0.0),
             r.zone,
+            r.api,
         )
 
     ordered = sorted(picks, key=key)
@@ -288,16 +305,19 @@ def race_group_yaml(
     count: int = 1,
     slot_names: Sequence[str],
 ) -> str:
-    """A ready-to-paste ``slots`` + ``race_groups`` fragment for the ranked zones."""
+    """A ready-to-paste ``slots`` + ``race_groups`` fragment for the ranked places; a pick on
+    another API than its family's default says ``api:``."""
     lines = ["slots:"]
     # flex-start needs each run's length: an example to change (at most 7d)
     run = ", max_run_duration: 1d" if mode == "flex-start" else ""
     if run:
         lines.insert(0, "# max_run_duration: how long each flex-start run lasts (at most 7d)")
+    usual = default_api(family_of(accelerator) or "")
     for pick, name in zip(picks, slot_names, strict=True):
+        api = f", api: {pick.api}" if pick.api != usual else ""
         lines.append(
             f"  - {{name: {name}, zone: {pick.zone}, accelerator: {accelerator}, mode: {mode}"
-            f"{run}}}"
+            f"{api}{run}}}"
         )
     lines.append("race_groups:")
     lines.append(f"  - name: {group}")
@@ -326,7 +346,8 @@ def waiting_hints(
     figure for its place when there is one (``hints`` holds only places with enough samples)."""
     out = []
     for spec in desired.slots:
-        hint = hints.get((spec.zone, place_accelerator(spec.accelerator, spec.slices), spec.mode))
+        place = (spec.zone, place_accelerator(spec.accelerator, spec.slices), spec.mode, spec.api)
+        hint = hints.get(place)
         if hint is None:
             continue
         request = observation.request(spec.zone, spec.name)

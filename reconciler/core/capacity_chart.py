@@ -32,6 +32,7 @@ from reconciler.core.capacity import median
 from reconciler.core.history import RequestTrack
 from reconciler.errors import UnsafeName
 from reconciler.model import multislice
+from reconciler.model.capacity import DEFAULT_API
 from reconciler.model.durations import format_duration
 
 DAY: Final = 86400.0
@@ -54,6 +55,13 @@ class WaitPoint:
     queued_at: float
     seconds: float
     outcome: str  # SERVED | GAVE_UP | WAITING
+    api: str = DEFAULT_API
+
+    @property
+    def series(self) -> str:
+        """The wait chart's series it belongs to: its zone (`` (compute)`` after another
+        API's: another queue)."""
+        return self.zone if self.api == DEFAULT_API else f"{self.zone} ({self.api})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +74,7 @@ class Holding:
     start: float
     end: float | None
     preempted: bool = False
+    api: str = DEFAULT_API
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +120,12 @@ def open_timeline(tracks: Mapping[tuple[str, str], RequestTrack], now: float) ->
         if t.queued_at is not None:
             waits.append(
                 WaitPoint(
-                    zone, t.accelerator, t.mode, t.queued_at, max(0.0, now - t.queued_at), WAITING
+                    zone, t.accelerator, t.mode, t.queued_at, max(0.0, now - t.queued_at),
+                    WAITING, t.api,
                 )
-            )
+            )  # fmt: skip
         if t.active_at is not None:
-            holdings.append(Holding(zone, t.accelerator, t.mode, t.active_at, None))
+            holdings.append(Holding(zone, t.accelerator, t.mode, t.active_at, None, api=t.api))
     return Timeline(tuple(waits), tuple(holdings))
 
 
@@ -133,26 +143,22 @@ def narrowed(
     accelerator: str | None = None,
     mode: str | None = None,
     since: float | None = None,
+    api: str | None = None,
 ) -> Timeline:
     """The waits queued and holdings going on at or after ``since`` in the places that pass
     the filters (a filter left None passes everything)."""
-    wanted = (zone, accelerator, mode)
+    wanted = (zone, accelerator, mode, api)
 
-    def fits(zone_: str, accelerator_: str, mode_: str) -> bool:
-        got = (zone_, accelerator_, mode_)
+    def fits(p: WaitPoint | Holding) -> bool:
+        got = (p.zone, p.accelerator, p.mode, p.api)
         return all(w is None or w == v for w, v in zip(wanted, got, strict=True))
 
     return Timeline(
-        tuple(
-            w
-            for w in timeline.waits
-            if fits(w.zone, w.accelerator, w.mode) and (since is None or w.queued_at >= since)
-        ),
+        tuple(w for w in timeline.waits if fits(w) and (since is None or w.queued_at >= since)),
         tuple(
             h
             for h in timeline.holdings
-            if fits(h.zone, h.accelerator, h.mode)
-            and (since is None or h.end is None or h.end >= since)
+            if fits(h) and (since is None or h.end is None or h.end >= since)
         ),
     )
 
@@ -188,7 +194,8 @@ def bin_of(moment: float, start: float, end: float, bins: int) -> int | None:
 def wait_series(
     waits: Iterable[WaitPoint], start: float, end: float, bins: int
 ) -> tuple[ZoneWaits, ...]:
-    """Per zone (by name), the median served wait of the requests queued in each bin."""
+    """Per zone (by name; a zone of another API than the TPU API's is a series of its own,
+    ``us-central1-a (compute)``), the median served wait of the requests queued in each bin."""
     served: dict[str, list[list[float]]] = {}
     counts: dict[str, dict[str, int]] = {}
     every: dict[str, list[float]] = {}
@@ -196,14 +203,15 @@ def wait_series(
         i = bin_of(w.queued_at, start, end, bins)
         if i is None:
             continue
-        per = counts.setdefault(w.zone, {SERVED: 0, GAVE_UP: 0, WAITING: 0})
+        zone = w.series
+        per = counts.setdefault(zone, {SERVED: 0, GAVE_UP: 0, WAITING: 0})
         per[w.outcome] = per.get(w.outcome, 0) + 1
-        cells = served.get(w.zone)
+        cells = served.get(zone)
         if cells is None:
-            cells = served[w.zone] = [[] for _ in range(bins)]
+            cells = served[zone] = [[] for _ in range(bins)]
         if w.outcome == SERVED:
             cells[i].append(w.seconds)
-            every.setdefault(w.zone, []).append(w.seconds)
+            every.setdefault(zone, []).append(w.seconds)
     return tuple(
         ZoneWaits(
             zone=zone,

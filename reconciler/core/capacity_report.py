@@ -21,6 +21,8 @@ from reconciler.core.capacity import (
     rank,
 )
 from reconciler.core.history import Transition, WorkloadAttempt
+from reconciler.model.accelerators import default_api, family_of
+from reconciler.model.capacity import DEFAULT_API
 from reconciler.model.durations import format_duration
 from reconciler.model.times import utc_text
 
@@ -36,6 +38,7 @@ CSV_COLUMNS: Final = (
     "after",
     "code",
     "message",
+    "api",
 )
 
 
@@ -54,6 +57,7 @@ def place_dict(s: PlaceStats) -> dict[str, Any]:
         "zone": s.zone,
         "accelerator": s.accelerator,
         "mode": s.mode,
+        "api": s.api,
         "samples": s.samples,
         "unserved": s.unserved,
         "waiting": s.waiting,
@@ -82,10 +86,12 @@ def history_doc(
     mode: str | None = None,
     since: float | None = None,
     attempts: Sequence[WorkloadAttempt] = (),
+    api: str | None = None,
 ) -> dict[str, Any]:
+    filters = {"zone": zone, "accelerator": accelerator, "mode": mode, "api": api}
     return {
         "schema_version": HISTORY_SCHEMA,
-        "filters": {"zone": zone, "accelerator": accelerator, "mode": mode, "since": _iso(since)},
+        "filters": {**filters, "since": _iso(since)},
         "places": [place_dict(s) for s in stats],
         "attempts": [attempt_dict(a) for a in attempts],  # newest first
     }
@@ -108,6 +114,7 @@ def format_history(stats: Sequence[PlaceStats], filters: Mapping[str, str] | Non
         "ZONE",
         "ACCELERATOR",
         "MODE",
+        "API",
         "SAMPLES",
         "TO PROV p50/p90",
         "TO ACTIVE p50/p90",
@@ -125,6 +132,7 @@ def format_history(stats: Sequence[PlaceStats], filters: Mapping[str, str] | Non
                 s.zone,
                 s.accelerator,
                 s.mode,
+                s.api,
                 f"{s.samples}"
                 + (f" (+{s.unserved} unserved)" if s.unserved else "")
                 + (f" (+{s.waiting} waiting)" if s.waiting else ""),
@@ -167,6 +175,7 @@ def csv_row(row: Transition) -> list[str]:
         row.after or "",
         "" if row.code is None else str(row.code),
         row.message,
+        row.api,
     ]
 
 
@@ -179,15 +188,20 @@ def recommend_doc(
     group: str,
     slot_names: Sequence[str] | None = None,
     catalogue: Iterable[str] = (),
+    api: str | None = None,
 ) -> dict[str, Any]:
-    """Ranked zones and the race group to paste. ``slot_names`` names the candidates (one per
-    ranked zone, in order); ``catalogue``: zones known to offer the family (listed as
-    ``untried`` when history has nothing there)."""
-    picks = rank(stats, accelerator, mode, count=count)
-    closed = sorted(
-        s.zone for s in stats if s.accelerator == accelerator and s.mode == mode and s.queue_closed
-    )
-    seen = {s.zone for s in stats if s.accelerator == accelerator and s.mode == mode}
+    """Ranked places (a zone on an API) and the race group to paste. ``slot_names`` names the
+    candidates (one per ranked place, in order); ``catalogue``: zones known to offer the
+    family (listed as ``untried`` when history has nothing there); ``api``: that API's
+    places only (None: every API's)."""
+    picks = rank(stats, accelerator, mode, count=count, api=api)
+    mine = [
+        s
+        for s in stats
+        if s.accelerator == accelerator and s.mode == mode and (api is None or s.api == api)
+    ]
+    closed = sorted(_zone_on(s.zone, s.api, accelerator) for s in mine if s.queue_closed)
+    seen = {s.zone for s in mine}
     names = (
         list(slot_names)
         if slot_names is not None
@@ -197,6 +211,7 @@ def recommend_doc(
         "schema_version": RECOMMEND_SCHEMA,
         "accelerator": accelerator,
         "mode": mode,
+        "api": api,
         "zones": [_pick(p) for p in picks],
         "closed": closed,
         "untried": sorted(set(catalogue) - seen),
@@ -209,9 +224,16 @@ def recommend_doc(
     }
 
 
+def _zone_on(zone: str, api: str, accelerator: str) -> str:
+    """``us-east5-b``; ``us-east5-b (compute)`` on another API than the accelerator's
+    default (as the charts name a zone's series)."""
+    return zone if api == default_api(family_of(accelerator) or "") else f"{zone} ({api})"
+
+
 def _pick(p: Recommendation) -> dict[str, Any]:
     return {
         "zone": p.zone,
+        "api": p.api,
         "expected_wait_seconds": _r(p.expected_wait),
         "samples": p.samples,
         "unserved": p.unserved,
@@ -224,7 +246,8 @@ def _pick(p: Recommendation) -> dict[str, Any]:
 
 
 def format_recommend(doc: dict[str, Any]) -> str:
-    lines = [f"Zones for {doc['accelerator']} ({doc['mode']}), soonest capacity first:"]
+    on = f" on {doc['api']}" if doc.get("api") else ""
+    lines = [f"Zones for {doc['accelerator']} ({doc['mode']}{on}), soonest capacity first:"]
     if not doc["zones"]:
         lines.append("  no history for this accelerator and mode yet")
     for i, z in enumerate(doc["zones"], 1):
@@ -233,7 +256,8 @@ def format_recommend(doc: dict[str, Any]) -> str:
         extra = f", {z['unserved']} gave up" if z["unserved"] else ""
         life = z["median_lifetime_seconds"]
         lived = f", lives ~{format_duration(life)}" if life is not None else ""
-        lines.append(f"  {i}. {z['zone']:<24} {shown} ({z['samples']} samples{extra}{lived})")
+        where = _zone_on(z["zone"], z.get("api") or DEFAULT_API, doc["accelerator"])
+        lines.append(f"  {i}. {where:<24} {shown} ({z['samples']} samples{extra}{lived})")
     if doc["closed"]:
         lines.append(f"Left out (queue closed to this project): {', '.join(doc['closed'])}")
     if doc["untried"]:

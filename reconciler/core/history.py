@@ -29,16 +29,17 @@ from typing import Any
 
 from reconciler.core.capacity import Open, Place, code_of, queue_closed
 from reconciler.core.chip_use import ChipSummary
-from reconciler.model.capacity import WAITING_STATES, WON_STATES, RequestState
+from reconciler.model.capacity import DEFAULT_API, WAITING_STATES, WON_STATES, RequestState
 
 #: The request stopped holding capacity without being deleted (its node's lifetime ends).
 LOST = frozenset(
     {RequestState.SUSPENDING, RequestState.SUSPENDED, RequestState.FAILED, RequestState.ENDED}
 )
 UNKNOWN = "?"
-#: A neutral state word for an API's state word, for event records older than the
-#: ``request`` key (the runtime passes the TPU API's mapping: they are all its).
-StateOf = Callable[[str], RequestState]
+#: The neutral state of an API's state word, read with that API's words (``word``, ``api``):
+#: for event records older than the ``request`` key and history rows, which keep only the
+#: word (the runtime passes ``runtime/backends.word_state``).
+StateOf = Callable[[str, str], RequestState]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,7 @@ class Transition:
     at: float
     code: int | None = None
     message: str = ""
+    api: str = DEFAULT_API  # whose words ``before`` and ``after`` are
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,7 @@ class Wait:
     to_provisioning: float | None  # None: never got capacity (censored at ``waited``)
     to_active: float | None
     waited: float  # how long it was queued in all
+    api: str = DEFAULT_API
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,7 @@ class Lifetime:
     ready_at: float
     ended_at: float
     end: str  # "preempted" | "deleted" | "expired" (a flex-start run's end)
+    api: str = DEFAULT_API
 
     @property
     def seconds(self) -> float:
@@ -108,6 +112,7 @@ class Refusal:
     code: int | None
     message: str
     closed: bool
+    api: str = DEFAULT_API
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +148,7 @@ class Seen:
     code: int | None = None
     message: str = ""
     request: RequestState | None = None
+    api: str = DEFAULT_API  # the API it was seen through (its words are ``state``'s)
 
     @property
     def phase(self) -> RequestState | None:
@@ -162,6 +168,7 @@ class RequestTrack:
     deleting_at: float | None = None
     lost_race: str | None = None  # the group it lost, until its delete finishes
     request: str = ""  # the neutral state (``RequestState``); "" in a tracker saved before it
+    api: str = DEFAULT_API  # the API that holds it (a tracker saved before it: the TPU API)
 
     @property
     def phase(self) -> RequestState:
@@ -213,8 +220,9 @@ class Tracker:
         phase, was = s.phase, track.phase if track else None
         accelerator = s.accelerator if s.accelerator != UNKNOWN or not track else track.accelerator
         mode = s.mode if s.mode != UNKNOWN or not track else track.mode
+        api = s.api if s.state is not None or not track else track.api
         transition = Transition(
-            s.slot, s.zone, accelerator, mode, before, s.state, now, s.code, s.message
+            s.slot, s.zone, accelerator, mode, before, s.state, now, s.code, s.message, api
         )
         out.append(transition)
         if phase in WON_STATES and was not in WON_STATES:
@@ -232,11 +240,11 @@ class Tracker:
         if track is None or was in LOST or was == RequestState.DELETING:
             if track is not None:
                 self._ended(key, track, now, out, deleted=False)
-            track = RequestTrack(state=s.state, accelerator=accelerator, mode=mode)
+            track = RequestTrack(state=s.state, accelerator=accelerator, mode=mode, api=api)
             if phase in WAITING_STATES:
                 track.queued_at = now
             self.tracks[key] = track
-        track.state, track.accelerator, track.mode = s.state, accelerator, mode
+        track.state, track.accelerator, track.mode, track.api = s.state, accelerator, mode, api
         track.request = phase.value
         if phase == RequestState.PROVISIONING and track.provisioning_at is None:
             track.provisioning_at = now
@@ -255,6 +263,7 @@ class Tracker:
                         track.provisioning_at - track.queued_at,
                         now - track.queued_at,
                         now - track.queued_at,
+                        api,
                     )
                 )
                 track.queued_at = None  # counted
@@ -278,14 +287,17 @@ class Tracker:
         zone, slot = key
         if t.queued_at is not None:
             out.append(
-                Wait(slot, zone, t.accelerator, t.mode, t.queued_at, None, None, now - t.queued_at)
-            )
+                Wait(
+                    slot, zone, t.accelerator, t.mode, t.queued_at, None, None,
+                    now - t.queued_at, t.api,
+                )
+            )  # fmt: skip
             t.queued_at = None
         if t.active_at is not None:
             end = "deleted" if deleted else "preempted"
             if end == "preempted" and (ended or t.mode == "flex-start"):
                 end = "expired"  # a run over at its end (flex-start suspended): no preemption
-            out.append(Lifetime(slot, zone, t.accelerator, t.mode, t.active_at, now, end))
+            out.append(Lifetime(slot, zone, t.accelerator, t.mode, t.active_at, now, end, t.api))
             t.active_at = None
 
     def _races(
@@ -309,15 +321,15 @@ class Tracker:
     def refusals(
         self,
         errors: Mapping[str, tuple[float, str]],
-        absent: Mapping[str, tuple[str, str, str]],
+        absent: Mapping[str, tuple[str, str, str, str]],
         now: float,
     ) -> list[Record]:
         """Create refusals among the controller's action errors.
 
         ``errors``: action key (``zone/slot:cloud``) -> (not_before, message), from memory;
-        ``absent``: action key -> (slot, accelerator, mode) for cloud keys whose request does not
-        exist (so the failing action was a create). A failure is new when its not_before
-        changed since the last look."""
+        ``absent``: action key -> (slot, accelerator, mode, api) for cloud keys whose request
+        does not exist (so the failing action was a create). A failure is new when its
+        not_before changed since the last look."""
         out: list[Record] = []
         for key, (not_before, message) in errors.items():
             if self.failures_seen.get(key) == not_before:
@@ -325,7 +337,7 @@ class Tracker:
             self.failures_seen[key] = not_before
             if key not in absent:
                 continue
-            slot, accelerator, mode = absent[key]
+            slot, accelerator, mode, api = absent[key]
             zone = key.split("/", 1)[0]
             out.append(
                 Refusal(
@@ -337,6 +349,7 @@ class Tracker:
                     code_of(message),
                     message,
                     queue_closed(message),
+                    api,
                 )
             )
         for key in [k for k in self.failures_seen if k not in errors]:
@@ -353,7 +366,7 @@ def open_samples(
     waiting: dict[Place, list[float]] = {}
     held: dict[Place, float] = {}
     for (zone, _slot), t in tracks.items():
-        place = (zone, t.accelerator, t.mode)
+        place = (zone, t.accelerator, t.mode, t.api)
         if t.queued_at is not None and (since is None or t.queued_at >= since):
             waiting.setdefault(place, []).append(max(0.0, now - t.queued_at))
         if t.active_at is not None:
@@ -367,17 +380,19 @@ def open_samples(
 def from_event(
     event: Mapping[str, Any],
     at: float,
-    slots: Mapping[str, tuple[str, str, str]],
+    slots: Mapping[str, tuple[str, str, str, str]],
     state_of: StateOf | None = None,
 ) -> Seen | Refusal | None:
     """One event-log record as a look (``qr.state``) or a refusal (a failed create); ``slots``
-    maps slot name -> (zone, accelerator, mode) from the current intent (the log does not carry
-    accelerator and mode, nor the zone of a failed action). A look's neutral state is the
-    record's ``request``; ``state_of`` reads it from the API's word in a record without one."""
+    maps slot name -> (zone, accelerator, mode, api) from the current intent (the log does not
+    carry accelerator and mode, nor the zone of a failed action; a ``qr.state`` record says its
+    API since it said ``request``, an older one is the TPU API's). A look's neutral state is
+    the record's ``request``; ``state_of`` reads it from the API's word in a record without
+    one."""
     slot = event.get("slot")
     if not isinstance(slot, str):
         return None
-    home, accelerator, mode = slots.get(slot, (UNKNOWN, UNKNOWN, UNKNOWN))
+    home, accelerator, mode, api = slots.get(slot, (UNKNOWN, UNKNOWN, UNKNOWN, DEFAULT_API))
     kind = event.get("kind")
     if kind == "qr.state":
         zone = event.get("zone")
@@ -391,6 +406,7 @@ def from_event(
             accelerator=accelerator,
             mode=mode,
             request=request_of(event, state_of),
+            api=api_of(event),
         )
     if kind == "action.failed" and event.get("action") == "create":
         message = str(event.get("error") or "")
@@ -404,8 +420,15 @@ def from_event(
             code_of(message),
             message,
             queue_closed(message),
+            api,
         )
     return None
+
+
+def api_of(event: Mapping[str, Any]) -> str:
+    """The API a ``qr.state`` record is about (one written before it said: the TPU API's)."""
+    api = event.get("api")
+    return api if isinstance(api, str) and api else DEFAULT_API
 
 
 def request_of(event: Mapping[str, Any], state_of: StateOf | None) -> RequestState | None:
@@ -415,7 +438,7 @@ def request_of(event: Mapping[str, Any], state_of: StateOf | None) -> RequestSta
         return None
     if isinstance(told, str) and told in _STATES:
         return RequestState(told)
-    return state_of(after) if state_of is not None else None
+    return state_of(after, api_of(event)) if state_of is not None else None
 
 
 _STATES = frozenset(s.value for s in RequestState)

@@ -400,6 +400,7 @@ def _refusal_dict(r: Refusal) -> dict[str, Any]:
         "scope": r.scope,
         "place": r.place,
         "used": r.used,
+        **({"known": r.known} if r.known is not None else {}),
     }
 
 
@@ -410,4 +411,5 @@ def _refusal(d: Any) -> Refusal:
         scope=_opt(d.get("scope"), str),
         place=_opt(d.get("place"), str),
         used=_opt(d.get("used"), int),
+        known=_opt(d.get("known"), int),
     )

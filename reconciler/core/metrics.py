@@ -6,8 +6,10 @@ from event records.
 holds it stable). Names follow controller-runtime's style under the ``tpu_reconciler_``
 prefix (a counter's ``_total`` is added by the exposition). A label never carries an unbounded
 value — no run id, no error text, no operation name: each is one of a fixed set (``result``,
-``kind``, ``outcome``, ``retry``, ``state``, ``mode``, ``cause``) or, for ``zone`` and
+``kind``, ``outcome``, ``retry``, ``state``, ``mode``, ``cause``, ``api``) or, for ``zone`` and
 ``accelerator``, a value the desired file names or the zone catalogue knows, else ``other``.
+A place is labelled ``zone``, ``accelerator``, ``mode`` and ``api`` (the API that holds the
+request: ``tpu``, ``compute``), as the capacity history keeps a place.
 The ``state`` of ``slots`` is a request's state in its API's own words: the set is the words
 of every API the controller serves (``runtime/backends.STATE_WORDS``), which the runtime
 passes in (``state_values``), so nothing here names an API's vocabulary.
@@ -33,10 +35,13 @@ from reconciler.core.history import (
     StateOf,
     Tracker,
     Wait,
+    api_of,
     request_of,
 )
 from reconciler.core.plan_values import Kind
 from reconciler.model import names
+from reconciler.model.accelerators import APIS
+from reconciler.model.capacity import DEFAULT_API
 from reconciler.model.status import StatusSnapshot
 from reconciler.model.tpu_zones import ZONES_BY_FAMILY
 from reconciler.model.workload import WorkloadState
@@ -56,6 +61,7 @@ OUTCOMES: Final = ("succeeded", "failed", "cancelled")
 RETRY: Final = ("transient", "permanent")
 SOURCES: Final = ("action", "observe")
 MODES: Final = ("spot", "on-demand", "reserved", OTHER)
+API_VALUES: Final = (*APIS, OTHER)
 WORKLOAD_STATES: Final[tuple[str, ...]] = (*WorkloadState.__args__, OTHER)  # type: ignore[attr-defined]
 CAUSES: Final = (
     "failed",
@@ -65,6 +71,8 @@ CAUSES: Final = (
     "stopping",
     "gave-up",
     "superseded",
+    "released",
+    "not-started",
     OTHER,
 )
 LABEL_VALUES: Final[Mapping[str, tuple[str, ...]]] = {
@@ -75,6 +83,7 @@ LABEL_VALUES: Final[Mapping[str, tuple[str, ...]]] = {
     "source": SOURCES,
     "mode": MODES,
     "cause": CAUSES,
+    "api": API_VALUES,
 }
 #: Where one metric's label has a set of its own (the workloads' ``state``).
 METRIC_LABEL_VALUES: Final[Mapping[tuple[str, str], tuple[str, ...]]] = {
@@ -124,7 +133,7 @@ def _spec(name: str, type_: MetricType, labels: tuple[str, ...], help_: str) -> 
     return Spec(PREFIX + name, type_, labels, help_)
 
 
-PLACE: Final = ("zone", "accelerator", "mode")
+PLACE: Final = ("zone", "accelerator", "mode", "api")
 
 SPECS: Final = (
     _spec("reconcile", "counter", ("result",), "Reconcile passes, by result."),
@@ -218,6 +227,11 @@ def mode_label(mode: str | None) -> str:
     return mode if mode in MODES else OTHER
 
 
+def api_label(api: str | None) -> str:
+    """``tpu``, ``compute``; a row that does not say (an older snapshot) is the TPU API's."""
+    return one_of(api or DEFAULT_API, API_VALUES)
+
+
 def one_of(value: object, allowed: tuple[str, ...]) -> str:
     return value if isinstance(value, str) and value in allowed else OTHER
 
@@ -241,7 +255,8 @@ class Gauges:
     desired_valid: float
 
 
-Raw = tuple[str | None, str | None, str | None]  # (zone, accelerator, mode) as in the snapshot
+#: (zone, accelerator, mode, api) as in the snapshot
+Raw = tuple[str | None, str | None, str | None, str | None]
 
 
 def gauges(snapshot: StatusSnapshot, words: Collection[str]) -> Gauges:
@@ -255,7 +270,7 @@ def gauges(snapshot: StatusSnapshot, words: Collection[str]) -> Gauges:
     managed: set[Raw] = set()
     workloads: dict[Labels, float] = {(s,): 0.0 for s in WORKLOAD_STATES if s != OTHER}
     for s in snapshot.slots:
-        raw = (s.zone, s.accelerator, s.mode)
+        raw = (s.zone, s.accelerator, s.mode, s.api)
         state = s.state if s.state in allowed else (OTHER if s.state else NOT_QUEUED)
         counts[state, raw] = counts.get((state, raw), 0.0) + 1.0
         if s.active:  # slices held: a multislice slot holds each of its slices
@@ -266,11 +281,16 @@ def gauges(snapshot: StatusSnapshot, words: Collection[str]) -> Gauges:
             wkey = (one_of(s.workload.state, WORKLOAD_STATES),)
             workloads[wkey] = workloads.get(wkey, 0.0) + 1.0
     known = Known(
-        zones=frozenset(z for z, _, _ in managed if z),
-        accelerators=frozenset(a for _, a, _ in managed if a),
+        zones=frozenset(r[0] for r in managed if r[0]),
+        accelerators=frozenset(r[1] for r in managed if r[1]),
     )
     places = {
-        raw: (zone_label(raw[0], known), accelerator_label(raw[1], known), mode_label(raw[2]))
+        raw: (
+            zone_label(raw[0], known),
+            accelerator_label(raw[1], known),
+            mode_label(raw[2]),
+            api_label(raw[3]),
+        )
         for raw in {raw for _, raw in counts}
     }
     slots: dict[Labels, float] = {}
@@ -317,6 +337,7 @@ class SlotInfo:
     accelerator: str
     mode: str
     group: str | None
+    api: str = DEFAULT_API
 
 
 @dataclass
@@ -377,6 +398,7 @@ class EventFold:
             accelerator=info.accelerator if info else UNKNOWN,
             mode=info.mode if info else UNKNOWN,
             request=request_of(event, self.state_of),
+            api=api_of(event) if "api" in event or info is None else info.api,
         )
         return self.changes(self.tracker.step([seen], now, groups=self.groups), now)
 
@@ -405,9 +427,11 @@ class EventFold:
             zone_label(r.zone, self.known),
             accelerator_label(r.accelerator, self.known),
             mode_label(r.mode),
+            api_label(r.api),
         )
 
 
 def restart_cause(cause: str) -> str:
-    """``failed: exit 1 on worker 2`` -> ``failed``; a phase outside the set -> other."""
-    return one_of(cause.split(":", 1)[0].strip(), CAUSES)
+    """``failed: exit 1 on worker 2`` -> ``failed``, ``not started: ...`` ->
+    ``not-started``; a phase outside the set -> other."""
+    return one_of(cause.split(":", 1)[0].strip().replace(" ", "-"), CAUSES)

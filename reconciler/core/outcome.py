@@ -78,7 +78,7 @@ def outcome(
 
 def succeeded(action: Action, detail: str, memory: mem.Memory, now: float) -> Outcome:
     memory = mem.record_success(memory, action.key)
-    if action.kind == Kind.REPLACE:
+    if action.kind == Kind.REPLACE and not action.reshape:
         memory = mem.record_dead_replaced(memory, action.slot, now)
     elif action.kind in SETUP_KINDS and action.instance is not None:
         gen = action.generation if action.kind != Kind.TMUX else 0
@@ -129,10 +129,12 @@ def failed(
 
 def quota_refusal(action: Action, error: BaseException) -> Refusal | None:
     """What a quota refusal said, with the chips the planner counted under that quota when
-    the create was sent (``Action.quota_use``): it goes again once fewer are counted."""
+    the create was sent (``Action.quota_use``) and the limit it knew for it
+    (``Action.quota_known``): it goes again once fewer are counted or a higher limit is
+    known."""
     if not isinstance(error, QuotaExceeded):
         return None
-    counted = dict(action.quota_use)
+    counted, known = dict(action.quota_use), dict(action.quota_known)
     place = error.place or (action.zone if error.scope in (None, "zone") else None)
     return Refusal(
         quota_id=error.quota_id,
@@ -140,6 +142,7 @@ def quota_refusal(action: Action, error: BaseException) -> Refusal | None:
         scope=error.scope or "zone",
         place=place,
         used=counted.get(place) if place is not None else None,
+        known=known.get(place) if place is not None else None,
     )
 
 

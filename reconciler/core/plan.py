@@ -20,6 +20,10 @@ API's own word (``api_state``) in reasons.
 - Nothing is created or deleted in a zone the observation could not see. A create in a zone
   ``model.tpu_zones`` does not know to offer the accelerator goes ahead (that table may be
   behind Google's) and carries ``unlisted_zone``, which ``plan`` shows next to it.
+- A held request the file now describes otherwise — another ``api``, accelerator, slice
+  count, machine type, topology or host count (``core.reshape``) — cannot change in place:
+  ``-/+ replace``, the reason naming each change, destructive when it deletes a running TPU
+  and counted by the delete guard like a delete (``Action.reshape``).
 - On an ACTIVE request whose node is READY: setup steps (``~ bootstrap``, ``~ tailscale``) once
   per node instance and setup generation; ``~ tmux`` whenever the slot's window is missing
   from the tmux inventory; and notices.
@@ -44,7 +48,7 @@ API's own word (``api_state``) in reasons.
   confirmed (``Plan.guard`` names the set); and every action while ``settings.suspend``.
 - Quota (``core.quota``): a create that would pass a chip limit of ``Desired.quotas`` waits
   in ``held`` (``rule="quota"``); a create the cloud refused for quota is blocked until the
-  chips counted under that quota drop or its intent changes.
+  chips counted under that quota drop, a higher limit is known for it, or its intent changes.
 
 The values it returns (``Plan``, ``Action``, ``Kind``, ...) are ``core/plan_values.py``.
 
@@ -54,9 +58,10 @@ No I/O, no clock (``now`` is an argument), no await.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import replace
 from typing import Final
 
-from reconciler.core import across, before_end, boot_setup, control, flex, node_health
+from reconciler.core import across, before_end, boot_setup, control, flex, node_health, reshape
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan_hold import hold_back
@@ -218,10 +223,10 @@ class _Planner:
         error = self.memory.error(action.key)
         refused = error is not None and error.permanent_fingerprint == action.fingerprint
         if refused and error is not None and error.quota is not None:
-            if not refusal_lifted(error, action, self.observed):
-                self.blocked.append(Held(action, refused_text(error), rule=QUOTA_RULE))
+            if not refusal_lifted(error, action, self.observed, self.desired.quotas):
+                self.blocked.append(Held(action, refused_text(error, action), rule=QUOTA_RULE))
                 return
-            self.actions.append(action)  # fewer chips are counted under it: a new decision
+            self.actions.append(action)  # fewer chips under it, or a higher limit: new decision
         elif refused and error is not None:
             self.blocked.append(Held(action, f"permanent error: {error.message}"))
         elif (
@@ -281,16 +286,9 @@ class _Planner:
             self.warnings.append(
                 f"{spec.name}: unknown {request.api_kind} state {request.raw_state!r}; not acting"
             )
-        elif request.accelerator and request.accelerator != spec.accelerator:
-            self.warnings.append(
-                f"{spec.name}: holds {request.accelerator} but the file says {spec.accelerator}; "
-                "release and re-hold the slot to replace it"
-            )
-        elif request.slices != spec.slices:
-            self.warnings.append(
-                f"{spec.name}: holds {request.slices} slice(s) but the file says {spec.slices}; "
-                "release and re-hold the slot to replace it"
-            )
+        elif request.state != RequestState.DELETING and (found := reshape.changes(spec, request)):
+            action = _delete(self.observed, request, reshape.reason(found), Kind.REPLACE)
+            self.propose(replace(action, reshape=True))  # the delete guard counts it
 
     def release(self, spec: SlotSpec, reason: str) -> None:
         request = self.observed.request(spec.zone, spec.name)

@@ -1,7 +1,8 @@
 """What the user asked to wait, applied to a plan the planner made (``core/plan.py``): a paused
-slot's actions, creates past a quota or a member's cap (``core/quota``), deletes the delete
-guard holds until confirmed, everything while suspended; and when each held slot's timed hold
-releases it. Each held action is kept with why (``Held``), so plan and status show it.
+slot's actions, creates past a quota or a member's cap (``core/quota``), deletes (and replaces
+of a reshaped running TPU) the delete guard holds until confirmed, everything while suspended;
+and when each held slot's timed hold releases it. Each held action is kept with why
+(``Held``), so plan and status show it.
 
 Pure: no I/O, no clock.
 """
@@ -39,7 +40,7 @@ def hold_back(
     held += waits
     ids: dict[str, str] = {}
     for a in actions:
-        if a.kind != Kind.DELETE or not a.destructive:
+        if not a.destructive or not (a.kind == Kind.DELETE or a.reshape):
             continue
         if control.counts_for_guard(plan.releases.get(a.slot), memory):
             node = observed.node(a.zone, a.slot)

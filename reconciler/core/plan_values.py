@@ -20,6 +20,7 @@ from typing import Final
 from reconciler.core import control
 from reconciler.core import workload as wl
 from reconciler.model.capacity import DEFAULT_API, CapacityRequest
+from reconciler.model.desired import QuotaSpec
 from reconciler.model.ends import EndAct
 from reconciler.model.requests import CreateRequest
 
@@ -27,7 +28,7 @@ from reconciler.model.requests import CreateRequest
 class Kind(StrEnum):
     CREATE = "create"
     DELETE = "delete"
-    REPLACE = "replace"  # delete a dead request now; the create follows on a later pass
+    REPLACE = "replace"  # delete a dead or reshaped request now; the create follows later
     BOOTSTRAP = "bootstrap"
     TAILSCALE = "tailscale"
     TMUX = "tmux"
@@ -72,8 +73,14 @@ class Action:
     #: create: chips counted in its (zone, n) and (region, n) for its family and mode when it
     #: was planned (``core.quota``); a quota refusal records the one it names
     quota_use: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    #: create: the limits known for its API, family and mode when it was planned, (zone or
+    #: region, chips); a quota refusal keeps the one of the place it names (``core.quota``)
+    quota_known: tuple[tuple[str, int], ...] = field(default=(), compare=False)
     #: the API that holds the request it creates or deletes (the port routes it by this)
     api: str = DEFAULT_API
+    #: replace: the file changed the request's API or shape (``core.reshape``), not a death:
+    #: the delete guard counts it like a delete, and it is no dead request in a row
+    reshape: bool = False
     end: EndAct | None = None  # before_end: the attempt and the end it runs before
 
     @property
@@ -107,7 +114,8 @@ class Held:
     action: Action
     why: str
     until: float | None = None  # backoff: when it may run
-    rule: str | None = None  # held by control: "paused" | "guard" | "suspended"
+    rule: str | None = None  # held by control: "paused" | "guard" | "suspended" | "quota"
+    quota: QuotaSpec | None = None  # rule "quota": the limit it waits on (None: a cap)
 
 
 @dataclass(frozen=True, slots=True)

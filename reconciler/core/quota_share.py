@@ -7,7 +7,8 @@ many chips each member may hold (``members:``, read with each slot's ``owner:``)
 - **Caps**: a member's ``chips: {v6e: 32}`` counts the chips of that family held or queued
   by the member's slots (every observed request of a slot they own, whatever its state, plus the
   creates that go this pass); a create past it waits, "waiting for alice's cap: 32/32 v6e
-  chips".
+  chips", and one bigger than the cap itself never goes ("never fits: needs 64, alice's cap
+  32 v6e chips"). A cap counts a family's chips on every API.
 - **Behind whom**: a create waiting for quota says who is ahead of it: the creates that went
   this pass under that limit (``behind v6e-a (bob)``), else the owners holding its chips
   (``held by alice 8, bob 8``).
@@ -28,7 +29,7 @@ from reconciler.model.names import chip_count as chips
 from reconciler.model.observed import Observation
 from reconciler.model.quotas import quota_mode, region_of
 
-Key = tuple[str, str, str, str]  # (family, mode, scope, place), as ``core.quota``'s
+Key = tuple[str, str, str, str, str]  # (api, family, mode, scope, place), as ``core.quota``'s
 
 OTHERS = "others"  # requests of no owner (unmanaged, or slots without an owner)
 
@@ -81,8 +82,8 @@ def lab(desired: Desired, observed: Observation) -> Lab | None:
         found.held[(o, family)] += n
         mode = quota_mode(request.mode)
         for key in (
-            (family, mode, "zone", request.zone),
-            (family, mode, "region", region_of(request.zone)),
+            (request.api, family, mode, "zone", request.zone),
+            (request.api, family, mode, "region", region_of(request.zone)),
         ):
             found.holders.setdefault(key, Counter())[o or OTHERS] += n
     return found
@@ -90,6 +91,11 @@ def lab(desired: Desired, observed: Observation) -> Lab | None:
 
 def cap_text(owner: str, held: int, limit: int, family: str) -> str:
     return f"waiting for {owner}'s cap: {held}/{limit} {family} chips"
+
+
+def never_cap_text(owner: str, needs: int, limit: int, family: str) -> str:
+    """A create bigger than its owner's cap: it can never go."""
+    return f"never fits: needs {needs}, {owner}'s cap {limit} {family} chips"
 
 
 def behind(found: Lab, key: Key, ahead: Sequence[str]) -> str:

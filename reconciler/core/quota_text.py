@@ -1,24 +1,30 @@
-"""What ``tpu-reconciler quota`` prints: each chip limit with its use and the slots waiting on
-it, then the creates the cloud refused for quota, in its words. Text and JSON from a status
+"""What ``tpu-reconciler quota`` prints: each chip limit (its API's: ``tpu`` or ``compute``)
+with its use and the slots waiting on it, then the creates the cloud refused for quota, in its
+words, and the ones that can never fit. Text and JSON from a status
 snapshot; pure (values in, text out).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from reconciler.core.render import format_table
 from reconciler.model.status import StatusSnapshot, encode
 
-_HEADER = ("FAMILY", "MODE", "WHERE", "USED", "LIMIT", "SOURCE", "WAITING")
+_HEADER = ("FAMILY", "MODE", "API", "WHERE", "USED", "LIMIT", "SOURCE", "WAITING")
+#: ``quota --json``'s list per ``SlotQuotaStatus.state``.
+_LISTS = {"waiting": "waiting", "refused": "refused", "never-fits": "never_fits"}
+#: Those lists without a snapshot.
+EMPTY: Final[dict[str, list[Any]]] = {name: [] for name in _LISTS.values()}
 
 
 def quota_doc(snapshot: StatusSnapshot) -> dict[str, Any]:
-    """``quota --json``: ``quotas`` (the snapshot's), ``waiting`` and ``refused`` per slot."""
-    by_state: dict[str, list[dict[str, Any]]] = {"waiting": [], "refused": []}
+    """``quota --json``: ``quotas`` (the snapshot's), ``waiting``, ``refused`` and
+    ``never_fits`` per slot."""
+    by_state: dict[str, list[dict[str, Any]]] = {name: [] for name in _LISTS.values()}
     for s in snapshot.slots:
-        if s.quota is not None and s.quota.state in by_state:
-            by_state[s.quota.state].append({"slot": s.name, **encode(s.quota)})
+        if s.quota is not None and s.quota.state in _LISTS:
+            by_state[_LISTS[s.quota.state]].append({"slot": s.name, **encode(s.quota)})
     return {"quotas": [encode(q) for q in snapshot.quotas], **by_state}
 
 
@@ -28,6 +34,7 @@ def format_quota(snapshot: StatusSnapshot) -> str:
         (
             q.family,
             q.mode,
+            q.api or "tpu",
             f"{q.scope} {q.place}",
             str(q.used) if seen else "?",
             str(q.chips),
@@ -41,6 +48,10 @@ def format_quota(snapshot: StatusSnapshot) -> str:
     if refused:
         lines.append("")
         lines += [f"refused by the cloud: {s.name}: {s.quota.message}" for s in refused if s.quota]
+    never = [s for s in snapshot.slots if s.quota is not None and s.quota.state == "never-fits"]
+    if never:
+        lines.append("")
+        lines += [f"{s.name}: {s.quota.message}" for s in never if s.quota]
     waiting = [s for s in snapshot.slots if s.quota is not None and s.quota.state == "waiting"]
     if waiting:
         lines.append("")

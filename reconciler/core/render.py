@@ -187,7 +187,7 @@ def _note(row: SlotStatus, now: float) -> str:
         control = _control_note(row, now)
         if control:
             return control
-    if row.quota is not None and row.quota.state == "waiting":
+    if row.quota is not None and row.quota.state in ("waiting", "never-fits"):
         return row.quota.message
     if row.last_error:  # a run's end and the node's signals stay in sight (error below)
         return _cut(", ".join([*_run_notes(row, now), str(row.last_error)]), _NOTE_WIDTH)
@@ -256,7 +256,9 @@ def format_workload(
 ) -> str:
     """One workload cell: ``running 2h13m · attempt 3 · 1/3 failures``,
     ``gave-up (exit 1 on worker 2)``; ``note`` last (``restarting in 40s``)."""
-    if state in ("gave-up", "failed") and detail:
+    if state == "not-started":
+        return f"not started: {detail}" if detail else "not started"
+    if state in ("gave-up", "failed", "released") and detail:
         return f"{state} ({detail})"
     head = f"{state} {format_duration(running_for)}" if running_for is not None else state
     parts = [head, f"attempt {attempt}"] if attempt else [head]

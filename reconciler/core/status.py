@@ -284,6 +284,7 @@ def _managed_row(
         workload=workload_status(memory.workload(spec.name), spec.workload, now),
         owner=spec.owner,
         expired=flex.expired(spec, request, now),
+        api=spec.api,
     )
 
 
@@ -344,6 +345,7 @@ def _unmanaged_row(request: CapacityRequest, observed: Observation) -> SlotStatu
         mode=request.mode,
         managed=False,
         **_request_fields(request, observed),
+        api=request.api,
     )
 
 

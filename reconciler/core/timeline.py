@@ -29,7 +29,7 @@ from reconciler.core import timeline_estimate as est
 from reconciler.core.capacity import Place, WaitHint
 from reconciler.core.capacity_chart import chips_of as place_chips
 from reconciler.core.history import StateOf
-from reconciler.core.quota import applies
+from reconciler.core.quota import limit_words
 from reconciler.core.timeline_facts import (
     FLEX_END,
     RELEASING,
@@ -53,6 +53,7 @@ from reconciler.core.timeline_past import (
     Span,
     kind_of,
 )
+from reconciler.model.accelerators import TPU_API
 from reconciler.model.desired import Desired, QuotaSpec, SlotSpec
 from reconciler.model.durations import format_duration, parse_duration
 from reconciler.model.stamps import epoch_or_none
@@ -98,6 +99,7 @@ class Row:
     expected_wait: WaitHint | None = None
     since: float | None = None  # in its present state since (the snapshot's ``state_since``)
     note: str = ""
+    api: str = TPU_API  # the API that holds it ("tpu", "compute")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +125,8 @@ class LabTimeline:
 
 
 def limit_label(spec: QuotaSpec) -> str:
-    return f"{spec.mode} {spec.family} chips in {spec.place}"
+    """``spot v6e chips in europe-west4-a`` (`` on Compute Engine`` after that API's)."""
+    return limit_words(spec)
 
 
 # --- rows ------------------------------------------------------------------------------------
@@ -205,7 +208,8 @@ def _row(
     spans = list(past.spans) if past is not None else []
     marks = list(past.marks) if past is not None else []
     since = epoch_or_none(row.state_since)
-    kind = kind_of(row.state, facts.state_of, row.request) if counted(row) else None
+    api = row.api or TPU_API
+    kind = kind_of(row.state, facts.state_of, row.request, api) if counted(row) else None
     ends, why = end_of(row, spec) if row.managed else (None, None)
     if row.managed and row.want == "released" and kind is not None:
         ends, why = as_of, RELEASING
@@ -249,7 +253,7 @@ def _row(
         marks.append(Mark(MAINTENANCE, window, epoch_or_none(m.window_end), text))
     need = need_of(row, spec)
     limit = next(
-        (s for s in limits if need is not None and applies(s, need.family, need.mode, need.zone)),
+        (s for s in limits if need is not None and need.under(s)),
         None,
     )
     return Row(
@@ -269,6 +273,7 @@ def _row(
         estimate=estimate,
         expected_wait=hint,
         since=since,
+        api=api,
     )
 
 
@@ -409,9 +414,10 @@ def only(
     accelerator: str | None = None,
     mode: str | None = None,
     owner: str | None = None,
+    api: str | None = None,
 ) -> LabTimeline:
     """The rows that pass every filter given (the estimate was made with all of them)."""
-    wanted = {"zone": zone, "accelerator": accelerator, "mode": mode, "owner": owner}
+    wanted = {"zone": zone, "accelerator": accelerator, "mode": mode, "owner": owner, "api": api}
 
     def keeps(row: Row) -> bool:
         return all(v is None or getattr(row, k) == v for k, v in wanted.items())

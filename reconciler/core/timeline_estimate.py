@@ -37,10 +37,11 @@ from typing import Final
 
 from reconciler.core import quota_share as share
 from reconciler.core.quota import applies, key, wait_text
+from reconciler.model.accelerators import API_WORDS, TPU_API
 from reconciler.model.desired import QuotaSpec
 from reconciler.model.durations import format_duration
 
-Key = tuple[str, str, str, str]  # (family, mode, scope, place), as ``core.quota``'s
+Key = tuple[str, str, str, str, str]  # (api, family, mode, scope, place), as ``core.quota``'s
 
 QUOTA: Final = "quota"
 CAP: Final = "cap"
@@ -50,13 +51,19 @@ NAMED: Final = 3
 
 @dataclass(frozen=True, slots=True)
 class Need:
-    """The chips one slot's request counts, and where: its family, quota mode and zone."""
+    """The chips one slot's request counts, and where: its family, quota mode and zone, and
+    the API whose quotas count it."""
 
     slot: str
     family: str
     mode: str  # the quota's mode (flex-start counts as spot: ``model.quotas.quota_mode``)
     zone: str
     chips: int
+    api: str = TPU_API
+
+    def under(self, spec: QuotaSpec) -> bool:
+        """``spec`` limits these chips (its API, family, mode and place)."""
+        return applies(spec, self.family, self.mode, self.zone, self.api)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +152,7 @@ class _Replay:
     went: list[tuple[Need, float]] = field(default_factory=list)  # creates that went, in order
 
     def limits_of(self, need: Need) -> list[QuotaSpec]:
-        return [
-            lim.spec for lim in self.limits if applies(lim.spec, need.family, need.mode, need.zone)
-        ]
+        return [lim.spec for lim in self.limits if need.under(lim.spec)]
 
     def owner(self, slot: str) -> str | None:
         return self.lab.owner(slot) if self.lab is not None else None
@@ -286,9 +291,10 @@ def _too_big(w: Waiter, replay: _Replay) -> str | None:
     n = w.need
     for spec in replay.limits_of(n):
         if n.chips > spec.chips:
+            where = "" if spec.api == TPU_API else f" on {API_WORDS.get(spec.api, spec.api)}"
             return (
-                f"needs {n.chips} {spec.mode} {n.family} chips; the limit in {spec.place} is "
-                f"{spec.chips}"
+                f"needs {n.chips} {spec.mode} {n.family} chips; the limit in {spec.place}{where} "
+                f"is {spec.chips}"
             )
     capped = replay.lab.cap(n.slot, n.family) if replay.lab is not None else None
     if capped is not None and n.chips > capped[2]:
@@ -311,7 +317,7 @@ def _shares(a: Need, b: Need, kind: str, spec: QuotaSpec | None, replay: _Replay
     if kind == CAP:
         return a.family == b.family and replay.owner(a.slot) == replay.owner(b.slot)
     if spec is not None:
-        return applies(spec, b.family, b.mode, b.zone)
+        return b.under(spec)
     return bool({key(s) for s in replay.limits_of(a)} & {key(s) for s in replay.limits_of(b)})
 
 

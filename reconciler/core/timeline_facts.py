@@ -21,9 +21,9 @@ from reconciler.core import quota_share as share
 from reconciler.core import timeline_estimate as est
 from reconciler.core.capacity import Place, WaitHint
 from reconciler.core.history import StateOf
-from reconciler.core.quota import applies
 from reconciler.errors import UnsafeName
 from reconciler.model import flex
+from reconciler.model.accelerators import TPU_API
 from reconciler.model.desired import Desired, QuotaSpec, SlotSpec
 from reconciler.model.multislice import chips as chips_of
 from reconciler.model.multislice import place_accelerator
@@ -34,7 +34,8 @@ from reconciler.model.status import SlotStatus, StatusSnapshot
 
 FLEX_END: Final = "flex-start run ends"
 RELEASING: Final = "being released"
-WAITING_STATES: Final = ("waiting", "refused")  # a slot's ``quota.state`` when its create waits
+#: a slot's ``quota.state`` when its create waits
+WAITING_STATES: Final = ("waiting", "refused", "never-fits")
 
 
 def run_seconds(spec: SlotSpec | None) -> float | None:
@@ -53,7 +54,8 @@ def need_of(row: SlotStatus, spec: SlotSpec | None) -> est.Need | None:
         family, n = accelerator_family(accelerator), chips_of(accelerator, slices)
     except UnsafeName:
         return None
-    return est.Need(row.name, family, quota_mode(row.mode), row.zone, n)
+    api = spec.api if spec is not None else row.api or TPU_API
+    return est.Need(row.name, family, quota_mode(row.mode), row.zone, n, api)
 
 
 def counted(row: SlotStatus) -> bool:
@@ -66,7 +68,10 @@ def counted(row: SlotStatus) -> bool:
 def snapshot_limits(snapshot: StatusSnapshot) -> list[est.Limit]:
     return [
         est.Limit(
-            QuotaSpec(q.family, q.mode, q.scope, q.place, q.chips, q.source, q.quota_id), q.used
+            QuotaSpec(
+                q.family, q.mode, q.scope, q.place, q.chips, q.source, q.quota_id, q.api or TPU_API
+            ),
+            q.used,
         )
         for q in snapshot.quotas
     ]
@@ -78,7 +83,7 @@ def _refused_limit(row: SlotStatus, need: est.Need) -> QuotaSpec | None:
     if q is None or q.limit is None or not q.place:
         return None
     scope = "zone" if q.place == need.zone else "region"
-    return QuotaSpec(need.family, need.mode, scope, q.place, q.limit, "cloud", q.quota_id)
+    return QuotaSpec(need.family, need.mode, scope, q.place, q.limit, "cloud", q.quota_id, need.api)
 
 
 def end_of(row: SlotStatus, spec: SlotSpec | None) -> tuple[float | None, str | None]:
@@ -108,7 +113,8 @@ class Facts:
         spec = self.spec(row.name)
         if row.zone and row.accelerator and row.mode:
             slices = spec.slices if spec is not None else max(1, len(row.slices))
-            found = self.hints.get((row.zone, place_accelerator(row.accelerator, slices), row.mode))
+            place = place_accelerator(row.accelerator, slices)
+            found = self.hints.get((row.zone, place, row.mode, row.api or TPU_API))
             if found is not None:
                 return found
         w = row.expected_wait
@@ -151,10 +157,9 @@ def estimates(facts: Facts) -> tuple[dict[str, est.Estimate], list[str]]:
             continue
         if not row.managed or row.quota is None or row.quota.state not in WAITING_STATES:
             continue
-        refused = _refused_limit(row, need) if row.quota.state == "refused" else None
+        refused = _refused_limit(row, need) if row.quota.state != "waiting" else None
         if refused is not None and not any(
-            applies(s, need.family, need.mode, need.zone)
-            for s in [*named, *(lim.spec for lim in limits)]
+            need.under(s) for s in [*named, *(lim.spec for lim in limits)]
         ):
             named.append(refused)
         blocked = None
@@ -176,9 +181,7 @@ def estimates(facts: Facts) -> tuple[dict[str, est.Estimate], list[str]]:
             )
         )
     for spec_ in named:
-        used = sum(
-            h.need.chips for h in holders if applies(spec_, h.need.family, h.need.mode, h.need.zone)
-        )
+        used = sum(h.need.chips for h in holders if h.need.under(spec_))
         limits.append(est.Limit(spec_, used))
     return est.estimate(limits, holders, waiters, facts.lab(), facts.as_of), []
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from reconciler.core.history import LOST, StateOf, Transition
-from reconciler.model.capacity import WAITING_STATES, WON_STATES, RequestState
+from reconciler.model.capacity import DEFAULT_API, WAITING_STATES, WON_STATES, RequestState
 
 HELD: Final = "held"  # PROVISIONING or ACTIVE: the capacity is there
 QUEUED_SPAN: Final = "queued"  # in the cloud's queue, waiting for capacity
@@ -57,12 +57,14 @@ NO_REQUEST: Final = frozenset({"NOT_QUEUED", "UNKNOWN"})
 _NEUTRAL: Final = frozenset(s.value for s in RequestState)
 
 
-def kind_of(state: str | None, state_of: StateOf, told: str | None = None) -> str | None:
-    """The span a request in ``state`` (its API's word, read by ``state_of`` unless a status
-    row ``told`` its neutral state) draws (None: no request)."""
+def kind_of(
+    state: str | None, state_of: StateOf, told: str | None = None, api: str = DEFAULT_API
+) -> str | None:
+    """The span a request in ``state`` (the word of ``api``, read by ``state_of`` unless a
+    status row ``told`` its neutral state) draws (None: no request)."""
     if state is None or state in NO_REQUEST:
         return None
-    neutral = RequestState(told) if told in _NEUTRAL else state_of(state)
+    neutral = RequestState(told) if told in _NEUTRAL else state_of(state, api)
     if neutral in WON_STATES:
         return HELD
     if neutral in WAITING_STATES:
@@ -83,7 +85,7 @@ class Past:
 
 def spans(transitions: Iterable[Transition], state_of: StateOf) -> dict[tuple[str, str], Past]:
     """Per (zone, slot): the spans and marks of ``transitions`` (taken oldest first); the
-    history keeps each state in its API's word, ``state_of`` reads it."""
+    history keeps each state in its API's word, ``state_of`` reads it with the row's API."""
     open_: dict[tuple[str, str], tuple[str, float] | None] = {}
     done: dict[tuple[str, str], list[Span]] = {}
     marks: dict[tuple[str, str], list[Mark]] = {}
@@ -92,15 +94,15 @@ def spans(transitions: Iterable[Transition], state_of: StateOf) -> dict[tuple[st
     for t in sorted(transitions, key=lambda t: t.at):
         where = (t.zone, t.slot)
         going = open_.get(where)
-        after = kind_of(t.after, state_of)
+        after = kind_of(t.after, state_of, api=t.api)
         kind[where] = (t.accelerator, t.mode)
         if going is not None and going[0] == after:
             last[where] = t.after
             continue
         if going is not None:
             done.setdefault(where, []).append(Span(going[0], going[1], t.at))
-        lost = state_of(t.after) if t.after is not None else None
-        if t.before is not None and state_of(t.before) in WON_STATES and lost in LOST:
+        lost = state_of(t.after, t.api) if t.after is not None else None
+        if t.before is not None and state_of(t.before, t.api) in WON_STATES and lost in LOST:
             ended = t.mode == FLEX or lost == RequestState.ENDED
             marks.setdefault(where, []).append(
                 Mark(RUN_ENDED if ended else PREEMPTION, t.at, text=t.after or "")

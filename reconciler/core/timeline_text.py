@@ -384,6 +384,7 @@ def _row_doc(row: Row, as_of: float) -> dict[str, Any]:
         "zone": row.zone,
         "accelerator": row.accelerator,
         "mode": row.mode,
+        "api": row.api,
         "chips": row.chips,
         "state": row.state,
         "managed": row.managed,

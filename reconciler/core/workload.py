@@ -38,7 +38,7 @@ No I/O, no clock (``now`` is an argument), no await.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Final, Literal
@@ -55,6 +55,7 @@ from reconciler.core.workload_fold import new_run as new_run
 from reconciler.core.workload_fold import observe as observe
 from reconciler.core.workload_fold import where as where
 from reconciler.core.workload_memory import WorkerSeen, WorkloadMemory
+from reconciler.model.accelerators import COMPUTE_API
 from reconciler.model.desired import Desired, SlotSpec, WorkloadSpec
 from reconciler.model.multislice import megascale_env
 from reconciler.model.observed import Node, Observation
@@ -72,8 +73,8 @@ class WorkloadAct:
     run_id: str
     attempt: int
     grace: float = DEFAULT_GRACE
-    why: str = ""  # launch: start | relaunch | resend | preempted; stop: failed | removed |
-    #                released | changed
+    why: str = ""  # launch: start | relaunch | resend | preempted | released (held again);
+    #                stop: failed | removed | released | changed
     ends_at: str | None = None  # launch on a flex-start run: its terminationTime
 
 
@@ -218,12 +219,51 @@ def record_sent(memory: Memory, slot: str, act: WorkloadAct, instance: str, now:
     return replace(memory, workloads=MappingProxyType({**memory.workloads, slot: new}))
 
 
+def record_decisions(
+    memory: Memory, desired: Desired, decided: Mapping[str, str], releases: Mapping[str, str]
+) -> Memory:
+    """What the plan decided for each slot, as its workload memory keeps it (the controller
+    records it as it dispatches the plan): a slot decided released says why in ``release``
+    (``releases``: slot -> a release rule's reason; a race candidate "lost the race"; else
+    "want: released"), so an attempt under way ends as *released*, never *interrupted*, and a
+    run that never started reads *not-started*; a slot held again forgets it."""
+    workloads = dict(memory.workloads)
+    for slot, wm in memory.workloads.items():
+        want = decided.get(slot)
+        if want == "released":
+            spec = desired.slot(slot)
+            why = releases.get(slot) or (
+                "lost the race" if spec is not None and spec.race_group else "want: released"
+            )
+            if wm.phase == "pending":
+                new = replace(wm, phase="not-started", detail=why, release=why, not_before=None)
+            elif wm.phase in ("starting", "running", "stopping") or (
+                wm.phase == "failed" and wm.relaunch
+            ):
+                new = replace(wm, release=why)
+            else:
+                continue
+        elif want == "held" and (wm.release or wm.phase == "not-started"):
+            new = replace(wm, release="")
+            if wm.phase == "not-started":
+                new = replace(new, phase="pending", detail="")
+        else:
+            continue
+        if new != wm:
+            workloads[slot] = new
+    if workloads == dict(memory.workloads):
+        return memory
+    return replace(memory, workloads=MappingProxyType(workloads))
+
+
 # --- decisions ---------------------------------------------------------------------------------
 
 
 def _launch_reason(wm: WorkloadMemory, w: WorkloadSpec, attempt: int, why: str) -> str:
     if why == "preempted":
         return f"relaunch after preemption: attempt {attempt} of run {wm.run_id}"
+    if why == "released":
+        return f"its slot is held again: attempt {attempt} of run {wm.run_id}"
     if why == "resend":
         return f"attempt {attempt} is not running on every worker: launch again"
     if attempt > 1 and wm.failures:
@@ -322,7 +362,7 @@ def decide(
             notices=notices, warning=f"{spec.name}: workload probe failed on worker {down}"
         )
     launch: tuple[int, str] | None = None
-    if wm.phase == "pending":
+    if wm.phase in ("pending", "not-started"):  # not-started: its slot is held again
         launch = (wm.attempt, "relaunch" if wm.attempt > 1 else "start")
     elif wm.phase == "starting" and here and seen is not None:
         if any(p.state == "missing" and p.adopt is None for p in seen) and (
@@ -331,6 +371,8 @@ def decide(
             launch = (wm.attempt, "resend")
     elif wm.phase == "interrupted" and w.restart != "never":
         launch = (wm.attempt + 1, "preempted")
+    elif wm.phase == "released" and w.restart != "never":  # its slot is held again
+        launch = (wm.attempt + 1, "released")
     if launch is None or (launch[1] == "relaunch" and restart_wait(wm, now) is not None):
         return Decision(notices=notices)  # a relaunch in its backoff: status says when
     attempt, why = launch
@@ -378,16 +420,12 @@ def launch_request(
     spec: SlotSpec, act: WorkloadAct, workers: int, node: Node | None = None
 ) -> LaunchRequest:
     """What ``act`` launches on ``node``'s ``workers``: a multislice slot's also carries its
-    slice count and the MEGASCALE variables its workers share (``model/multislice``)."""
+    slice count and the MEGASCALE variables its workers share (``model/multislice``); a slot
+    on Compute Engine, which does not tell a TPU VM its place, its workers' addresses in
+    order (the wrapper sets ``TPU_WORKER_ID`` and ``TPU_WORKER_HOSTNAMES`` from them)."""
     w = spec.workload
     assert w is not None, "a launch is only decided for a slot with a workload"
-    if spec.slices > 1 and node is not None:
-        return replace(
-            launch_request(spec, act, workers),
-            env={**megascale_env(node, spec.slices), **dict(w.env)},
-            slices=spec.slices,
-        )
-    return LaunchRequest(
+    request = LaunchRequest(
         slot=spec.name,
         run_id=act.run_id,
         attempt=act.attempt,
@@ -400,12 +438,22 @@ def launch_request(
         grace=w.stop_grace,
         keep_attempts=w.keep_attempts,
     )
+    if node is None:
+        return request
+    if spec.slices > 1:
+        env = {**megascale_env(node, spec.slices), **dict(w.env)}
+        request = replace(request, env=env, slices=spec.slices)
+    if spec.api == COMPUTE_API:
+        request = replace(request, hosts=node.ips(internal=True))
+    return request
 
 
 # --- what users see ---------------------------------------------------------------------------
 
 
 def state_of(wm: WorkloadMemory | None) -> WorkloadState:
+    """The state users see; ``not-started`` and ``released`` are their own (never
+    ``pending`` then ``interrupted`` for a slot that lost its race or was released)."""
     if wm is None:
         return "pending"
     if wm.unknown and wm.phase in ("starting", "running", "stopping"):

@@ -174,6 +174,25 @@ def exit_detail(seen: Sequence[WorkerProbe]) -> str | None:
     return f"{code} on worker {first.index}{more}"
 
 
+def started(wm: WorkloadMemory) -> bool:
+    """The attempt in play was seen to run: a worker alive or exited, or it got that far."""
+    return wm.phase == "running" or any(s.state in ("alive", "exited") for s in wm.workers)
+
+
+def released(prev: WorkloadMemory, now: float) -> WorkloadMemory:
+    """The attempt in play ends because its slot was released (``release`` says why): as
+    *released* when it had started, else *not-started*."""
+    why = prev.release or "slot released"
+    return replace(
+        prev,
+        phase="released" if started(prev) else "not-started",
+        since=now,
+        detail=why,
+        unknown=False,
+        relaunch=False,
+    )
+
+
 def _stopped(prev: WorkloadMemory, w: WorkloadSpec | None, now: float) -> WorkloadMemory | None:
     """A deliberate stop is over (every worker gone, or the node itself)."""
     if w is None:
@@ -182,9 +201,7 @@ def _stopped(prev: WorkloadMemory, w: WorkloadSpec | None, now: float) -> Worklo
         w.generation,
         w.identity,
     ):
-        return replace(
-            prev, phase="interrupted", since=now, detail="stopped: slot released", unknown=False
-        )
+        return released(prev, now)
     return new_run(w, now)
 
 
@@ -223,6 +240,8 @@ def fold(
         if not running:
             return _next_attempt(prev, w, now)
     if at.lost:
+        if prev.release and prev.phase in ("starting", "running"):
+            return released(prev, now)  # the release took its node: not a preemption
         if prev.phase in ("starting", "running") or (prev.phase == "failed" and prev.relaunch):
             return replace(
                 prev,

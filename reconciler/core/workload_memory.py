@@ -27,8 +27,10 @@ PHASES: Final = frozenset(
         "succeeded",
         "failed",  # the attempt failed; ``relaunch`` says whether another follows
         "stopping",  # a deliberate stop (``stop_for``) was sent
-        "interrupted",  # the node it ran on is gone (preempted, re-created, released)
+        "interrupted",  # the node it ran on is gone (preempted, re-created)
         "gave-up",
+        "released",  # the attempt ended because its slot was released (``release`` says why)
+        "not-started",  # the slot was released before the attempt ever started
     }
 )
 
@@ -83,6 +85,9 @@ class WorkloadMemory:
     streak: int = 0  # failures in a row, for the restart backoff (core/workload_backoff)
     not_before: float | None = None  # phase pending: the relaunch after a failure waits until
     left: str = ""  # processes of the attempt left after its stop (core/workload_left), "" none
+    #: why its slot is released, while the planner says so ("lost the race", "want: released",
+    #: a hold's end): an attempt that ends then ends as released, never as interrupted
+    release: str = ""
 
 
 def to_dict(w: WorkloadMemory) -> dict[str, Any]:
@@ -114,6 +119,7 @@ def to_dict(w: WorkloadMemory) -> dict[str, Any]:
         **({"streak": w.streak} if w.streak else {}),
         **({"not_before": w.not_before} if w.not_before is not None else {}),
         **({"left": w.left} if w.left else {}),
+        **({"release": w.release} if w.release else {}),
     }
 
 
@@ -187,6 +193,7 @@ def from_dict(d: Any) -> WorkloadMemory:
         streak=int(d.get("streak", 0)),
         not_before=_optional_float(d.get("not_before")),
         left=str(d.get("left", "")),
+        release=str(d.get("release", "")),
     )
     optional = (
         w.last_output_at,

@@ -28,6 +28,7 @@ and of Cloud Quotas v1 (``CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDQUOTAS`` pointing
 only, as the real one gives:
 
     GET    /v1/projects/P/locations/global/services/tpu.googleapis.com/quotaInfos
+    GET    /v1/projects/P/locations/global/services/compute.googleapis.com/quotaInfos
 """
 
 from __future__ import annotations
@@ -67,6 +68,14 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
             r"/quotaInfos/?$"
         ),
         "quotaInfos.list",
+    ),
+    (
+        "GET",
+        re.compile(
+            r"^/v1/projects/(?P<project>[^/]+)/locations/global/services/compute\.googleapis\.com"
+            r"/quotaInfos/?$"
+        ),
+        "computeQuotaInfos.list",
     ),
 ]
 MAX_PAGE_SIZE = 1000
@@ -253,4 +262,7 @@ _HANDLERS: dict[str, _Handler] = {
     "operations.get": _get_op,
     "users.getLoginProfile": _login_profile,
     "quotaInfos.list": lambda world, p, _q, _b, _s: world.quotas.quota_infos(p["project"]),
+    "computeQuotaInfos.list": lambda world, p, _q, _b, _s: world.compute.quotas.quota_infos(
+        p["project"]
+    ),
 }

@@ -64,6 +64,9 @@ class Member:
     action: str = "CREATING"  # currentAction: CREATING | NONE | DELETING | RECREATING
     errors: list[JSON] = field(default_factory=list)  # lastAttempt.errors.errors
     run: float | None = None  # made by a resize request: deleted this long after it runs
+    #: its ``preservedState.metadata`` (createInstances): set on its instance over the
+    #: template's items [V: per-instance configs carry metadata; I: how they merge]
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -167,6 +170,10 @@ class GroupWorld(TemplateWorld):
         self._check_tpu7x(g, props)
         target = _size(body.get("targetSize") or 0, "resource.targetSize")
         self.check_size(g, target)
+        op_type = "compute.instanceGroupManagers.insert"
+        rule = self.take_failure(op_type, zone or region, name)
+        if rule is not None:
+            return self.failing_op(scope, op_type, path, rule, request_id)
         self.groups[path] = g
         self._grow(g, target)
         op = self.new_op(scope, "compute.instanceGroupManagers.insert", path, g.id, request_id)
@@ -192,7 +199,8 @@ class GroupWorld(TemplateWorld):
         self, scope: str, name: str, body: JSON, request_id: str | None
     ) -> Operation:
         g = self.live_group(scope, name)
-        names = [i.get("name") for i in body.get("instances") or [] if isinstance(i, dict)]
+        configs = [i for i in body.get("instances") or [] if isinstance(i, dict)]
+        names = [i.get("name") for i in configs]
         if not names:
             raise err.bad_field("resource.instances", "[]", "At least one instance is required.")
         for n in names:
@@ -205,10 +213,15 @@ class GroupWorld(TemplateWorld):
             if not g.regional and (g.zones[0], n) in self.instances:
                 raise err.already_exists(f"zones/{g.zones[0]}/instances/{n}")
         self.check_size(g, g.target_size + len(names))
-        for n in names:
-            self.add_member(g, str(n))
-        g.target_size += len(names)
         op_type = "compute.instanceGroupManagers.createInstances"
+        rule = self.take_failure(op_type, g.scope.split("/", 1)[1], name)
+        if rule is not None:
+            return self.failing_op(scope, op_type, g.path, rule, request_id)
+        for config in configs:
+            member = self.add_member(g, str(config.get("name")))
+            meta = (config.get("preservedState") or {}).get("metadata") or {}
+            member.metadata = {str(k): str(v) for k, v in meta.items()}
+        g.target_size += len(names)
         op = self.new_op(scope, op_type, g.path, g.id, request_id)
         self.finish(op, after=self.timings.operation)
         self.grant()
@@ -387,6 +400,14 @@ class GroupWorld(TemplateWorld):
         props = copy.deepcopy(g.template.properties)
         props["name"] = m.name
         props["machineType"] = f"zones/{m.zone}/machineTypes/{g.machine.name}"
+        if m.metadata:
+            items = [
+                i
+                for i in (props.get("metadata") or {}).get("items") or []
+                if i.get("key") not in m.metadata
+            ]
+            items += [{"key": k, "value": v} for k, v in m.metadata.items()]
+            props["metadata"] = {**(props.get("metadata") or {}), "items": items}
         model, action = scheduling(props, "properties.scheduling")
         stale = self.instances.get((m.zone, m.name))
         if stale is not None:  # a leftover of the same name blocks the member

@@ -27,6 +27,8 @@ POOLS: Final = ("standard", "preemptible")
 FAMILIES: Final = ("tpu7x", "v6e", "v5p")
 #: The preemptible quota's generation word per family [3P for V6E; I for the others].
 _PREEMPTIBLE_WORD: Final = {"v6e": "V6E", "v5p": "V5P", "tpu7x": "TPU7X"}
+#: The on-demand quota's ``tpu_family`` dimension per family (as the catalogue's types say).
+_TPU_FAMILY: Final = {"v6e": "CT6E", "v5p": "CT5P", "tpu7x": "tpu7x"}
 
 
 def pools_for(model: str) -> tuple[str, ...]:
@@ -75,6 +77,47 @@ class ComputeQuotaBook:
             raise ValueError("chips must be >= 0")
         else:
             self.limits[(family, pool, region)] = int(chips)
+
+    def quota_infos(self, project: str) -> dict[str, object]:
+        """``GET .../services/compute.googleapis.com/quotaInfos`` (Cloud Quotas v1): one
+        QuotaInfo per limit name, a ``dimensionsInfos`` entry per region (and ``tpu_family``
+        for the on-demand one), limits only [I: the ids are compute-engine.md §4's 3P words;
+        that Cloud Quotas lists these for TPUs is said there too, not verified]."""
+        by_id: dict[str, list[tuple[dict[str, str], int]]] = {}
+        for (family, pool, region), limit in sorted(self.limits.items()):
+            if pool == "standard":
+                qid = "TPUS-PER-TPU-FAMILY-per-project-region"
+                dims = {"region": region, "tpu_family": _TPU_FAMILY[family]}
+            else:
+                qid = f"PREEMPTIBLE-TPU-{_PREEMPTIBLE_WORD[family]}-per-project-region"
+                dims = {"region": region}
+            by_id.setdefault(qid, []).append((dims, limit))
+        infos = [
+            {
+                "name": f"projects/{project}/locations/global/services/compute.googleapis.com"
+                f"/quotaInfos/{qid}",
+                "quotaId": qid,
+                "metric": "compute.googleapis.com/"
+                + ("tpus_per_tpu_family" if qid.startswith("TPUS") else qid.split("-per-")[0]
+                   .lower().replace("-", "_")),
+                "service": "compute.googleapis.com",
+                "isPrecise": True,
+                "containerType": "PROJECT",
+                "dimensions": sorted(entries[0][0]),
+                "quotaDisplayName": qid,
+                "metricUnit": "1",
+                "dimensionsInfos": [
+                    {
+                        "dimensions": dims,
+                        "details": {"value": str(limit)},
+                        "applicableLocations": [dims["region"]],
+                    }
+                    for dims, limit in entries
+                ],
+            }
+            for qid, entries in by_id.items()
+        ]  # fmt: skip
+        return {"quotaInfos": infos} if infos else {}
 
     def used(self, instances: Iterable[Instance], family: str, pool: str, region: str) -> int:
         return sum(

@@ -47,6 +47,9 @@ class TemplateWorld(InstanceWorld):
         workload = body.get("workloadPolicy")
         if isinstance(workload, dict):
             _check_workload(workload)
+        rule = self.take_failure("compute.resourcePolicies.insert", region, name)
+        if rule is not None:
+            return self.failing_op(f"regions/{region}", "insert", path, rule, request_id)
         seq = self.next_seq()
         ready = self.t + self.timings.policy
         policy = Policy(region, name, resource_id(seq, 3), self.t, copy.deepcopy(body), ready)
@@ -82,10 +85,13 @@ class TemplateWorld(InstanceWorld):
         if not isinstance(props, dict) or not props.get("machineType"):
             raise err.bad_field("resource.properties.machineType", "", "It is required.")
         scheduling(props, "resource.properties.scheduling")
+        op_type = "compute.instanceTemplates.insert"
+        rule = self.take_failure(op_type, region, name)
+        if rule is not None:
+            return self.failing_op(scope, op_type, path, rule, request_id)
         seq = self.next_seq()
         tpl = Template(region, name, resource_id(seq, 4), self.t, copy.deepcopy(body))
         self.templates[path] = tpl
-        op_type = "compute.instanceTemplates.insert"
         op = self.new_op(scope, op_type, path, tpl.id, request_id)
         self.finish(op, after=self.timings.operation)
         return op

@@ -46,6 +46,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from reconciler.errors import EditRejected, NeedsConfirmation, UnsafeName
 from reconciler.intent.roundtrip import Doc, append_item, put_trailing, take_trailing
 from reconciler.model import flex, names
+from reconciler.model.accelerators import APIS
 from reconciler.model.desired import MAX_SLICES, Desired
 from reconciler.model.durations import parse_duration
 
@@ -294,9 +295,12 @@ class AddSlot(Edit):
     slices: int = 1  # > 1: a multislice slot (written as `slices: N`)
     max_run_duration: str | float | None = None  # mode flex-start only (required there)
     renew: bool | None = None  # mode flex-start only
+    api: str | None = None  # "tpu" or "compute" (written only when given: else the default)
 
     def apply(self, ctx: EditContext) -> None:
         zone, accelerator, mode, want = self.zone, self.accelerator, self.mode, self.want
+        if self.api is not None and self.api not in APIS:
+            raise EditRejected(f"invalid api {self.api!r}: expected {' or '.join(APIS)}")
         if not 1 <= self.slices <= MAX_SLICES:
             raise EditRejected(f"slices must be 1 to {MAX_SLICES}, not {self.slices}")
         check(names.check_zone, zone)
@@ -314,6 +318,7 @@ class AddSlot(Edit):
         if self.runtime_version is not None:
             check(names.check_runtime_version, self.runtime_version)
         taken = {s.name for s in ctx.desired.slots} | {g.name for g in ctx.desired.race_groups}
+        taken |= set(ctx.slots)  # added earlier in this edit (a race of one zone on two APIs)
         name, index = self.name, self.index
         if name is None:
             code = ctx.desired.zone_code(zone)
@@ -336,6 +341,8 @@ class AddSlot(Edit):
         entry["accelerator"] = accelerator
         if mode is not None:
             entry["mode"] = mode
+        if self.api is not None:
+            entry["api"] = self.api
         if self.runtime_version is not None:
             entry["runtime_version"] = self.runtime_version
         if self.slices > 1:

@@ -32,6 +32,7 @@ from reconciler.intent.edits import (
 )
 from reconciler.intent.roundtrip import append_item
 from reconciler.model import names
+from reconciler.model.accelerators import default_api, family_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +172,9 @@ def _drop_want(entry: CommentedMap) -> None:
 
 @dataclass(frozen=True, slots=True)
 class RaceZones(Edit):
-    """A new race group with one new candidate slot per zone (``recommend --apply``)."""
+    """A new race group with one new candidate slot per zone (``recommend --apply``);
+    ``apis``, when given, one per zone: the API of that candidate (written as ``api:`` when
+    it is not the accelerator's default), so one zone may be raced on both APIs."""
 
     kind: ClassVar[str] = "race_zones"
     group: str
@@ -180,24 +183,31 @@ class RaceZones(Edit):
     mode: str | None = None
     count: int = 1
     max_run_duration: str | float | None = None  # mode flex-start: each candidate's run
+    apis: tuple[str, ...] = ()
 
     def apply(self, ctx: EditContext) -> None:
         group, count = self.group, self.count
         check(names.check_name, group)
         if group_index(ctx, group) is not None or ctx.desired.slot(group) is not None:
             raise EditRejected(f"{group!r} already exists; choose a new race group name")
-        wanted = list(dict.fromkeys(self.zones))
+        if self.apis and len(self.apis) != len(self.zones):
+            raise EditRejected("apis names one API per zone")
+        usual = default_api(family_of(self.accelerator) or "")
+        wanted = list(
+            dict.fromkeys(zip(self.zones, self.apis or (usual,) * len(self.zones), strict=True))
+        )
         if not wanted:
             raise EditRejected("a race group needs at least one zone")
         if not 1 <= count <= len(wanted):
             raise EditRejected(f"count must be between 1 and the {len(wanted)} zones")
         candidates = []
-        for zone in wanted:
+        for zone, api in wanted:
             AddSlot(
                 zone=zone,
                 accelerator=self.accelerator,
                 mode=self.mode,
                 max_run_duration=self.max_run_duration,
+                api=None if api == usual else api,
             ).apply(ctx)
             candidates.append(ctx.slots[-1])
         for entry in child_seq(ctx.root, "slots"):

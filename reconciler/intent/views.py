@@ -133,6 +133,7 @@ def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
             "zone": spec.zone,
             "accelerator": spec.accelerator,
             "mode": spec.mode,
+            "api": spec.api,
             # a race member's group decides for it: said as the TUI's table says it
             "want": f"race:{spec.race_group}" if spec.race_group else spec.want,
             "race_group": spec.race_group,
@@ -152,7 +153,7 @@ def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
                 "renew": spec.renew,
             }
     elif row is not None:
-        out = {k: row.get(k) for k in ("name", "zone", "accelerator", "mode", "managed")}
+        out = {k: row.get(k) for k in ("name", "zone", "accelerator", "mode", "api", "managed")}
         out["want"] = None
         out["note"] = "not in desired.yaml: unmanaged, shown but never deleted"
     out["observed"] = (
@@ -265,7 +266,9 @@ def format_slot_info(doc: Mapping[str, Any], now: float | None = None) -> str:
     obs = doc.get("observed") or {}
     lines = [
         f"{doc.get('name')}  {doc.get('zone')}  {doc.get('accelerator')}  {doc.get('mode')}  "
-        f"want {doc.get('want') or '-'}" + ("" if doc.get("managed", True) else "  (unmanaged)"),
+        + (f"api {doc['api']}  " if doc.get("api") else "")
+        + f"want {doc.get('want') or '-'}"
+        + ("" if doc.get("managed", True) else "  (unmanaged)"),
         f"state {obs.get('state') or '?'}"
         + (f" since {obs['state_since']}" if obs.get("state_since") else "")
         + (f", node {obs['node_state']}" if obs.get("node_state") else "")

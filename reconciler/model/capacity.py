@@ -124,6 +124,11 @@ class CapacityRequest:
     termination_time: str | None = None  # when its run ends (flex-start), RFC 3339
     slices: int = 1  # > 1: a multislice of nodes <slice_prefix>-0 ...
     slice_prefix: str | None = None  # the slices' name prefix (None: the request's name)
+    #: one slice's shape as its API reports it (None: it does not say; the TPU API names
+    #: only the accelerator): its hosts' machine type, chips per side, hosts (VMs)
+    machine_type: str | None = None
+    topology: str | None = None
+    hosts: int | None = None
 
     def __post_init__(self) -> None:
         if not self.api_state:

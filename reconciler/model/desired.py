@@ -218,6 +218,11 @@ class Settings(_Model):
         default_factory=dict,
         description="Boot image per accelerator family, for slots on api: compute.",
     )
+    reservations: dict[ZoneName, NetworkName] = Field(
+        default_factory=dict,
+        description="Compute Engine reservation per zone that mode: reserved slots on "
+        "api: compute consume (a shared one as projects/OWNER/reservations/NAME).",
+    )
     internal_ips: bool = Field(False, description="Create without external IPs; SSH internally.")
     prune: bool = Field(
         False, description="Delete QRs labelled managed-by=tpu-reconciler that are not in the file."

@@ -43,11 +43,10 @@ from reconciler.model.load_salvage import Loc, _model_at, _Salvage, _salvaged
 from reconciler.model.messages import did_you_mean, schema_problem, yaml_problem
 
 ENV_PREFIX: Final = "TPU_RECONCILER_"
+_MAPS: Final = {"subnets", "zone_codes", "runtime_versions", "apis", "images", "reservations"}
 #: Settings that can be overridden from the environment (scalars only).
 _ENV_SETTINGS: Final = tuple(
-    name
-    for name, f in Settings.model_fields.items()
-    if name not in {"subnets", "zone_codes", "runtime_versions", "apis", "images", "setup_scripts"}
+    name for name, f in Settings.model_fields.items() if name not in {*_MAPS, "setup_scripts"}
 )
 _MAX_BYTES: Final = 4 * 1024 * 1024
 

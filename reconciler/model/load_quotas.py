@@ -1,7 +1,8 @@
 """The ``quotas:`` entries of a schema-valid file -> ``QuotaSpec`` values, and their rules
 across entries: each names exactly one of ``zone`` and ``region``, its API offers its family
 (``api:``, else ``settings.apis``, else the family's default: each API has its own quotas),
-and no two entries limit the same family, mode, API and place.
+and no two entries limit the same family, mode, API and place. ``check_fits``: no slot asks
+for more chips than a limit (or its owner's cap) allows at all.
 
 Pure: values in, values out; problems go to the caller's ``err(loc, message, key=...)``.
 """
@@ -12,10 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reconciler.model import accelerators
-from reconciler.model.desired import QuotaModel, QuotaSpec
+from reconciler.model.desired import QuotaModel, QuotaSpec, SlotSpec
 from reconciler.model.load_shape import not_offered
+from reconciler.model.quotas import quota_mode, region_of
 
 Err = Callable[..., Any]
+Loc = tuple[int | str, ...]
 
 
 def resolve_quotas(
@@ -53,3 +56,42 @@ def resolve_quotas(
         seen[key] = i
         out.append(QuotaSpec(q.family, q.mode, scope, place, q.chips, api=api))
     return tuple(out)
+
+
+def check_fits(
+    slots: Sequence[SlotSpec],
+    where: Mapping[str, Loc],
+    quotas: Sequence[QuotaSpec],
+    members: Mapping[str, Mapping[str, int]],
+    err: Err,
+) -> None:
+    """A slot that asks for more chips than a limit of its API, family, mode and place (or
+    its owner's cap) allows at all can never be created: refused at its line, with the
+    numbers. A released slot asks for nothing and is let be."""
+    for spec in slots:
+        found = accelerators.lookup(spec.accelerator)
+        if spec.want == "released" or found is None or spec.name not in where:
+            continue
+        family, needs = found[0].family, spec.chips * max(1, spec.slices)
+        mode, loc = quota_mode(spec.mode), where[spec.name]
+        what = f"{spec.slices}-slice {spec.accelerator}" if spec.slices > 1 else spec.accelerator
+        at = (*loc, "accelerator") if loc[0] == "slots" else loc
+        for i, q in enumerate(quotas):
+            place = spec.zone if q.scope == "zone" else region_of(spec.zone)
+            if (q.api, q.family, q.mode, q.place) == (spec.api, family, mode, place) and (
+                needs > q.chips
+            ):
+                err(
+                    at,
+                    f"slot {spec.name!r} can never fit: a {what} is {needs} chips, more than "
+                    f"quotas[{i}] allows ({q.chips} {q.mode} {family} chips in {q.place}); "
+                    "ask for fewer chips or raise the limit",
+                )
+        cap = members.get(spec.owner or "", {}).get(family)
+        if cap is not None and needs > cap:
+            err(
+                at,
+                f"slot {spec.name!r} can never fit: a {what} is {needs} chips, more than "
+                f"{spec.owner}'s cap of {cap} {family} chips (members:); ask for fewer chips "
+                "or raise the cap",
+            )

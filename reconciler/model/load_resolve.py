@@ -40,7 +40,7 @@ from reconciler.model.holds import HoldKeys, resolve_hold
 from reconciler.model.holds import problems as hold_problems
 from reconciler.model.load_across import across_group, check_across
 from reconciler.model.load_ends import check_ends, needs_command
-from reconciler.model.load_quotas import resolve_quotas
+from reconciler.model.load_quotas import check_fits, resolve_quotas
 from reconciler.model.load_salvage import Loc, _Salvage
 from reconciler.model.load_shape import Resolved, Written, family_api_problems, resolve_shape
 from reconciler.model.ssh_proxy import resolve_proxy
@@ -296,6 +296,7 @@ def resolve(
     check_across(model, r.slots, r.where, r.err)
     check_ends(model, r.slots, r.where, r.err)
     quotas = resolve_quotas(model.quotas, settings.apis, r.err)
+    check_fits(r.slots, r.where, quotas, {n: m.chips for n, m in model.members.items()}, r.err)
     group_workloads = [_group_workload(r, gi) for gi in range(len(model.race_groups))]
     r.raise_if_invalid()
     slots = r.slots
@@ -343,7 +344,7 @@ def _check_zones(r: _Resolution) -> None:
         for zi, z in enumerate(g.zones)
     ]
     zones += [(("quotas", i, "zone"), q.zone, False) for i, q in enumerate(model.quotas) if q.zone]
-    for key in ("subnets", "zone_codes"):
+    for key in ("subnets", "zone_codes", "reservations"):
         zones += [(("settings", key, z), z, True) for z in getattr(model.settings, key)]
     for loc, zone, at_key in zones:
         problem = tpu_zones.zone_problem(zone)

@@ -117,8 +117,10 @@ class TmuxStatus:
 @dataclass(frozen=True)
 class SlotQuotaStatus:
     """Why a slot's create is not sent: ``state`` "waiting" (it would pass a limit: the
-    ``message`` says "waiting for quota: 64/64 spot v6e chips in europe-west4-a") or
-    "refused" (the cloud refused it for quota: its words, and the quota id and limit)."""
+    ``message`` says "waiting for quota: 64/64 spot v6e chips in europe-west4-a"),
+    "refused" (the cloud refused it for quota: its words, and the quota id and limit) or
+    "never-fits" (it asks for more chips than the limit, or its owner's cap, allows at all:
+    "never fits: needs 32, limit 16 ...")."""
 
     state: str = ""
     message: str = ""
@@ -126,6 +128,8 @@ class SlotQuotaStatus:
     limit: int | None = None
     place: str | None = None
     extra: Mapping[str, Any] = _extra()
+    api: str | None = added()  # whose quota: "tpu" (the TPU API) or "compute"
+    needs: int | None = added()  # the chips its create asks for
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,7 @@ class QuotaStatus:
     source: str = "file"
     quota_id: str | None = None
     extra: Mapping[str, Any] = _extra()
+    api: str | None = added()  # whose limit: "tpu" (the TPU API) or "compute"
 
 
 @dataclass(frozen=True)
@@ -181,7 +186,8 @@ class WorkerStatus:
 @dataclass(frozen=True)
 class WorkloadStatus:
     """Per slot: its workload's run and attempt. ``state`` is one of pending, starting,
-    running, succeeded, failed, stopping, interrupted, gave-up, unknown."""
+    running, succeeded, failed, stopping, interrupted, gave-up, released, not-started,
+    unknown."""
 
     state: str = "pending"
     run_id: str | None = None
@@ -191,7 +197,7 @@ class WorkloadStatus:
     since: str | None = None
     workers: tuple[WorkerStatus, ...] = ()
     last_lines: tuple[str, ...] = ()
-    detail: str = ""  # why it failed / gave up / was interrupted
+    detail: str = ""  # why it failed / gave up / was interrupted / released / never started
     summary: str = ""  # the status table's cell, e.g. "running 2h13m · attempt 3"
     restart_at: str | None = added()  # a relaunch held back by the restart backoff goes then
     extra: Mapping[str, Any] = _extra()
@@ -279,6 +285,9 @@ class SlotStatus:
     request: str | None = added()
     before_end: BeforeEndStatus | None = added()  # its workload's before_end and next end
     extra: Mapping[str, Any] = _extra()
+    #: the API that holds (or is to hold) it: "tpu" (queued resources) or "compute" (Compute
+    #: Engine); None in a snapshot written before it said
+    api: str | None = added()
 
     @property
     def active(self) -> bool:

@@ -31,7 +31,11 @@ WorkloadState = Literal[
     "interrupted",
     "gave-up",
     "unknown",
+    "released",  # the attempt ended because its slot was released (want, a hold, a lost race)
+    "not-started",  # its slot is released before the run's attempt ever started
 ]
+#: How an attempt that never started reads (the status cell, history's cause).
+NOT_STARTED: Final = "not started"
 
 Restart = Literal["never", "on-preemption", "on-failure", "always"]
 WhenDone = Literal["keep", "release"]
@@ -77,6 +81,10 @@ class LaunchRequest:
     slices: int = 1  # multislice: TPU_RECONCILER_SLICES; each worker's slice set by the wrapper
     grace: float = 60.0  # seconds from SIGTERM to SIGKILL for what the program leaves behind
     keep_attempts: int = 5  # attempt directories kept on each worker (older ones are removed)
+    #: every worker's address, worker order; when set (Compute Engine, which does not tell its
+    #: TPU VMs their place) the wrapper exports TPU_WORKER_ID (the worker's index in its
+    #: slice) and TPU_WORKER_HOSTNAMES (its slice's addresses, comma-separated)
+    hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

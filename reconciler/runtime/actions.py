@@ -7,6 +7,9 @@ pass decides (``core.plan``) and calls ``_dispatch`` with the plan. Guarantees k
 - never two actions for one slot's cloud key at once (``in_flight``), and an action that
   finished during the observation a plan was made from is not sent again by that plan;
 - a cloud delete or replace cancels the slot's setup steps still running;
+- what the plan decided for each slot's workload (a released slot's attempt ends as
+  *released*, a run it never started reads *not-started*) is recorded before anything goes
+  out (``core.workload.record_decisions``);
 - a create or delete whose operation has not shown its outcome reads that operation back
   before anything is resent (``runtime.lro``);
 - what an outcome does to memory, and which event says so, is the pure ``core.outcome``; an
@@ -95,6 +98,17 @@ class ActionTasks:
         started = []
         # a race group's one program runs on its virtual slot and node (``core/across``)
         desired, observation, _ = across.view(desired, observation, self.memory)
+        before, self.memory = (  # released slots: their attempts end as released, not lost
+            self.memory,
+            wl.record_decisions(
+                self.memory,
+                desired,
+                decided.decided_want,
+                {slot: rel.reason for slot, rel in decided.releases.items()},
+            ),
+        )
+        if self.memory is not before:
+            self._workloads_moved(desired, before)
         for action in decided.actions:
             if action.key in self.in_flight:
                 continue

@@ -1,12 +1,13 @@
 """Builds the ``Cloud`` a desired file asks for, from the environment: a ``CloudRouter`` over
 one cloud per API the controller serves (``APIS``).
 
-Today one API is served, the Cloud TPU API (``api: tpu``), through the transport
+Two APIs are served. The Cloud TPU API (``api: tpu``), always, through the transport
 ``settings.backend`` names: ``rest`` (``adapters.rest``) or ``gcloud`` (``adapters.gcloud``).
-Another API plugs in as one more ``Api`` in ``APIS``: its name (the ``api`` its requests
-carry), the state words its requests report (the metrics' ``state`` label), how its words
-map onto ``RequestState`` (for records that keep only the word), and the factory of its
-cloud.
+Compute Engine (``api: compute``, ``adapters.compute``, REST), only while the file has a slot
+on it: a file without one makes no Compute Engine call at all. Each is one ``Api`` in
+``APIS``: its name (the ``api`` its requests carry), the state words its requests report
+(the metrics' ``state`` label), how its words map onto ``RequestState`` (for records that
+keep only the word), whether a file needs it, and the factory of its cloud.
 
 The environment is passed through whole, so every ``CLOUDSDK_*`` variable (an API endpoint
 override, an access-token file, a config directory) reaches gcloud and the REST backend alike.
@@ -19,10 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from reconciler.adapters import tpu_api_parse
+from reconciler.adapters import compute_parse, compute_states, tpu_api_parse
 from reconciler.adapters.cloud import Cloud
 from reconciler.adapters.cloud_router import CloudRouter
 from reconciler.model import flex
+from reconciler.model.accelerators import COMPUTE_API
 from reconciler.model.capacity import RequestState
 from reconciler.model.desired import Desired
 
@@ -35,6 +37,8 @@ class Api:
     state_words: tuple[str, ...]  # every ``api_state`` its requests may carry
     state_of: Callable[[str], RequestState]  # an ``api_state`` word's neutral state
     make: Callable[[Desired, dict[str, str]], Cloud]  # its cloud for a desired file
+    #: whether a desired file needs its cloud (built only then)
+    wanted: Callable[[Desired], bool] = lambda desired: True
 
 
 def _tpu_cloud(desired: Desired, env: dict[str, str]) -> Cloud:
@@ -62,27 +66,85 @@ def _tpu_cloud(desired: Desired, env: dict[str, str]) -> Cloud:
     )
 
 
+def _compute_cloud(desired: Desired, env: dict[str, str]) -> Cloud:
+    """Compute Engine over REST (whatever ``settings.backend`` says: gcloud has no way to make
+    a BULK MIG with a workload policy)."""
+    from reconciler.adapters.compute import ComputeCloud
+
+    settings = desired.settings
+    return ComputeCloud(
+        desired.project,
+        concurrency=settings.concurrency,
+        env=env,
+        quota_project=settings.quota_project,
+        adc=settings.credentials == "adc",
+        reservations=settings.reservations,
+    )
+
+
+def compute_wanted(desired: Desired) -> bool:
+    """True when a slot is held through Compute Engine."""
+    return any(s.api == COMPUTE_API for s in desired.slots)
+
+
 #: The APIs served, by name.
 APIS: Final[Mapping[str, Api]] = {
     tpu_api_parse.API: Api(
         tpu_api_parse.API, tpu_api_parse.STATE_WORDS, tpu_api_parse.request_state, _tpu_cloud
+    ),
+    compute_parse.API: Api(
+        compute_parse.API,
+        compute_states.STATE_WORDS,
+        compute_states.request_state,
+        _compute_cloud,
+        compute_wanted,
     ),
 }
 #: Every state word a request of a served API may show (the metrics' ``state`` label).
 STATE_WORDS: Final = tuple(dict.fromkeys(w for api in APIS.values() for w in api.state_words))
 
 
+def make_tpu_cloud(desired: Desired, env: Mapping[str, str] | None = None) -> Cloud:
+    """The Cloud TPU API's cloud alone (``doctor`` asks each API on its own)."""
+    return _tpu_cloud(desired, dict(os.environ if env is None else env))
+
+
+def make_compute_cloud(desired: Desired, env: Mapping[str, str] | None = None) -> Cloud:
+    """Compute Engine's cloud alone (``doctor`` asks each API on its own)."""
+    return _compute_cloud(desired, dict(os.environ if env is None else env))
+
+
 def make_cloud(desired: Desired, env: Mapping[str, str] | None = None) -> Cloud:
-    """A router over one cloud per served API, each built for ``desired``."""
+    """A router over one cloud per served API the file needs, each built for ``desired``."""
     environ = dict(os.environ if env is None else env)
-    return CloudRouter({name: api.make(desired, environ) for name, api in APIS.items()})
+    return CloudRouter(
+        {name: api.make(desired, environ) for name, api in APIS.items() if api.wanted(desired)}
+    )
 
 
-def word_state(word: str) -> RequestState:
-    """The neutral state of a state word that comes without its API's name: an event record
-    written before ``qr.state`` said ``request``, a capacity history row. Each was written
-    while the Cloud TPU API was the only one served."""
-    return tpu_api_parse.request_state(word)
+def cloud_key(desired: Desired) -> tuple[object, ...]:
+    """What the cloud ``make_cloud`` builds depends on: a change of it builds a new one."""
+    s = desired.settings
+    return (
+        *(desired.project, s.backend, s.concurrency, s.quota_project, s.credentials),
+        flex_wanted(desired),  # flex-start slots are read on v2alpha1
+        tuple(name for name, api in APIS.items() if api.wanted(desired)),
+        tuple(sorted(s.reservations.items())),
+    )
+
+
+def word_state(word: str, api: str = tpu_api_parse.API) -> RequestState:
+    """The neutral state of a state word of ``api`` in a record that keeps only the word: an
+    event record written before ``qr.state`` said ``request``, a capacity history row (each
+    says its API). A record that says the TPU API may be one written before records said
+    their API at all: a word only Compute Engine uses (``RUNNING``, ``TERMINATED``, ...) is
+    read with Compute Engine's mapping then (the words both use mean the same state in each).
+    An API not served reads as ``unknown``: never acted on."""
+    served = APIS.get(api)
+    state = served.state_of(word) if served is not None else RequestState.UNKNOWN
+    if api == tpu_api_parse.API and state == RequestState.UNKNOWN:
+        return compute_states.request_state(word)
+    return state
 
 
 def flex_wanted(desired: Desired) -> bool:

@@ -77,7 +77,7 @@ from reconciler.model.observed import Observation
 from reconciler.model.status import ControllerInfo
 from reconciler.model.workload import WorkerProbe
 from reconciler.runtime.actions import ActionTasks, SetupRunner
-from reconciler.runtime.backends import flex_wanted
+from reconciler.runtime.backends import cloud_key
 from reconciler.runtime.desired_loader import DesiredLoader, LoadResult
 from reconciler.runtime.ends import read_boot
 from reconciler.runtime.events import EventLog
@@ -186,11 +186,7 @@ class Controller(ActionTasks):
         return self._backend
 
     async def _cloud_for(self, desired: Desired) -> Cloud:
-        s = desired.settings
-        key: tuple[object, ...] = (
-            *(desired.project, s.backend, s.concurrency, s.quota_project, s.credentials),
-            flex_wanted(desired),  # flex-start slots are read on v2alpha1
-        )
+        key = cloud_key(desired)
         if self._cloud is None or key != self._cloud_key:
             if self._cloud is not None:
                 await self._cloud.aclose()

@@ -39,7 +39,9 @@ from reconciler.model.status import StatusSnapshot
 from reconciler.runtime import doctor as d
 from reconciler.runtime import doctor_lab as dl
 from reconciler.runtime import doctor_ssh as ds
+from reconciler.runtime.backends import compute_wanted
 from reconciler.runtime.desired_loader import DesiredLoader
+from reconciler.runtime.doctor_compute import ComputeFacts, check_compute_api
 from reconciler.runtime.doctor_disk import check_state_disk
 from reconciler.runtime.doctor_lab_probes import probe_cloud_quotas, probe_lab
 from reconciler.runtime.doctor_ssh_probes import (
@@ -155,9 +157,9 @@ async def _token_error(provider: GcloudAccessToken) -> str | None:
 
 async def probe_api(desired: Desired, env: Mapping[str, str], timeout: float) -> d.ApiFacts:
     """One list call through the configured backend, as the controller makes it."""
-    from reconciler.runtime.backends import make_cloud
+    from reconciler.runtime.backends import make_tpu_cloud
 
-    cloud = make_cloud(desired, env)
+    cloud = make_tpu_cloud(desired, env)
     transport = cloud.capability.transport
     try:
         zones = zones_to_observe(cloud, desired.zones)
@@ -177,6 +179,25 @@ async def probe_api(desired: Desired, env: Mapping[str, str], timeout: float) ->
         unreachable=sorted(observation.unreachable),
         quota=cloud.quota_note(),
     )
+
+
+async def probe_compute(desired: Desired, env: Mapping[str, str], timeout: float) -> ComputeFacts:
+    """The Compute Engine cloud's own look (two aggregated lists)."""
+    from reconciler.runtime.backends import make_compute_cloud
+
+    cloud = make_compute_cloud(desired, env)
+    try:
+        observation = await asyncio.wait_for(cloud.observe(None), timeout)
+    except TimeoutError:
+        return ComputeFacts(error=f"no answer within {timeout:g}s")
+    except ReconcilerError as e:
+        return ComputeFacts(error=str(e))
+    except Exception as e:  # doctor reports, never crashes
+        return ComputeFacts(error=f"{type(e).__name__}: {e}")
+    finally:
+        with contextlib.suppress(Exception):
+            await cloud.aclose()
+    return ComputeFacts(len(observation.requests), sorted(observation.unreachable))
 
 
 # --- local things ------------------------------------------------------------------------------
@@ -307,13 +328,17 @@ async def diagnose(
     auth_check = d.check_auth(auth, gcloud_problem)
 
     api: d.ApiFacts | None = None
+    compute: ComputeFacts | None = None
     blocked = None
     if desired is None:
         blocked = "desired.yaml is invalid (see desired)"
     elif auth_check.status in ("fail", "skip"):
         blocked = "no credentials (see auth)"
     else:
-        api = await probe_api(desired, env, timeout)
+        api, compute = await asyncio.gather(
+            probe_api(desired, env, timeout),
+            probe_compute(desired, env, timeout) if compute_wanted(desired) else _none(),
+        )
 
     quotas = None  # settings.quota_source: cloud (doctor_lab)
     if settings.quota_source == "cloud" and desired is not None and blocked is None:
@@ -336,6 +361,7 @@ async def diagnose(
         gcloud_check,
         auth_check,
         d.check_api(api, blocked),
+        *([check_compute_api(compute, blocked)] if desired and compute_wanted(desired) else []),
         d.check_quota_project(api),
         *([dl.check_cloud_quotas(quotas, blocked)] if settings.quota_source == "cloud" else []),
         d.check_state_dir(str(state_root), probe_state_dir(state_root), os.getuid()),

@@ -24,7 +24,8 @@ transaction (``adapters.history_db``), at most once per ``batch_seconds``.
 - **Retention**: records older than ``settings.history_retention`` (default 365 days) are
   deleted at start and then hourly.
 
-Workloads record attempts with ``record_workload_attempt(...)``.
+Workloads record attempts with ``record_workload_attempt(...)``. What reads the store
+(``history``, ``recommend``, the pictures, the timeline) is ``runtime/history_reads``.
 
 May: own the recorder thread and its store connection. May not: decide anything for the
 controller, or block a caller.
@@ -32,7 +33,6 @@ controller, or block a caller.
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import sqlite3
@@ -40,34 +40,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
 
-from reconciler.adapters.history_db import (
-    HistoryDB,
-    corrupt,
-    move_aside,
-    open_readonly,
-    open_store,
-)
+from reconciler.adapters.history_db import HistoryDB, corrupt, move_aside, open_store
 from reconciler.adapters.statedir import StateDir
 from reconciler.core import memory as mem
-from reconciler.core.capacity import (
-    ExpectedWait,
-    PlaceStats,
-    WaitHints,
-    rank,
-    wait_hints,
-    waiting_hints,
-)
-from reconciler.core.capacity_chart import Timeline, merged, narrowed, open_timeline
-from reconciler.core.capacity_report import history_doc, recommend_doc
+from reconciler.core.capacity import WaitHints, wait_hints
 from reconciler.core.chip_use import ChipSummary
 from reconciler.core.history import (
     Record,
     Refusal,
-    RequestTrack,
     Seen,
     Tracker,
     WorkloadAttempt,
@@ -75,13 +58,15 @@ from reconciler.core.history import (
     open_samples,
 )
 from reconciler.errors import HistoryUnreadable
-from reconciler.model import names
-from reconciler.model.desired import Desired
+from reconciler.model.desired import Desired, SlotSpec
 from reconciler.model.multislice import place_accelerator
 from reconciler.model.observed import Observation
-from reconciler.model.tpu_zones import zones_for
 from reconciler.runtime.backends import word_state
 from reconciler.runtime.events import EventLog, parse_ts, read_events, redact_text
+from reconciler.runtime.history_reads import tracker_from_json, tracker_to_json
+
+# the recorder saves its tracker as the reads parse it: tests and scripts name these here
+_tracker_to_json, _tracker_from_json = tracker_to_json, tracker_from_json
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +153,7 @@ def looks_of(observation: Observation, tracker: Tracker) -> tuple[list[Seen], se
                 code=r.error.code if r.error else None,
                 message=redact_text(r.error.message) if r.error else "",
                 request=r.state,
+                api=r.api,
             )
         )
     return changed, present
@@ -323,7 +309,7 @@ class HistoryRecorder:
         self._filled = self._db.meta("backfilled") is not None
         saved = self._db.meta("tracker")
         if saved and self._filled:
-            self._tracker = _tracker_from_json(saved)
+            self._tracker = tracker_from_json(saved)
 
     def _take(self, item: Any) -> None:
         if isinstance(item, WorkloadAttempt):
@@ -355,23 +341,20 @@ class HistoryRecorder:
                 groups=groups,
                 present=present,
             )
-        absent: dict[str, tuple[str, str, str]] = {}
+        absent: dict[str, tuple[str, str, str, str]] = {}
         for key in errors:
             zone, _, rest = key.partition("/")
             slot = rest.rsplit(":", 1)[0]
             spec = look.desired.slot(slot)
             if spec is not None and obs.knows(zone) and obs.request(zone, slot) is None:
-                absent[key] = (slot, place_accelerator(spec.accelerator, spec.slices), spec.mode)
+                absent[key] = (slot, *_place_of(spec)[1:])
         self._pending += self._tracker.refusals(errors, absent, look.now)
 
     def _backfill(self, desired: Desired | None, *, until: float) -> None:
         """Replay the event log into the tracker (and the pending batch), once per store: the
         events before ``until`` (the first look's time), since the looks after it are recorded
         live."""
-        slots = {
-            s.name: (s.zone, place_accelerator(s.accelerator, s.slices), s.mode)
-            for s in (desired.slots if desired else ())
-        }
+        slots = {s.name: _place_of(s) for s in (desired.slots if desired else ())}
         self._tracker = Tracker()
         replayed = 0
         try:
@@ -415,7 +398,7 @@ class HistoryRecorder:
         now = self.clock()
         try:
             if self._pending or not self._db.meta("backfilled"):
-                meta = {"tracker": _tracker_to_json(self._tracker)}
+                meta = {"tracker": tracker_to_json(self._tracker)}
                 if self._filled:
                     meta["backfilled"] = str(round(now))
                 self.written += self._db.write(self._pending, meta=meta)
@@ -472,136 +455,6 @@ class HistoryRecorder:
             log.exception("could not record %s", kind)
 
 
-def _tracker_to_json(tracker: Tracker) -> str:
-    return json.dumps(
-        {
-            "tracks": [[z, s, asdict(t)] for (z, s), t in tracker.tracks.items()],
-            "failures": tracker.failures_seen,
-        },
-        separators=(",", ":"),
-    )
-
-
-def _tracker_from_json(text: str) -> Tracker:
-    try:
-        data = json.loads(text)
-        # a track saved before tracks kept their neutral state gets it from its word (they
-        # were all the Cloud TPU API's); a saved one wins
-        tracks = {
-            (z, s): RequestTrack(**{"request": word_state(f["state"]).value, **f})
-            for z, s, f in data["tracks"]
-        }
-        failures = {str(k): float(v) for k, v in data["failures"].items()}
-    except (ValueError, TypeError, KeyError):
-        return Tracker()
-    return Tracker(tracks=tracks, failures_seen=failures)
-
-
-def summary_stats(path: Path, *, now: float | None = None, **filters: Any) -> list[PlaceStats]:
-    """Place statistics from the store at ``path`` (empty when there is none), counting what
-    the recorder's saved tracker still has in progress at ``now`` (default: the clock): the
-    requests still queued and the nodes still held. An unreadable store raises
-    ``HistoryUnreadable``."""
-    db = open_readonly(path)
-    if db is None:
-        return []
-    try:
-        saved = db.read_meta("tracker")
-        tracks = _tracker_from_json(saved).tracks if saved else {}
-        moment = time.time() if now is None else now
-        open_ = open_samples(tracks, moment, since=filters.get("since"))
-        return db.stats(open_=open_, **filters)
-    finally:
-        db.close()
-
-
-def chart_timeline(path: Path, *, now: float, **filters: Any) -> Timeline:
-    """The store's waits and holdings over time (``core.capacity_chart``), with what the
-    recorder's saved tracker still has in progress at ``now`` (requests still queued, nodes
-    still held); empty when there is no store. An unreadable store raises
-    ``HistoryUnreadable``."""
-    db = open_readonly(path)
-    if db is None:
-        return Timeline()
-    try:
-        saved = db.read_meta("tracker")
-        stored = db.timeline(**filters)
-    finally:
-        db.close()
-    tracks = _tracker_from_json(saved).tracks if saved else {}
-    live = narrowed(open_timeline(tracks, now), **filters)
-    return merged(stored, live)
-
-
-def history_document(
-    path: Path,
-    *,
-    zone: str | None = None,
-    accelerator: str | None = None,
-    mode: str | None = None,
-    since: float | None = None,
-) -> dict[str, Any]:
-    """``tpu-reconciler.history.v1`` for the store at ``path`` (CLI ``history``, MCP)."""
-    filters = {"zone": zone, "accelerator": accelerator, "mode": mode}
-    stats = summary_stats(path, since=since, zone=zone, accelerator=accelerator, mode=mode)
-    attempts = workload_attempts(path, since=since, zone=zone, accelerator=accelerator)
-    return history_doc(stats, since=since, attempts=attempts, **filters)
-
-
-def workload_attempts(
-    path: Path,
-    *,
-    since: float | None = None,
-    zone: str | None = None,
-    accelerator: str | None = None,
-) -> list[WorkloadAttempt]:
-    """The workload attempts in the store at ``path``, newest first (none without a store).
-    An unreadable store raises ``HistoryUnreadable``."""
-    db = open_readonly(path)
-    if db is None:
-        return []
-    try:
-        return db.attempts(since=since, zone=zone, accelerator=accelerator)
-    finally:
-        db.close()
-
-
-def recommend_document(
-    path: Path,
-    accelerator: str,
-    *,
-    mode: str = "spot",
-    count: int = 3,
-    since: float | None = None,
-    group: str | None = None,
-    now: float | None = None,
-) -> dict[str, Any]:
-    """``tpu-reconciler.recommend.v1`` for the store at ``path`` (CLI ``recommend``, MCP);
-    ``now`` as for ``summary_stats``."""
-    stats = summary_stats(path, since=since, accelerator=accelerator, mode=mode, now=now)
-    picks = rank(stats, accelerator, mode, count=count)
-    slot_names = [names.slot_name(mode, accelerator, names.zone_code(p.zone), 1) for p in picks]
-    return recommend_doc(
-        stats,
-        accelerator,
-        mode,
-        count=count,
-        group=group or f"{accelerator.replace('-', '')}-race",
-        slot_names=slot_names,
-        catalogue=zones_for(accelerator) or (),
-    )
-
-
-def store_hints(path: Path) -> WaitHints:
-    """The place -> (p50, samples) summary from the store at ``path`` (``status --live``)."""
-    try:
-        return wait_hints(summary_stats(path))
-    except HistoryUnreadable as e:  # a hint is a nicety: plan and status go on without it
-        log.warning("%s", e)
-        return {}
-
-
-def expected_waits(path: Path, desired: Desired, observation: Observation) -> list[ExpectedWait]:
-    """What ``plan`` shows for waiting slots: the store is read here, and only the small pure
-    summary (place -> p50, samples) goes on to ``core.capacity``."""
-    return waiting_hints(desired, observation, store_hints(path))
+def _place_of(spec: SlotSpec) -> tuple[str, str, str, str]:
+    """(zone, accelerator, mode, api) of a slot's requests, as the history keeps a place."""
+    return (spec.zone, place_accelerator(spec.accelerator, spec.slices), spec.mode, spec.api)

@@ -221,7 +221,7 @@ class Metrics:
             self._loaded.set(self.clock())
             self._changed()
             slots = {
-                s.name: m.SlotInfo(s.zone, s.accelerator, s.mode, s.race_group)
+                s.name: m.SlotInfo(s.zone, s.accelerator, s.mode, s.race_group, s.api)
                 for s in desired.slots
             }
             with self._fold_lock:

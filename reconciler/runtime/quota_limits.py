@@ -1,7 +1,9 @@
 """The chip limits a pass plans with: the file's ``quotas:``, and with
-``settings.quota_source: cloud`` the Cloud Quotas API's too (``adapters/cloud_quotas``), read
+``settings.quota_source: cloud`` the Cloud Quotas API's too (``adapters/cloud_quotas``: the
+Cloud TPU API's, and Compute Engine's when the file uses that API), read
 at the first pass and every ``REFRESH`` seconds after (``RETRY`` after a failure, keeping the
-limits read before). The file's entry wins where both limit the same family, mode and place.
+limits read before). The file's entry wins where both limit the same API, family, mode and
+place.
 
 A failed read is reported once per run of failures (``quota.read_failed``) and never stops
 the pass: the file's limits stay in force.
@@ -17,6 +19,7 @@ from typing import Final
 
 from reconciler.core.quota import key
 from reconciler.errors import ReconcilerError
+from reconciler.model.accelerators import COMPUTE_API, TPU_API
 from reconciler.model.desired import Desired, QuotaSpec
 
 log = logging.getLogger("reconciler.runtime.controller")
@@ -34,8 +37,19 @@ async def _read(desired: Desired) -> tuple[QuotaSpec, ...]:
 
     s = desired.settings
     return await read_limits(
-        desired.project, quota_project=s.quota_project, adc=s.credentials == "adc"
+        desired.project,
+        quota_project=s.quota_project,
+        adc=s.credentials == "adc",
+        apis=apis_used(desired),
     )
+
+
+def apis_used(desired: Desired) -> tuple[str, ...]:
+    """The APIs whose limits to read: the Cloud TPU API's always (as before), and Compute
+    Engine's when a slot or a ``quotas:`` entry uses it (another service, which a project
+    using only the TPU API need not have enabled)."""
+    used = {s.api for s in desired.slots} | {q.api for q in desired.quotas}
+    return (TPU_API,) + ((COMPUTE_API,) if COMPUTE_API in used else ())
 
 
 def merged(desired: Desired, cloud: tuple[QuotaSpec, ...]) -> Desired:

@@ -24,7 +24,7 @@ from reconciler.model.desired import Desired
 from reconciler.model.stamps import epoch_or_none
 from reconciler.model.status import StatusSnapshot
 from reconciler.runtime.backends import word_state
-from reconciler.runtime.history import summary_stats
+from reconciler.runtime.history_reads import summary_stats
 
 
 def as_of(snapshot: StatusSnapshot, now: float | None = None) -> float:

@@ -24,7 +24,7 @@ from reconciler.core.memory import Memory
 from reconciler.core.plan import Action
 from reconciler.model.desired import Desired
 from reconciler.model.observed import Node, Observation
-from reconciler.model.workload import WorkerProbe
+from reconciler.model.workload import NOT_STARTED, WorkerProbe
 from reconciler.runtime.events import EventLog
 
 #: Longest a pass waits for the probes of all slots together (they run in parallel).
@@ -195,7 +195,8 @@ class EndedAttempt:
     started_at: float
     exit_code: int | None  # the first non-zero exit of a worker; 0 when all exited 0; None unknown
     cause: str  # the phase it ended in (succeeded, failed, interrupted, gave-up, stopping,
-    #             forgotten) and the detail, e.g. "failed: exit 1 on worker 2"
+    #             released, forgotten) and the detail, e.g. "failed: exit 1 on worker 2";
+    #             "not started: <why>" for one no worker was ever seen to run
     chip_use: ChipUse | None = None  # its chips' duty cycle and idle time (setup.telemetry)
 
 
@@ -221,6 +222,8 @@ def ended_attempts(before: Memory, after: Memory) -> Iterator[EndedAttempt]:
         )
         phase = ended.phase if ended else ("forgotten" if new is None else "superseded")
         detail = ended.detail if ended else ""
+        if ended is not None and ended.phase == "stopping" and ended.stop_for == "released":
+            phase, detail = "released", ended.release or "slot released"  # the release's stop
         if new is not None and not same and new.run_id == old.run_id:
             # The fold went straight on to the next attempt of the same run (every worker had
             # exited): its failure count and detail still say how this one ended.
@@ -229,7 +232,12 @@ def ended_attempts(before: Memory, after: Memory) -> Iterator[EndedAttempt]:
             elif new.detail == wl.SUCCEEDED_BEFORE:
                 phase, detail, exit_code = "succeeded", "", 0
         started_at = old.started_at if old.started_at is not None else old.since  # old memory
+        cause = f"{phase}: {detail}" if detail else phase
+        ran = old.phase == "running" or exit_code is not None
+        ran = ran or phase in ("succeeded", "failed", "gave-up")
+        if not ran and not any(s.state in ("alive", "exited") for s in (*old.workers, *workers)):
+            # never seen to run: not a run time (history shows no RAN for it)
+            cause = f"{NOT_STARTED}: {old.unsent or detail or phase}"
         yield EndedAttempt(
-            slot, old.run_id, old.attempt, started_at, exit_code,
-            f"{phase}: {detail}" if detail else phase, old.chip_use,
+            slot, old.run_id, old.attempt, started_at, exit_code, cause, old.chip_use
         )  # fmt: skip

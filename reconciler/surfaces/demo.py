@@ -2,14 +2,16 @@
 
 It starts the emulator, writes a temporary desired file, runs the real controller against it
 with a fast clock, and tells a story: a slot is held, a race across two zones is won and the
-loser cancelled, a preempted TPU is re-queued, and a half-written edit is refused without a
+loser cancelled, a TPU7x slice of two hosts is held through Compute Engine (a BULK MIG with a
+workload policy), a preempted TPU is re-queued, and a half-written edit is refused without a
 single create or delete. Then a summary. ``--keep`` leaves everything running and prints the
 environment to point ``status`` and gcloud at it; Ctrl-C then stops it and removes its files.
 
 The controller is built as ``run`` builds it (``runtime.assemble``), capacity history included,
 so ``history``, ``recommend`` and the TUI show what it saw. Everything lives in a temporary
 directory: the demo sets its own ``CLOUDSDK_CONFIG``, token file and every endpoint override
-gcloud needs (``Emulator.gcloud_env``: Cloud TPU and OS Login to the emulator, no metadata
+gcloud needs (``Emulator.gcloud_env``: Cloud TPU, Compute Engine and OS Login to the
+emulator, no metadata
 server), so neither it nor a verb run with its printed environment touches the user's gcloud
 configuration, a real project or the network.
 """
@@ -35,11 +37,13 @@ HELD = "spot-v4-8-usc2b-1"
 RACE = "any-v6e-8"
 WINNER = "spot-v6e8-use1d-1"
 LOSER = "spot-v6e8-ew4a-1"
+TPU7X = "spot-tpu7x-16-usc1c-1"
 
 DESIRED = f"""\
 # A temporary desired file written by `tpu-reconciler demo` (see desired.yaml.example for
 # every field). The emulator has capacity for v6e-8 in us-east1-d only, so the race below is
-# won there and the europe-west4-a candidate is cancelled.
+# won there and the europe-west4-a candidate is cancelled. TPU7x is offered only through
+# Compute Engine, so its slot is held there (api: compute, the default for tpu7x).
 project: {DEMO_PROJECT}
 settings:
   backend: {{backend}}
@@ -59,6 +63,10 @@ slots:
   - name: {WINNER}
     zone: us-east1-d
     accelerator: v6e-8
+  - name: {TPU7X}  # 2x2x2: two tpu7x-standard-4t hosts, one BULK MIG
+    zone: us-central1-c
+    accelerator: tpu7x-16
+    want: held
 race_groups:
   - name: {RACE}          # queue both; the first to reach PROVISIONING wins
     count: 1
@@ -108,7 +116,7 @@ class _Story:
 
 async def _tell(story: _Story, desired_path: Path) -> None:
     say = story.say
-    say(f"controller started; holding {HELD} and racing {LOSER} against {WINNER}")
+    say(f"controller started; holding {HELD} and {TPU7X}, racing {LOSER} against {WINNER}")
     # Seen ACTIVE by the controller, not only by the emulator: the preemption below is then a
     # lifetime in the capacity history, however late a pass comes on a busy machine.
     await story.until(f"{HELD} is ACTIVE", lambda: (HELD, "ACTIVE") in story.seen)
@@ -117,6 +125,10 @@ async def _tell(story: _Story, desired_path: Path) -> None:
         lambda: (
             (WINNER, "ACTIVE") in story.seen and story.qr_state("europe-west4-a", LOSER) is None
         ),
+    )
+    await story.until(
+        f"{TPU7X} ACTIVE on Compute Engine: a BULK MIG of 2 hosts with a workload policy",
+        lambda: (TPU7X, "ACTIVE") in story.seen,
     )
     say(f"the cloud preempts {HELD} …")
     deletes, creates = story.calls("DELETE", HELD), story.calls("POST", HELD)
@@ -272,6 +284,7 @@ async def _drive(
         for key, value in env_vars.items():
             out(f"  export {key}={value}")
         out("  tpu-reconciler status   # or: gcloud compute tpus queued-resources list --zone=-")
+        out("                          #     gcloud compute instances list")
         await stop.wait()
     stop.set()
     stopped.cancel()

@@ -43,6 +43,7 @@ class Bench:
 BENCHES = (
     Bench("poll_cost", (), ("--rest-repeat", "20", "--gcloud-repeat", "1"), 180, True),
     Bench("calls_per_poll", (), (), 180, True),
+    Bench("compute_calls_per_poll", (), ("--sizes", "10", "100"), 240, True),
     Bench("status_speed", (), ("--runs", "5"), 180, True),
     Bench("reaction", (), ("--samples", "8", "--gcloud-samples", "2"), 300, True),
     Bench("race_latency", (), ("--races", "4"), 240, True),

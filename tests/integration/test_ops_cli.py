@@ -12,6 +12,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import termios
@@ -275,6 +276,35 @@ def test_doctor_reports_an_api_that_refuses(
     done = cli.run("--state-dir", "state", "doctor", env=env, code=1)
     assert re.search(r"^FAIL  auth .*no access token", done.stdout, re.M)
     assert re.search(r"^skip  tpu_api .*see auth", done.stdout, re.M)
+
+
+def test_doctor_asks_compute_engine_when_a_slot_is_held_there(
+    healthy_setup: tuple[GoldenCli, dict[str, str]], tmp_path: Path
+) -> None:
+    cli, env = healthy_setup
+    desired = tmp_path / "desired.yaml"
+    desired.write_text(
+        desired.read_text()
+        + "  - {name: x-1, zone: us-central1-c, accelerator: tpu7x-8, want: released}\n"
+    )
+    done = cli.run("--state-dir", "state", "doctor", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    assert checks["compute_api"] == {
+        "name": "compute_api",
+        "status": "ok",
+        "detail": "0 TPU VMs and MIG slices of ours seen",
+        "hint": "",
+    }
+    names = list(checks)
+    assert names.index("compute_api") == names.index("tpu_api") + 1
+    with socket.socket() as s:  # a port nothing listens on: Compute Engine does not answer
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/"
+    broken = {**env, "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE": closed}
+    done = cli.run("--state-dir", "state", "doctor", env=broken, code=1)
+    assert re.search(r"^FAIL  compute_api .*listing TPU VMs on Compute Engine failed", done.stdout,
+                     re.M)  # fmt: skip
+    assert re.search(r"^ok    tpu_api ", done.stdout, re.M)
 
 
 def test_doctor_asks_the_real_gcloud_and_ssh_agent(tmp_path: Path) -> None:

@@ -102,6 +102,8 @@ async def test_the_file_quota_holds_two_and_waits_on_the_third(running: Harness)
         "quota_id": None,
         "limit": 16,
         "place": ZONE,
+        "api": "tpu",
+        "needs": 8,
     }
     (limit,) = h.snapshot()["quotas"]
     assert (limit["used"], limit["chips"], limit["waiting"]) == (16, 16, ["v6e-c"])
@@ -127,25 +129,28 @@ async def test_a_refused_create_is_shown_and_not_retried_until_use_drops(
     h = running
     h.emulator.set_quota("v6e", "spot", 16, zone=ZONE)
     h.write(wanted(quota=False))
-    await h.until("the third refused", lambda: 429 in creates(h, "v6e-c"))
+    names = ("v6e-a", "v6e-b", "v6e-c")
+    # the three creates go out together: whichever reaches the cloud third is the refused one
+    await h.until("one create refused", lambda: 429 in creates(h))
+    (refused,) = [n for n in names if 429 in creates(h, n)]
+    kept = [n for n in names if n != refused]
     await h.until(
         "the refusal shown",
-        lambda: (slot(h, "v6e-c").get("quota") or {}).get("state") == "refused",
+        lambda: (slot(h, refused).get("quota") or {}).get("state") == "refused",
     )
-    shown = slot(h, "v6e-c")
+    shown = slot(h, refused)
     assert shown["quota"]["quota_id"] == QUOTA_ID
     assert shown["quota"]["limit"] == 16
     assert f"Quota '{QUOTA_ID}' exhausted. Limit: 16 in zone {ZONE}" in str(shown["last_error"])
     # 60 emulated seconds (3 s at 20x, 15 passes of 0.2 s): at most 3 creates for it,
     # where Google's rate-limit rule would have resent it every second or two
     await passes(h, 3.0)
-    assert len(creates(h, "v6e-c")) <= 3
-    assert creates(h, "v6e-c") == [429]
-    assert "refused by the cloud: v6e-c: " in await run_cli(h, "quota")
+    assert creates(h, refused) == [429]
+    assert "refused by the cloud: " + refused + ": " in await run_cli(h, "quota")
     # a release lowers the chips counted under the quota: the create goes again, and fits
-    h.write(wanted(quota=False, released="v6e-a"))
-    await h.until("the third ACTIVE", lambda: h.state_of(ZONE, "v6e-c") == "ACTIVE")
-    assert creates(h, "v6e-c") == [429, 200]
+    h.write(wanted(quota=False, released=kept[0]))
+    await h.until("the refused one ACTIVE", lambda: h.state_of(ZONE, refused) == "ACTIVE")
+    assert creates(h, refused) == [429, 200]
 
 
 def cloud_quotas(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,6 +179,31 @@ async def test_the_cloud_quotas_route_is_read_through_the_emulator(
     )
     (sent,) = [r for r in h.emulator.requests() if r.key == "GET quotaInfos.list"]
     assert sent.user_project == "test-project", "billed like the TPU API's requests"
+
+
+async def test_compute_engines_limits_are_read_through_the_emulator(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compute Engine's TPU quotas (``services/compute.googleapis.com/quotaInfos``) read as
+    that API's limits, beside the TPU API's, in one ``read_limits``."""
+    h = harness
+    cloud_quotas(h, monkeypatch)
+    h.emulator.compute.set_quota("v6e", "standard", "us-central1", 64)
+    h.emulator.compute.set_quota("tpu7x", "preemptible", "us-central1", 128)
+    family, spot = (
+        "TPUS-PER-TPU-FAMILY-per-project-region",
+        "PREEMPTIBLE-TPU-TPU7X-per-project-region",
+    )
+    assert await read_limits("test-project", apis=("tpu", "compute")) == (
+        QuotaSpec("v6e", "spot", "zone", ZONE, 16, "cloud", QUOTA_ID),
+        QuotaSpec("tpu7x", "spot", "region", "us-central1", 128, "cloud", spot, "compute"),
+        QuotaSpec("v6e", "on-demand", "region", "us-central1", 64, "cloud", family, "compute"),
+    )
+    assert await read_limits("test-project") == (
+        QuotaSpec("v6e", "spot", "zone", ZONE, 16, "cloud", QUOTA_ID),
+    ), "the TPU API's only unless asked"
+    keys = [r.key for r in h.emulator.requests() if "quotainfos" in r.key.lower()]
+    assert keys == ["GET quotaInfos.list", "GET computeQuotaInfos.list", "GET quotaInfos.list"]
 
 
 async def test_quota_source_cloud_waits_on_the_clouds_limit(

@@ -91,7 +91,8 @@ async def test_busy_chips_are_shown_vanished_metrics_fail_nothing_idle_ones_rela
     script, fakes = runtimes(world)
     world.write(desired(world, "restart: on-failure, idle_after: 3s, idle_below: 1", ntfy_server))
     controller = await world.start()
-    from reconciler.runtime.history import HistoryRecorder, history_document
+    from reconciler.runtime.history import HistoryRecorder
+    from reconciler.runtime.history_reads import history_document
 
     controller.history = recorder = HistoryRecorder(world.state, controller.events,
                                                     batch_seconds=0.05)  # fmt: skip

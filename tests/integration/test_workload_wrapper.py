@@ -197,3 +197,36 @@ def test_a_second_run_id_for_the_same_work_adopts_the_first_instead_of_starting(
         for run in (first, again):
             subprocess.run(["bash", WRAPPER, "stop", str(_dir(base, run, 1)), "100"],
                            capture_output=True, timeout=60)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("slices", "expected"),
+    [
+        (1, [(w, w, "10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4") for w in range(4)]),
+        (2, [(0, 0, "10.0.0.1,10.0.0.2"), (1, 1, "10.0.0.1,10.0.0.2"),
+             (2, 0, "10.0.0.3,10.0.0.4"), (3, 1, "10.0.0.3,10.0.0.4")]),
+    ],
+)  # fmt: skip
+def test_hosts_tell_each_worker_its_place_in_its_slice(
+    tmp_path: Path, slices: int, expected: list[tuple[int, int, str]]
+) -> None:
+    """Compute Engine does not tell a TPU VM its worker id or its slice's hosts: the launch
+    carries every worker's address and the wrapper sets ``TPU_WORKER_ID`` (the worker's index
+    in its slice) and ``TPU_WORKER_HOSTNAMES`` (its slice's addresses) from them."""
+    hosts = ("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")
+    out = tmp_path / "out"
+    command = ("sh", "-c", f'echo "$TPU_WORKER_ID $TPU_WORKER_HOSTNAMES" > {out}-$1', "sh")
+    seen = []
+    for w in range(4):
+        req = replace(
+            _request(f"r{w}", 1, (*command, str(w)), tmp_path), workers=4, slices=slices,
+            hosts=hosts,
+        )  # fmt: skip
+        attempt = tmp_path / "base" / f"w{w}" / "train-a" / f"r{w}" / "1"
+        argv = ["bash", WRAPPER, "launch", str(attempt), str(w), "4", "train-a", f"r{w}", "1"]
+        done = subprocess.run(argv, input=encode_spec(req, {}), capture_output=True, timeout=60)
+        assert done.stdout.strip() == b"launched", done.stdout + done.stderr
+        assert _wait_exit(attempt).startswith("code=0 ")
+        worker_id, names = (tmp_path / f"out-{w}").read_text().split()
+        seen.append((w, int(worker_id), names))
+    assert seen == expected

@@ -1,6 +1,7 @@
 """A lab at a fixed moment, for the timeline's goldens, its page, its TUI pane and MCP tool.
 
-Three members share a 32-chip spot v6e limit in europe-west4-a: alice (capped at 16 v6e chips)
+Three members share a 32-chip spot v6e limit in europe-west4-a (the Cloud Quotas API's: a file
+limit would have ``validate`` refuse carol's v6e-64): alice (capped at 16 v6e chips)
 holds a v6e-8 until 03:00 (``hold_until``), bob (priority 1) a v6e-16 for 6h (``hold_for``, 2h
 served), carol a flex-start v6e-8 run that ends at 05:00 and renews; waiting for the quota are
 alice's and bob's second v6e-8 and carol's v6e-64 (more than the limit: never). Beside them a
@@ -40,15 +41,15 @@ from tests.support.history_world import UNTIL, fill_history
 AS_OF: Final = UNTIL  # 2026-03-02T00:00:00Z
 H: Final = 3600.0
 ZONE: Final = "europe-west4-a"
-LIMIT: Final = QuotaSpec("v6e", "spot", "zone", ZONE, 32)
+QUOTA_ID: Final = "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"
+LIMIT: Final = QuotaSpec("v6e", "spot", "zone", ZONE, 32, "cloud", QUOTA_ID)
 
 DESIRED: Final = f"""\
-# A lab sharing one project's spot v6e quota
+# A lab sharing one project's spot v6e quota (the cloud's: carol's v6e-64 passes validate)
 project: lab-project
 settings:
   backend: rest
-quotas:
-  - {{family: v6e, mode: spot, zone: {ZONE}, chips: 32}}
+  quota_source: cloud
 members:
   alice: {{chips: {{v6e: 16}}}}
   bob: {{priority: 1}}
@@ -131,7 +132,7 @@ def snapshot(desired_file: Path, *, running: bool = True) -> StatusSnapshot:
         observed_at=_at(-0.01),
         slots=slots,
         plan=PlanStatus(summary="No changes."),
-        quotas=(QuotaStatus("v6e", "spot", "zone", ZONE, 32, 32, WAITING),),
+        quotas=(QuotaStatus("v6e", "spot", "zone", ZONE, 32, 32, WAITING, "cloud", QUOTA_ID),),
     )
 
 

@@ -111,6 +111,28 @@ def test_all_winners_set_up_one_launch_over_every_worker_with_the_megascale_valu
     assert run.memory.workload("g") is not None and run.memory.workload("g").run_id == run_id  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(("api", "told"), [("tpu", False), ("compute", True)])
+def test_on_compute_engine_the_launch_tells_each_worker_its_place(api: str, told: bool) -> None:
+    """Compute Engine does not tell its TPU VMs their worker id and slice's hosts: a launch
+    there carries every worker's address in order (the wrapper sets TPU_WORKER_ID and
+    TPU_WORKER_HOSTNAMES per slice); the TPU API's hosts know theirs."""
+    d = across_desired()
+    d = replace(d, slots=tuple(replace(s, api=api) for s in d.slots))
+    run = Passes(d)
+    seen = world(*up("b"), *up("a"))
+    launch = next(a for a in run.step(seen).actions if a.kind is Kind.LAUNCH)
+    wd, wo = run.view(seen)
+    spec, n = wd.slot("g"), wo.node(Z1, "g")
+    assert spec is not None and n is not None and launch.workload is not None
+    assert spec.api == api
+    req = wl.launch_request(spec, launch.workload, len(n.endpoints), n)
+    assert req.hosts == ((*IPS["a"], *IPS["b"]) if told else ())
+    assert req.slices == 2 and req.env["MEGASCALE_NUM_SLICES"] == "2"
+    single = replace(d.slots[0], workload=JOB)
+    alone = wl.launch_request(single, launch.workload, 2, up("a")[1])
+    assert alone.hosts == (IPS["a"] if told else ()) and alone.slices == 1
+
+
 def test_a_lost_winner_stops_it_everywhere_then_the_rewon_group_relaunches_the_same_run() -> None:
     run = Passes(across_desired())
     both = world(*up("b"), *up("a"))

@@ -95,7 +95,7 @@ def test_expected_wait_without_censoring_is_a_lower_median(values: list[float]) 
 
 def test_stats_lifetime_and_preemptions_per_day() -> None:
     s = stats_for(
-        ("europe-west4-a", "v6e-8", "spot"),
+        ("europe-west4-a", "v6e-8", "spot", "tpu"),
         Samples(
             to_provisioning=(60.0, 120.0, 180.0),
             to_active=(90.0, 150.0, 210.0),
@@ -168,8 +168,8 @@ def test_ties_break_on_more_samples() -> None:
 
 def test_wait_hints_need_a_few_samples() -> None:
     hints = wait_hints([_stats("z-a1-a", 60.0, 2), _stats("z-b1-b", 7800.0, 14)])
-    assert list(hints) == [("z-b1-b", "v6e-8", "spot")]
-    assert hints[("z-b1-b", "v6e-8", "spot")].samples == 14
+    assert list(hints) == [("z-b1-b", "v6e-8", "spot", "tpu")]
+    assert hints[("z-b1-b", "v6e-8", "spot", "tpu")].samples == 14
 
 
 @pytest.mark.parametrize(
@@ -232,7 +232,7 @@ def test_waiting_slots_get_their_places_expected_wait() -> None:
             qr("held", zone="europe-west4-a", state=QRState.ACTIVE),
         )
     )
-    hints = {("europe-west4-a", "v6e-8", "spot"): WaitHint(7800.0, 14)}
+    hints = {("europe-west4-a", "v6e-8", "spot", "tpu"): WaitHint(7800.0, 14)}
     waits = waiting_hints(want, seen, hints)
     assert [w.slot for w in waits] == ["queued", "to-create"]
     assert waits[0].text() == "p50 2h10m here, 14 samples"
@@ -270,7 +270,7 @@ def test_status_shows_expected_wait_on_waiting_slots_only() -> None:
                              backend="rest", wait_hints=hints)  # fmt: skip
         return to_json(built)
 
-    doc = snapshot({("europe-west4-a", "v6e-8", "spot"): WaitHint(7800.0, 14)})
+    doc = snapshot({("europe-west4-a", "v6e-8", "spot", "tpu"): WaitHint(7800.0, 14)})
     rows = {r["name"]: r for r in doc["slots"]}  # type: ignore[attr-defined]
     assert rows["waiting"]["expected_wait"] == {"p50_seconds": 7800.0, "samples": 14}
     assert "expected_wait" not in rows["running"]
@@ -304,7 +304,7 @@ def test_requests_still_queued_are_censored_waits(
     count: int,
 ) -> None:
     s = stats_for(
-        ("us-east5-b", "v6e-8", "spot"),
+        ("us-east5-b", "v6e-8", "spot", "tpu"),
         Samples(to_active=served, to_provisioning=served, unserved=unserved, waiting=waiting),
     )
     assert s.expected_wait == expected and s.waiting == count
@@ -312,8 +312,8 @@ def test_requests_still_queued_are_censored_waits(
 
 
 def test_a_zone_queued_for_days_ranks_after_one_that_serves() -> None:
-    place = ("us-east5-b", "v6e-8", "spot")
-    other = ("europe-west4-a", "v6e-8", "spot")
+    place = ("us-east5-b", "v6e-8", "spot", "tpu")
+    other = ("europe-west4-a", "v6e-8", "spot", "tpu")
     per_place = {
         place: Samples(to_active=(600.0, 600.0), to_provisioning=(500.0, 500.0)),
         other: Samples(to_active=(5400.0,), to_provisioning=(5000.0,)),
@@ -328,7 +328,7 @@ def test_a_zone_queued_for_days_ranks_after_one_that_serves() -> None:
 
 
 def test_a_place_known_only_by_open_waits_is_shown() -> None:
-    place = ("asia-northeast1-b", "v6e-8", "spot")
+    place = ("asia-northeast1-b", "v6e-8", "spot", "tpu")
     (s,) = [stats_for(k, v) for k, v in with_open({}, {place: Open(waiting=(DAY,))}).items()]
     assert (s.place, s.samples, s.waiting, s.expected_wait) == (place, 0, 1, None)
 
@@ -342,7 +342,7 @@ def test_still_waiting_never_shortens_the_expected_wait(
 ) -> None:
     """An open request adds evidence of waiting, never of capacity: the estimate with it is
     never sooner than without it (None = never served, the latest of all)."""
-    place = ("z-a1-a", "v6e-8", "spot")
+    place = ("z-a1-a", "v6e-8", "spot", "tpu")
     base = Samples(to_active=tuple(served), unserved=tuple(unserved))
     without = stats_for(place, base).expected_wait
     with_ = stats_for(place, with_open({place: base}, {place: Open(tuple(waiting))})[place])
@@ -364,7 +364,7 @@ def test_preemptions_per_day_count_nodes_still_alive(
     held: float, held_open: float, expected: float | None
 ) -> None:
     s = stats_for(
-        ("europe-west4-a", "v6e-8", "spot"),
+        ("europe-west4-a", "v6e-8", "spot", "tpu"),
         Samples(lifetimes_preempted=(3600.0, 7200.0), held_seconds=held, held_open=held_open),
     )
     assert s.preemptions_per_day == (None if expected is None else pytest.approx(expected))
@@ -374,7 +374,7 @@ def test_preemptions_per_day_count_nodes_still_alive(
 def test_a_node_still_alive_never_raises_the_preemption_rate(
     held: float, alive: float, preemptions: int
 ) -> None:
-    place = ("z-a1-a", "v6e-8", "spot")
+    place = ("z-a1-a", "v6e-8", "spot", "tpu")
     base = Samples(lifetimes_preempted=(60.0,) * preemptions, held_seconds=held)
     without = stats_for(place, base).preemptions_per_day
     with_ = stats_for(place, with_open({place: base}, {place: Open(held=alive)})[place])

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters import gcloud, rest, tpu_api_parse
+from reconciler.adapters import compute_states, gcloud, rest, tpu_api_parse
 from reconciler.adapters.cloud import Capability, CreateRequest, zones_to_observe
 from reconciler.adapters.cloud_router import CloudRouter, merge, merged
 from reconciler.adapters.statedir import StateDir
@@ -99,7 +99,8 @@ def test_the_neutral_sets_split_the_states() -> None:
     assert set(MAPPING.values()) | {RequestState.UNKNOWN} == set(RequestState) - {
         RequestState.ENDED  # the TPU API ends a run by suspending it (core/flex.py)
     }
-    assert set(STATE_WORDS) == {*MAPPING, "UNKNOWN"}
+    assert set(tpu_api_parse.STATE_WORDS) == {*MAPPING, "UNKNOWN"}
+    assert set(STATE_WORDS) == {*tpu_api_parse.STATE_WORDS, *compute_states.STATE_WORDS}
 
 
 def test_a_hand_made_request_shows_its_neutral_state_by_name() -> None:
@@ -148,8 +149,9 @@ def test_a_tpu_cloud_refuses_a_request_of_another_api() -> None:
 
 @pytest.mark.parametrize("backend", ["rest", "gcloud"])
 def test_the_backend_setting_still_names_the_tpu_apis_transport(backend: str) -> None:
-    cloud = make_cloud(desired(backend=backend))
-    assert isinstance(cloud, CloudRouter) and list(cloud.clouds) == ["tpu"] == list(APIS)
+    cloud = make_cloud(desired(backend=backend))  # no slot on Compute Engine: not built
+    assert isinstance(cloud, CloudRouter) and list(cloud.clouds) == ["tpu"]
+    assert list(APIS) == ["tpu", "compute"]
     assert cloud.capability.transport == backend
     asyncio.run(cloud.aclose())
 

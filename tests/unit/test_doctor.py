@@ -11,6 +11,7 @@ from reconciler.model.desired import Settings
 from reconciler.model.load import parse_desired
 from reconciler.model.status import StatusSnapshot
 from reconciler.runtime import doctor as d
+from reconciler.runtime.doctor_compute import ComputeFacts, check_compute_api
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).timestamp()
 
@@ -83,6 +84,15 @@ def test_api() -> None:
     assert d.check_api(d.ApiFacts("rest", queued_resources=3), None).detail.endswith(
         "3 queued resources seen"
     )
+
+
+def test_compute_api() -> None:
+    assert check_compute_api(None, "no credentials (see auth)").status == "skip"
+    failed = check_compute_api(ComputeFacts(error="PERMISSION_DENIED: no"), None)
+    assert failed.status == "fail" and "compute.googleapis.com" in failed.hint
+    assert check_compute_api(ComputeFacts(unreachable=["us-east5-a"]), None).status == "warn"
+    seen = check_compute_api(ComputeFacts(2), None)
+    assert seen.detail == "2 TPU VMs and MIG slices of ours seen"
 
 
 def test_state_dir_modes_and_owner() -> None:

@@ -32,6 +32,7 @@ from reconciler.core.history import (
 )
 from reconciler.core.memory import Memory
 from reconciler.model.observed import Observation
+from reconciler.runtime.backends import word_state
 from reconciler.runtime.events import EventLog, read_events
 from reconciler.runtime.history import HistoryRecorder
 from tests.support.worlds import desired, qr, slot
@@ -130,7 +131,7 @@ def test_refusals_once_per_failure_and_only_for_creates() -> None:
     t = Tracker()
     msg = "PERMISSION_DENIED: no permission to submit into this queue"
     errors = {f"{Z1}/a:cloud": (100.0, msg), f"{Z1}/b:cloud": (100.0, "INTERNAL: x")}
-    absent = {f"{Z1}/a:cloud": ("a", "v6e-8", "spot")}
+    absent = {f"{Z1}/a:cloud": ("a", "v6e-8", "spot", "tpu")}
     first = t.refusals(errors, absent, 50)
     assert first == [Refusal("a", Z1, "v6e-8", "spot", 50, 7, msg, True)]
     assert t.refusals(errors, absent, 60) == []  # same failure, seen again
@@ -139,9 +140,9 @@ def test_refusals_once_per_failure_and_only_for_creates() -> None:
 
 
 def test_event_log_replay() -> None:
-    slots = {"a": (Z1, "v6e-8", "spot")}
+    slots = {"a": (Z1, "v6e-8", "spot", "tpu")}
     old = {"kind": "qr.state", "slot": "a", "zone": Z1, "after": "ACTIVE"}
-    assert from_event(old, 5, slots, request_state) == seen("a", "ACTIVE")
+    assert from_event(old, 5, slots, word_state) == seen("a", "ACTIVE")
     # a record of this version says the neutral state itself; one before it is read by word
     told = {**old, "after": "WAITING_FOR_RESOURCES", "api": "tpu", "request": "waiting"}
     assert from_event(told, 5, slots) == seen("a", "WAITING_FOR_RESOURCES")
@@ -182,9 +183,10 @@ def test_open_samples_are_what_is_still_in_progress_now() -> None:
     )
     got = open_samples(tracker.tracks, 1000.0)
     # q: queued since 0; o: seen first PROVISIONING (no queue time known); p served at 200
-    assert got[(Z1, "v6e-8", "spot")] == Open(waiting=(1000.0,), held=800.0)
-    assert got[(Z2, "v6e-8", "spot")] == Open(waiting=(), held=1000.0)
-    assert open_samples(tracker.tracks, 1000.0, since=50)[(Z1, "v6e-8", "spot")].waiting == ()
+    assert got[(Z1, "v6e-8", "spot", "tpu")] == Open(waiting=(1000.0,), held=800.0)
+    assert got[(Z2, "v6e-8", "spot", "tpu")] == Open(waiting=(), held=1000.0)
+    since = open_samples(tracker.tracks, 1000.0, since=50)
+    assert since[(Z1, "v6e-8", "spot", "tpu")].waiting == ()
     assert open_samples(Tracker().tracks, 1000.0) == {}
 
 
@@ -243,29 +245,33 @@ def test_sqlite_figures_equal_the_pure_ones(tmp_path: Path, seed: int) -> None:
     zones = (Z1, Z2, "us-east1-d")
     for i in range(rng.randint(1, 120)):
         zone, mode = rng.choice(zones), rng.choice(("spot", "on-demand"))
+        api = rng.choice(("tpu", "tpu", "compute"))  # the same zones on two APIs: two places
         wait = float(rng.choice((5, 10, 10, 60, 600, rng.randint(1, 5000))))
         served = rng.random() < 0.6
         records.append(Wait(f"s{i}", zone, "v6e-8", mode, float(i), wait / 2 if served else None,
-                            wait if served else None, wait))  # fmt: skip
+                            wait if served else None, wait, api))  # fmt: skip
         if served and rng.random() < 0.7:
             end = rng.choice(("preempted", "deleted"))
             records.append(Lifetime(f"s{i}", zone, "v6e-8", mode, 100.0 + i,
-                                    100.0 + i + rng.randint(1, 90000), end))  # fmt: skip
+                                    100.0 + i + rng.randint(1, 90000), end, api))  # fmt: skip
         if rng.random() < 0.2:
             records.append(Transition(f"s{i}", zone, "v6e-8", mode, "ACCEPTED", "FAILED",
-                                      float(i), rng.choice((8, 9)), "no capacity"))  # fmt: skip
+                                      float(i), rng.choice((8, 9)), "no capacity",
+                                      api=api))  # fmt: skip
         if rng.random() < 0.1:
-            records.append(Refusal(f"s{i}", zone, "v6e-8", mode, float(i), 7, "closed", True))
+            records.append(Refusal(f"s{i}", zone, "v6e-8", mode, float(i), 7, "closed", True, api))
     open_ = {  # still queued / still held now, also in a zone with no stored row
-        (z, "v6e-8", m): Open(waiting=tuple(sorted(float(rng.choice((10, 600, 90000)))
-                                                   for _ in range(rng.randint(0, 4)))),
-                              held=float(rng.choice((0, 3600, 86400))))
-        for z in (*zones, "asia-east1-c") for m in ("spot", "on-demand") if rng.random() < 0.5
+        (z, "v6e-8", m, a): Open(waiting=tuple(sorted(float(rng.choice((10, 600, 90000)))
+                                                      for _ in range(rng.randint(0, 4)))),
+                                 held=float(rng.choice((0, 3600, 86400))))
+        for z in (*zones, "asia-east1-c") for m in ("spot", "on-demand")
+        for a in ("tpu", "compute") if rng.random() < 0.4
     }  # fmt: skip
     db = HistoryDB(tmp_path / "h.sqlite")
     db.write(records)
     for filters, extra in [(f, o) for f in ({}, {"zone": Z1}, {"mode": "spot"}, {"since": 30.0},
-                           {"zone": "nowhere-x1-a"}) for o in ({}, open_)]:  # fmt: skip
+                           {"zone": "nowhere-x1-a"}, {"api": "compute"}, {"api": "tpu"})
+                           for o in ({}, open_)]:  # fmt: skip
         pure = summarize(db.samples(open_=extra, **filters))
         fast = db.stats(open_=extra, **filters)
         assert pure or filters or not records
@@ -381,7 +387,7 @@ def test_the_recorder_keeps_the_expected_waits_the_snapshot_shows(tmp_path: Path
                      Memory(), T0 + 10)  # fmt: skip
     assert recorder.flush()
     recorder.close()
-    hint = recorder.hints[(Z1, "v6e-8", "spot")]
+    hint = recorder.hints[(Z1, "v6e-8", "spot", "tpu")]
     assert (hint.p50_seconds, hint.samples) == (180.0, 3)
 
 
@@ -389,7 +395,7 @@ def test_the_store_counts_what_is_still_queued_and_still_held(tmp_path: Path) ->
     """``history`` / ``recommend`` read the recorder's saved tracker: a zone whose requests
     have queued for days no longer ranks by its few served ones, and a node still alive
     counts as capacity held."""
-    from reconciler.runtime.history import recommend_document, summary_stats
+    from reconciler.runtime.history_reads import recommend_document, summary_stats
 
     state, events = _recorder_state(tmp_path)
     db = HistoryDB(state.history)

@@ -14,7 +14,8 @@ from reconciler.adapters.history_sql import SCHEMA, SCHEMA_VERSION
 from reconciler.adapters.statedir import StateDir
 from reconciler.core.chip_use import ChipSummary
 from reconciler.runtime.events import EventLog
-from reconciler.runtime.history import HistoryRecorder, history_document
+from reconciler.runtime.history import HistoryRecorder
+from reconciler.runtime.history_reads import history_document
 from tests.support.cli import clean_env, run_cli
 
 Z1 = "europe-west4-a"
@@ -93,7 +94,7 @@ def test_a_version_1_store_reads_as_it_is_and_migrates_when_opened_for_writing(
 
     db = HistoryDB(path)  # the writer migrates
     try:
-        assert db.meta("schema_version") == "2"
+        assert db.meta("schema_version") == "3"
         from reconciler.core.history import WorkloadAttempt
 
         db.write([WorkloadAttempt("a", Z1, "v6e-8", "r-1", 1, T0 + 100, T0 + 200, 0, "succeeded",
@@ -113,6 +114,6 @@ def test_a_version_1_store_reads_as_it_is_and_migrates_when_opened_for_writing(
         conn.execute("INSERT INTO workload_attempts VALUES (?, 1, 2, 3, 4, 2, NULL, NULL, NULL)",
                      (T0 * 1000,))  # fmt: skip
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
-            "2",
+            "3",
         )
     conn.close()

@@ -199,7 +199,8 @@ def test_slot_info_in_words_is_what_info_and_the_tui_show(store: IntentEditor) -
     write_json(store.state.status, snapshot(row("small", "ACTIVE", setup=setup, ips=["10.0.0.7"],
                instance="small@17", last_error="bootstrap failed: exit 1")))  # fmt: skip
     lines = views.format_slot_info(views.slot_info(store, "small")).splitlines()
-    assert lines[0] == "small  us-central2-b  v4-8  spot  want released"  # the file's word
+    # the file's word, and the API that holds it
+    assert lines[0] == "small  us-central2-b  v4-8  spot  api tpu  want released"
     assert lines[1] == "state ACTIVE"
     assert lines[2] == "workers: w0 10.0.0.7"
     assert lines[3].startswith("ssh: ssh ") and "10.0.0.7" in lines[3]

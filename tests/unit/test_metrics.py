@@ -106,19 +106,29 @@ def test_gauges_from_a_snapshot() -> None:
             ),
             SlotStatus("c", "europe-west4-a", "v6e-8", "spot", managed=True, state="NOT_QUEUED"),
             SlotStatus("x", "nowhere-west9-q", "v6e-8", "spot", managed=False, state="BOGUS"),
+            SlotStatus(
+                "ce", "us-central2-b", "v4-32", "spot", managed=True, state="ACTIVE", api="compute"
+            ),
+            SlotStatus("odd", "us-central2-b", "v4-32", "spot", managed=True, api="gke"),
         ),
         in_flight=("us-central2-b/a:cloud",),
     )
     g = m.gauges(snapshot, WORDS)
     assert g.slots == {
-        ("ACTIVE", "us-central2-b", "v4-32", "spot"): 2,
-        ("NOT_QUEUED", "europe-west4-a", "v6e-8", "spot"): 1,
-        ("other", "other", "v6e-8", "spot"): 1,
+        ("ACTIVE", "us-central2-b", "v4-32", "spot", "tpu"): 2,  # a row that does not say: tpu
+        ("NOT_QUEUED", "europe-west4-a", "v6e-8", "spot", "tpu"): 1,
+        ("other", "other", "v6e-8", "spot", "tpu"): 1,
+        ("ACTIVE", "us-central2-b", "v4-32", "spot", "compute"): 1,  # another API: another place
+        ("NOT_QUEUED", "us-central2-b", "v4-32", "spot", "other"): 1,  # bounded
     }
-    assert g.chips_held == {("us-central2-b", "v4-32", "spot"): 32}  # 16 chips each
+    assert g.chips_held == {  # 16 chips each
+        ("us-central2-b", "v4-32", "spot", "tpu"): 32,
+        ("us-central2-b", "v4-32", "spot", "compute"): 16,
+    }
     two = SliceStatus(0, "b-0", "READY"), SliceStatus(1, "b-1", "READY")
     multi = replace(snapshot, slots=(replace(snapshot.slots[1], slices=two),))
-    assert m.gauges(multi, WORDS).chips_held == {("us-central2-b", "v4-32", "spot"): 32}  # 2 slices
+    held = m.gauges(multi, WORDS).chips_held
+    assert held == {("us-central2-b", "v4-32", "spot", "tpu"): 32}  # 2 slices
     assert g.workloads[("running",)] == 1 and g.workloads[("failed",)] == 0
     assert g.in_flight == 1 and g.desired_valid == 0
 
@@ -154,7 +164,7 @@ def test_events_count_actions_errors_preemptions_waits_and_races() -> None:
     assert fold.fold(qr("a", "europe-west4-a", "WAITING_FOR_RESOURCES"), 100) == []
     assert fold.fold(qr("b", "us-east1-d", "WAITING_FOR_RESOURCES"), 110) == []
     won = fold.fold(qr("b", "us-east1-d", "ACTIVE"), 400)
-    place = ("us-east1-d", "v6e-8", "spot")
+    place = ("us-east1-d", "v6e-8", "spot", "tpu")
     assert won == [
         m.Observe("queue_wait_seconds", 290.0, place),
         m.Observe("race_duration_seconds", 300.0),  # a had been queued 300 s

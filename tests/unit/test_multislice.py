@@ -114,10 +114,9 @@ ROWS = [
         [],
     ),
     Row(
-        "the QR holds another slice count: warn, touch nothing",
+        "the QR holds another slice count: replaced (it cannot change in place)",
         world(ms_qr(count=3), *slices(*[NodeState.READY] * 2)),
-        [],
-        warns="holds 3 slice(s) but the file says 2",
+        [("-/+", "replace", "a")],
     ),
 ]
 

@@ -88,11 +88,12 @@ ROWS = [
         warns="HIBERNATING",
     ),
     Row(
-        "held, QR of another accelerator: warn, never replace a live TPU on its own",
+        "held, QR of another accelerator: replace, destructive (the delete guard counts it)",
         HELD,
         world(active("a", accelerator="v4-16")),
-        [],
-        warns="v4-16",
+        [("-/+", "replace", "a")],
+        destructive=True,
+        force=True,
     ),
     # want: released
     Row("released, nothing queued: nothing to do", RELEASED, world(), []),

@@ -1,10 +1,11 @@
 """Properties of the planner over generated intents and worlds.
 
 - Applying a plan and planning again converges: nothing is left to do (a tailscale step that
-  waited for its bootstrap is the only thing a second pass may add).
+  waited for its bootstrap, and the queueing of a race whose winner was replaced for a changed
+  shape, are the only things a second pass may add).
 - No action touches a QR that is not ours (unless prune is on and it carries our label), no
-  held slot is deleted unless it is dead (replaced) or lost its race, nothing happens in a zone
-  the observation did not see, and every create carries the intent.
+  held slot is deleted unless it is dead or of another shape (replaced) or lost its race,
+  nothing happens in a zone the observation did not see, and every create carries the intent.
 - A failed action is held back (deferred or blocked) and the rest of the plan is unchanged.
 """
 
@@ -149,9 +150,14 @@ def _converged(want: Desired, seen: Observation, memory: Memory, now: float) -> 
     seen2, memory2 = apply_plan(first, want, seen, memory, now)
     second = plan(want, seen2, memory2, now)
     bootstrapped = {a.slot for a in first.actions if a.kind is Kind.BOOTSTRAP}
-    assert all(a.kind is Kind.TAILSCALE and a.slot in bootstrapped for a in second.actions), (
-        second.actions
-    )
+    # a winner replaced because the file changed its shape no longer holds: its race reopens
+    reshaped = {a.slot for a in first.actions if a.reshape}
+    reopened = {n for g in want.race_groups if reshaped & set(g.slots) for n in g.slots}
+    assert all(
+        (a.kind is Kind.TAILSCALE and a.slot in bootstrapped)
+        or (a.kind is Kind.CREATE and a.slot in reopened)
+        for a in second.actions
+    ), second.actions
     assert second.notices == ()
     seen3, memory3 = apply_plan(second, want, seen2, memory2, now)
     third = plan(want, seen3, memory3, now)
@@ -203,7 +209,9 @@ def _check_safety(want: Desired, seen: Observation, p: Plan) -> None:
             assert want.settings.prune and q.managed and a.kind is Kind.DELETE, a
             continue
         assert spec is not None
-        if a.kind is Kind.REPLACE:
+        if a.kind is Kind.REPLACE and a.reshape:  # another shape than the file's
+            assert q.accelerator != spec.accelerator and p.decided_want[a.slot] == "held"
+        elif a.kind is Kind.REPLACE:
             assert q.state in DEAD_STATES and p.decided_want[a.slot] == "held"
         else:
             assert p.decided_want[a.slot] == "released"

@@ -83,6 +83,11 @@ class Row:
     seen: Observation
     creates: list[str]
     waits: list[str]
+    cloud: tuple[QuotaSpec, ...] = ()  # limits the Cloud Quotas API adds (quota_source: cloud)
+
+
+def cloud(chips: int, place: str, scope: str = "zone") -> QuotaSpec:
+    return QuotaSpec("v6e", "spot", scope, place, chips, "cloud", quota_id("v6e", "spot", scope))
 
 
 WAIT_EW4A = "waiting for quota: 16/16 spot v6e chips in europe-west4-a"
@@ -140,11 +145,35 @@ ROWS = [
         ["c: waiting for quota: 16/16 spot v6e chips in europe-west4"],
     ),
     Row(
-        "a region limit of 0 hides behind a roomy zone limit",
-        text(s("a"), quotas=q(64) + q(0, region="europe-west4")),
+        "a cloud's region limit of 0 hides behind a roomy zone limit: it never fits",
+        text(s("a"), quotas=q(64)),
         world(),
         [],
-        ["a: waiting for quota: 0/0 spot v6e chips in europe-west4"],
+        ["a: never fits: needs 8, limit 0 spot v6e chips in europe-west4"],
+        cloud=(cloud(0, "europe-west4", "region"),),
+    ),
+    Row(
+        "a slot bigger than the cloud's limit never fits, even with nothing used",
+        text(s("big", acc="v6e-32")),
+        world(),
+        [],
+        ["big: never fits: needs 32, limit 16 spot v6e chips in europe-west4-a"],
+        cloud=(cloud(16, EW4A),),
+    ),
+    Row(
+        "a Compute Engine create is not counted under the TPU API's limit, nor the reverse",
+        text(s("a"), s("ce").replace("mode: spot", "mode: spot, api: compute"), quotas=q(8)),
+        world(occupied("b")),
+        ["ce"],
+        ["a: waiting for quota: 8/8 spot v6e chips in europe-west4-a"],
+    ),
+    Row(
+        "a Compute Engine limit counts Compute Engine requests only",
+        text(s("ce").replace("mode: spot", "mode: spot, api: compute")),
+        world(occupied("b"), replace(occupied("c"), api="compute")),
+        [],
+        ["ce: waiting for quota: 8/8 spot v6e chips in europe-west4 on Compute Engine"],
+        cloud=(replace(cloud(8, "europe-west4", "region"), api="compute"),),
     ),
     Row(
         "v4 types count cores: v4-8 is 4 chips",
@@ -164,15 +193,16 @@ ROWS = [
             s("r1", EW4A, want=""),
             s("r2", EW4B, want=""),
             s("r3", "us-east1-d", want=""),
-            quotas=q(8, EW4A) + q(0, EW4B),
+            quotas=q(8, EW4A),
             groups="  - {name: g, count: 1, slots: [r1, r2, r3]}\n",
         ),
         world(occupied("x", EW4A)),
         ["r3"],
         [
             "r1: waiting for quota: 8/8 spot v6e chips in europe-west4-a",
-            "r2: waiting for quota: 0/0 spot v6e chips in europe-west4-b",
+            "r2: never fits: needs 8, limit 0 spot v6e chips in europe-west4-b",
         ],
+        cloud=(cloud(0, EW4B),),
     ),
     Row(
         "the chips of a create that goes count for the next: file order",
@@ -186,7 +216,9 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_planner_table(row: Row) -> None:
-    assert planned(parse_desired(row.desired), row.seen) == (row.creates, row.waits)
+    d = parse_desired(row.desired)
+    d = replace(d, quotas=d.quotas + row.cloud)
+    assert planned(d, row.seen) == (row.creates, row.waits)
 
 
 def test_the_plan_says_what_waits_and_why() -> None:
@@ -426,4 +458,4 @@ def test_flex_start_counts_against_the_spot_quota() -> None:
         ["f: waiting for quota: 8/8 spot v6e chips in europe-west4-a"],
     )
     running = replace(occupied("f2"), mode="flex-start")
-    assert quota.tally(world(running))[("v6e", "spot", "zone", EW4A)] == 8
+    assert quota.tally(world(running))[("tpu", "v6e", "spot", "zone", EW4A)] == 8

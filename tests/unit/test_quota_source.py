@@ -109,3 +109,43 @@ def test_quota_source_file_reads_nothing() -> None:
     d = parse_desired(FILE.replace("quota_source: cloud", "quota_source: file"))
     assert asyncio.run(r.limits().apply(d)) is d
     assert r.calls == 0
+
+
+def test_compute_engines_quota_infos_become_its_limits() -> None:
+    """Compute Engine's TPU limits (``compute.googleapis.com``): the on-demand one names its
+    family in ``tpu_family``, the spot one in its id; both per region; another API's ids and
+    a family the catalogue does not know are left out."""
+    family = "TPUS-PER-TPU-FAMILY-per-project-region"
+    spot = "PREEMPTIBLE-TPU-TPU7X-per-project-region"
+    infos = [
+        info(
+            family,
+            ({"region": "us-central1", "tpu_family": "CT6E"}, "64"),
+            ({"region": "us-central1", "tpu_family": "tpu7x"}, "128"),
+            ({"region": "us-central1", "tpu_family": "CT9Z"}, "8"),
+        ),
+        info(spot, ({"region": "us-central1"}, "256")),
+        info(V6E, ({"zone": "europe-west4-a"}, "64")),
+    ]
+    assert limits_from_infos(infos, "compute") == [
+        QuotaSpec("v6e", "on-demand", "region", "us-central1", 64, "cloud", family, "compute"),
+        QuotaSpec("tpu7x", "on-demand", "region", "us-central1", 128, "cloud", family, "compute"),
+        QuotaSpec("tpu7x", "spot", "region", "us-central1", 256, "cloud", spot, "compute"),
+    ]
+    assert limits_from_infos(infos) == [
+        QuotaSpec("v6e", "spot", "zone", "europe-west4-a", 64, "cloud", V6E)
+    ], "the TPU API's read takes its own ids only"
+
+
+def test_compute_engines_limits_are_read_only_when_the_file_uses_it() -> None:
+    from reconciler.runtime.quota_limits import apis_used
+
+    tpu_only = parse_desired(FILE)
+    assert apis_used(tpu_only) == ("tpu",)
+    compute = parse_desired(
+        FILE.replace(
+            "slots: []",
+            "slots:\n  - {name: a, zone: us-central1-a, accelerator: tpu7x-8, want: held}",
+        )
+    )
+    assert apis_used(compute) == ("tpu", "compute")

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.adapters.tpu_api_parse import request_state
 from reconciler.core.capacity import WaitHint
 from reconciler.core.history import Transition
 from reconciler.core.timeline import (
@@ -40,11 +39,15 @@ from reconciler.core.timeline_past import (
 from reconciler.core.timeline_text import chart, format_timeline, plain, timeline_doc
 from reconciler.model.load import parse_desired
 from reconciler.model.status import SlotQuotaStatus, StatusSnapshot
+from reconciler.runtime.backends import word_state
 from tests.support.timeline_world import AS_OF, DESIRED, H, snapshot
 
 DESIRED_SPEC = parse_desired(DESIRED)
 P50 = WaitHint(2 * H, 12)
-HINTS = {("europe-west4-a", "v6e-8", "spot"): P50, ("us-east5-b", "v6e-8", "spot"): P50}
+HINTS = {
+    ("europe-west4-a", "v6e-8", "spot", "tpu"): P50,
+    ("us-east5-b", "v6e-8", "spot", "tpu"): P50,
+}
 
 
 def lab_snapshot(running: bool = True) -> StatusSnapshot:
@@ -58,7 +61,7 @@ def made(snap: StatusSnapshot | None = None, *, by: str = "owner", **kwargs: obj
         as_of=AS_OF,
         hints=HINTS,
         by=by,
-        state_of=request_state,
+        state_of=word_state,
         **kwargs,  # type: ignore[arg-type]
     )
 
@@ -111,7 +114,7 @@ def test_held_rows_run_to_their_scheduled_end() -> None:
 
 def test_an_expired_flex_start_run_that_does_not_renew_stays_counted() -> None:
     desired = parse_desired(DESIRED.replace("renew: true", "renew: false"))
-    t = build(lab_snapshot(), desired, as_of=AS_OF, hints=HINTS, state_of=request_state)
+    t = build(lab_snapshot(), desired, as_of=AS_OF, hints=HINTS, state_of=word_state)
     flex = row(t, "carol-flex")
     assert flex.estimate is None and flex.spans[-1] == replace(flex.spans[-1], kind=DEAD, end=None)
     alice = row(t, "spot-v6e8-eua-2").estimate  # 8 chips stay counted: one create fewer fits
@@ -174,7 +177,7 @@ def test_a_create_the_cloud_refused_waits_on_the_limit_it_named() -> None:
 
 
 def test_without_the_file_the_snapshot_alone_is_used() -> None:
-    t = build(lab_snapshot(), None, as_of=AS_OF, state_of=request_state)
+    t = build(lab_snapshot(), None, as_of=AS_OF, state_of=word_state)
     # no priorities: bob's create is later in the file than alice's, which goes first now
     assert row(t, "spot-v6e8-eua-2").estimate.start == AS_OF + 3 * H
     assert row(t, "bob-v6e8").estimate.start == AS_OF + 4 * H
@@ -241,7 +244,7 @@ def test_transitions_fold_into_spans_and_marks() -> None:
             tr("f", None, "ACTIVE", 0, mode="flex-start"),
             tr("f", "ACTIVE", "SUSPENDED", 50, mode="flex-start"),
         ],
-        request_state,
+        word_state,
     )
     a = past[("europe-west4-a", "a")]
     assert [(s.kind, s.start, s.end) for s in a.spans] == [
@@ -264,7 +267,7 @@ def test_the_past_comes_before_the_snapshot_and_gone_requests_keep_a_row() -> No
             tr("long-gone", None, "ACTIVE", AS_OF - 90 * H),
             tr("long-gone", "ACTIVE", None, AS_OF - 80 * H),
         ],
-        request_state,
+        word_state,
     )
     t = made(past=past)
     r = row(t, "spot-v6e8-eua-1")

@@ -1,4 +1,4 @@
-"""Capacity history verbs: ``history`` (figures per zone, accelerator and mode; ``--export
+"""Capacity history verbs: ``history`` (figures per zone, accelerator, mode and API; ``--export
 csv``; ``--plot`` and ``--html FILE``: the history over time, in the terminal or as a page)
 and ``recommend`` (zones ranked by expected time to capacity; ``--apply GROUP`` writes the
 race group through the intent engine).
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
+from reconciler.model.accelerators import APIS
 from reconciler.surfaces.cli._intent import max_run_flag
 from reconciler.surfaces.cli._say import err
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 _HERE: Final = "reconciler.surfaces.cli._history"
 MODES: Final = ("spot", "on-demand", "reserved", "flex-start")
+API_HELP: Final = "only this API's places: tpu (queued resources) or compute (Compute Engine)"
 
 
 def register(sub: Any) -> None:
@@ -33,6 +35,7 @@ def register(sub: Any) -> None:
     p.add_argument("--zone", default=None)
     p.add_argument("--accelerator", default=None, help="e.g. v6e-8")
     p.add_argument("--mode", choices=MODES, default=None)
+    p.add_argument("--api", choices=APIS, default=None, help=API_HELP)
     p.add_argument("--since", default=None, help="only records newer than this, e.g. 7d, 12h")
     p.add_argument("--json", action="store_true", help="print tpu-reconciler.history.v1 JSON")
     p.add_argument("--export", choices=("csv",), default=None, help="print every transition")
@@ -59,6 +62,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("recommend", help="zones ranked by expected time to capacity")
     p.add_argument("accelerator", metavar="ACCELERATOR", help="e.g. v6e-8")
     p.add_argument("--mode", choices=MODES, default="spot")
+    p.add_argument("--api", choices=APIS, default=None, help=API_HELP + " (default: both)")
     p.add_argument("--count", type=int, default=3, help="zones to recommend (default 3)")
     p.add_argument("--since", default=None, help="only history newer than this, e.g. 30d")
     p.add_argument("--json", action="store_true", help="print tpu-reconciler.recommend.v1 JSON")
@@ -89,14 +93,19 @@ def history_command(args: argparse.Namespace) -> int:
     from reconciler.adapters.history_db import open_readonly
     from reconciler.core.capacity_report import CSV_COLUMNS, csv_row, format_history, history_doc
     from reconciler.errors import ReconcilerError
-    from reconciler.runtime.history import summary_stats
+    from reconciler.runtime.history_reads import summary_stats
 
     try:
         since = _since(args.since)
     except ValueError as e:
         err(f"--since: {e}")
         return EX_USAGE
-    filters = {"zone": args.zone, "accelerator": args.accelerator, "mode": args.mode}
+    filters = {
+        "zone": args.zone,
+        "accelerator": args.accelerator,
+        "mode": args.mode,
+        "api": args.api,
+    }
     if args.plot or args.html is not None:
         if args.json or args.export:
             err("--plot and --html draw pictures: use --json and --export without them")
@@ -113,15 +122,7 @@ def history_command(args: argparse.Namespace) -> int:
                         out.writerow(csv_row(row))
                 return EX_OK
             stats = (  # with the requests still queued and nodes still held, as of now
-                summary_stats(
-                    _store_path(args),
-                    since=since,
-                    zone=args.zone,
-                    accelerator=args.accelerator,
-                    mode=args.mode,
-                )
-                if db is not None
-                else []
+                summary_stats(_store_path(args), since=since, **filters) if db is not None else []
             )
             attempts = (
                 db.attempts(since=since, zone=args.zone, accelerator=args.accelerator)
@@ -165,7 +166,7 @@ def _pictures(args: argparse.Namespace, since: float | None, filters: dict[str, 
     if args.width is not None and args.width < 1:
         err("--width: must be a positive number of columns")
         return EX_USAGE
-    from reconciler.runtime.history import chart_timeline
+    from reconciler.runtime.history_reads import chart_timeline
 
     path = _store_path(args)
     given = {**filters, "since": args.since}
@@ -210,14 +211,16 @@ def _rankings(
     path: Path, timeline: Timeline, since: float | None, until: float
 ) -> list[dict[str, Any]]:
     """What ``recommend`` prints for every accelerator and mode the pictures show."""
-    from reconciler.runtime.history import recommend_document
+    from reconciler.runtime.history_reads import recommend_document
 
     kinds = sorted(
         {(w.accelerator, w.mode) for w in timeline.waits}
         | {(h.accelerator, h.mode) for h in timeline.holdings}
     )
+    apis = {w.api for w in timeline.waits} | {h.api for h in timeline.holdings}
+    api = next(iter(apis)) if len(apis) == 1 else None  # the pictures' API, when one
     return [
-        recommend_document(path, acc, mode=mode, since=since, now=until)
+        recommend_document(path, acc, mode=mode, since=since, now=until, api=api)
         for acc, mode in kinds
         if acc != "?" and mode != "?"
     ]
@@ -238,7 +241,7 @@ def recommend_command(args: argparse.Namespace) -> int:
     except (ReconcilerError, ValueError) as e:
         err(str(e))
         return EX_USAGE
-    from reconciler.runtime.history import recommend_document
+    from reconciler.runtime.history_reads import recommend_document
 
     try:
         doc = recommend_document(
@@ -248,6 +251,7 @@ def recommend_command(args: argparse.Namespace) -> int:
             count=args.count,
             since=_since(args.since),
             group=args.apply,
+            api=args.api,
         )
     except ReconcilerError as e:
         err(str(e))
@@ -268,8 +272,11 @@ def recommend_command(args: argparse.Namespace) -> int:
         # the paste-in snippet's would differ where the file already has such names
         print(format_recommend({**doc, "race_group_yaml": None}), end="")
     zones = tuple(z["zone"] for z in doc["zones"])
+    apis = tuple(z["api"] for z in doc["zones"])  # written as api: where not the default
     run = args.max_run_duration
     return _run(
         args,
-        RaceZones(args.apply, args.accelerator, zones, args.mode, 1, max_run_duration=run),
+        RaceZones(
+            args.apply, args.accelerator, zones, args.mode, 1, max_run_duration=run, apis=apis
+        ),
     )

@@ -218,7 +218,7 @@ def plan_cmd(args: argparse.Namespace) -> int:
     from reconciler.core.capacity_report import format_waits, waits_list
     from reconciler.core.render import format_plan
     from reconciler.core.status import plan_dict
-    from reconciler.runtime.history import expected_waits
+    from reconciler.runtime.history_reads import expected_waits
 
     _, result = _plan_once(args)
     if result is None:
@@ -457,7 +457,7 @@ def _live_status(args: argparse.Namespace) -> StatusSnapshot | None:
 
     from reconciler.core.status import build_status
     from reconciler.model.status import ControllerInfo
-    from reconciler.runtime.history import store_hints
+    from reconciler.runtime.history_reads import store_hints
     from reconciler.runtime.lock import read_holder
 
     controller, result = _plan_once(args)

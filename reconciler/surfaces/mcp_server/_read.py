@@ -22,6 +22,15 @@ def _envelope(doc: dict[str, Any]) -> dict[str, Any]:
     return {"schema_version": views.SCHEMA, "document": doc["schema_version"], **body}
 
 
+def _api(api: str | None) -> str | None:
+    """The ``api`` argument, checked: "tpu", "compute" or none (every API)."""
+    from reconciler.model.accelerators import APIS
+
+    if api is not None and api not in APIS:
+        raise ToolError(f"api: expected {' or '.join(APIS)}, not {api!r}")
+    return api
+
+
 def _since(text: str | None) -> float | None:
     import time
 
@@ -73,11 +82,13 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         accelerator: str | None = None,
         mode: str | None = None,
         since: str | None = None,
+        api: str | None = None,
     ) -> dict[str, Any]:
-        """Capacity history per (zone, accelerator, mode): samples, p50/p90 time from queued
-        to PROVISIONING and to ACTIVE, median lifetime before preemption, preemptions per day
-        held, failures by code, queue closed. since: e.g. "7d" (default: everything kept)."""
-        from reconciler.runtime.history import history_document
+        """Capacity history per (zone, accelerator, mode, api): samples, p50/p90 time from
+        queued to PROVISIONING and to ACTIVE, median lifetime before preemption, preemptions
+        per day held, failures by code, queue closed. since: e.g. "7d" (default: everything
+        kept); api: "tpu" or "compute" (default: both)."""
+        from reconciler.runtime.history_reads import history_document
 
         cutoff = _since(since)
         return _envelope(
@@ -88,18 +99,25 @@ def register(server: MCPServer, store: IntentEditor) -> None:
                     accelerator=accelerator,
                     mode=mode,
                     since=cutoff,
+                    api=_api(api),
                 )
             )
         )
 
     @server.tool(annotations=READ)
     def recommend_zones(
-        accelerator: str, mode: str = "spot", count: int = 3, since: str | None = None
+        accelerator: str,
+        mode: str = "spot",
+        count: int = 3,
+        since: str | None = None,
+        api: str | None = None,
     ) -> dict[str, Any]:
         """Zones for an accelerator (e.g. "v6e-8") ranked by expected time to capacity from
         the history, with sample counts; closed queues left out; a race group to paste.
-        To use it, add the slots and race group with add_slot / set_race_group."""
-        from reconciler.runtime.history import recommend_document
+        Each pick names its API (the same zone on the TPU API and on Compute Engine are two
+        queues); api: "tpu" or "compute" ranks that API's only. To use it, add the slots
+        (add_slot, with its api) and race group with add_slot / set_race_group."""
+        from reconciler.runtime.history_reads import recommend_document
 
         try:
             check_accelerator(accelerator)
@@ -109,7 +127,12 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         return _envelope(
             guard(
                 lambda: recommend_document(
-                    store.state.history, accelerator, mode=mode, count=count, since=cutoff
+                    store.state.history,
+                    accelerator,
+                    mode=mode,
+                    count=count,
+                    since=cutoff,
+                    api=_api(api),
                 )
             )
         )

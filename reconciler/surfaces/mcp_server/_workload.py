@@ -40,7 +40,8 @@ def register(server: MCPServer, store: IntentEditor) -> None:
     def workload_status(name: str) -> dict[str, Any]:
         """A slot's (or race group's candidates') workload: what the file declares (secret_env
         shows secret names only) and what the controller last saw: state (pending, starting,
-        running, succeeded, failed, stopping, interrupted, gave-up, unknown), run_id, attempt,
+        running, succeeded, failed, stopping, interrupted, gave-up, released, not-started,
+        unknown), run_id, attempt,
         failures / max_failures, since, and each worker's state and exit code."""
         return guard(lambda: workload_views.workload_status(store, name))
 

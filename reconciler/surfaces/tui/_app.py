@@ -472,7 +472,7 @@ class TpuApp(TimelineKeys, KeyActions):
     def _load_history(self, width: int) -> None:
         """The capacity history drawn as ``history --plot`` draws it, up to the clock's now."""
         from reconciler.core.capacity_plot import format_plot
-        from reconciler.runtime.history import chart_timeline
+        from reconciler.runtime.history_reads import chart_timeline
 
         now = self.clock()
         try:

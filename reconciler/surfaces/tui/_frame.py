@@ -88,7 +88,8 @@ class SlotRow:
     owner: str | None = None  # the Unix user who holds it (desired.yaml ``owner:``)
     restart_at: float | None = None  # the workload's relaunch waits (restart backoff) until then
     ends_at: float | None = None  # a flex-start run's end (its ``terminationTime``)
-    #: its create waits for quota ("quota 16/16") or the cloud refused it ("quota refused")
+    #: its create waits for quota ("quota 16/16"), the cloud refused it ("quota refused") or
+    #: it can never fit ("never fits 32>16")
     quota: str = ""
 
     @property
@@ -335,10 +336,14 @@ def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
 
 def _quota_cell(slot: SlotStatus) -> str:
     """``quota 16/16`` (the chips counted and the limit) while its create waits for quota,
-    ``quota refused`` after the cloud refused it for quota; "" otherwise."""
+    ``quota refused`` after the cloud refused it for quota, ``never fits 32>16`` when it
+    asks for more than the limit allows at all; "" otherwise."""
     quota = slot.quota
-    if quota is None or quota.state not in ("waiting", "refused"):
+    if quota is None or quota.state not in ("waiting", "refused", "never-fits"):
         return ""
+    if quota.state == "never-fits":
+        numbers = re.search(r"needs (\d+), (?:limit|\S+ cap) (\d+)", quota.message)
+        return f"never fits {numbers.group(1)}>{numbers.group(2)}" if numbers else "never fits"
     if quota.state == "refused":
         return "quota refused"
     numbers = re.search(r"\b\d+/\d+\b", quota.message)
