@@ -153,6 +153,18 @@ class BootScripts(Protocol):
     async def set_boot_script(self, api: str, zone: str, node: str, script: str) -> None: ...
 
 
+@runtime_checkable
+class BootReports(Protocol):
+    """A cloud that reads ``setup.at_boot``'s reports: each worker's ``tpu-reconciler/``
+    guest attributes (rows of ``worker_id``, ``namespace``, ``key``, ``value``) of node
+    ``node`` of ``api`` with ``workers`` workers. Every cloud here does (the TPU API per node,
+    Compute Engine per host)."""
+
+    async def boot_reports(
+        self, api: str, zone: str, node: str, workers: int
+    ) -> list[dict[str, Any]]: ...
+
+
 def zones_to_observe(cloud: Cloud, zones: Collection[str]) -> Collection[str] | None:
     """What to pass to ``cloud.observe`` for a file in ``zones``: None (every zone) when one
     observation covers them all at the same cost, else the file's zones."""

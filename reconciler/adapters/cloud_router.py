@@ -23,6 +23,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from reconciler.adapters.cloud import (
+    BootReports,
     BootScripts,
     Capability,
     Cloud,
@@ -115,6 +116,16 @@ class CloudRouter:
         raise PermanentCloudError(
             "no configured cloud reads guest attributes", status="FAILED_PRECONDITION"
         )
+
+    async def boot_reports(
+        self, api: str, zone: str, node: str, workers: int
+    ) -> list[dict[str, Any]]:
+        cloud = self.serving(api)
+        if not isinstance(cloud, BootReports):
+            raise PermanentCloudError(
+                f"the {api!r} API's cloud reads no boot reports", status="FAILED_PRECONDITION"
+            )
+        return await cloud.boot_reports(api, zone, node, workers)
 
     async def set_boot_script(self, api: str, zone: str, node: str, script: str) -> None:
         cloud = self.serving(api)

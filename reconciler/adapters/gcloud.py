@@ -56,6 +56,7 @@ from reconciler.adapters.tpu_api_parse import (
 )
 from reconciler.errors import CloudError, PermanentCloudError, TransientCloudError
 from reconciler.model import names
+from reconciler.model.boot_script import QUERY as BOOT_QUERY
 from reconciler.model.capacity import CapacityRequest
 from reconciler.model.observed import Node, Observation
 
@@ -157,6 +158,13 @@ class GcloudCloud:
     async def get_operation(self, name: str) -> OperationStatus | None:
         result: OperationStatus | None = await self._rest_cloud().get_operation(name)
         return result
+
+    async def boot_reports(
+        self, api: str, zone: str, node: str, workers: int
+    ) -> list[dict[str, Any]]:
+        """``setup.at_boot``'s reports: the node's ``tpu-reconciler/`` guest attributes."""
+        check_api(api)
+        return await self.guest_attributes(zone, node, BOOT_QUERY)
 
     async def set_boot_script(self, api: str, zone: str, node: str, script: str) -> None:
         """Through REST: ``tpu-vm update --metadata-from-file`` would replace every key, and

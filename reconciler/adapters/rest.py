@@ -40,7 +40,7 @@ from reconciler.adapters.google_http import (
     check_endpoint,
     retry_after,
 )
-from reconciler.adapters.tpu_api_body import boot_metadata, create_body
+from reconciler.adapters.tpu_api_body import create_body
 from reconciler.adapters.tpu_api_parse import (
     capability,
     check_api,
@@ -49,6 +49,8 @@ from reconciler.adapters.tpu_api_parse import (
 )
 from reconciler.errors import TransientCloudError, UnsafeName
 from reconciler.model import flex
+from reconciler.model.boot_script import QUERY as BOOT_QUERY
+from reconciler.model.boot_script import boot_metadata
 from reconciler.model.capacity import CapacityRequest
 from reconciler.model.names import (
     ZONE_RE,
@@ -222,6 +224,13 @@ class RestCloud:
             return flatten_guest_attributes(answer)
         except ValueError as exc:
             raise _malformed("getGuestAttributes", str(exc)) from None
+
+    async def boot_reports(
+        self, api: str, zone: str, node: str, workers: int
+    ) -> list[dict[str, Any]]:
+        """``setup.at_boot``'s reports: the node's ``tpu-reconciler/`` guest attributes."""
+        check_api(api)
+        return await self.guest_attributes(zone, node, BOOT_QUERY)
 
     async def set_boot_script(self, api: str, zone: str, node: str, script: str) -> None:
         """``setup.at_boot`` on a live node: its next boots run ``script``. The node's metadata

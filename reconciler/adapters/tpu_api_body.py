@@ -18,7 +18,7 @@ from typing import Any, Final
 from reconciler.adapters.tpu_api_parse import FLEX_START
 from reconciler.errors import UnsafeName
 from reconciler.model import flex
-from reconciler.model.boot_script import GUEST_KEY, GUEST_VALUE, STARTUP_KEY
+from reconciler.model.boot_script import boot_metadata
 from reconciler.model.names import (
     check_accelerator,
     check_labels,
@@ -54,14 +54,6 @@ def queueing_policy(request: CreateRequest, now: float) -> dict[str, Any] | None
         )
     start = at if at is not None else now + (after or 0)
     return {"validInterval": {"startTime": api_time(start), "endTime": api_time(start + until)}}
-
-
-def boot_metadata(script: str | None) -> dict[str, str]:
-    """A node's ``metadata``: empty (as gcloud sends it), or with ``setup.at_boot`` the
-    ``startup-script`` and ``enable-guest-attributes`` (each worker reports there)."""
-    if script is None:
-        return {}
-    return {GUEST_KEY: GUEST_VALUE, STARTUP_KEY: script}
 
 
 def create_body(project: str, request: CreateRequest, now: float | None = None) -> dict[str, Any]:

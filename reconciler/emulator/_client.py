@@ -216,6 +216,14 @@ class ComputeClient:
         )
         return result
 
+    def set_guest_attribute(
+        self, zone: str, instance: str, key: str, value: str, namespace: str = "tpu-reconciler"
+    ) -> None:
+        self._post(
+            "guest-attributes", zone=zone, instance=instance, key=key, value=value,
+            namespace=namespace,
+        )  # fmt: skip
+
     def instances(self) -> list[dict[str, Any]]:
         return list(self.state()["instances"])
 

@@ -23,6 +23,7 @@ request onto one method; ``_control`` serves them with the TPU side's.
                                                 http_status?, after?, count?}
     POST /_emulator/compute/operation-delay   {seconds}
     POST /_emulator/compute/instances         {zone, name, machine_type, model?, status?, ...}
+    POST /_emulator/compute/guest-attributes  {zone, instance, key, value, namespace?}
 """
 
 from __future__ import annotations
@@ -202,6 +203,13 @@ class ComputeControls:
             lambda w: instance_view(self._call(w), w.place_instance(zone, body, status))
         )
 
+    def set_guest_attribute(
+        self, zone: str, instance: str, key: str, value: str, namespace: str = "tpu-reconciler"
+    ) -> None:
+        """Write the instance's guest attribute ``namespace/key`` as its guest would (refused
+        unless its metadata enables guest attributes)."""
+        self._do(lambda w: w.set_guest_attribute(zone, instance, namespace, key, value))
+
     # --- views (the API JSON, rendered with ``project``) -------------------------------------
 
     def instance(self, zone: str, name: str) -> JSON | None:
@@ -292,6 +300,9 @@ ROUTES: dict[tuple[str, str], _Action] = {
     ),
     ("POST", "operation-failures"): lambda c, a: c.fail_operations(**a),
     ("POST", "operation-delay"): lambda c, a: c.set_operation_delay(float(a["seconds"])),
+    ("POST", "guest-attributes"): lambda c, a: c.set_guest_attribute(
+        a.pop("zone"), a.pop("instance"), a.pop("key"), a.pop("value"), **a
+    ),
     ("POST", "instances"): lambda c, a: c.add_instance(
         a.pop("zone"), a.pop("name"), a.pop("machine_type"), **a
     ),

@@ -114,6 +114,8 @@ class Instance:
     labels: dict[str, str] = field(default_factory=dict)
     metadata: list[JSON] = field(default_factory=list)
     meta_fingerprint: str = ""
+    #: what its guest wrote under ``instance/guest-attributes/``: (namespace, key) -> value
+    guest: dict[tuple[str, str], str] = field(default_factory=dict)
     network_ip: str | None = None
     nat_ip: str | None = None
     holds: bool = False  # holds one unit of (zone, machine type) capacity

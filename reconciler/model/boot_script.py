@@ -13,8 +13,8 @@ Each worker says how far it got in its guest attribute ``tpu-reconciler/setup`` 
 through the metadata server, and in ``/run/tpu-reconciler/boot-setup`` (this boot's, readable
 by anyone on the worker): ``g<generation> running <n>/<total> <script>``, ``g<generation>
 done`` or ``g<generation> failed <script> exit <code>`` (``parse_report``). The worker's index
-is the ``tpu-reconciler-worker`` metadata attribute if the API's adapter sets one (a Compute
-Engine slice's VMs), else the TPU VM's ``agent-worker-number``, else 0.
+is the ``tpu-worker-id`` metadata attribute where the API's adapter sets one (every Compute
+Engine VM: ``adapters/compute_body``), else the TPU VM's ``agent-worker-number``, else 0.
 
 Nothing secret goes in: the Tailscale key and workload secrets reach a worker over SSH only.
 The scripts' text itself is readable by anyone who can read the node's metadata.
@@ -51,6 +51,14 @@ _EOF: Final = "TPU_RECONCILER_EOF"
 STATES: Final = ("running", "done", "failed")
 
 
+def boot_metadata(script: str | None) -> dict[str, str]:
+    """A VM's metadata for ``script`` (both APIs): empty without one (as gcloud sends it), or
+    the ``startup-script`` and ``enable-guest-attributes`` (each worker reports there)."""
+    if script is None:
+        return {}
+    return {GUEST_KEY: GUEST_VALUE, STARTUP_KEY: script}
+
+
 class BootScriptTooLarge(ValueError):
     """The scripts do not fit in one metadata value."""
 
@@ -74,7 +82,7 @@ report() {{
     curl -fsS -m 10 -X PUT -H Metadata-Flavor:Google --data-binary "g$gen $*" \\
         "$md/instance/guest-attributes/tpu-reconciler/setup" >/dev/null 2>&1 || true
 }}
-worker=$(attr tpu-reconciler-worker || attr agent-worker-number || echo 0)
+worker=$(attr tpu-worker-id || attr agent-worker-number || echo 0)
 [[ $worker =~ ^[0-9]{{1,6}}$ ]] || worker=0
 log=${{TPU_RECONCILER_BOOT_LOG:-/var/log/tpu-reconciler-boot.log}}
 exec >>"$log" 2>&1

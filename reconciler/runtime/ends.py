@@ -6,8 +6,9 @@
 - ``read_boot``: once a pass, each node still booting with the slot's setup (``core/boot_setup``
   picks them) has its workers' ``tpu-reconciler/setup`` guest attributes read through the
   capacity port, one call per node (or slice), a few at once; a read that fails is unknown and
-  changes nothing (it is tried again next pass). A cloud that reads no guest attributes reads
-  nothing: setup then runs over SSH once ``core/boot_setup.SILENT_AFTER`` has passed.
+  changes nothing (it is tried again next pass). Compute Engine is read host by host
+  (``instances.getGuestAttributes``). A cloud that reads no boot reports reads nothing: setup
+  then runs over SSH once ``core/boot_setup.SILENT_AFTER`` has passed.
 - ``run_before_end``: a ``~ before_end`` action, through the workload port's SSH runner.
 
 May: read the setup scripts, call the cloud and the workload port. May not: decide (the
@@ -23,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
-from reconciler.adapters.cloud import BootScripts, Cloud
+from reconciler.adapters.cloud import BootReports, BootScripts, Cloud
 from reconciler.adapters.ssh import remote_script_name, resolve_scripts
 from reconciler.core import boot_setup
 from reconciler.core.memory import Memory
@@ -32,7 +33,6 @@ from reconciler.errors import PermanentError, ReconcilerError, SetupFailed
 from reconciler.model.boot_script import (
     KEY,
     NAMESPACE,
-    QUERY,
     BootReport,
     BootScriptTooLarge,
     parse_report,
@@ -104,12 +104,13 @@ def reports(rows: Sequence[Mapping[str, Any]], workers: int) -> list[BootReport 
     return [found.get(i) for i in range(workers)]
 
 
-async def _node_reports(cloud: Cloud, node: Node) -> list[BootReport | None]:
+async def _node_reports(cloud: BootReports, api: str, node: Node) -> list[BootReport | None]:
     """Every worker's report, slice by slice for a multislice slot's node."""
     out: list[BootReport | None] = []
     for part in node.slices or (node,):
-        rows = await cloud.guest_attributes(part.zone, part.name, QUERY)
-        out += reports(rows, len(part.endpoints))
+        workers = len(part.endpoints)
+        rows = await cloud.boot_reports(api, part.zone, part.name, workers)
+        out += reports(rows, workers)
     return out
 
 
@@ -118,22 +119,23 @@ async def read_boot(
 ) -> Memory:
     """Fold this pass's boot-script reports into memory (``core/boot_setup.fold``)."""
     targets = boot_setup.targets(desired, observation, memory)
-    if not cloud.capability.guest_attributes:
+    if not isinstance(cloud, BootReports):
         for spec, node in targets:
-            why = "this cloud reads no guest attributes (setup runs over SSH after 20m)"
+            why = "this cloud reads no boot reports (setup runs over SSH after 20m)"
             memory = boot_setup.unread(memory, spec, node, why, now)
         return memory
+    reader = cloud
     limit = asyncio.Semaphore(READS)
 
-    async def one(node: Node) -> list[BootReport | None] | str:
+    async def one(spec: SlotSpec, node: Node) -> list[BootReport | None] | str:
         async with limit:
             try:
-                return await _node_reports(cloud, node)
+                return await _node_reports(reader, spec.api, node)
             except ReconcilerError as e:  # unknown this pass; never a failure
                 log.debug("boot reports of %s: %s", node.name, e)
                 return e.message
 
-    found = await asyncio.gather(*(one(node) for _, node in targets))
+    found = await asyncio.gather(*(one(spec, node) for spec, node in targets))
     for (spec, node), got in zip(targets, found, strict=True):
         if isinstance(got, str):
             memory = boot_setup.unread(memory, spec, node, got, now)

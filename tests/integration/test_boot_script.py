@@ -121,7 +121,7 @@ def test_it_runs_the_scripts_in_order_and_reports_each_step(
 def test_a_failing_script_stops_the_rest_and_says_which(metadata: Metadata, tmp_path: Path) -> None:
     require_tool("curl")
     marks = tmp_path / "marks"
-    metadata.attributes = {"tpu-reconciler-worker": "5"}  # an adapter's own worker index
+    metadata.attributes = {"tpu-worker-id": "5"}  # an adapter's own worker index
     scripts = [
         ("01-fails.sh", f'echo "w$TPU_RECONCILER_WORKER" >> {marks}; exit 7\n'.encode()),
         ("02-never.sh", f"echo never >> {marks}\n".encode()),
