@@ -24,9 +24,10 @@ from typing import Any, Final
 
 from reconciler.adapters import compute_body as cb
 from reconciler.adapters.cloud import Capability, OperationStatus
+from reconciler.adapters.tpu_api_parse import maintenance_of
 from reconciler.model import flex
 from reconciler.model.boot_script import STARTUP_KEY, boot_generation
-from reconciler.model.observed import NetworkEndpoint
+from reconciler.model.observed import Maintenance, NetworkEndpoint
 from reconciler.model.stamps import epoch_or_none
 from reconciler.model.times import utc_text
 
@@ -120,6 +121,7 @@ class Host:
     model: str  # SPOT | STANDARD | FLEX_START | RESERVATION_BOUND
     ends: str | None  # when its run ends (resourceStatus.scheduling.terminationTimestamp)
     boot_generation: int | None = None  # the setup its startup-script runs (setup.at_boot)
+    maintenance: Maintenance | None = None  # resourceStatus.upcomingMaintenance
 
     @property
     def slot(self) -> str:
@@ -168,6 +170,8 @@ def host_from_api(data: Any) -> Host:
             "terminationTimestamp"
         )),
         boot_generation=_boot_generation(data.get("metadata")),
+        maintenance=maintenance_of(status.get("upcomingMaintenance"))
+        if isinstance(status, dict) else None,
     )  # fmt: skip
 
 

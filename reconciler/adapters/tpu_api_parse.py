@@ -255,7 +255,9 @@ def _symptoms(value: Any) -> tuple[Symptom, ...]:
     )
 
 
-def _maintenance(value: Any) -> Maintenance | None:
+def maintenance_of(value: Any) -> Maintenance | None:
+    """An ``upcomingMaintenance`` object (the TPU API's node, a Compute Engine instance's
+    ``resourceStatus``: the same fields); None when absent."""
     if not isinstance(value, dict) or not value:
         return None
     can = value.get("canReschedule")
@@ -310,7 +312,7 @@ def _node(data: Any) -> Node:
         ),
         raw_state=str(raw_state or ""),
         symptoms=_symptoms(data.get("symptoms")),
-        maintenance=_maintenance(data.get("upcomingMaintenance")),
+        maintenance=maintenance_of(data.get("upcomingMaintenance")),
         health_description=_text(data.get("healthDescription")),
         multislice_node=data.get("multisliceNode") is True,
         boot_generation=_boot_generation(data.get("metadata")),

@@ -24,6 +24,7 @@ request onto one method; ``_control`` serves them with the TPU side's.
     POST /_emulator/compute/operation-delay   {seconds}
     POST /_emulator/compute/instances         {zone, name, machine_type, model?, status?, ...}
     POST /_emulator/compute/guest-attributes  {zone, instance, key, value, namespace?}
+    POST /_emulator/compute/maintenance       {zone, instance, maintenance}  (null: none)
 """
 
 from __future__ import annotations
@@ -210,6 +211,15 @@ class ComputeControls:
         unless its metadata enables guest attributes)."""
         self._do(lambda w: w.set_guest_attribute(zone, instance, namespace, key, value))
 
+    def set_maintenance(self, zone: str, instance: str, maintenance: JSON | None) -> None:
+        """Announce the instance's ``resourceStatus.upcomingMaintenance`` (the API's
+        ``UpcomingMaintenance`` JSON, as given; None or empty: none)."""
+
+        def act(w: ComputeWorld) -> None:
+            w.get_instance(zone, instance).maintenance = dict(maintenance or {}) or None
+
+        self._do(act)
+
     # --- views (the API JSON, rendered with ``project``) -------------------------------------
 
     def instance(self, zone: str, name: str) -> JSON | None:
@@ -302,6 +312,9 @@ ROUTES: dict[tuple[str, str], _Action] = {
     ("POST", "operation-delay"): lambda c, a: c.set_operation_delay(float(a["seconds"])),
     ("POST", "guest-attributes"): lambda c, a: c.set_guest_attribute(
         a.pop("zone"), a.pop("instance"), a.pop("key"), a.pop("value"), **a
+    ),
+    ("POST", "maintenance"): lambda c, a: c.set_maintenance(
+        a["zone"], a["instance"], a.get("maintenance")
     ),
     ("POST", "instances"): lambda c, a: c.add_instance(
         a.pop("zone"), a.pop("name"), a.pop("machine_type"), **a

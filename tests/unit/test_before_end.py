@@ -11,16 +11,17 @@ import pytest
 
 from reconciler.adapters.tpu_api_parse import QRState
 from reconciler.core import before_end
-from reconciler.core.ends_status import before_end_status, with_ends
+from reconciler.core.ends_status import before_end_status, reschedule_command, with_ends
 from reconciler.core.memory import Memory, from_dict, record_failure, to_dict
 from reconciler.core.outcome import outcome
 from reconciler.core.plan import Kind, plan
 from reconciler.core.render import format_status
 from reconciler.core.status import build_status
 from reconciler.core.workload_memory import WorkloadMemory
+from reconciler.model.capacity import CapacityRequest, RequestState
 from reconciler.model.desired import HoldSpec, SlotSpec, WorkloadSpec
 from reconciler.model.ends import BeforeEndSpec
-from reconciler.model.observed import Maintenance, NodeState, Observation
+from reconciler.model.observed import Maintenance, NetworkEndpoint, Node, NodeState, Observation
 from reconciler.model.stamps import epoch
 from tests.support.worlds import desired, node, qr, slot, world
 
@@ -274,3 +275,22 @@ def test_it_in_words(state: str, last: str, note: str, line: str) -> None:
     shown = BeforeEndStatus("maintenance", END, "2026-12-01T11:50:00Z", state, last)
     assert before_end_note(shown, T_END - 3600) == note
     assert before_end_line(shown) == line
+
+
+def test_the_command_that_moves_a_compute_engine_window_names_every_host() -> None:
+    request = CapacityRequest(name="big", zone="us-central1-c", state=RequestState.ACTIVE,
+                              api="compute")  # fmt: skip
+    where = "--zone=us-central1-c --project=p"
+    one = Node("big", "us-central1-c", NodeState.READY, endpoints=(NetworkEndpoint("10.0.0.1"),))
+    assert reschedule_command("p", request, one) == (
+        f"gcloud compute instances perform-maintenance big {where}"
+    )
+    slice_ = Node(
+        "big",
+        "us-central1-c",
+        NodeState.READY,
+        endpoints=tuple(NetworkEndpoint(f"10.0.0.{i}") for i in range(3)),
+    )
+    assert reschedule_command("p", request, slice_) == (
+        f"gcloud compute instances perform-maintenance big-0 big-1 big-2 {where}"
+    )
