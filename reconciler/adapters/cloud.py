@@ -148,9 +148,12 @@ class Cloud(Protocol):
 @runtime_checkable
 class BootScripts(Protocol):
     """A cloud that can change a live node's startup script (``setup.at_boot`` after its
-    setup changed): the TPU API's clouds and the router; the controller checks for it."""
+    setup changed; ``workers``: the node's hosts, for Compute Engine's one VM each): every
+    cloud here and the router; the controller checks for it."""
 
-    async def set_boot_script(self, api: str, zone: str, node: str, script: str) -> None: ...
+    async def set_boot_script(
+        self, api: str, zone: str, node: str, script: str, workers: int = 1
+    ) -> None: ...
 
 
 @runtime_checkable

@@ -127,14 +127,16 @@ class CloudRouter:
             )
         return await cloud.boot_reports(api, zone, node, workers)
 
-    async def set_boot_script(self, api: str, zone: str, node: str, script: str) -> None:
+    async def set_boot_script(
+        self, api: str, zone: str, node: str, script: str, workers: int = 1
+    ) -> None:
         cloud = self.serving(api)
         if not isinstance(cloud, BootScripts):
             raise PermanentCloudError(
                 f"the {api!r} API's cloud cannot change a live node's startup script",
                 status="FAILED_PRECONDITION",
             )
-        await cloud.set_boot_script(api, zone, node, script)
+        await cloud.set_boot_script(api, zone, node, script, workers)
 
     def quota_note(self) -> str:
         if len(self.clouds) == 1:

@@ -65,6 +65,7 @@ from typing import Any, Final
 import httpx
 
 from reconciler.adapters import compute_body as cb
+from reconciler.adapters import compute_boot
 from reconciler.adapters import compute_parse as cp
 from reconciler.adapters import compute_states as cs
 from reconciler.adapters.auth import QuotaChoice, TokenProvider
@@ -73,7 +74,6 @@ from reconciler.adapters.cloud_errors import CloudFailure, Operation, classify
 from reconciler.adapters.compute_errors import classify_compute
 from reconciler.adapters.google_http import GoogleSession, both
 from reconciler.errors import PermanentCloudError, TransientCloudError, UnsafeName
-from reconciler.model.boot_script import QUERY
 from reconciler.model.capacity import MANAGED_LABEL, MANAGED_VALUE, CapacityRequest
 from reconciler.model.names import check_name, check_zone
 from reconciler.model.observed import Observation
@@ -491,29 +491,16 @@ class ComputeCloud:
     async def boot_reports(
         self, api: str, zone: str, node: str, workers: int
     ) -> list[dict[str, Any]]:
-        """``setup.at_boot``'s reports: each host's ``tpu-reconciler/`` guest attributes
-        (``instances.getGuestAttributes``), its worker index the host's place in the slice
-        (a single-host slice's instance ``node``, or the MIG ``node``'s ``node-<i>``). A host
-        with none yet (404) has no rows."""
+        """``setup.at_boot``'s reports, host by host (``adapters/compute_boot``)."""
         check_api(api)
-        zone, node = check_zone(zone), check_name(node)
-        hosts = [node] if workers <= 1 else [f"{node}-{i}" for i in range(workers)]
+        return await compute_boot.boot_reports(self._http, self._base, zone, node, workers)
 
-        async def one(host: str) -> dict[str, Any] | Outcome:
-            url = f"{self._base}zones/{zone}/instances/{check_name(host)}/getGuestAttributes"
-            params = {"queryPath": QUERY}
-            return await self._http.call(Operation.GET, "GET", url, params=params)
-
-        answers = await asyncio.gather(*(one(h) for h in hosts))
-        try:
-            return [
-                row
-                for worker, answer in enumerate(answers)
-                if not isinstance(answer, Outcome)
-                for row in cp.guest_rows(answer, worker)
-            ]
-        except ValueError as exc:
-            raise self._http.malformed("getGuestAttributes", str(exc)) from None
+    async def set_boot_script(
+        self, api: str, zone: str, node: str, script: str, workers: int = 1
+    ) -> None:
+        """A live slot's hosts boot with ``script`` from now on (``adapters/compute_boot``)."""
+        check_api(api)
+        await compute_boot.set_boot_script(self._http, self._base, zone, node, workers, script)
 
     # --- the sweep -----------------------------------------------------------------------
 

@@ -166,7 +166,9 @@ class GcloudCloud:
         check_api(api)
         return await self.guest_attributes(zone, node, BOOT_QUERY)
 
-    async def set_boot_script(self, api: str, zone: str, node: str, script: str) -> None:
+    async def set_boot_script(
+        self, api: str, zone: str, node: str, script: str, workers: int = 1
+    ) -> None:
         """Through REST: ``tpu-vm update --metadata-from-file`` would replace every key, and
         ``--update-metadata`` would put the script in argv."""
         await self._rest_cloud().set_boot_script(api, zone, node, script)

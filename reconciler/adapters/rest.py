@@ -232,7 +232,9 @@ class RestCloud:
         check_api(api)
         return await self.guest_attributes(zone, node, BOOT_QUERY)
 
-    async def set_boot_script(self, api: str, zone: str, node: str, script: str) -> None:
+    async def set_boot_script(
+        self, api: str, zone: str, node: str, script: str, workers: int = 1
+    ) -> None:
         """``setup.at_boot`` on a live node: its next boots run ``script``. The node's metadata
         is read, the startup script and guest attributes set in it, and the whole map written
         back (``nodes.patch``, ``updateMask=metadata``, what ``gcloud compute tpus tpu-vm

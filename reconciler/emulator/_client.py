@@ -224,9 +224,7 @@ class ComputeClient:
             namespace=namespace,
         )  # fmt: skip
 
-    def set_maintenance(
-        self, zone: str, instance: str, maintenance: dict[str, Any] | None
-    ) -> None:
+    def set_maintenance(self, zone: str, instance: str, maintenance: dict[str, Any] | None) -> None:
         self._post("maintenance", zone=zone, instance=instance, maintenance=maintenance)
 
     def instances(self) -> list[dict[str, Any]]:

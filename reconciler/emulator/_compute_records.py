@@ -191,9 +191,7 @@ def render_instance(vm: Instance, project: str, when: Stamp) -> JSON:
     if vm.ends is not None:
         body["resourceStatus"] = {"scheduling": {"terminationTimestamp": when(vm.ends)}}
     if vm.maintenance:
-        body.setdefault("resourceStatus", {})["upcomingMaintenance"] = copy.deepcopy(
-            vm.maintenance
-        )
+        body.setdefault("resourceStatus", {})["upcomingMaintenance"] = copy.deepcopy(vm.maintenance)
     return body
 
 

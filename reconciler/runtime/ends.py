@@ -84,7 +84,7 @@ async def update_boot_script(cloud: object, spec: SlotSpec, node: Node, base_dir
         return
     text = boot_text(spec, base_dir)
     for part in node.slices or (node,):
-        await cloud.set_boot_script(spec.api, part.zone, part.name, text)
+        await cloud.set_boot_script(spec.api, part.zone, part.name, text, len(part.endpoints))
 
 
 def reports(rows: Sequence[Mapping[str, Any]], workers: int) -> list[BootReport | None]:

@@ -77,8 +77,10 @@ async def test_a_vm_and_a_slice_boot_with_their_setup_and_each_host_reports(
     await world.until("one set up", lambda: setup_of(world, "one")["bootstrap"] == "done")
     await world.until(
         "big's last host running",
-        lambda: setup_of(world, "big").get("at_boot", {}).get("workers")
-        == ["done"] * (HOSTS - 1) + ["running"],
+        lambda: (
+            setup_of(world, "big").get("at_boot", {}).get("workers")
+            == ["done"] * (HOSTS - 1) + ["running"]
+        ),
     )
     assert setup_of(world, "big")["bootstrap"] == "running"
     emu.compute.set_guest_attribute(ZONE, "big-15", "setup", "g2 done")
@@ -90,3 +92,46 @@ async def test_a_vm_and_a_slice_boot_with_their_setup_and_each_host_reports(
     await world.stop()
     assert emu.request_counts()["GET compute.instances.getGuestAttributes"] == reads
     assert decode_all(emu.requests()) > 20
+
+
+async def test_a_new_generation_runs_over_ssh_and_goes_into_the_vms_metadata(
+    setup_world: Callable[..., SetupWorld],
+) -> None:
+    world = setup_world(1, record_responses=True)
+    emu = world.harness.emulator
+    script = "#!/bin/sh\necho g >> {marks}/ran-$TPU_RECONCILER_WORKER\n"
+    world.harness.path.with_name("setup.sh").write_text(script.format(marks=world.marks))
+
+    def file(generation: int) -> str:
+        return world.desired(
+            "slots:\n"
+            f"  - {{name: one, zone: {ZONE}, accelerator: tpu7x-8, mode: spot, want: held,\n"
+            f"     setup: {{at_boot: true, generation: {generation}}}}}\n",
+            settings="setup_scripts: [setup.sh]\ninternal_ips: true",
+        )
+
+    world.write(file(0))
+    await world.start()
+    await world.until("one READY", lambda: world.slot("one")["node_state"] == "READY")
+    uid = emu.compute.instance(ZONE, "one")["id"]  # type: ignore[index]
+    emu.compute.set_guest_attribute(ZONE, "one", "setup", "g0 done")
+    await world.until("set up at boot", lambda: setup_of(world, "one")["bootstrap"] == "done")
+    assert world.markers() == [0]  # the boot ran it (none here), not SSH
+
+    world.write(file(1))
+    await world.until(
+        "generation 1 set up",
+        lambda: (
+            setup_of(world, "one")["generation"] == 1
+            and setup_of(world, "one")["bootstrap"] == "done"
+        ),
+        timeout=30,
+    )
+    assert world.markers() == [1]  # over SSH, once
+    vm = emu.compute.instance(ZONE, "one")
+    assert vm is not None and vm["id"] == uid  # the same VM: nothing re-created for it
+    assert boot_generation(items(vm)["startup-script"]) == 1  # its next boots
+    assert items(vm)["tpu-worker-id"] == "0"  # the keys it had stay
+    assert emu.request_counts()["POST compute.instances.setMetadata"] == 1
+    await world.stop()
+    assert decode_all(emu.requests()) > 5
