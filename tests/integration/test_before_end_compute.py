@@ -1,9 +1,10 @@
 """``workload.before_end`` on Compute Engine through the real controller: an emulated
-flex-start TPU VM (``tpu7x-8``) whose host is a real sshd, a maintenance window announced in its
-``resourceStatus.upcomingMaintenance``, and its run's end (``resourceStatus.scheduling
-.terminationTimestamp``, from ``maxRunDuration``). The controller's clock is moved
-(``clock_offset``) instead of waiting: at ``lead`` before each end the command runs on the
-worker, once. Every Compute Engine exchange is decoded with the SDK's message classes.
+flex-start MIG slice (``tpu7x-16``: two hosts, each a real sshd), a maintenance window announced
+in one host's ``resourceStatus.upcomingMaintenance`` (the slice goes down with it), and the
+run's end (``resourceStatus.scheduling.terminationTimestamp``, from ``maxRunDuration``). The
+controller's clock is moved (``clock_offset``) instead of waiting: at ``lead`` before each end
+the command runs once on every worker. Every Compute Engine exchange is decoded with the SDK's
+message classes.
 """
 
 from __future__ import annotations
@@ -38,17 +39,17 @@ def shown(world: SetupWorld) -> dict[str, str]:
     return found
 
 
-async def test_before_end_runs_before_a_vms_maintenance_and_its_runs_end(
+async def test_before_end_runs_on_every_host_before_a_maintenance_and_the_runs_end(
     setup_world: Callable[..., SetupWorld],
 ) -> None:
-    world = setup_world(1, record_responses=True)
+    world = setup_world(2, record_responses=True)
     (world.marks / "job.sh").write_text(JOB)
     world.write(
         world.desired(
             "slots:\n"
             "  - name: one\n"
             f"    zone: {ZONE}\n"
-            "    accelerator: tpu7x-8\n"
+            "    accelerator: tpu7x-16\n"
             "    want: held\n"
             "    mode: flex-start\n"
             "    max_run_duration: 1d\n"
@@ -71,24 +72,26 @@ async def test_before_end_runs_before_a_vms_maintenance_and_its_runs_end(
         window = utc_text(time.time() + 1800)
         world.harness.emulator.compute.set_maintenance(
             ZONE,
-            "one",
+            "one-1",
             {"type": "SCHEDULED", "maintenanceStatus": "PENDING", "windowStartTime": window,
              "canReschedule": True},
         )  # fmt: skip
         await world.until("the window known", lambda: shown(world).get("end") == "maintenance")
         assert shown(world)["runs_at"] == utc_text(epoch(window) - LEAD)
         command = world.slot("one")["maintenance"]["command"]
-        assert command.startswith(f"gcloud compute instances perform-maintenance one --zone={ZONE}")
+        assert command.startswith(
+            f"gcloud compute instances perform-maintenance one-0 one-1 --zone={ZONE}"
+        )
         assert ends(world) == []
 
         world.clock_offset = epoch(window) - LEAD + 30 - time.time()
-        await world.until("ran before the window", lambda: len(ends(world)) == 1)
-        assert ends(world) == [f"maintenance {window} 0"]
+        await world.until("ran before the window", lambda: len(ends(world)) == 2)
+        assert sorted(ends(world)) == [f"maintenance {window} {w}" for w in (0, 1)]
         await world.until("ran, in status", lambda: shown(world).get("state") == "ran")
 
         world.clock_offset = epoch(run_end) - LEAD + 30 - time.time()
-        await world.until("ran before the run's end", lambda: len(ends(world)) == 2)
-        assert ends(world)[1] == f"flex-start {run_end} 0"
+        await world.until("ran before the run's end", lambda: len(ends(world)) == 4)
+        assert sorted(ends(world)[2:]) == [f"flex-start {run_end} {w}" for w in (0, 1)]
         await world.until(
             "both told",
             lambda: len(world.events("action.succeeded", slot="one", action="before_end")) == 2,
