@@ -51,6 +51,11 @@ SECTIONS: Final[tuple[tuple[type[BaseModel], str], ...]] = (
         d.WorkloadModel,
         "defaults.workload, slots[].workload, race_groups[].workload, generate[].workload",
     ),
+    (
+        d.BeforeEndModel,
+        "before_end in defaults.workload, slots[].workload, race_groups[].workload, "
+        "generate[].workload",
+    ),
 )
 
 #: Descriptions for fields the model does not describe yet (move them into the model).

@@ -7,7 +7,8 @@ logs an internal error's traceback, writes the event and stores the memory; the 
 here:
 
 - a success forgets the action's failures (``core.memory.record_success``), counts a replaced
-  dead request, and records a finished setup step for its node instance;
+  dead request, records a finished setup step for its node instance, and a ``before_end`` run
+  before its end in its attempt (``core.before_end.record_done``);
 - a ``TemporaryError`` backs off: by Google's rule for a 429 / 5xx (``core.retry``, timed from
   the first failure of the run), by the operation's own short wait for ``OperationPending``
   (no failure: the operation is still running), else exponentially from the error's hint;
@@ -25,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from reconciler.core import before_end, retry
 from reconciler.core import memory as mem
-from reconciler.core import retry
 from reconciler.core.plan import SETUP_KINDS, Action, Kind
 from reconciler.errors import (
     OperationPending,
@@ -82,6 +83,8 @@ def succeeded(action: Action, detail: str, memory: mem.Memory, now: float) -> Ou
     elif action.kind in SETUP_KINDS and action.instance is not None:
         gen = action.generation if action.kind != Kind.TMUX else 0
         memory = mem.record_setup(memory, action.slot, action.kind.value, action.instance, gen)
+    elif action.kind == Kind.BEFORE_END:  # once per attempt and end
+        memory = before_end.record_done(memory, action, detail, now)
     event = _event("action.succeeded", slot=action.slot, action=action.kind.value, outcome=detail)
     return Outcome(memory, event, None)
 

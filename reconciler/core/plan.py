@@ -61,7 +61,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Final
 
-from reconciler.core import across, control, flex, node_health, reshape
+from reconciler.core import across, before_end, boot_setup, control, flex, node_health, reshape
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan_gates import apply_gates
@@ -258,7 +258,7 @@ class _Planner:
                 Kind.CREATE,
                 spec.name,
                 spec.zone,
-                reason + flex.create_note(spec),
+                reason + flex.create_note(spec) + boot_setup.create_note(spec),
                 create=_create_request(self.desired, spec, self.now),
                 state="NOT_QUEUED",
                 unlisted_zone=known_to_offer(spec.zone, spec.accelerator) is False,
@@ -320,12 +320,15 @@ class _Planner:
                 continue
             if self.memory.setup_done(spec.name, kind.value, instance, setup.generation):
                 continue
+            over_ssh = boot_setup.ssh_reason(kind, spec, node, self.memory, self.now)
+            if over_ssh == "":
+                break  # setup.at_boot: the node's boot script runs it; tailscale waits
             self.propose(
                 Action(
                     kind,
                     spec.name,
                     spec.zone,
-                    f"node {instance} generation {setup.generation} not set up",
+                    over_ssh or f"node {instance} generation {setup.generation} not set up",
                     instance=instance,
                     generation=setup.generation,
                     state="ACTIVE",
@@ -381,6 +384,14 @@ class _Planner:
                 self.notices.append(Notice(n.key, spec.name, n.event, n.title, n.message))
         if d.warning:
             self.warnings.append(d.warning)
+
+    def ends(self, spec: SlotSpec) -> None:
+        """``before_end`` due now (``core/before_end``); a boot script's failure told."""
+        for action, notice in before_end.decide(spec, self.observed, self.memory, self.now):
+            self.propose(action)
+            if action in self.actions and notice.key not in self.memory.notified:
+                self.notices.append(notice)
+        self.notices += boot_setup.notices(self.memory, spec, self.observed)
 
     def across(self, v: across.GroupView, view: Observation) -> None:
         """A race group's one program across its winners (``core/across.py``): the workload
@@ -533,6 +544,7 @@ def plan(
                 p.hold(spec, "want: held, not queued")
         if p.decided.get(spec.name) == "held":
             p.setup(spec)
+            p.ends(spec)
         if spec.workload is not None or spec.name in memory.workloads:
             p.workload(spec)
         p.dead_notices(spec)

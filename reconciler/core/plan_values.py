@@ -27,6 +27,7 @@ from reconciler.core import control
 from reconciler.core import workload as wl
 from reconciler.model.capacity import DEFAULT_API, CapacityRequest
 from reconciler.model.desired import QuotaSpec
+from reconciler.model.ends import EndAct
 from reconciler.model.requests import CreateRequest
 
 
@@ -39,6 +40,7 @@ class Kind(StrEnum):
     TMUX = "tmux"
     LAUNCH = "launch"
     STOP = "stop"
+    BEFORE_END = "before_end"  # a workload's command before a known end (core/before_end)
 
 
 SYMBOL: Final = {
@@ -50,6 +52,7 @@ SYMBOL: Final = {
     Kind.TMUX: "~",
     Kind.LAUNCH: "~",
     Kind.STOP: "~",
+    Kind.BEFORE_END: "~",
 }
 CLOUD_KINDS: Final = frozenset({Kind.CREATE, Kind.DELETE, Kind.REPLACE})
 SETUP_KINDS: Final = frozenset({Kind.BOOTSTRAP, Kind.TAILSCALE, Kind.TMUX})
@@ -84,6 +87,7 @@ class Action:
     #: replace: the file changed the request's API or shape (``core.reshape``), not a death:
     #: the delete guard counts it like a delete, and it is no dead request in a row
     reshape: bool = False
+    end: EndAct | None = None  # before_end: the attempt and the end it runs before
 
     @property
     def symbol(self) -> str:
@@ -99,7 +103,9 @@ class Action:
     def fingerprint(self) -> str:
         """Changes when the intent or the world behind this action changes."""
         parts = (self.kind, self.slot, self.zone, self.state, self.instance, self.generation)
-        return hashlib.sha256(repr((parts, self.create, self.workload)).encode()).hexdigest()[:16]
+        extra = (self.end,) if self.end is not None else ()  # older kinds keep their value
+        what = (parts, self.create, self.workload, *extra)
+        return hashlib.sha256(repr(what).encode()).hexdigest()[:16]
 
 
 #: Permanent failures of one action key in a row after which a changed fingerprint no longer
@@ -167,6 +173,9 @@ class Plan:
     def counts(self) -> tuple[int, int, int]:
         """(to add, to change, to destroy), Terraform style: a replace counts as both."""
         add = sum(a.kind in (Kind.CREATE, Kind.REPLACE) for a in self.actions)
-        change = sum(a.kind in SETUP_KINDS or a.kind in WORKLOAD_KINDS for a in self.actions)
+        change = sum(
+            a.kind in SETUP_KINDS or a.kind in WORKLOAD_KINDS or a.kind == Kind.BEFORE_END
+            for a in self.actions
+        )
         destroy = sum(a.kind in (Kind.DELETE, Kind.REPLACE) for a in self.actions)
         return add, change, destroy

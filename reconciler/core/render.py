@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
+from reconciler.core.ends_text import before_end_note, boot_note
 from reconciler.model.durations import format_duration
 from reconciler.model.stamps import epoch
 
@@ -45,12 +46,14 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
     lines: list[str] = []
     width = max((len(a.symbol) for a in plan.actions), default=1)
     name_w = max((len(a.slot) for a in plan.actions), default=0)
+    kind_w = max((len(a.kind.value) for a in plan.actions), default=0)
+    kind_w = max(kind_w, 9)  # "before_end" is the one longer kind
     for a in plan.actions:
         flag = "  [destructive]" if a.destructive else ""
         if note := action_note(a):
             flag += f"  [{note}]"
         lines.append(
-            f"  {a.symbol:>{width}} {a.kind.value:<9} {a.slot:<{name_w}}  {a.zone:<16} "
+            f"  {a.symbol:>{width}} {a.kind.value:<{kind_w}} {a.slot:<{name_w}}  {a.zone:<16} "
             f"{a.reason}{flag}"
         )
     if lines:
@@ -192,7 +195,7 @@ def _note(row: SlotStatus, now: float) -> str:
     setup = row.setup
     if setup is not None:
         if setup.bootstrap not in _QUIET:
-            parts.append(f"bootstrap {setup.bootstrap}")
+            parts.append(boot_note(setup) or f"bootstrap {setup.bootstrap}")
         if setup.tailscale not in _QUIET:
             parts.append(f"tailscale {setup.tailscale}")
     if row.slices:  # multislice: every slice's node state, slice 0 first
@@ -215,6 +218,8 @@ def _run_notes(row: SlotStatus, now: float) -> list[str]:
             out.append(f"ends {_when(epoch(row.ends_at), now)}")
     if row.health_note:
         out.append(str(row.health_note))
+    if (ends := before_end_note(row.before_end, now)) is not None:
+        out.append(ends)
     return out
 
 

@@ -18,6 +18,7 @@ from reconciler.core import latency as lat
 from reconciler.core import workload as wl
 from reconciler.core.across import views as across_views
 from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
+from reconciler.core.ends_status import with_ends
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
 from reconciler.core.quota import slot_states as quota_slot_states
@@ -479,6 +480,7 @@ def build_status(
         slots = _with_waits(slots, waiting_hints(desired, observed, wait_hints))
     slots = _with_latency(slots, lat.zone_values(desired, observed, memory.latency))
     slots = _with_quota(slots, desired, plan, memory)
+    slots = with_ends(slots, desired, observed, memory, now)  # at_boot, before_end, maintenance
     return StatusSnapshot(
         generated_at=iso(now),
         backend=backend,

@@ -410,12 +410,14 @@ class Setup(Edit):
     tailscale: bool | None = None
     tmux: bool | None = None
     rerun: bool = False
+    at_boot: bool | None = None  # the scripts in the node's startup-script metadata
 
     def apply(self, ctx: EditContext) -> None:
         name = self.name
         entry = slot_entry(ctx, name)
         ctx.about(name)
         flags = {"bootstrap": self.bootstrap, "tailscale": self.tailscale, "tmux": self.tmux}
+        flags["at_boot"] = self.at_boot
         if all(v is None for v in flags.values()) and not self.rerun:
             raise EditRejected("nothing to change: give a setup flag or ask for a re-run")
         block = child_map(entry, "setup")

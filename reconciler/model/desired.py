@@ -25,8 +25,9 @@ from pydantic import (
 )
 
 from reconciler.errors import Diagnostic
-from reconciler.model import accelerators, names
+from reconciler.model import accelerators, ends, names
 from reconciler.model import desired_docs as doc
+from reconciler.model.desired_ends import BeforeEndModel as BeforeEndModel
 from reconciler.model.desired_proxy import SshProxyModel
 from reconciler.model.desired_types import (
     Accelerator,
@@ -98,6 +99,11 @@ class Setup(_Model):
     scripts: list[Path] | None = Field(
         None, description="Setup scripts (relative to desired.yaml); else settings.setup_scripts."
     )
+    at_boot: bool | None = Field(
+        None,
+        description="Put the setup scripts in the node's startup-script metadata: they run as "
+        "root on every boot, without SSH (never the Tailscale key or secrets; see operations).",
+    )
 
 
 class WorkloadModel(_Model):
@@ -157,6 +163,9 @@ class WorkloadModel(_Model):
         description="On a race group only: group runs one program across every winner's "
         "workers (multislice over the network, MEGASCALE variables set); slot (default) runs "
         "one on each winner.",
+    )
+    before_end: BeforeEndModel | None = Field(
+        None, description="A command run on every worker a lead before a known end."
     )
 
 
@@ -422,6 +431,7 @@ class SetupSpec:
     generation: int = 0
     scripts: tuple[str, ...] = ()
     telemetry: bool = False
+    at_boot: bool = False  # the scripts run from the startup-script metadata on every boot
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,6 +467,7 @@ class WorkloadSpec:
     idle_below: float = 1.0
     take_tpu: bool = False
     keep_attempts: int = 5
+    before_end: ends.BeforeEndSpec | None = None  # not in identity or policy: no restart
 
     @property
     def identity(self) -> str:

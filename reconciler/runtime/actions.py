@@ -28,6 +28,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from reconciler.adapters.cloud import Cloud
@@ -48,8 +49,9 @@ from reconciler.core.plan import (
 from reconciler.errors import PermanentError, TemporaryError
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
-from reconciler.runtime import lro
+from reconciler.runtime import ends, lro
 from reconciler.runtime.backoff import Backoff
+from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.memory_file import InForce, Remembered
 from reconciler.runtime.workloads import WorkloadPort
@@ -90,10 +92,12 @@ class Actions:
         allow_destructive: bool,
         backoff: Backoff,
         moved: Moved,
+        store: DesiredLoader,
     ) -> None:
         self.remembered, self.events, self.clouds = memory, events, clouds
         self.setup, self.workloads, self.clock = setup, workloads, clock
         self.allow_destructive, self.backoff, self.moved = allow_destructive, backoff, moved
+        self.store = store  # where a create's setup.at_boot scripts are read from
         self.in_flight: dict[str, asyncio.Task[None]] = {}
         self.wake = asyncio.Event()  # set when an action ends: the loop looks again
         # Expectations: an action that finished after an observation began may not show in
@@ -136,7 +140,9 @@ class Actions:
                 continue
             if action.kind in CLOUD_KINDS and action.kind != Kind.CREATE:
                 self._cancel_setup(action)
-            elif action.kind in SETUP_KINDS and self.setup is None:
+            elif (action.kind in SETUP_KINDS and self.setup is None) or (
+                action.kind == Kind.BEFORE_END and self.workloads is None
+            ):
                 continue
             elif action.kind in WORKLOAD_KINDS:
                 if self.workloads is None or action.workload is None or action.instance is None:
@@ -224,9 +230,15 @@ class Actions:
     async def _execute(self, desired: Desired, action: Action, node: Node | None) -> str:
         if action.kind in CLOUD_KINDS:
             cloud = await self.clouds(desired)
+            if action.create is not None:  # setup.at_boot: its scripts are read now
+                base = self.store.path.expanduser().resolve().parent
+                create = ends.with_boot_script(desired, base, action.create)
+                action = replace(action, create=create)
             return await self._submit(cloud, action, desired.settings.fast_poll_interval)
         if node is None:
             raise TemporaryError(f"{action.slot}: node not observed yet", delay=5.0)
+        if action.kind == Kind.BEFORE_END:
+            return await ends.run_before_end(self.workloads, desired, action, node)
         if action.kind in WORKLOAD_KINDS:
             assert self.workloads is not None
             if action.kind == Kind.LAUNCH:

@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
 from reconciler.core import across
-from reconciler.core import flex as flex_rules
 from reconciler.core import memory as mem
+from reconciler.core.before_end import next_wake
 from reconciler.core.metrics import pass_result
 from reconciler.core.plan import Action, in_motion
 from reconciler.core.schedule import hurries, next_interval, watching
@@ -120,6 +120,7 @@ class Controller:
             allow_destructive=allow_destructive,
             backoff=self.backoff,
             moved=moved,
+            store=store,
         )
         self.prober = Prober()  # the workload probes of each pass, bounded in time
         self.step = Step(
@@ -289,12 +290,12 @@ class Controller:
             retry=failing.retry if failing else None,
         )
         # A timer that runs out wakes the loop then, not at the next steady poll: a hold's
-        # release, the end of a relaunch's backoff, a flex-start run's end and its notice.
+        # release, a relaunch's backoff, a flex-start run's end and notice, a before_end.
         if failing is None:
             now = self.clock()
             release = min(result.plan.releases_at.values(), default=None) if result.plan else None
             restart = restart_due(self.memory, now)
-            wake = flex_rules.next_wake(result.desired, result.observation, now)
+            wake = next_wake(result.desired, result.observation, self.memory, now)
             for at, slack, least in ((release, 0.5, 1.0), (restart, 0.2, 0.5), (wake, 0.5, 1.0)):
                 if at is not None:
                     delay = min(delay, max(least, at - now + slack))

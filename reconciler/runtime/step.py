@@ -62,6 +62,7 @@ from reconciler.runtime.actions import Moved, SetupRunner, View
 from reconciler.runtime.backends import Clouds
 from reconciler.runtime.backoff import OBSERVE, Backoff
 from reconciler.runtime.desired_loader import DesiredLoader, LoadResult
+from reconciler.runtime.ends import read_boot
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.lab_intake import audit_files, take_confirmations
 from reconciler.runtime.memory_file import InForce, Remembered
@@ -242,6 +243,7 @@ class Step:
         if effects.record:
             self.transitions.observed(observation)
         self.memory = mem.observe(self.memory, desired, observation, now)
+        self.memory = await read_boot(cloud, desired, observation, self.memory, now)  # at_boot
         self.memory = lro_rules.settle(self.memory, observation)
         views = Views(desired, observation)
         wd, wo, _ = views(self.memory)  # race groups' programs

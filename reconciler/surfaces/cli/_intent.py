@@ -84,6 +84,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("slot", metavar="SLOT")
     for flag in ("bootstrap", "tailscale", "tmux"):
         p.add_argument(f"--{flag}", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument(
+        "--at-boot",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the setup scripts in the node's startup-script metadata, run at every boot",
+    )
     p.add_argument("--rerun", action="store_true", help="bump the generation: run setup again")
 
     p = _edit_parser(subparsers, "set-poll", "change the poll intervals", "set_poll_command")
@@ -256,6 +262,7 @@ def setup_command(args: argparse.Namespace) -> int:
             tailscale=args.tailscale,
             tmux=args.tmux,
             rerun=args.rerun,
+            at_boot=args.at_boot,
         ),
     )
 

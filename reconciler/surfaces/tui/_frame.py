@@ -107,7 +107,7 @@ class SlotRow:
     def setup_cell(self) -> str:
         """The worst state among the enabled setup steps; ``-`` when none is on."""
         on = [v for k, v in self.setup.items() if k in ("bootstrap", "tailscale") and v != "off"]
-        for state in ("failed", "pending", "waiting", "done"):
+        for state in ("failed", "running", "pending", "waiting", "done"):
             if state in on:
                 return state
         return "-"
