@@ -178,7 +178,7 @@ def test_the_action_and_its_notice() -> None:
 def test_a_paused_slot_holds_it_back() -> None:
     paused = replace(SPOT, hold=HoldSpec(paused=True))
     p = plan(desired(paused), seen(window=END), memory(), T_END - 300)
-    assert [h.action.kind for h in p.held] == [Kind.BEFORE_END]
+    assert [h.action.kind for h in p.gated] == [Kind.BEFORE_END]
     assert not p.actions
 
 
