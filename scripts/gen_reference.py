@@ -51,6 +51,11 @@ SECTIONS: Final[tuple[tuple[type[BaseModel], str], ...]] = (
         d.WorkloadModel,
         "defaults.workload, slots[].workload, race_groups[].workload, generate[].workload",
     ),
+    (
+        d.BeforeEndModel,
+        "before_end in defaults.workload, slots[].workload, race_groups[].workload, "
+        "generate[].workload",
+    ),
 )
 
 #: Descriptions for fields the model does not describe yet (move them into the model).
@@ -66,18 +71,16 @@ GLOSSARY: Final[dict[str, str]] = {
     "`settings.allow_unknown_zones` is true",
     "RegionName": "a region like `europe-west4` (a zone without its letter; checked like zones)",
     "Accelerator": "an accelerator type that exists: "
-    + ", ".join(
-        f"`{g.family}-{g.sizes[0]}` ... `{g.family}-{g.sizes[-1]}`" for g in cat.GENERATIONS
-    )
+    + ", ".join(f"`{g.family}-{g.sizes[0]}` ... `{g.family}-{g.sizes[-1]}`" for g in cat.CATALOGUE)
     + " (the sizes between: `model/accelerators.py`; one that does not exist is refused with "
     "the sizes); the number counts TensorCores (two a chip) for "
-    + ", ".join(g.family for g in cat.GENERATIONS if g.cores_per_chip == 2)
+    + ", ".join(g.family for g in cat.CATALOGUE if g.cores_per_chip == 2)
     + ", chips for the rest; other spellings are read as the APIs' names: "
     + ", ".join(f"`{a}-N` as `{f}-N`" for a, f in cat.ALIASES.items()),
     "Family": "an accelerator family: "
     + ", ".join(
         f"`{g.family}`" + (f" (or {', '.join(f'`{a}`' for a in g.aliases)})" if g.aliases else "")
-        for g in cat.GENERATIONS
+        for g in cat.CATALOGUE
     ),
     "MachineTypeName": "a Compute Engine TPU machine type: "
     + ", ".join(f"`{m}`" for m in cat.MACHINE_TYPES),

@@ -9,15 +9,18 @@ appends the flags common to every call).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Final, Literal
 
 from reconciler.errors import UnsafeName
 from reconciler.model import names
+from reconciler.model.boot_script import GUEST_KEY, GUEST_VALUE, STARTUP_KEY
 from reconciler.model.requests import CreateRequest, max_run, window
 from reconciler.model.times import utc_text
 
 QR: Final = ("compute", "tpus", "queued-resources")
+_FILE_RE: Final = re.compile(r"/[A-Za-z0-9_./-]{1,4000}")
 VM: Final = ("compute", "tpus", "tpu-vm")
 ALL_ZONES: Final = "-"
 
@@ -70,9 +73,23 @@ def _node_args(name: str, count: int) -> list[str]:
     return [f"--node-count={int(count)}", f"--node-prefix={name}"]
 
 
-def create_args(request: CreateRequest) -> list[str]:
+def boot_args(startup_file: str | None) -> list[str]:
+    """``setup.at_boot``: the startup script from a file (its text never in argv: it may be
+    large) and guest attributes on; the path is one gcloud's ``KEY=FILE`` list can carry."""
+    if startup_file is None:
+        return []
+    if not _FILE_RE.fullmatch(startup_file):
+        raise UnsafeName(f"invalid startup script path {startup_file!r}")
+    return [
+        f"--metadata-from-file={STARTUP_KEY}={startup_file}",
+        f"--metadata={GUEST_KEY}={GUEST_VALUE}",
+    ]
+
+
+def create_args(request: CreateRequest, startup_file: str | None = None) -> list[str]:
     """One queued resource with one node of the same name (or a multislice's), issued
-    ``--async`` (no waiting on operations)."""
+    ``--async`` (no waiting on operations); ``startup_file`` holds ``request.startup_script``
+    (the caller writes it)."""
     name = names.check_name(request.name)
     if request.mode not in _MODE_FLAGS:
         raise UnsafeName(
@@ -100,6 +117,7 @@ def create_args(request: CreateRequest) -> list[str]:
     args.extend(window_args(request))
     if request.labels:
         args.append(f"--labels={labels_arg(request.labels)}")
+    args.extend(boot_args(startup_file))
     args.append("--async")
     return args
 

@@ -31,13 +31,14 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from reconciler.model.capacity import CapacityRequest
 from reconciler.model.observed import Observation
 from reconciler.model.requests import CreateRequest
 
 __all__ = [
+    "BootScripts",
     "Capability",
     "Cloud",
     "CreateRequest",
@@ -142,6 +143,29 @@ class Cloud(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class BootScripts(Protocol):
+    """A cloud that can change a live node's startup script (``setup.at_boot`` after its
+    setup changed; ``workers``: the node's hosts, for Compute Engine's one VM each): every
+    cloud here and the router; the controller checks for it."""
+
+    async def set_boot_script(
+        self, api: str, zone: str, node: str, script: str, workers: int = 1
+    ) -> None: ...
+
+
+@runtime_checkable
+class BootReports(Protocol):
+    """A cloud that reads ``setup.at_boot``'s reports: each worker's ``tpu-reconciler/``
+    guest attributes (rows of ``worker_id``, ``namespace``, ``key``, ``value``) of node
+    ``node`` of ``api`` with ``workers`` workers. Every cloud here does (the TPU API per node,
+    Compute Engine per host)."""
+
+    async def boot_reports(
+        self, api: str, zone: str, node: str, workers: int
+    ) -> list[dict[str, Any]]: ...
 
 
 def zones_to_observe(cloud: Cloud, zones: Collection[str]) -> Collection[str] | None:

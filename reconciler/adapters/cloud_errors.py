@@ -31,7 +31,7 @@ from reconciler.adapters.cloud import Outcome
 from reconciler.core.capacity import CLOSED_QUEUE_FRAGMENTS
 from reconciler.errors import PermanentCloudError, QuotaExceeded, TransientCloudError
 from reconciler.model.quotas import parse_refusal
-from reconciler.model.rpc_codes import RPC_NAMES
+from reconciler.model.rpc_codes import RPC_NAMES, status_of_http
 
 CloudFailure = TransientCloudError | PermanentCloudError
 
@@ -52,22 +52,8 @@ DEFAULT_DELAY: Final = 10.0
 PRECONDITION_DELAY: Final = 30.0
 AUTH_DELAY: Final = 60.0
 
-HTTP_STATUS: Final[dict[int, str]] = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    409: "ABORTED",  # or ALREADY_EXISTS: see status_for
-    412: "FAILED_PRECONDITION",
-    429: "RESOURCE_EXHAUSTED",
-    499: "CANCELLED",
-    500: "INTERNAL",
-    501: "UNIMPLEMENTED",
-    502: "UNAVAILABLE",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-}
-
+#: A gRPC code's status name (a bare HTTP status's is ``model.rpc_codes.status_of_http``, the
+#: table the emulator renders by too).
 GRPC_STATUS: Final = RPC_NAMES
 
 _PERMANENT: Final = frozenset(
@@ -85,10 +71,8 @@ def status_for(status: str | None, code: int | None, message: str = "") -> str |
         return status.strip().upper().replace(" ", "_")
     if code is None:
         return None
-    if code == 409:
-        return "ALREADY_EXISTS" if "already exist" in message.lower() else "ABORTED"
     if code >= 100:
-        return HTTP_STATUS.get(code, "INTERNAL" if code >= 500 else None)
+        return status_of_http(code, message)
     return GRPC_STATUS.get(code)
 
 

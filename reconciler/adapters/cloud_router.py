@@ -23,6 +23,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from reconciler.adapters.cloud import (
+    BootReports,
+    BootScripts,
     Capability,
     Cloud,
     OperationStatus,
@@ -114,6 +116,27 @@ class CloudRouter:
         raise PermanentCloudError(
             "no configured cloud reads guest attributes", status="FAILED_PRECONDITION"
         )
+
+    async def boot_reports(
+        self, api: str, zone: str, node: str, workers: int
+    ) -> list[dict[str, Any]]:
+        cloud = self.serving(api)
+        if not isinstance(cloud, BootReports):
+            raise PermanentCloudError(
+                f"the {api!r} API's cloud reads no boot reports", status="FAILED_PRECONDITION"
+            )
+        return await cloud.boot_reports(api, zone, node, workers)
+
+    async def set_boot_script(
+        self, api: str, zone: str, node: str, script: str, workers: int = 1
+    ) -> None:
+        cloud = self.serving(api)
+        if not isinstance(cloud, BootScripts):
+            raise PermanentCloudError(
+                f"the {api!r} API's cloud cannot change a live node's startup script",
+                status="FAILED_PRECONDITION",
+            )
+        await cloud.set_boot_script(api, zone, node, script, workers)
 
     def quota_note(self) -> str:
         if len(self.clouds) == 1:

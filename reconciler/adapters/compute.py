@@ -65,6 +65,7 @@ from typing import Any, Final
 import httpx
 
 from reconciler.adapters import compute_body as cb
+from reconciler.adapters import compute_boot
 from reconciler.adapters import compute_parse as cp
 from reconciler.adapters import compute_states as cs
 from reconciler.adapters.auth import QuotaChoice, TokenProvider
@@ -484,8 +485,22 @@ class ComputeCloud:
         self, zone: str, node: str, query_path: str | None = None
     ) -> list[dict[str, Any]]:
         raise PermanentCloudError(
-            "Compute Engine TPU VMs have no guest attributes here", status="UNIMPLEMENTED"
+            "Compute Engine TPU VMs name no workers in guest attributes", status="UNIMPLEMENTED"
         )
+
+    async def boot_reports(
+        self, api: str, zone: str, node: str, workers: int
+    ) -> list[dict[str, Any]]:
+        """``setup.at_boot``'s reports, host by host (``adapters/compute_boot``)."""
+        check_api(api)
+        return await compute_boot.boot_reports(self._http, self._base, zone, node, workers)
+
+    async def set_boot_script(
+        self, api: str, zone: str, node: str, script: str, workers: int = 1
+    ) -> None:
+        """A live slot's hosts boot with ``script`` from now on (``adapters/compute_boot``)."""
+        check_api(api)
+        await compute_boot.set_boot_script(self._http, self._base, zone, node, workers, script)
 
     # --- the sweep -----------------------------------------------------------------------
 

@@ -42,6 +42,10 @@ host names in worker order, which the VPC's internal DNS resolves), per instance
 through ``createInstances``' ``preservedState.metadata``); the workload launch sets
 ``TPU_WORKER_ID`` and ``TPU_WORKER_HOSTNAMES`` from the observed addresses as well.
 
+``setup.at_boot``: the instance's (or the template's, for every host of a MIG slice) metadata
+also carries the ``startup-script`` and ``enable-guest-attributes: TRUE`` (each VM reports its
+setup in a guest attribute; the script reads its index from ``tpu-worker-id``).
+
 May: build JSON values. May not: do I/O, read a clock or make up a token (the caller does).
 """
 
@@ -54,7 +58,8 @@ from typing import Any, Final
 
 from reconciler.errors import UnsafeName
 from reconciler.model import accelerators as cat
-from reconciler.model import flex
+from reconciler.model import flex, vocabulary
+from reconciler.model.boot_script import boot_metadata
 from reconciler.model.capacity import MANAGED_LABEL, MANAGED_VALUE
 from reconciler.model.names import (
     NAME_RE,
@@ -69,7 +74,7 @@ from reconciler.model.quotas import region_of
 from reconciler.model.requests import CreateRequest, max_run, window
 
 API: Final = cat.COMPUTE_API
-MODES: Final = frozenset({"spot", "on-demand", "reserved", flex.MODE})
+MODES: Final = frozenset(vocabulary.MODES)
 
 LABEL_SLOT: Final = "tpu-reconciler-slot"
 LABEL_SLICE: Final = "tpu-reconciler-slice"
@@ -330,7 +335,10 @@ def instance_body(
         "machineType": f"zones/{zone}/machineTypes/{vm.name}",
         **_properties(request, vm.family, zone, reservation),
         "labels": labels(request, part),
-        "metadata": _metadata({**_slot_meta(request), META_WORKER_ID: "0", META_HOSTNAMES: name}),
+        "metadata": _metadata(
+            {**_slot_meta(request), META_WORKER_ID: "0", META_HOSTNAMES: name}
+            | boot_metadata(request.startup_script)
+        ),
     }
     if request.mode == flex.MODE:
         until = request.valid_until_seconds or FLEX_WAIT
@@ -353,7 +361,7 @@ def template_body(
             **_properties(request, vm.family, None, reservation),
             # shared by every slice's hosts: no slice index (a host's MIG says it)
             "labels": {k: v for k, v in labels(request, 0).items() if k != LABEL_SLICE},
-            "metadata": _metadata(_slot_meta(request)),
+            "metadata": _metadata(_slot_meta(request) | boot_metadata(request.startup_script)),
         },
     }
 

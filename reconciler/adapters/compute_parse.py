@@ -24,8 +24,10 @@ from typing import Any, Final
 
 from reconciler.adapters import compute_body as cb
 from reconciler.adapters.cloud import Capability, OperationStatus
+from reconciler.adapters.tpu_api_parse import maintenance_of
 from reconciler.model import flex
-from reconciler.model.observed import NetworkEndpoint
+from reconciler.model.boot_script import STARTUP_KEY, boot_generation
+from reconciler.model.observed import Maintenance, NetworkEndpoint
 from reconciler.model.stamps import epoch_or_none
 from reconciler.model.times import utc_text
 
@@ -118,6 +120,8 @@ class Host:
     external_ip: str | None
     model: str  # SPOT | STANDARD | FLEX_START | RESERVATION_BOUND
     ends: str | None  # when its run ends (resourceStatus.scheduling.terminationTimestamp)
+    boot_generation: int | None = None  # the setup its startup-script runs (setup.at_boot)
+    maintenance: Maintenance | None = None  # resourceStatus.upcomingMaintenance
 
     @property
     def slot(self) -> str:
@@ -165,7 +169,38 @@ def host_from_api(data: Any) -> Host:
         ends=_stamp(((status.get("scheduling") or {}) if isinstance(status, dict) else {}).get(
             "terminationTimestamp"
         )),
+        boot_generation=_boot_generation(data.get("metadata")),
+        maintenance=maintenance_of(status.get("upcomingMaintenance"))
+        if isinstance(status, dict) else None,
     )  # fmt: skip
+
+
+def guest_rows(answer: Mapping[str, Any], worker: int) -> list[dict[str, Any]]:
+    """``GuestAttributes``' ``queryValue.items`` as the TPU API's flattened rows (``worker_id``,
+    ``namespace``, ``key``, ``value``) for host ``worker``. Raises ValueError when malformed."""
+    value = answer.get("queryValue") or {}
+    items = value.get("items") if isinstance(value, dict) else None
+    if not isinstance(items, list | None):
+        raise ValueError("queryValue.items is not a list")
+    rows = []
+    for item in items or ():
+        if not isinstance(item, dict):
+            raise ValueError("a guest attribute is not an object")
+        rows.append({"worker_id": str(worker), **{k: str(item.get(k) or "") for k in _GUEST}})
+    return rows
+
+
+_GUEST: Final = ("namespace", "key", "value")
+
+
+def _boot_generation(metadata: Any) -> int | None:
+    """The setup generation the instance's ``startup-script`` item runs (``setup.at_boot``)."""
+    items = metadata.get("items") if isinstance(metadata, dict) else None
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and item.get("key") == STARTUP_KEY:
+            value = item.get("value")
+            return boot_generation(value if isinstance(value, str) else None)
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,6 +154,8 @@ class Part:
 def _node(name: str, zone: str, state: NodeState, hosts: Sequence[Host], uid: str,
           accelerator: str | None, raw: str) -> Node:  # fmt: skip
     first = hosts[0]
+    boots = {h.boot_generation for h in hosts}  # a MIG's hosts share their template's
+    windows = [h.maintenance for h in hosts if h.maintenance is not None]
     return Node(
         name=name,
         zone=zone,
@@ -164,6 +166,9 @@ def _node(name: str, zone: str, state: NodeState, hosts: Sequence[Host], uid: st
         endpoints=tuple(e for h in hosts if (e := h.endpoint) is not None),
         labels=first.labels,
         raw_state=raw,
+        boot_generation=boots.pop() if len(boots) == 1 else None,
+        # the soonest host's window: the slice goes down with its first host
+        maintenance=min(windows, key=lambda m: m.window_start or "~", default=None),
     )
 
 

@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import tempfile
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -55,13 +56,15 @@ from reconciler.adapters.tpu_api_parse import (
 )
 from reconciler.errors import CloudError, PermanentCloudError, TransientCloudError
 from reconciler.model import names
+from reconciler.model.boot_script import QUERY as BOOT_QUERY
 from reconciler.model.capacity import CapacityRequest
 from reconciler.model.observed import Node, Observation
+from reconciler.model.vocabulary import GCLOUD
 
 _ALREADY = Outcome.ALREADY
 #: What this cloud can do: zone by zone (``--zone=-`` drops ``unreachable[]``); flex-start
 #: through ``gcloud alpha``; operations are read back through REST.
-CAPABILITY = capability("gcloud", observes_all_zones=False)
+CAPABILITY = capability(GCLOUD, observes_all_zones=False)
 
 
 class GcloudCloud:
@@ -130,21 +133,46 @@ class GcloudCloud:
 
     async def create_request(self, request: CreateRequest) -> Submitted:
         check_api(request.api)
-        return await self._submit(Operation.CREATE, args.create_args(request))
+        if request.startup_script is None:
+            return await self._submit(Operation.CREATE, args.create_args(request))
+        # setup.at_boot: the script goes through a private file (--metadata-from-file), not argv
+        with tempfile.TemporaryDirectory(prefix="tpu-reconciler-") as private:
+            path = os.path.join(private, "startup-script")
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+                f.write(request.startup_script)
+            return await self._submit(Operation.CREATE, args.create_args(request, path))
 
     async def delete_request(self, api: str, zone: str, name: str, *, force: bool) -> Submitted:
         check_api(api)
         return await self._submit(Operation.DELETE, args.delete_args(zone, name, force=force))
 
-    async def get_operation(self, name: str) -> OperationStatus | None:
+    def _rest_cloud(self) -> Any:
+        """The v2 REST API with gcloud's credentials, for what gcloud has no command for."""
         if self._rest is None:
             from reconciler.adapters.rest import RestCloud
 
             self._rest = RestCloud(
                 self.project, env=self._env, quota_project=self.quota_setting, concurrency=2
             )
-        result: OperationStatus | None = await self._rest.get_operation(name)
+        return self._rest
+
+    async def get_operation(self, name: str) -> OperationStatus | None:
+        result: OperationStatus | None = await self._rest_cloud().get_operation(name)
         return result
+
+    async def boot_reports(
+        self, api: str, zone: str, node: str, workers: int
+    ) -> list[dict[str, Any]]:
+        """``setup.at_boot``'s reports: the node's ``tpu-reconciler/`` guest attributes."""
+        check_api(api)
+        return await self.guest_attributes(zone, node, BOOT_QUERY)
+
+    async def set_boot_script(
+        self, api: str, zone: str, node: str, script: str, workers: int = 1
+    ) -> None:
+        """Through REST: ``tpu-vm update --metadata-from-file`` would replace every key, and
+        ``--update-metadata`` would put the script in argv."""
+        await self._rest_cloud().set_boot_script(api, zone, node, script)
 
     def quota_note(self) -> str:
         if self.quota_setting:

@@ -49,6 +49,8 @@ from reconciler.adapters.tpu_api_parse import (
 )
 from reconciler.errors import TransientCloudError, UnsafeName
 from reconciler.model import flex
+from reconciler.model.boot_script import QUERY as BOOT_QUERY
+from reconciler.model.boot_script import boot_metadata
 from reconciler.model.capacity import CapacityRequest
 from reconciler.model.names import (
     ZONE_RE,
@@ -58,6 +60,7 @@ from reconciler.model.names import (
 )
 from reconciler.model.observed import Observation
 from reconciler.model.requests import CreateRequest
+from reconciler.model.vocabulary import REST
 
 #: Items asked for per list page: a poll stays one request per collection up to this many QRs
 #: (the server may return fewer; pagination still follows nextPageToken).
@@ -68,7 +71,7 @@ ENDPOINT_ENV: Final = "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"
 #: A list longer than this many pages is treated as a broken server, not read forever.
 MAX_PAGES: Final = 1000
 #: What this cloud can do: every zone in one list (``locations/-``, ``unreachable[]`` kept).
-CAPABILITY: Final = capability("rest", observes_all_zones=True)
+CAPABILITY: Final = capability(REST, observes_all_zones=True)
 #: The API version that speaks flex-start (creates of flex-start slots, and the QR list
 #: while the file has one).
 ALPHA: Final = "v2alpha1"
@@ -222,6 +225,35 @@ class RestCloud:
             return flatten_guest_attributes(answer)
         except ValueError as exc:
             raise _malformed("getGuestAttributes", str(exc)) from None
+
+    async def boot_reports(
+        self, api: str, zone: str, node: str, workers: int
+    ) -> list[dict[str, Any]]:
+        """``setup.at_boot``'s reports: the node's ``tpu-reconciler/`` guest attributes."""
+        check_api(api)
+        return await self.guest_attributes(zone, node, BOOT_QUERY)
+
+    async def set_boot_script(
+        self, api: str, zone: str, node: str, script: str, workers: int = 1
+    ) -> None:
+        """``setup.at_boot`` on a live node: its next boots run ``script``. The node's metadata
+        is read, the startup script and guest attributes set in it, and the whole map written
+        back (``nodes.patch``, ``updateMask=metadata``, what ``gcloud compute tpus tpu-vm
+        update`` sends), so keys others set (``ssh-keys``) stay. A node that is gone has
+        nothing to update."""
+        check_api(api)
+        url = f"{self._base}{check_zone(zone)}/nodes/{check_name(node)}"
+        answer = await self._http.call(Operation.GET, "GET", url)
+        if isinstance(answer, Outcome):
+            return
+        metadata = answer.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise _malformed("get", "node metadata is not an object")
+        metadata = {str(k): str(v) for k, v in metadata.items()} | boot_metadata(script)
+        body = {"metadata": metadata}
+        await self._http.call(
+            Operation.OTHER, "PATCH", url, params={"updateMask": "metadata"}, body=body
+        )
 
     # --- HTTP ------------------------------------------------------------------------------
 

@@ -3,8 +3,9 @@
 The queued resource's own encodings live here and nowhere above the adapters: the
 ``queueingPolicy`` a request's window becomes, ``multisliceParams`` for a multislice, the
 flex-start ``provisioningModel`` and ``runDuration``, ``reservationName`` for reserved
-capacity. Every name is checked with ``model.names`` before it is placed. (gcloud's flags for
-the same create are ``adapters/_gcloud_args.py``; gcloud does this encoding itself.)
+capacity, the node's ``metadata`` (``setup.at_boot``'s ``startup-script``). Every name is
+checked with ``model.names`` before it is placed. (gcloud's flags for the same create are
+``adapters/_gcloud_args.py``; gcloud does this encoding itself.)
 
 May: build JSON values, read the clock (a relative start with an end). May not: do I/O.
 """
@@ -16,7 +17,8 @@ from typing import Any, Final
 
 from reconciler.adapters.tpu_api_parse import FLEX_START
 from reconciler.errors import UnsafeName
-from reconciler.model import flex
+from reconciler.model import flex, vocabulary
+from reconciler.model.boot_script import boot_metadata
 from reconciler.model.names import (
     check_accelerator,
     check_labels,
@@ -29,7 +31,7 @@ from reconciler.model.names import (
 from reconciler.model.requests import CreateRequest, max_run, window
 from reconciler.model.times import api_time
 
-MODES: Final = frozenset({"spot", "on-demand", "reserved", flex.MODE})
+MODES: Final = frozenset(vocabulary.MODES)
 
 
 def queueing_policy(request: CreateRequest, now: float) -> dict[str, Any] | None:
@@ -96,7 +98,7 @@ def create_body(project: str, request: CreateRequest, now: float | None = None) 
                 "node": {
                     "acceleratorType": check_accelerator(request.accelerator),
                     **({"labels": dict(sorted(request.labels.items()))} if request.labels else {}),
-                    "metadata": {},
+                    "metadata": boot_metadata(request.startup_script),
                     "networkConfig": network,
                     "runtimeVersion": check_runtime_version(request.image),
                     "serviceAccount": {},

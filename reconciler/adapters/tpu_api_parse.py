@@ -38,11 +38,13 @@ from typing import Any, Final
 from reconciler.adapters.cloud import Capability
 from reconciler.errors import PermanentCloudError
 from reconciler.model import flex
+from reconciler.model.boot_script import STARTUP_KEY, boot_generation
 from reconciler.model.capacity import CapacityRequest, ErrorInfo, Initiator, RequestState
 from reconciler.model.observed import Maintenance, NetworkEndpoint, Node, NodeState, Symptom
+from reconciler.model.vocabulary import TPU_API
 
 #: The ``api`` of every request this module reads, and what the API calls one.
-API: Final = "tpu"
+API: Final = TPU_API
 KIND: Final = "queued resource"
 #: ``QueuedResource.provisioningModel`` of a flex-start request (v2alpha1).
 FLEX_START: Final = "FLEX_START"
@@ -254,7 +256,9 @@ def _symptoms(value: Any) -> tuple[Symptom, ...]:
     )
 
 
-def _maintenance(value: Any) -> Maintenance | None:
+def maintenance_of(value: Any) -> Maintenance | None:
+    """An ``upcomingMaintenance`` object (the TPU API's node, a Compute Engine instance's
+    ``resourceStatus``: the same fields); None when absent."""
     if not isinstance(value, dict) or not value:
         return None
     can = value.get("canReschedule")
@@ -265,6 +269,12 @@ def _maintenance(value: Any) -> Maintenance | None:
         window_end=_text(value.get("windowEndTime")),
         can_reschedule=can if isinstance(can, bool) else None,
     )
+
+
+def _boot_generation(metadata: Any) -> int | None:
+    """The setup generation the node's ``startup-script`` runs (``setup.at_boot``)."""
+    script = metadata.get(STARTUP_KEY) if isinstance(metadata, dict) else None
+    return boot_generation(script if isinstance(script, str) else None)
 
 
 def _node(data: Any) -> Node:
@@ -303,7 +313,8 @@ def _node(data: Any) -> Node:
         ),
         raw_state=str(raw_state or ""),
         symptoms=_symptoms(data.get("symptoms")),
-        maintenance=_maintenance(data.get("upcomingMaintenance")),
+        maintenance=maintenance_of(data.get("upcomingMaintenance")),
         health_description=_text(data.get("healthDescription")),
         multislice_node=data.get("multisliceNode") is True,
+        boot_generation=_boot_generation(data.get("metadata")),
     )

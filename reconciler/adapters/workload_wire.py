@@ -75,6 +75,32 @@ def encode_spec(req: LaunchRequest, secret_values: Mapping[str, bytes]) -> bytes
     ``hosts=A,B,...`` (when set), ``grace=MS``, ``keep=N``, then ``shell=CMD`` or one ``arg=``
     per argv element, framed (``frame``).
     Refuses what the wrapper could not carry (NUL bytes)."""
+    records = _env_records(req, secret_values)
+    if req.slices > 1:  # the wrapper sets each worker's slice from it (multislice)
+        records.append(f"slices={int(req.slices)}".encode())
+    if req.hosts:  # the wrapper sets TPU_WORKER_ID and TPU_WORKER_HOSTNAMES from it
+        records.append(b"hosts=" + ",".join(check_host(h) for h in req.hosts).encode())
+    records += _attempt_records(req)
+    records += _command_records(req.command)
+    return frame(b"".join(r + b"\0" for r in records))
+
+
+def encode_hook_spec(
+    req: LaunchRequest, secret_values: Mapping[str, bytes], ours: Mapping[str, str]
+) -> bytes:
+    """The wrapper ``hook`` verb's stdin (a ``before_end``): ``req``'s workdir, environment
+    and command (the before_end's), and ``ours`` as ``TPU_RECONCILER_<NAME>`` variables."""
+    records = _env_records(req, secret_values)
+    for name, value in ours.items():
+        if not name.isupper() or not name.replace("_", "").isalnum():
+            raise UnsafeName(f"invalid variable name {name!r}")
+        records.append(f"env={RESERVED_ENV_PREFIX}{name}=".encode() + _no_nul(name, value).encode())
+    records += _command_records(req.command)
+    return frame(b"".join(r + b"\0" for r in records))
+
+
+def _env_records(req: LaunchRequest, secret_values: Mapping[str, bytes]) -> list[bytes]:
+    """``workdir=`` and the ``env=`` records of a spec (plain values, the run's end, secrets)."""
     records: list[bytes] = []
     if req.workdir:
         records.append(b"workdir=" + _no_nul("workdir", req.workdir).encode())
@@ -88,20 +114,18 @@ def encode_spec(req: LaunchRequest, secret_values: Mapping[str, bytes]) -> bytes
         if b"\0" in secret:
             raise UnsafeName(f"the secret for {name} contains a NUL byte")
         records.append(f"env={check_env_name(name)}=".encode() + secret)
-    if req.slices > 1:  # the wrapper sets each worker's slice from it (multislice)
-        records.append(f"slices={int(req.slices)}".encode())
-    if req.hosts:  # the wrapper sets TPU_WORKER_ID and TPU_WORKER_HOSTNAMES from it
-        records.append(b"hosts=" + ",".join(check_host(h) for h in req.hosts).encode())
-    records += _attempt_records(req)
-    if isinstance(req.command, str):
-        if not req.command.strip():
+    return records
+
+
+def _command_records(command: str | tuple[str, ...]) -> list[bytes]:
+    """``shell=CMD`` (run by ``bash -lc``), or one ``arg=`` per argv element."""
+    if isinstance(command, str):
+        if not command.strip():
             raise UnsafeName("empty workload command")
-        records.append(b"shell=" + _no_nul("command", req.command).encode())
-    else:
-        if not req.command:
-            raise UnsafeName("empty workload argv")
-        records += [b"arg=" + _no_nul("argument", a).encode() for a in req.command]
-    return frame(b"".join(r + b"\0" for r in records))
+        return [b"shell=" + _no_nul("command", command).encode()]
+    if not command:
+        raise UnsafeName("empty workload argv")
+    return [b"arg=" + _no_nul("argument", a).encode() for a in command]
 
 
 def check_host(address: str) -> str:

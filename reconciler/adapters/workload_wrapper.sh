@@ -7,6 +7,7 @@
 #   wrapper serve                                           "probe DIR" lines in, answers out
 #   wrapper stop   DIR GRACE_MS                             TERM the attempt, KILL after grace
 #   wrapper logs   SLOTDIR RUN_ID|- ATTEMPT|0 LINES 0|1     framed output (see logs below)
+#   wrapper hook   DIR KEY TIMEOUT_MS                       before_end: spec on stdin, once per KEY
 #
 # DIR is <base>/w<worker>/<slot>/<run_id>/<attempt>, SLOTDIR <base>/w<worker>/<slot>. In DIR:
 #   launch.lock  flock serialising launch and stop of this attempt (held for milliseconds)
@@ -20,7 +21,8 @@
 #                written into its reserve in place (no new blocks) and renamed over
 #   stop         a stop was requested; a launch arriving after it starts nothing (it holds the
 #                stop's kill deadline, epoch ms: the supervisor waits that long for the rest)
-#   output.log   the program's stdout and stderr
+#   output.log   the program's stdout and stderr (and each before_end's, between banners)
+#   hook-KEY     a before_end for the end KEY ran here: "started=..." then "code=N ended=..."
 # After the program started, the supervisor removes this worker's older attempt directories of
 # the slot beyond the newest "keep=N" (default 5; never one whose lock is held).
 # SLOTDIR/current holds "<run_id>/<attempt>" of the latest launch on this worker, and
@@ -123,6 +125,20 @@ leftover() { # attemptdir -> $left: what its exit record named as left and is st
     [ -n "$left" ]
 }
 
+take_spec() { # file word: stdin into file, checked (framed), open on fd 7, file removed
+    if ! cat >"$1"; then
+        rm -f -- "$1" # a partial spec may hold a secret: it never outlives the failure
+        die 74 "cannot write the spec (is the disk full?); nothing was $2"
+    fi
+    DRAIN=
+    if ! framed "$1"; then
+        rm -f -- "$1"
+        die 65 "the spec arrived cut off or damaged; nothing was $2"
+    fi
+    exec 7<"$1"
+    rm -f -- "$1"
+}
+
 launch() {
     local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
     local slotdir=${dir%/*/*} prev='' adopt='' left=''
@@ -156,17 +172,7 @@ launch() {
     fi
     exec 8>"$dir/lock"
     flock -w 10 8 || die 75 "lock of $dir busy"
-    if ! cat >"$dir/spec"; then
-        rm -f -- "$dir/spec" # a partial spec may hold a secret: it never outlives the failure
-        die 74 "cannot write the spec (is the disk full?); nothing was started"
-    fi
-    DRAIN=
-    if ! framed "$dir/spec"; then
-        rm -f -- "$dir/spec"
-        die 65 "the spec arrived cut off or damaged; nothing was started"
-    fi
-    exec 7<"$dir/spec"
-    rm -f -- "$dir/spec"
+    take_spec "$dir/spec" started
     : >>"$dir/output.log"
     if ! reserve "$dir/exit" || ! reserve "$dir/pid"; then
         rm -f -- "$dir/exit.reserve" "$dir/pid.reserve"
@@ -495,6 +501,68 @@ logs() {
     done
 }
 
+# hook: a workload's before_end, run once per attempt and end KEY while the attempt runs. The
+# spec (framed like launch's: "workdir=", "env=", "shell=" or "arg=" records) names the command;
+# it runs with the attempt's variables and TPU_RECONCILER_PID (the program's process group), not
+# as part of the attempt (a stop does not end it), bounded by TIMEOUT_MS (then TERM, KILL 10 s
+# later), its output appended to the attempt's output.log. hook-KEY records it first: a resend
+# (the controller restarted, a worker's answer lost) answers "already ..." and runs nothing.
+hook() {
+    local dir=$1 key=$2 ms=$3 rec kv wd='' mode='' cmd='' code pid=- secs
+    local -a argv=()
+    DRAIN=1
+    [ -e "$dir/started" ] || die 66 "attempt ${dir##*/} was never launched on this worker"
+    exec 9>"$dir/hook.lock"
+    flock -w 30 9 || die 75 "before_end lock of $dir busy"
+    if [ -e "$dir/hook-$key" ]; then
+        cat >/dev/null
+        read -r rec <"$dir/hook-$key"
+        echo "already $rec"
+        exit 0
+    fi
+    take_spec "$dir/hook.spec" run
+    write_atomic "$dir/hook-$key" "started=$EPOCHREALTIME" || die 74 "cannot record the run"
+    while IFS= read -r -d '' rec <&7; do
+        case $rec in
+        workdir=*) wd=${rec#workdir=} ;;
+        env=*)
+            kv=${rec#env=}
+            # shellcheck disable=SC2163  # exports NAME=VALUE as given, no eval
+            [[ ${kv%%=*} =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && export -- "$kv"
+            ;;
+        shell=*) mode=shell cmd=${rec#shell=} ;;
+        arg=*) mode=argv argv+=("${rec#arg=}") ;;
+        esac
+    done
+    exec 7<&- 9>&-
+    [ -r "$dir/pid" ] && read -r pid <"$dir/pid"
+    export TPU_RECONCILER_PID="$pid"
+    unset SSH_AUTH_SOCK SSH_CLIENT SSH_CONNECTION SSH_TTY SSH_ORIGINAL_COMMAND
+    # shellcheck disable=SC2088  # a literal "~/..." from the spec, expanded here
+    case $wd in
+    "~") wd=$HOME ;;
+    "~/"*) wd=$HOME/${wd#"~/"} ;;
+    esac
+    secs=$(((ms + 999) / 1000))
+    {
+        echo "--- tpu-reconciler before_end: ${TPU_RECONCILER_END:-end} at ${TPU_RECONCILER_END_TIME:-?} ---"
+        if [ -n "$wd" ] && ! cd -- "$wd"; then
+            echo "tpu-reconciler: cannot change to the workdir $wd"
+            code=126
+        else
+            case $mode in
+            shell) timeout -k 10 "$secs" bash -lc "$cmd" </dev/null ;;
+            argv) timeout -k 10 "$secs" "${argv[@]}" </dev/null ;;
+            *) echo "tpu-reconciler: no command in the spec" && false ;;
+            esac
+            code=$?
+        fi
+        echo "--- tpu-reconciler before_end exit $code ---"
+    } >>"$dir/output.log" 2>&1
+    record "$dir/hook-$key" "code=$code ended=$EPOCHREALTIME"
+    echo "ran code=$code"
+}
+
 read -r BOOT_ID </proc/sys/kernel/random/boot_id 2>/dev/null || BOOT_ID=-
 case ${1:-} in
 serve) serve ;;
@@ -503,5 +571,6 @@ supervise) shift; supervise "$@" ;;
 probe) [ $# -eq 2 ] || die 2 "usage"; probe "$2" ;;
 stop) [ $# -eq 3 ] || die 2 "usage"; stop "$2" "$3" ;;
 logs) [ $# -eq 6 ] || die 2 "usage"; shift; logs "$@" ;;
-*) die 2 "usage: wrapper launch|probe|stop|logs ..." ;;
+hook) [ $# -eq 4 ] || die 2 "usage"; shift; hook "$@" ;;
+*) die 2 "usage: wrapper launch|probe|stop|logs|hook ..." ;;
 esac

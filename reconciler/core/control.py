@@ -180,7 +180,7 @@ def fingerprint(ids: Collection[str]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Guard:
-    """Deletes held by the guard: their identities, the set's fingerprint, the limit."""
+    """Deletes the guard withholds: their identities, the set's fingerprint, the limit."""
 
     limit: int
     deletes: tuple[str, ...]

@@ -15,7 +15,9 @@ The world is read fresh every pass; memory holds only what the world cannot tell
 - per slot, its workload's run, attempt, failures and phase (``core.workload_memory``);
 - per cloud action key, the long-running operation of the last create or delete, until its
   outcome shows in the world (``core.lro``) or it is read back (``runtime.lro``);
-- per zone, the round trip to a held node there and when it was measured (``core.latency``).
+- per zone, the round trip to a held node there and when it was measured (``core.latency``);
+- per slot, what its workers reported of a boot script (``setup.at_boot``) and which ends its
+  workload's ``before_end`` ran before (``core.ends_memory``).
 
 Every update is a function ``Memory -> Memory``; serialisation is to and from plain dicts. A
 memory document that cannot be read is the runtime's problem (it degrades to a fresh memory
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
+from reconciler.core import ends_memory as em
 from reconciler.core import workload_memory as wlm
 from reconciler.core.latency import ZoneLatency, smooth
 from reconciler.core.workload_memory import WorkloadMemory
@@ -103,6 +106,8 @@ class Memory:
     workloads: Mapping[str, WorkloadMemory] = field(default_factory=lambda: MappingProxyType({}))
     operations: Mapping[str, PendingOperation] = field(default_factory=lambda: MappingProxyType({}))
     latency: Mapping[str, ZoneLatency] = field(default_factory=lambda: MappingProxyType({}))
+    boot: Mapping[str, em.BootSeen] = field(default_factory=lambda: MappingProxyType({}))
+    ends: Mapping[str, em.EndsSeen] = field(default_factory=lambda: MappingProxyType({}))
 
     def slot(self, name: str) -> SlotMemory:
         return self.slots.get(name) or _EMPTY_SLOT
@@ -303,6 +308,10 @@ def to_dict(memory: Memory) -> dict[str, Any]:
             zone: {"ms": v.ms, "measured_at": v.measured_at}
             for zone, v in sorted(memory.latency.items())
         }
+    if memory.boot:  # likewise
+        doc["boot"] = {name: em.boot_to_dict(b) for name, b in sorted(memory.boot.items())}
+    if memory.ends:  # likewise
+        doc["ends"] = {name: em.ends_to_dict(e) for name, e in sorted(memory.ends.items())}
     return doc
 
 
@@ -353,6 +362,8 @@ def from_dict(data: Any) -> Memory:
             str(zone): ZoneLatency(ms=_opt(v.get("ms"), float), measured_at=float(v["measured_at"]))
             for zone, v in data.get("latency", {}).items()
         }
+        boot = {str(k): em.boot_from_dict(b) for k, b in data.get("boot", {}).items()}
+        ends = {str(k): em.ends_from_dict(e) for k, e in data.get("ends", {}).items()}
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as e:
         raise ValueError(f"corrupt memory document: {e}") from None
     numbers = [e.not_before for e in errors.values()]
@@ -373,6 +384,8 @@ def from_dict(data: Any) -> Memory:
         workloads=MappingProxyType(workloads),
         operations=MappingProxyType(operations),
         latency=MappingProxyType(latency),
+        boot=MappingProxyType(boot),
+        ends=MappingProxyType(ends),
     )
 
 

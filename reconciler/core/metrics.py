@@ -40,10 +40,9 @@ from reconciler.core.history import (
 )
 from reconciler.core.plan_values import Kind
 from reconciler.model import names
-from reconciler.model.accelerators import APIS
-from reconciler.model.capacity import DEFAULT_API
 from reconciler.model.status import StatusSnapshot
 from reconciler.model.tpu_zones import ZONES_BY_FAMILY
+from reconciler.model.vocabulary import APIS, DEFAULT_API, ON_DEMAND, RESERVED, SPOT
 from reconciler.model.workload import WorkloadState
 
 PREFIX: Final = "tpu_reconciler_"
@@ -60,7 +59,8 @@ RESULTS: Final = ("success", "observe_failed", "no_intent", "error")
 OUTCOMES: Final = ("succeeded", "failed", "cancelled")
 RETRY: Final = ("transient", "permanent")
 SOURCES: Final = ("action", "observe")
-MODES: Final = ("spot", "on-demand", "reserved", OTHER)
+#: (a flex-start slot's mode reads ``other``: the label's documented values predate it)
+MODES: Final = (SPOT, ON_DEMAND, RESERVED, OTHER)
 API_VALUES: Final = (*APIS, OTHER)
 WORKLOAD_STATES: Final[tuple[str, ...]] = (*WorkloadState.__args__, OTHER)  # type: ignore[attr-defined]
 CAUSES: Final = (

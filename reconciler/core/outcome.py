@@ -7,7 +7,8 @@ logs an internal error's traceback, writes the event and stores the memory; the 
 here:
 
 - a success forgets the action's failures (``core.memory.record_success``), counts a replaced
-  dead request, and records a finished setup step for its node instance;
+  dead request, records a finished setup step for its node instance, and a ``before_end`` run
+  before its end in its attempt (``core.before_end.record_done``);
 - a ``TemporaryError`` backs off: by Google's rule for a 429 / 5xx (``core.retry``, timed from
   the first failure of the run), by the operation's own short wait for ``OperationPending``
   (no failure: the operation is still running), else exponentially from the error's hint;
@@ -25,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from reconciler.core import before_end, retry
 from reconciler.core import memory as mem
-from reconciler.core import retry
 from reconciler.core.plan import SETUP_KINDS, Action, Kind
 from reconciler.errors import (
     OperationPending,
@@ -82,6 +83,8 @@ def succeeded(action: Action, detail: str, memory: mem.Memory, now: float) -> Ou
     elif action.kind in SETUP_KINDS and action.instance is not None:
         gen = action.generation if action.kind != Kind.TMUX else 0
         memory = mem.record_setup(memory, action.slot, action.kind.value, action.instance, gen)
+    elif action.kind == Kind.BEFORE_END:  # once per attempt and end
+        memory = before_end.record_done(memory, action, detail, now)
     event = _event("action.succeeded", slot=action.slot, action=action.kind.value, outcome=detail)
     return Outcome(memory, event, None)
 
@@ -126,12 +129,12 @@ def failed(
 
 def quota_refusal(action: Action, error: BaseException) -> Refusal | None:
     """What a quota refusal said, with the chips the planner counted under that quota when
-    the create was sent (``Action.quota_use``) and the limit it knew for it
-    (``Action.quota_known``): it goes again once fewer are counted or a higher limit is
+    the create was sent (``Action.chips_counted``) and the limit it knew for it
+    (``Action.limits_known``): it goes again once fewer are counted or a higher limit is
     known."""
     if not isinstance(error, QuotaExceeded):
         return None
-    counted, known = dict(action.quota_use), dict(action.quota_known)
+    counted, known = dict(action.chips_counted), dict(action.limits_known)
     place = error.place or (action.zone if error.scope in (None, "zone") else None)
     return Refusal(
         quota_id=error.quota_id,
@@ -179,6 +182,20 @@ def rule_delay(error: BaseException, attempt: int, elapsed: float, rand: float) 
     if isinstance(error, TransientCloudError) and retry.governs(error.status, error.code):
         return retry.retry_delay(attempt, rand, error.retry_after, elapsed)
     return None
+
+
+def observe_wait(
+    error: BaseException, failures: int, elapsed: float, rand: float
+) -> tuple[float, float | None]:
+    """The wait after the ``failures``-th failed observation in a row, going on for ``elapsed``
+    seconds: ``(delay, retry)``. ``retry`` is Google's rule for a 429 / 5xx (at least
+    ``retry.OBSERVE_FLOOR``), None otherwise; ``delay`` is that wait, else the error's own
+    hint (60 s for a permanent error), which ``core.schedule.next_interval`` escalates."""
+    wait = rule_delay(error, failures, elapsed, rand)
+    if wait is not None:
+        wait = max(retry.OBSERVE_FLOOR, wait)
+        return wait, wait
+    return (error.delay if isinstance(error, TemporaryError) else 60.0), None
 
 
 def _event(kind: str, **fields: object) -> Event:

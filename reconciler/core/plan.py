@@ -42,12 +42,12 @@ API's own word (``api_state``) in reasons.
   a row; after that the backoff paces it again.
 - Control (``core.control``): a slot a release rule answers for (``hold_until`` reached,
   ``hold_for`` served, ``when_done: release`` met) is released; a create carries the slot's
-  start (``start_at`` / ``start_after``). Then, in order, actions wait in ``held`` (reported
-  like deferred ones):
+  start (``start_at`` / ``start_after``). Then, in order, gates withhold actions in
+  ``gated`` (``core/plan_gates.py``; reported like deferred ones):
   those of a ``paused`` slot; deletes of ACTIVE TPUs past ``settings.delete_guard`` not
   confirmed (``Plan.guard`` names the set); and every action while ``settings.suspend``.
 - Quota (``core.quota``): a create that would pass a chip limit of ``Desired.quotas`` waits
-  in ``held`` (``rule="quota"``); a create the cloud refused for quota is blocked until the
+  in ``gated`` (``gate="quota"``); a create the cloud refused for quota is blocked until the
   chips counted under that quota drop, a higher limit is known for it, or its intent changes.
 
 The values it returns (``Plan``, ``Action``, ``Kind``, ...) are ``core/plan_values.py``.
@@ -61,10 +61,10 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Final
 
-from reconciler.core import across, control, flex, node_health, reshape
+from reconciler.core import across, before_end, boot_setup, control, flex, node_health, reshape
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
-from reconciler.core.plan_hold import hold_back
+from reconciler.core.plan_gates import apply_gates
 from reconciler.core.plan_values import (
     CLOUD_KINDS,
     SETUP_KINDS,
@@ -72,13 +72,13 @@ from reconciler.core.plan_values import (
     UNBACKED_NEW_DECISIONS,
     WORKLOAD_KINDS,
     Action,
-    Held,
     Kind,
     Notice,
     Plan,
     RaceStatus,
+    Withheld,
 )
-from reconciler.core.quota import RULE as QUOTA_RULE
+from reconciler.core.quota import GATE as QUOTA_GATE
 from reconciler.core.quota import refusal_lifted, refused_text
 from reconciler.model.capacity import (
     DEAD_STATES,
@@ -104,11 +104,11 @@ __all__ = [
     "UNBACKED_NEW_DECISIONS",
     "WORKLOAD_KINDS",
     "Action",
-    "Held",
     "Kind",
     "Notice",
     "Plan",
     "RaceStatus",
+    "Withheld",
     "in_motion",
     "plan",
 ]
@@ -200,8 +200,8 @@ class _Planner:
         self.probes = probes
         self.windows = frozenset(windows) if windows is not None else None
         self.actions: list[Action] = []
-        self.deferred: list[Held] = []
-        self.blocked: list[Held] = []
+        self.deferred: list[Withheld] = []
+        self.blocked: list[Withheld] = []
         self.warnings: list[str] = []
         self.notices: list[Notice] = []
         self.ended: list[str] = []  # flex-start runs over: why nothing is planned for them
@@ -224,11 +224,11 @@ class _Planner:
         refused = error is not None and error.permanent_fingerprint == action.fingerprint
         if refused and error is not None and error.quota is not None:
             if not refusal_lifted(error, action, self.observed, self.desired.quotas):
-                self.blocked.append(Held(action, refused_text(error, action), rule=QUOTA_RULE))
+                self.blocked.append(Withheld(action, refused_text(error, action), gate=QUOTA_GATE))
                 return
             self.actions.append(action)  # fewer chips under it, or a higher limit: new decision
         elif refused and error is not None:
-            self.blocked.append(Held(action, f"permanent error: {error.message}"))
+            self.blocked.append(Withheld(action, f"permanent error: {error.message}"))
         elif (
             error is not None
             and error.permanent_fingerprint is not None
@@ -242,7 +242,7 @@ class _Planner:
             self.actions.append(action)
         elif error is not None and error.not_before > self.now:
             self.deferred.append(
-                Held(action, f"retrying after error: {error.message}", error.not_before)
+                Withheld(action, f"retrying after error: {error.message}", error.not_before)
             )
         else:
             self.actions.append(action)
@@ -258,7 +258,7 @@ class _Planner:
                 Kind.CREATE,
                 spec.name,
                 spec.zone,
-                reason + flex.create_note(spec),
+                reason + flex.create_note(spec) + boot_setup.create_note(spec),
                 create=_create_request(self.desired, spec, self.now),
                 state="NOT_QUEUED",
                 unlisted_zone=known_to_offer(spec.zone, spec.accelerator) is False,
@@ -267,7 +267,7 @@ class _Planner:
             not_before = self.memory.slot(spec.name).create_not_before
             if not_before > self.now:
                 self.deferred.append(
-                    Held(action, "re-queue backing off after repeated failures", not_before)
+                    Withheld(action, "re-queue backing off after repeated failures", not_before)
                 )
             else:
                 self.propose(action)
@@ -320,12 +320,15 @@ class _Planner:
                 continue
             if self.memory.setup_done(spec.name, kind.value, instance, setup.generation):
                 continue
+            over_ssh = boot_setup.ssh_reason(kind, spec, node, self.memory, self.now)
+            if over_ssh == "":
+                break  # setup.at_boot: the node's boot script runs it; tailscale waits
             self.propose(
                 Action(
                     kind,
                     spec.name,
                     spec.zone,
-                    f"node {instance} generation {setup.generation} not set up",
+                    over_ssh or f"node {instance} generation {setup.generation} not set up",
                     instance=instance,
                     generation=setup.generation,
                     state="ACTIVE",
@@ -381,6 +384,14 @@ class _Planner:
                 self.notices.append(Notice(n.key, spec.name, n.event, n.title, n.message))
         if d.warning:
             self.warnings.append(d.warning)
+
+    def ends(self, spec: SlotSpec) -> None:
+        """``before_end`` due now (``core/before_end``); a boot script's failure told."""
+        for action, notice in before_end.decide(spec, self.observed, self.memory, self.now):
+            self.propose(action)
+            if action in self.actions and notice.key not in self.memory.notified:
+                self.notices.append(notice)
+        self.notices += boot_setup.notices(self.memory, spec, self.observed)
 
     def across(self, v: across.GroupView, view: Observation) -> None:
         """A race group's one program across its winners (``core/across.py``): the workload
@@ -507,11 +518,13 @@ def plan(
     confirmed: Collection[str] = (),
     *,
     probes: wl.Probes | None = None,
+    view: tuple[Desired, Observation, tuple[across.GroupView, ...]] | None = None,
 ) -> Plan:
     """Decide what to do. ``desired`` None (no valid intent yet) plans nothing at all.
     ``tmux_windows``: the ``session:window`` targets that exist, None when unknown.
     ``confirmed``: the deletes the user confirmed past the guard (``control.delete_id``s).
-    ``probes``: this pass's workload probes per slot (None: not probed)."""
+    ``probes``: this pass's workload probes per slot (None: not probed). ``view``: the
+    caller's ``across.view`` of these three (computed here when not given)."""
     memory = memory or Memory()
     if desired is None:
         return Plan(
@@ -531,14 +544,15 @@ def plan(
                 p.hold(spec, "want: held, not queued")
         if p.decided.get(spec.name) == "held":
             p.setup(spec)
+            p.ends(spec)
         if spec.workload is not None or spec.name in memory.workloads:
             p.workload(spec)
         p.dead_notices(spec)
         p.signal_notices(spec)
     if desired.race_groups:
-        _, view, groups = across.view(desired, observed, memory)
+        _, seen, groups = view or across.view(desired, observed, memory)
         for v in groups:
-            p.across(v, view)
+            p.across(v, seen)
     unmanaged = _unmanaged(desired, observed.requests)
     if desired.settings.prune:
         for request in unmanaged:
@@ -555,7 +569,7 @@ def plan(
                         Kind.DELETE,
                     )
                 )
-    return hold_back(
+    return apply_gates(
         Plan(
             actions=tuple(p.actions),
             deferred=tuple(p.deferred),

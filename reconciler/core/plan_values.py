@@ -1,5 +1,11 @@
 """What a plan is: the values ``core.plan.plan`` returns (``Plan``, its ``Action``s and the
-ones ``Held`` back, ``Notice``s, ``RaceStatus``), and the action kinds.
+``Withheld`` ones, ``Notice``s, ``RaceStatus``), and the action kinds.
+
+Each word here has one meaning (the glossary in docs/architecture.md): *held* is a slot's
+capacity kept (``want: held``); an action not taken this pass is *withheld* — *deferred* by
+backoff, *blocked* by a permanent error, or *gated* (paused, the delete guard, suspended, a
+quota); a *quota* is a chip limit (``QuotaSpec``); *confirmed* deletes are the ones the user
+confirmed past the delete guard; a *generation* is a setup or workload counter.
 
 An action's ``key`` is its identity for backoff and for "one action per slot in flight" (the
 cloud kinds share one); its ``fingerprint`` changes when the intent or the world behind it
@@ -21,6 +27,7 @@ from reconciler.core import control
 from reconciler.core import workload as wl
 from reconciler.model.capacity import DEFAULT_API, CapacityRequest
 from reconciler.model.desired import QuotaSpec
+from reconciler.model.ends import EndAct
 from reconciler.model.requests import CreateRequest
 
 
@@ -33,6 +40,7 @@ class Kind(StrEnum):
     TMUX = "tmux"
     LAUNCH = "launch"
     STOP = "stop"
+    BEFORE_END = "before_end"  # a workload's command before a known end (core/before_end)
 
 
 SYMBOL: Final = {
@@ -44,6 +52,7 @@ SYMBOL: Final = {
     Kind.TMUX: "~",
     Kind.LAUNCH: "~",
     Kind.STOP: "~",
+    Kind.BEFORE_END: "~",
 }
 CLOUD_KINDS: Final = frozenset({Kind.CREATE, Kind.DELETE, Kind.REPLACE})
 SETUP_KINDS: Final = frozenset({Kind.BOOTSTRAP, Kind.TAILSCALE, Kind.TMUX})
@@ -68,16 +77,17 @@ class Action:
     #: be behind Google's list): it goes ahead, and ``plan`` says so next to it
     unlisted_zone: bool = False
     #: create: chips counted in its (zone, n) and (region, n) for its family and mode when it
-    #: was planned (``core.quota``); a quota refusal records the one it names
-    quota_use: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    #: was planned (``core.quota``); a quota refusal records the count of the place it names
+    chips_counted: tuple[tuple[str, int], ...] = field(default=(), compare=False)
     #: create: the limits known for its API, family and mode when it was planned, (zone or
     #: region, chips); a quota refusal keeps the one of the place it names (``core.quota``)
-    quota_known: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    limits_known: tuple[tuple[str, int], ...] = field(default=(), compare=False)
     #: the API that holds the request it creates or deletes (the port routes it by this)
     api: str = DEFAULT_API
     #: replace: the file changed the request's API or shape (``core.reshape``), not a death:
     #: the delete guard counts it like a delete, and it is no dead request in a row
     reshape: bool = False
+    end: EndAct | None = None  # before_end: the attempt and the end it runs before
 
     @property
     def symbol(self) -> str:
@@ -93,7 +103,9 @@ class Action:
     def fingerprint(self) -> str:
         """Changes when the intent or the world behind this action changes."""
         parts = (self.kind, self.slot, self.zone, self.state, self.instance, self.generation)
-        return hashlib.sha256(repr((parts, self.create, self.workload)).encode()).hexdigest()[:16]
+        extra = (self.end,) if self.end is not None else ()  # older kinds keep their value
+        what = (parts, self.create, self.workload, *extra)
+        return hashlib.sha256(repr(what).encode()).hexdigest()[:16]
 
 
 #: Permanent failures of one action key in a row after which a changed fingerprint no longer
@@ -102,14 +114,14 @@ UNBACKED_NEW_DECISIONS: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
-class Held:
-    """An action not taken this pass, and why (backoff or a permanent error)."""
+class Withheld:
+    """An action not taken this pass, and why (backoff, a permanent error or a gate)."""
 
     action: Action
     why: str
     until: float | None = None  # backoff: when it may run
-    rule: str | None = None  # held by control: "paused" | "guard" | "suspended" | "quota"
-    quota: QuotaSpec | None = None  # rule "quota": the limit it waits on (None: a cap)
+    gate: str | None = None  # gated: "paused" | "guard" | "suspended" | "quota"
+    limit: QuotaSpec | None = None  # gate "quota": the quota it waits on (None: a member's cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,14 +148,14 @@ class RaceStatus:
 @dataclass(frozen=True, slots=True)
 class Plan:
     actions: tuple[Action, ...] = ()
-    deferred: tuple[Held, ...] = ()
-    blocked: tuple[Held, ...] = ()
+    deferred: tuple[Withheld, ...] = ()
+    blocked: tuple[Withheld, ...] = ()
     unmanaged: tuple[CapacityRequest, ...] = ()
     races: tuple[RaceStatus, ...] = ()
     notices: tuple[Notice, ...] = ()
     warnings: tuple[str, ...] = ()
     decided_want: dict[str, str] = field(default_factory=dict)  # slot -> held/released
-    held: tuple[Held, ...] = ()  # waiting on the user: paused, guarded, suspended
+    gated: tuple[Withheld, ...] = ()  # waiting on a gate: paused, guarded, suspended, quota
     suspended: bool = False
     guard: control.Guard | None = None
     releases: Mapping[str, control.Release] = field(default_factory=dict)  # released now
@@ -161,6 +173,9 @@ class Plan:
     def counts(self) -> tuple[int, int, int]:
         """(to add, to change, to destroy), Terraform style: a replace counts as both."""
         add = sum(a.kind in (Kind.CREATE, Kind.REPLACE) for a in self.actions)
-        change = sum(a.kind in SETUP_KINDS or a.kind in WORKLOAD_KINDS for a in self.actions)
+        change = sum(
+            a.kind in SETUP_KINDS or a.kind in WORKLOAD_KINDS or a.kind == Kind.BEFORE_END
+            for a in self.actions
+        )
         destroy = sum(a.kind in (Kind.DELETE, Kind.REPLACE) for a in self.actions)
         return add, change, destroy

@@ -13,7 +13,7 @@ scope, place)``.
 - **Gate** (``gate``): the plan's creates, in plan order, each against every limit of its
   API, family, mode and zone or region (``Desired.quotas``: the file's ``quotas:``, and the
   cloud's when ``settings.quota_source: cloud``). A create that fits adds its chips to the
-  use the next one sees; one that would pass a limit waits, ``rule="quota"``, with the
+  use the next one sees; one that would pass a limit waits, ``gate="quota"``, with the
   words ``waiting for quota: 64/64 spot v6e chips in europe-west4-a`` (`` on Compute
   Engine`` after a limit of that API). One bigger than a limit (or its owner's cap) all by
   itself can never fit: it waits as ``never fits: needs 32, limit 16 ...`` (``validate``
@@ -22,9 +22,9 @@ scope, place)``.
 - **Refusals** (``refusal_lifted``): a create the cloud refused for quota is blocked like
   any permanent error (until its fingerprint, the intent behind it, changes), and also goes
   again once the chips counted under the quota it named are fewer than when it was sent
-  (``Action.quota_use``, recorded with the refusal), or once a higher limit is known for
+  (``Action.chips_counted``, recorded with the refusal), or once a higher limit is known for
   that quota (the file's or the Cloud Quotas API's) than the one it was refused at (the
-  cloud's words, or the limit known when it was sent, ``Action.quota_known``: memory keeps
+  cloud's words, or the limit known when it was sent, ``Action.limits_known``: memory keeps
   both, so a restart still knows).
 
 Pure: no I/O, no clock.
@@ -41,7 +41,7 @@ from typing import Final
 
 from reconciler.core import quota_share as share
 from reconciler.core.memory import ActionError, Memory
-from reconciler.core.plan_values import Action, Held, Kind
+from reconciler.core.plan_values import Action, Kind, Withheld
 from reconciler.errors import UnsafeName
 from reconciler.model.accelerators import API_WORDS, TPU_API
 from reconciler.model.desired import Desired, QuotaSpec
@@ -51,8 +51,8 @@ from reconciler.model.observed import Observation
 from reconciler.model.quotas import Refusal, quota_about, quota_mode, region_of
 from reconciler.model.status import QuotaStatus, SlotQuotaStatus
 
-#: ``Held.rule`` of a create waiting for quota.
-RULE: Final = "quota"
+#: ``Withheld.gate`` of a create waiting for quota.
+GATE: Final = "quota"
 #: How a create that can never fit under a limit (or a cap) says so.
 NEVER: Final = "never fits: "
 
@@ -127,9 +127,9 @@ def gate(
     observed: Observation,
     actions: Iterable[Action],
     lab: share.Lab | None = None,
-) -> tuple[list[Action], list[Held]]:
+) -> tuple[list[Action], list[Withheld]]:
     """(the actions that go, in the plan's order; the creates that wait for quota or a
-    member's cap). Every create comes back with ``quota_use``: the chips counted in its zone
+    member's cap). Every create comes back with ``chips_counted``: the chips counted in its zone
     and region before it. With a ``lab`` (``core.quota_share``) creates are decided in its
     fair order and waiting ones say who is ahead."""
     listed = list(actions)
@@ -138,7 +138,7 @@ def gate(
         return listed, []  # nothing to count against (the steady pass)
     use = tally(observed)
     decided: dict[int, Action] = {}
-    waits: list[Held] = []
+    waits: list[Withheld] = []
     went: dict[Key, list[str]] = {}
 
     for i, a, family in creates if lab is None else _fair(creates, lab):
@@ -150,25 +150,27 @@ def gate(
         mine = [q for q in quotas if applies(q, family, mode, a.zone, api)]
         a = replace(
             a,
-            quota_use=((a.zone, use[zone_key]), (region, use[region_key])),
-            quota_known=tuple((q.place, q.chips) for q in mine),
+            chips_counted=((a.zone, use[zone_key]), (region, use[region_key])),
+            limits_known=tuple((q.place, q.chips) for q in mine),
         )
         capped = lab.cap(a.slot, family) if lab is not None else None
         too_big = next((q for q in mine if n > q.chips), None)
         over = next((q for q in mine if use[key(q)] + n > q.chips), None)
         if capped is not None and n > capped[2]:
-            waits.append(Held(a, share.never_cap_text(capped[0], n, capped[2], family), rule=RULE))
+            waits.append(
+                Withheld(a, share.never_cap_text(capped[0], n, capped[2], family), gate=GATE)
+            )
         elif too_big is not None:
-            waits.append(Held(a, never_text(too_big, n), rule=RULE, quota=too_big))
+            waits.append(Withheld(a, never_text(too_big, n), gate=GATE, limit=too_big))
         elif capped is not None and capped[1] + n > capped[2]:
             waits.append(
-                Held(a, share.cap_text(capped[0], capped[1], capped[2], family), rule=RULE)
+                Withheld(a, share.cap_text(capped[0], capped[1], capped[2], family), gate=GATE)
             )
         elif over is not None:
             why = wait_text(over, use[key(over)])
             if lab is not None:
                 why += share.behind(lab, key(over), went.get(key(over), []))
-            waits.append(Held(a, why, rule=RULE, quota=over))
+            waits.append(Withheld(a, why, gate=GATE, limit=over))
         else:
             use[zone_key] += n
             use[region_key] += n
@@ -290,24 +292,29 @@ class Limit:
     waiting: tuple[str, ...]
 
 
-def limits(quotas: Sequence[QuotaSpec], observed: Observation, held: Iterable[Held]) -> list[Limit]:
+def limits(
+    quotas: Sequence[QuotaSpec], observed: Observation, gated: Iterable[Withheld]
+) -> list[Limit]:
     """Every limit with the chips counted under it and the slots whose create waits on it."""
     use = tally(observed)
-    waits = [h for h in held if h.rule == RULE and h.quota is not None]
+    waits = [h for h in gated if h.gate == GATE and h.limit is not None]
     return [
-        Limit(q, use[key(q)], tuple(h.action.slot for h in waits if h.quota == q)) for q in quotas
+        Limit(q, use[key(q)], tuple(h.action.slot for h in waits if h.limit == q)) for q in quotas
     ]
 
 
 def slot_states(
-    quotas: Sequence[QuotaSpec], held: Iterable[Held], blocked: Iterable[Held], memory: Memory
+    quotas: Sequence[QuotaSpec],
+    gated: Iterable[Withheld],
+    blocked: Iterable[Withheld],
+    memory: Memory,
 ) -> dict[str, SlotQuotaStatus]:
     """Per slot whose create waits for quota or was refused for it: what ``status`` shows
     (``state`` waiting, refused, or never-fits: bigger than the limit, or the cap, itself)."""
     out: dict[str, SlotQuotaStatus] = {}
-    for h in held:
-        if h.rule == RULE and h.action.create is not None:
-            q = h.quota
+    for h in gated:
+        if h.gate == GATE and h.action.create is not None:
+            q = h.limit
             out[h.action.slot] = SlotQuotaStatus(
                 state="never-fits" if h.why.startswith(NEVER) else "waiting",
                 message=h.why,
@@ -319,7 +326,7 @@ def slot_states(
             )
     for h in blocked:
         error = memory.error(h.action.key)
-        if h.rule == RULE and error is not None and error.quota is not None:
+        if h.gate == GATE and error is not None and error.quota is not None:
             r = error.quota
             never = never_refused(error, h.action)
             out[h.action.slot] = SlotQuotaStatus(
@@ -335,7 +342,7 @@ def slot_states(
 
 
 def statuses(
-    desired: Desired | None, observed: Observation, held: Iterable[Held]
+    desired: Desired | None, observed: Observation, gated: Iterable[Withheld]
 ) -> tuple[QuotaStatus, ...]:
     """Every limit of the intent with its use and waiting slots (the snapshot's ``quotas``)."""
     if desired is None or not desired.quotas:
@@ -353,5 +360,5 @@ def statuses(
             quota_id=lim.spec.quota_id,
             api=lim.spec.api,
         )
-        for lim in limits(desired.quotas, observed, held)
+        for lim in limits(desired.quotas, observed, gated)
     )

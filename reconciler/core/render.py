@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
+from reconciler.core.ends_text import before_end_note, boot_note
 from reconciler.model.durations import format_duration
 from reconciler.model.stamps import epoch
 
@@ -34,7 +35,7 @@ def action_note(action: Action) -> str:
 
 def plan_summary(plan: Plan) -> str:
     if plan.suspended:
-        return f"SUSPENDED: {len(plan.held)} action(s) held; nothing is done until resume."
+        return f"SUSPENDED: {len(plan.gated)} action(s) held; nothing is done until resume."
     if plan.empty:
         return "No changes." + (" (some deletes wait for confirmation)" if plan.guard else "")
     add, change, destroy = plan.counts()
@@ -45,12 +46,14 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
     lines: list[str] = []
     width = max((len(a.symbol) for a in plan.actions), default=1)
     name_w = max((len(a.slot) for a in plan.actions), default=0)
+    kind_w = max((len(a.kind.value) for a in plan.actions), default=0)
+    kind_w = max(kind_w, 9)  # "before_end" is the one longer kind
     for a in plan.actions:
         flag = "  [destructive]" if a.destructive else ""
         if note := action_note(a):
             flag += f"  [{note}]"
         lines.append(
-            f"  {a.symbol:>{width}} {a.kind.value:<9} {a.slot:<{name_w}}  {a.zone:<16} "
+            f"  {a.symbol:>{width}} {a.kind.value:<{kind_w}} {a.slot:<{name_w}}  {a.zone:<16} "
             f"{a.reason}{flag}"
         )
     if lines:
@@ -70,7 +73,7 @@ def format_plan(plan: Plan, *, now: float | None = None) -> str:
     if plan.unmanaged:
         names = ", ".join(f"{r.name} ({r.zone}, {r.api_state})" for r in plan.unmanaged)
         lines.append(f"  unmanaged (not in the file; left alone): {names}")
-    notes = (plan.deferred, plan.blocked, plan.warnings, plan.unmanaged, plan.held, plan.ended)
+    notes = (plan.deferred, plan.blocked, plan.warnings, plan.unmanaged, plan.gated, plan.ended)
     if any(notes) or plan.releases_at:
         lines.append("")
     lines.append(plan_summary(plan))
@@ -85,16 +88,16 @@ SUSPENDED_BANNER: Final = (
 
 
 def _control_lines(plan: Plan, now: float | None) -> list[str]:
-    """Held actions (paused, guarded, suspended) and upcoming releases."""
+    """Gated actions (paused, guarded, suspended, waiting on a quota) and upcoming releases."""
     lines = []
-    for h in plan.held:
-        if h.rule == "paused":
+    for h in plan.gated:
+        if h.gate == "paused":
             lines.append(f"  paused   {h.action.kind.value} {h.action.slot}")
-        elif h.rule == "suspended":
+        elif h.gate == "suspended":
             lines.append(f"  held     {h.action.kind.value} {h.action.slot} (suspended)")
-        elif h.rule == "quota":
+        elif h.gate == "quota":
             lines.append(f"  waiting  {h.action.kind.value} {h.action.slot}: {h.why}")
-    guarded = [h.action.slot for h in plan.held if h.rule == "guard"]
+    guarded = [h.action.slot for h in plan.gated if h.gate == "guard"]
     if guarded and plan.guard is not None:
         lines.append(f"  guarded  delete {', '.join(guarded)}: {plan.guard.why}")
     from reconciler.model.times import local_text  # datetime: not on `status`'s path
@@ -192,7 +195,7 @@ def _note(row: SlotStatus, now: float) -> str:
     setup = row.setup
     if setup is not None:
         if setup.bootstrap not in _QUIET:
-            parts.append(f"bootstrap {setup.bootstrap}")
+            parts.append(boot_note(setup) or f"bootstrap {setup.bootstrap}")
         if setup.tailscale not in _QUIET:
             parts.append(f"tailscale {setup.tailscale}")
     if row.slices:  # multislice: every slice's node state, slice 0 first
@@ -215,6 +218,8 @@ def _run_notes(row: SlotStatus, now: float) -> list[str]:
             out.append(f"ends {_when(epoch(row.ends_at), now)}")
     if row.health_note:
         out.append(str(row.health_note))
+    if (ends := before_end_note(row.before_end, now)) is not None:
+        out.append(ends)
     return out
 
 

@@ -27,15 +27,20 @@ from __future__ import annotations
 
 from typing import Final
 
+from reconciler.model.rpc_codes import HTTP_OF_STATUS
+
 BASE: Final = 1.0
 CAP: Final = 120.0
 RETRY_AFTER_CAP: Final = 3600.0
 #: A failed *observation* (two list calls) is not retried sooner than this: the world seldom
 #: changes faster, and the controller never polls a failing API in a tight loop.
 OBSERVE_FLOOR: Final = 5.0
-#: Google status names of 429 and 5xx answers (google.rpc.Code mapping of HTTP statuses).
+#: Google status names of 429 and 5xx answers (``model.rpc_codes``), but UNIMPLEMENTED (501:
+#: a method the API does not have, permanent).
 RATE_OR_SERVER: Final = frozenset(
-    {"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED", "UNKNOWN", "DATA_LOSS"}
+    name
+    for name, http in HTTP_OF_STATUS.items()
+    if (http == 429 or http >= 500) and name != "UNIMPLEMENTED"
 )
 
 

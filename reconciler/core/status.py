@@ -18,6 +18,7 @@ from reconciler.core import latency as lat
 from reconciler.core import workload as wl
 from reconciler.core.across import views as across_views
 from reconciler.core.capacity import ExpectedWait, WaitHints, waiting_hints
+from reconciler.core.ends_status import with_ends
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action, Plan
 from reconciler.core.quota import slot_states as quota_slot_states
@@ -110,19 +111,20 @@ def plan_status(plan: Plan) -> PlanStatus:
 
 
 def _control_fields(plan: Plan) -> dict[str, Any]:
-    """What control holds back (``core/control``): held actions, the guard, suspended."""
+    """What the gates hold back (``core/plan_gates``): the gated actions (JSON ``held``), the
+    guard, suspended."""
     guard = plan.guard
     return {
         "held": tuple(
-            HeldActionStatus(**_action_fields(h.action), why=one_line(h.why), rule=h.rule)
-            for h in plan.held
+            HeldActionStatus(**_action_fields(h.action), why=one_line(h.why), rule=h.gate)
+            for h in plan.gated
         ),
         "guard": None
         if guard is None
         else GuardStatus(
             limit=guard.limit,
             deletes=guard.deletes,
-            slots=tuple(h.action.slot for h in plan.held if h.rule == "guard"),
+            slots=tuple(h.action.slot for h in plan.gated if h.gate == "guard"),
             fingerprint=guard.fingerprint,
             command=guard.command,
         ),
@@ -418,7 +420,7 @@ def _with_quota(
 ) -> tuple[SlotStatus, ...]:
     """Each slot whose create waits for quota, or was refused for it, says so."""
     quotas = desired.quotas if desired is not None else ()
-    by_slot = quota_slot_states(quotas, plan.held, plan.blocked, memory) if plan else {}
+    by_slot = quota_slot_states(quotas, plan.gated, plan.blocked, memory) if plan else {}
     if not by_slot:
         return rows
     return tuple(
@@ -478,6 +480,7 @@ def build_status(
         slots = _with_waits(slots, waiting_hints(desired, observed, wait_hints))
     slots = _with_latency(slots, lat.zone_values(desired, observed, memory.latency))
     slots = _with_quota(slots, desired, plan, memory)
+    slots = with_ends(slots, desired, observed, memory, now)  # at_boot, before_end, maintenance
     return StatusSnapshot(
         generated_at=iso(now),
         backend=backend,
@@ -497,5 +500,5 @@ def build_status(
             windows=tuple(sorted(windows)), orphans=tuple(sorted(tmux_orphans))
         ),
         suspended=plan.suspended if plan else bool(desired and desired.settings.suspend),
-        quotas=quota_statuses(desired, observed, plan.held if plan else ()),
+        quotas=quota_statuses(desired, observed, plan.gated if plan else ()),
     )

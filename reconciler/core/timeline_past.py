@@ -19,6 +19,7 @@ from typing import Final
 
 from reconciler.core.history import LOST, StateOf, Transition
 from reconciler.model.capacity import DEFAULT_API, WAITING_STATES, WON_STATES, RequestState
+from reconciler.model.vocabulary import FLEX_START
 
 HELD: Final = "held"  # PROVISIONING or ACTIVE: the capacity is there
 QUEUED_SPAN: Final = "queued"  # in the cloud's queue, waiting for capacity
@@ -29,7 +30,7 @@ EST_HELD: Final = "held (estimate)"  # from the estimated start to its end
 
 PREEMPTION: Final = "preempted"
 RUN_ENDED: Final = "run ended"  # a run's end (flex-start suspended, ENDED), not a preemption
-FLEX: Final = "flex-start"
+FLEX: Final = FLEX_START
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ Served subset (what gcloud ``compute tpus queued-resources`` and ``tpu-vm`` use)
     DELETE /v2/projects/P/locations/Z/queuedResources/ID[?force=true]
     GET    /v2/projects/P/locations/Z/nodes                    list (Z may be "-")
     GET    /v2/projects/P/locations/Z/nodes/ID
+    PATCH  /v2/projects/P/locations/Z/nodes/ID?updateMask=metadata   (metadata only)
     POST   /v2/projects/P/locations/Z/nodes/ID:getGuestAttributes
     GET    /v2/projects/P/locations/Z/operations/ID
 
@@ -52,6 +53,7 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     ("DELETE", re.compile(_LOC + r"/queuedResources/(?P<id>[^/:]+)$"), "queuedResources.delete"),
     ("GET", re.compile(_LOC + r"/nodes/?$"), "nodes.list"),
     ("GET", re.compile(_LOC + r"/nodes/(?P<id>[^/:]+)$"), "nodes.get"),
+    ("PATCH", re.compile(_LOC + r"/nodes/(?P<id>[^/:]+)$"), "nodes.patch"),
     (
         "POST",
         re.compile(_LOC + r"/nodes/(?P<id>[^/:]+):getGuestAttributes$"),
@@ -225,6 +227,11 @@ def _get_node(world: World, p: dict[str, str], _q: dict[str, str], _b: Any, _s: 
     return rec.render_node(node, world.qrs[(node.zone, node.qr_name)], p["project"], world.clock)
 
 
+def _patch_node(world: World, p: dict[str, str], q: dict[str, str], body: Any, _s: int) -> rec.JSON:
+    op = world.update_node(p["zone"], p["id"], body, q.get("updateMask", ""))
+    return rec.render_op(op, p["project"], world.clock)
+
+
 def _guest(world: World, p: dict[str, str], _q: dict[str, str], body: Any, _s: int) -> rec.JSON:
     node = world.get_node(p["zone"], p["id"])
     body = body if isinstance(body, dict) else {}
@@ -250,6 +257,7 @@ _HANDLERS: dict[str, _Handler] = {
     "queuedResources.delete": _delete,
     "nodes.list": _list_nodes,
     "nodes.get": _get_node,
+    "nodes.patch": _patch_node,
     "nodes.getGuestAttributes": _guest,
     "operations.get": _get_op,
     "users.getLoginProfile": _login_profile,

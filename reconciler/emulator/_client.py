@@ -139,6 +139,19 @@ class EmulatorClient:
         body = {"family": family, "mode": mode, "chips": chips, "zone": zone, "region": region}
         self._call("POST", "quotas", body)
 
+    def set_guest_attribute(
+        self,
+        zone: str,
+        node: str,
+        key: str,
+        value: str,
+        *,
+        worker: int | None = None,
+        namespace: str = "tpu-reconciler",
+    ) -> None:
+        body = {"zone": zone, "node": node, "key": key, "value": value, "worker": worker}
+        self._call("POST", "guest-attributes", {**body, "namespace": namespace})
+
 
 class ComputeClient:
     """``ComputeControls`` over the control API: the same method names and arguments."""
@@ -202,6 +215,17 @@ class ComputeClient:
             "instances", zone=zone, name=name, machine_type=machine_type, **options
         )
         return result
+
+    def set_guest_attribute(
+        self, zone: str, instance: str, key: str, value: str, namespace: str = "tpu-reconciler"
+    ) -> None:
+        self._post(
+            "guest-attributes", zone=zone, instance=instance, key=key, value=value,
+            namespace=namespace,
+        )  # fmt: skip
+
+    def set_maintenance(self, zone: str, instance: str, maintenance: dict[str, Any] | None) -> None:
+        self._post("maintenance", zone=zone, instance=instance, maintenance=maintenance)
 
     def instances(self) -> list[dict[str, Any]]:
         return list(self.state()["instances"])

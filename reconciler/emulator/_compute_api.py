@@ -9,6 +9,7 @@ no locking. Every route is under ``/compute/v1/projects/P/`` — where gcloud se
     POST/GET     zones/Z/instances                       insert / list
     GET/DELETE   zones/Z/instances/N                     get / delete
     POST         zones/Z/instances/N/{stop,start,setMetadata}
+    GET          zones/Z/instances/N/getGuestAttributes  ?queryPath=NAMESPACE/[KEY]
     GET          aggregated/instances                    every zone, paged
     POST/GET     {global,regions/R}/instanceTemplates    insert / list
     GET/DELETE   {global,regions/R}/instanceTemplates/T
@@ -143,6 +144,12 @@ _route(
     ("Metadata", "metadata_resource"),
     True,
 )(_instance_verb("setMetadata"))
+
+
+@_route("GET", f"{_Z}/instances/{_N}/getGuestAttributes", "compute.instances.getGuestAttributes")
+def _guest_attributes(call: Call) -> JSON:
+    w, zone, name = call.world, call.params["zone"], call.params["name"]
+    return w.guest_attributes(zone, name, call.query.get("queryPath") or "")
 
 
 # --- templates and policies -------------------------------------------------------------------

@@ -23,6 +23,8 @@ request onto one method; ``_control`` serves them with the TPU side's.
                                                 http_status?, after?, count?}
     POST /_emulator/compute/operation-delay   {seconds}
     POST /_emulator/compute/instances         {zone, name, machine_type, model?, status?, ...}
+    POST /_emulator/compute/guest-attributes  {zone, instance, key, value, namespace?}
+    POST /_emulator/compute/maintenance       {zone, instance, maintenance}  (null: none)
 """
 
 from __future__ import annotations
@@ -202,6 +204,22 @@ class ComputeControls:
             lambda w: instance_view(self._call(w), w.place_instance(zone, body, status))
         )
 
+    def set_guest_attribute(
+        self, zone: str, instance: str, key: str, value: str, namespace: str = "tpu-reconciler"
+    ) -> None:
+        """Write the instance's guest attribute ``namespace/key`` as its guest would (refused
+        unless its metadata enables guest attributes)."""
+        self._do(lambda w: w.set_guest_attribute(zone, instance, namespace, key, value))
+
+    def set_maintenance(self, zone: str, instance: str, maintenance: JSON | None) -> None:
+        """Announce the instance's ``resourceStatus.upcomingMaintenance`` (the API's
+        ``UpcomingMaintenance`` JSON, as given; None or empty: none)."""
+
+        def act(w: ComputeWorld) -> None:
+            w.get_instance(zone, instance).maintenance = dict(maintenance or {}) or None
+
+        self._do(act)
+
     # --- views (the API JSON, rendered with ``project``) -------------------------------------
 
     def instance(self, zone: str, name: str) -> JSON | None:
@@ -292,6 +310,12 @@ ROUTES: dict[tuple[str, str], _Action] = {
     ),
     ("POST", "operation-failures"): lambda c, a: c.fail_operations(**a),
     ("POST", "operation-delay"): lambda c, a: c.set_operation_delay(float(a["seconds"])),
+    ("POST", "guest-attributes"): lambda c, a: c.set_guest_attribute(
+        a.pop("zone"), a.pop("instance"), a.pop("key"), a.pop("value"), **a
+    ),
+    ("POST", "maintenance"): lambda c, a: c.set_maintenance(
+        a["zone"], a["instance"], a.get("maintenance")
+    ),
     ("POST", "instances"): lambda c, a: c.add_instance(
         a.pop("zone"), a.pop("name"), a.pop("machine_type"), **a
     ),

@@ -443,6 +443,38 @@ class InstanceWorld:
         self._provision(vm)
         return op
 
+    def set_guest_attribute(
+        self, zone: str, name: str, namespace: str, key: str, value: str
+    ) -> None:
+        """What the VM's guest writes to ``instance/guest-attributes/NAMESPACE/KEY``: refused
+        unless its metadata says ``enable-guest-attributes: TRUE`` (the metadata server's rule).
+        """
+        vm = self.get_instance(zone, name)
+        enabled = any(
+            i.get("key") == "enable-guest-attributes" and str(i.get("value")).upper() == "TRUE"
+            for i in vm.metadata
+        )
+        if not enabled:
+            raise err.invalid(f"guest attributes are not enabled on {vm.path}")
+        vm.guest[(namespace, key)] = value
+
+    def guest_attributes(self, zone: str, name: str, query_path: str) -> dict[str, Any]:
+        """``instances.getGuestAttributes`` with ``queryPath`` (``NAMESPACE/`` or
+        ``NAMESPACE/KEY``): not found when nothing is under it."""
+        vm = self.get_instance(zone, name)
+        items = [
+            {"namespace": ns, "key": k, "value": v}
+            for (ns, k), v in sorted(vm.guest.items())
+            if f"{ns}/{k}".startswith(query_path)
+        ]
+        if not items:
+            raise err.not_found(f"{vm.path}/guestAttributes/{query_path}")
+        return {
+            "kind": "compute#guestAttributes",
+            "queryPath": query_path,
+            "queryValue": {"items": items},
+        }
+
     def set_metadata(
         self, zone: str, name: str, body: dict[str, Any], request_id: str | None
     ) -> Operation:

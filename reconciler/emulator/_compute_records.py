@@ -114,6 +114,10 @@ class Instance:
     labels: dict[str, str] = field(default_factory=dict)
     metadata: list[JSON] = field(default_factory=list)
     meta_fingerprint: str = ""
+    #: what its guest wrote under ``instance/guest-attributes/``: (namespace, key) -> value
+    guest: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: ``resourceStatus.upcomingMaintenance`` as a test announced it (``set_maintenance``)
+    maintenance: JSON | None = None
     network_ip: str | None = None
     nat_ip: str | None = None
     holds: bool = False  # holds one unit of (zone, machine type) capacity
@@ -186,6 +190,8 @@ def render_instance(vm: Instance, project: str, when: Stamp) -> JSON:
         body["lastStopTimestamp"] = when(vm.last_stop)
     if vm.ends is not None:
         body["resourceStatus"] = {"scheduling": {"terminationTimestamp": when(vm.ends)}}
+    if vm.maintenance:
+        body.setdefault("resourceStatus", {})["upcomingMaintenance"] = copy.deepcopy(vm.maintenance)
     return body
 
 

@@ -21,6 +21,7 @@ own; errors come back in Google's error shape with HTTP 400 / 404.
     POST   /_emulator/end-run     {zone, name}      a flex-start run ends now
     POST   /_emulator/flex-rejection {zone, accelerator?, rejected?}
     POST   /_emulator/node-health {zone, node, health?, symptoms?, maintenance?}
+    POST   /_emulator/guest-attributes {zone, node, key, value, worker?, namespace?}
     GET    /_emulator/requests                    {"requests": [...], "counts": {...}}
     DELETE /_emulator/requests
     *      /_emulator/compute/...                 the Compute Engine controls
@@ -87,6 +88,16 @@ class Emulator(Protocol):
         self, zone: str, accelerator: str | None = ..., rejected: bool = ...
     ) -> None: ...
     def set_node_health(self, zone: str, node: str, **fields: Any) -> None: ...
+    def set_guest_attribute(
+        self,
+        zone: str,
+        node: str,
+        key: str,
+        value: str,
+        *,
+        worker: int | None = ...,
+        namespace: str = ...,
+    ) -> None: ...
 
 
 _Action = Callable[[Emulator, dict[str, Any]], Any]
@@ -128,6 +139,18 @@ def _add(emu: Emulator, a: dict[str, Any]) -> Any:
     return add(zone, name, **a)
 
 
+def _guest(emu: Emulator, a: dict[str, Any]) -> Any:
+    worker = a.get("worker")
+    emu.set_guest_attribute(
+        a["zone"],
+        a["node"],
+        str(a["key"]),
+        str(a["value"]),
+        worker=None if worker is None else int(worker),
+        namespace=str(a.get("namespace", "tpu-reconciler")),
+    )
+
+
 ROUTES: dict[tuple[str, str], _Action] = {
     ("GET", "state"): _state,
     ("POST", "capacity"): _capacity,
@@ -154,6 +177,7 @@ ROUTES: dict[tuple[str, str], _Action] = {
         a["zone"], a.get("accelerator"), bool(a.get("rejected", True))
     ),
     ("POST", "node-health"): lambda e, a: e.set_node_health(a.pop("zone"), a.pop("node"), **a),
+    ("POST", "guest-attributes"): _guest,
     ("GET", "requests"): _requests,
     ("DELETE", "requests"): lambda e, a: e.clear_requests(),
 }

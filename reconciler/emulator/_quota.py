@@ -19,6 +19,7 @@ from reconciler.emulator._records import JSON, ApiError, QRRecord
 from reconciler.model.names import accelerator_family
 from reconciler.model.names import chip_count as chips
 from reconciler.model.quotas import quota_id, region_of
+from reconciler.model.vocabulary import QUOTA_MODES
 
 Key = tuple[str, str, str, str]  # (family, mode, "zone" | "region", place)
 
@@ -43,8 +44,8 @@ class QuotaBook:
         """``chips`` None removes the limit (unlimited, the emulator's default)."""
         if scope not in ("zone", "region"):
             raise ValueError("scope must be 'zone' or 'region'")
-        if mode not in ("spot", "on-demand", "reserved"):
-            raise ValueError("mode must be spot, on-demand or reserved")
+        if mode not in QUOTA_MODES:
+            raise ValueError(f"mode must be {', '.join(QUOTA_MODES[:-1])} or {QUOTA_MODES[-1]}")
         if chips is None:
             self.limits.pop((family, mode, scope, place), None)
         elif chips < 0:

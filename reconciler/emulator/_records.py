@@ -158,6 +158,10 @@ class NodeRecord:
     health: str | None = None  # set from the control API; else HEALTHY while READY
     symptoms: list[JSON] = field(default_factory=list)  # ``Symptom`` JSON, as given
     maintenance: JSON | None = None  # ``UpcomingMaintenance`` JSON, as given
+    #: guest attributes the VMs wrote (a test's, as a booted worker's script would):
+    #: worker index -> (namespace, key) -> value
+    guest: dict[int, dict[tuple[str, str], str]] = field(default_factory=dict)
+    metadata: JSON | None = None  # set by ``nodes.patch``; else the create's
 
 
 @dataclass(slots=True)
@@ -218,6 +222,7 @@ class OpRecord:
     due_at: float | None = None  # for operations that resolve on a timer
     error: JSON | None = None
     response: Callable[[str], JSON] | None = None  # project -> response JSON
+    collection: str = "queuedResources"  # of its target ("nodes" for a node's update)
 
 
 def location(project: str, zone: str) -> str:
@@ -320,6 +325,10 @@ def render_node(node: NodeRecord, qr: QRRecord, project: str, clock: Clock) -> J
     for key in ("labels", "metadata", "tags", "description", "dataDisks"):
         if spec.get(key):
             body[key] = copy.deepcopy(spec[key])
+    if node.metadata is not None:  # updated on the live node (``nodes.patch``)
+        body["metadata"] = copy.deepcopy(node.metadata)
+        if not node.metadata:
+            del body["metadata"]
     if not body["networkEndpoints"]:
         del body["networkEndpoints"]
     return body
@@ -337,7 +346,7 @@ def render_op(op: OpRecord, project: str, clock: Clock) -> JSON:
     metadata: JSON = {
         "@type": "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata",
         "createTime": clock.stamp(op.created),
-        "target": f"{parent}/queuedResources/{op.target}",
+        "target": f"{parent}/{op.collection}/{op.target}",
         "verb": op.verb,
         "cancelRequested": False,
         "apiVersion": "v2",
@@ -359,7 +368,8 @@ def worker_vm(node: NodeRecord, index: int) -> str:
 
 def guest_attributes(node: NodeRecord, query_path: str, worker_ids: list[str]) -> JSON:
     """``GetGuestAttributesResponse``: one entry per worker (all workers when none are named),
-    with its ``hostname`` (the VM name gcloud's IAP tunnel asks for)."""
+    with its ``hostname`` (the VM name gcloud's IAP tunnel asks for) and what its VM wrote
+    (``NodeRecord.guest``)."""
     wanted = {int(w) for w in worker_ids if str(w).isdigit()}
     entries = []
     for index, (ip, external) in enumerate(node.endpoints):
@@ -372,6 +382,10 @@ def guest_attributes(node: NodeRecord, query_path: str, worker_ids: list[str]) -
         ]
         if external:
             items.append({"namespace": "guest-agent", "key": "external-ip", "value": external})
+        items += [
+            {"namespace": ns, "key": key, "value": value}
+            for (ns, key), value in sorted(node.guest.get(index, {}).items())
+        ]
         if query_path.strip("/"):
             prefix = query_path.strip("/")
             items = [i for i in items if f"{i['namespace']}/{i['key']}".startswith(prefix)]

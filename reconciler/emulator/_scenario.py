@@ -14,49 +14,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from reconciler.emulator._compute_catalog import MACHINE_TYPES
 from reconciler.model.durations import parse_duration
 from reconciler.model.names import ACCELERATOR_RE, NAME_RE, ZONE_RE
-from reconciler.model.rpc_codes import RPC_CODES
+from reconciler.model.rpc_codes import HTTP_OF_STATUS, RPC_CODES, status_of_http
+from reconciler.model.vocabulary import DEFAULT_MODE, Mode
 
-#: Google canonical status names and the HTTP status each is served with.
-STATUS_HTTP: dict[str, int] = {
-    "INVALID_ARGUMENT": 400,
-    "FAILED_PRECONDITION": 400,
-    "OUT_OF_RANGE": 400,
-    "UNAUTHENTICATED": 401,
-    "PERMISSION_DENIED": 403,
-    "NOT_FOUND": 404,
-    "ALREADY_EXISTS": 409,
-    "ABORTED": 409,
-    "RESOURCE_EXHAUSTED": 429,
-    "CANCELLED": 499,
-    "INTERNAL": 500,
-    "UNKNOWN": 500,
-    "DATA_LOSS": 500,
-    "UNIMPLEMENTED": 501,
-    "UNAVAILABLE": 503,
-    "DEADLINE_EXCEEDED": 504,
-}
-#: The status name used for a bare HTTP status.
-HTTP_STATUS: dict[int, str] = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    409: "ALREADY_EXISTS",
-    429: "RESOURCE_EXHAUSTED",
-    499: "CANCELLED",
-    500: "INTERNAL",
-    501: "UNIMPLEMENTED",
-    502: "UNAVAILABLE",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-}
+#: Google canonical status names and the HTTP status each is served with (``model.rpc_codes``,
+#: the controller's table too).
+STATUS_HTTP: Final = HTTP_OF_STATUS
 #: google.rpc.Code numbers (used in ``failedData.error`` and operation errors).
 RPC_CODE: Mapping[str, int] = RPC_CODES
 
@@ -103,7 +73,7 @@ class Fault:
             return None
         if isinstance(self.status, str):
             return self.status.upper()
-        return HTTP_STATUS.get(self.status, "UNKNOWN")
+        return status_of_http(self.status) or "UNKNOWN"
 
 
 def _seconds(value: object) -> float:
@@ -244,7 +214,7 @@ class ScenarioQueuedResource(_Base):
     zone: Zone
     accelerator: Accelerator = "v4-8"
     runtime_version: str = "tpu-ubuntu2204-base"
-    mode: Literal["spot", "on-demand", "reserved", "flex-start"] = "spot"
+    mode: Mode = DEFAULT_MODE
     labels: dict[str, str] = Field(default_factory=dict)
     node_id: Name | None = None  # with slices > 1: the nodes' prefix
     slices: int = Field(1, ge=1, le=64)  # > 1: a multislice QR of this many nodes

@@ -376,6 +376,24 @@ class Emulator:
         with self._lock:
             self._control(lambda w: w.set_node_health(zone, node, fields))
 
+    def set_guest_attribute(
+        self,
+        zone: str,
+        node: str,
+        key: str,
+        value: str,
+        *,
+        worker: int | None = None,
+        namespace: str = "tpu-reconciler",
+    ) -> None:
+        """Write a node's guest attribute ``namespace/key`` as its worker's VM would (every
+        worker's when ``worker`` is None; an empty value removes it): what a boot script
+        reports, read back through ``nodes.getGuestAttributes``."""
+        with self._lock:
+            self._control(
+                lambda w: w.set_guest_attribute(zone, node, worker, namespace, key, value)
+            )
+
     def _control(self, action: Any) -> None:
         world = self._settled()
         try:

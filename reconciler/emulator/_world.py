@@ -474,6 +474,41 @@ class World:
         if "maintenance" in fields:
             node.maintenance = dict(fields["maintenance"]) if fields["maintenance"] else None
 
+    def set_guest_attribute(
+        self, zone: str, node_name: str, worker: int | None, namespace: str, key: str, value: str
+    ) -> None:
+        """What a worker's VM writes to ``instance/guest-attributes/NAMESPACE/KEY`` (every
+        worker's with ``worker`` None); an empty value removes it."""
+        node = self.get_node(zone, node_name)
+        if not node.endpoints:
+            raise ApiError("FAILED_PRECONDITION", f"node {node_name} has no workers yet")
+        workers = range(len(node.endpoints)) if worker is None else [worker]
+        for index in workers:
+            if not 0 <= index < len(node.endpoints):
+                raise ApiError("INVALID_ARGUMENT", f"node {node_name} has no worker {index}")
+            attrs = node.guest.setdefault(index, {})
+            if value:
+                attrs[(namespace, key)] = value
+            else:
+                attrs.pop((namespace, key), None)
+
+    def update_node(self, zone: str, node_name: str, body: Any, mask: str) -> OpRecord:
+        """``nodes.patch``: only ``metadata`` (what gcloud's ``tpu-vm update`` changes with
+        ``--metadata-from-file``), replaced as a whole; the operation is done at once."""
+        node = self.get_node(zone, node_name)
+        fields = {f.strip() for f in mask.split(",") if f.strip()}
+        if fields != {"metadata"}:
+            raise ApiError("INVALID_ARGUMENT", f"unsupported updateMask {mask!r} (metadata only)")
+        metadata = body.get("metadata") if isinstance(body, dict) else None
+        if metadata is not None and not (
+            isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())
+        ):
+            raise ApiError("INVALID_ARGUMENT", "metadata must be a map of strings")
+        node.metadata = dict(metadata or {})
+        op = self._new_op(zone, "update", node_name)
+        op.collection, op.done, op.ended = "nodes", True, self.t
+        return op
+
     def fail(self, zone: str, name: str, status: str, message: str) -> None:
         self._fail(self.get(zone, name), status, message)
 

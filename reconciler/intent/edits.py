@@ -52,9 +52,18 @@ from reconciler.intent.roundtrip import (
     take_trailing,
 )
 from reconciler.model import flex, names
-from reconciler.model.accelerators import APIS
 from reconciler.model.desired import MAX_SLICES, Desired
 from reconciler.model.durations import parse_duration
+from reconciler.model.messages import choices_text
+from reconciler.model.vocabulary import (
+    APIS,
+    DEFAULT_MODE,
+    DEFAULT_WANT,
+    HELD,
+    MODES,
+    RELEASED,
+    WANTS,
+)
 
 
 @dataclass
@@ -271,7 +280,7 @@ class Hold(Edit):
     name: str
 
     def apply(self, ctx: EditContext) -> None:
-        _set_want(ctx, self.name, "held")
+        _set_want(ctx, self.name, HELD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,7 +308,7 @@ class Release(Edit):
         spec = ctx.desired.slot(name)
         if spec is None or spec.want != "released":
             ctx.destructive(f"releasing {name!r} makes the controller delete its TPU if it has one")
-        _set_want(ctx, name, "released")
+        _set_want(ctx, name, RELEASED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +321,7 @@ class AddSlot(Edit):
     accelerator: str
     mode: str | None = None
     name: str | None = None
-    want: str = "held"
+    want: str = DEFAULT_WANT
     index: int | None = None
     runtime_version: str | None = None
     slices: int = 1  # > 1: a multislice slot (written as `slices: N`)
@@ -329,15 +338,13 @@ class AddSlot(Edit):
         check(names.check_zone, zone)
         check(names.check_accelerator, accelerator)
         defaults = ctx.root.get("defaults")
-        default_mode = defaults.get("mode", "spot") if isinstance(defaults, dict) else "spot"
-        chosen_mode = mode or str(default_mode)
-        if chosen_mode not in names.MODE_PREFIX:
-            raise EditRejected(
-                f"invalid mode {chosen_mode!r}: expected spot, on-demand, reserved or flex-start"
-            )
+        default_mode = defaults.get("mode") if isinstance(defaults, dict) else None
+        chosen_mode = mode or str(default_mode or DEFAULT_MODE)
+        if chosen_mode not in MODES:
+            raise EditRejected(f"invalid mode {chosen_mode!r}: expected {choices_text(MODES)}")
         _check_flex(chosen_mode, self.max_run_duration, self.renew)
-        if want not in ("held", "released"):
-            raise EditRejected(f"invalid want {want!r}: expected held or released")
+        if want not in WANTS:
+            raise EditRejected(f"invalid want {want!r}: expected {choices_text(WANTS)}")
         if self.runtime_version is not None:
             check(names.check_runtime_version, self.runtime_version)
         taken = {s.name for s in ctx.desired.slots} | {g.name for g in ctx.desired.race_groups}
@@ -426,12 +433,14 @@ class Setup(Edit):
     tailscale: bool | None = None
     tmux: bool | None = None
     rerun: bool = False
+    at_boot: bool | None = None  # the scripts in the node's startup-script metadata
 
     def apply(self, ctx: EditContext) -> None:
         name = self.name
         entry = slot_entry(ctx, name)
         ctx.about(name)
         flags = {"bootstrap": self.bootstrap, "tailscale": self.tailscale, "tmux": self.tmux}
+        flags["at_boot"] = self.at_boot
         if all(v is None for v in flags.values()) and not self.rerun:
             raise EditRejected("nothing to change: give a setup flag or ask for a re-run")
         block = child_map(entry, "setup")

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.adapters.status_file import read_status
+from reconciler.core.ends_text import before_end_line, boot_workers
 from reconciler.errors import (
     InvalidDesiredState,
     ReconcilerError,
@@ -41,7 +42,14 @@ from reconciler.model.desired import Desired
 from reconciler.model.durations import duration_text, format_duration
 from reconciler.model.names import check_name
 from reconciler.model.stamps import epoch_or_none
-from reconciler.model.status import SlotStatus, StatusSnapshot, encode
+from reconciler.model.status import (
+    BeforeEndStatus,
+    BootStatus,
+    SlotStatus,
+    StatusSnapshot,
+    decode_as,
+    encode,
+)
 
 if TYPE_CHECKING:
     from reconciler.adapters.worker_names import WorkerNames
@@ -113,7 +121,7 @@ _OBSERVED: Final = (
 )
 
 #: Shown only when the snapshot has them: a flex-start run's end, the node's own signals.
-_SIGNALS: Final = ("ends_at", "expired", "symptoms", "maintenance", "health_note")
+_SIGNALS: Final = ("ends_at", "expired", "symptoms", "maintenance", "health_note", "before_end")
 
 
 def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
@@ -136,6 +144,7 @@ def _slot_view(spec: Any, slot: SlotStatus | None) -> dict[str, Any]:
                 "tailscale": spec.setup.tailscale,
                 "tmux": spec.setup.tmux,
                 "generation": spec.setup.generation,
+                "at_boot": spec.setup.at_boot,
             },
         }
         if spec.mode == flex.MODE:  # the run's length and what follows its end
@@ -308,6 +317,13 @@ def format_slot_info(doc: Mapping[str, Any], now: float | None = None) -> str:
         )
         if setup.get("detail"):
             lines.append(f"  {setup['detail']}")
+        if isinstance(boot := setup.get("at_boot"), dict):  # the node's boot script runs it
+            shown = decode_as(BootStatus, boot)
+            lines.append(f"  at boot (generation {shown.generation}): {boot_workers(shown)}")
+            if shown.detail:
+                lines.append(f"  {shown.detail}")
+    if isinstance(ends := obs.get("before_end"), dict):
+        lines.append(before_end_line(decode_as(BeforeEndStatus, ends)))
     tmux = obs.get("tmux") or {}
     if tmux.get("target"):
         lines.append(f"tmux: {tmux['target']} ({'open' if tmux.get('open') else 'not open'})")

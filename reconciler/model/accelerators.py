@@ -1,10 +1,11 @@
-"""The catalogue of Cloud TPU generations: what each is called, the sizes and chip topologies
+"""The catalogue of Cloud TPU families (Google's "generations": in this code a *generation* is
+a setup or workload counter): what each is called, the sizes and chip topologies
 it comes in, which API offers it, and the Compute Engine machine types that hold it.
 
-One table, ``GENERATIONS``; everything else here is derived from it (chips, hosts per slice,
+One table, ``CATALOGUE``; everything else here is derived from it (chips, hosts per slice,
 the default topology of a size, the machine type a slice maps to on Compute Engine). The name
 checks of ``model/names.py``, the quota and chip counts, the loader's refusals and the docs all
-read it, so a generation is described once.
+read it, so a family is described once.
 
 What a name's number counts: TensorCores for v2, v3, v4, v5p and TPU7x (two a chip: ``v4-8``
 is 4 chips, ``tpu7x-128`` is 64), chips for v5e and v6e (``v6e-8`` is 8). Topologies are chips
@@ -12,7 +13,7 @@ per dimension: 2D for v2, v3, v5e and v6e, 3D for v4, v5p and TPU7x.
 
 Which API offers what (``docs/operations.md``, "Which API holds a TPU"): the Cloud TPU API
 (queued resources, ``api: tpu``) is frozen: it serves v2 to v6e and will get no new
-generation. Compute Engine (``api: compute``: instances, and MIGs for multi-host slices)
+family. Compute Engine (``api: compute``: instances, and MIGs for multi-host slices)
 serves v5p, v6e and TPU7x; TPU7x is offered only there (and in GKE), v5e not at all (its
 ``ct5lp-*`` machine types are GKE's).
 
@@ -36,19 +37,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from math import prod
-from typing import Final, Literal
+from typing import Final
 
 from reconciler.model.messages import did_you_mean
+from reconciler.model.vocabulary import APIS as APIS
+from reconciler.model.vocabulary import COMPUTE_API as COMPUTE_API
+from reconciler.model.vocabulary import TPU_API as TPU_API
 
 #: v4-8, v5litepod-16, v5p-128, v6e-64, tpu7x-128: a family, a hyphen, a size.
 ACCELERATOR_RE: Final = re.compile(r"^((?:v[0-9]|tpu[0-9])[a-z0-9]*)-([1-9][0-9]{0,4})$")
 #: 2x4, 4x4x4: chips per dimension.
 TOPOLOGY_RE: Final = re.compile(r"^[1-9][0-9]{0,3}(?:x[1-9][0-9]{0,3}){1,2}$")
 
-Api = Literal["tpu", "compute"]
-TPU_API: Final = "tpu"
-COMPUTE_API: Final = "compute"
-APIS: Final[tuple[str, ...]] = (TPU_API, COMPUTE_API)
 #: What each API is, in words a message can use.
 API_WORDS: Final[Mapping[str, str]] = {
     TPU_API: "the Cloud TPU API (queued resources)",
@@ -66,7 +66,7 @@ class MachineType:
     """A Compute Engine machine type that holds TPU chips (the TPUs come with the type)."""
 
     name: str
-    family: str  # the generation's family: ct6e-standard-4t -> v6e
+    family: str  # its TPU family: ct6e-standard-4t -> v6e
     chips_per_vm: int
     #: True: a VM of it is a whole slice (1t, and ct6e's 8t); False: the type multi-host
     #: slices are made of, one VM per ``chips_per_vm`` chips
@@ -74,8 +74,8 @@ class MachineType:
 
 
 @dataclass(frozen=True, slots=True)
-class Generation:
-    """One TPU generation as the catalogue knows it."""
+class TpuFamily:
+    """One TPU family as the catalogue knows it."""
 
     family: str  # the prefix of its accelerator names: v5litepod, tpu7x
     title: str  # what Google's pages call it
@@ -97,7 +97,7 @@ class Generation:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """Every prefix that means this generation, its own first."""
+        """Every prefix that means this family, its own first."""
         return (self.family, *self.aliases)
 
     @property
@@ -124,7 +124,7 @@ class Generation:
         return f"{self.family}-{self.size_of(chips)}"
 
     def valid_topology(self, topology: str) -> bool:
-        """One the generation offers: a listed one, or (3D) A<=B<=C, every dimension a
+        """One the family offers: a listed one, or (3D) A<=B<=C, every dimension a
         multiple of 4 and at most ``max_cubes`` cubes."""
         if topology in self.small:
             return True
@@ -190,8 +190,8 @@ def topology_chips(topology: str) -> int:
 _2D: Final = ("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 _3D_SMALL: Final = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
 
-GENERATIONS: Final[tuple[Generation, ...]] = (
-    Generation(
+CATALOGUE: Final[tuple[TpuFamily, ...]] = (
+    TpuFamily(
         family="v2",
         title="TPU v2",
         aliases=(),
@@ -202,7 +202,7 @@ GENERATIONS: Final[tuple[Generation, ...]] = (
         apis=(TPU_API,),
         runtime_version="tpu-ubuntu2204-base",
     ),
-    Generation(
+    TpuFamily(
         family="v3",
         title="TPU v3",
         aliases=(),
@@ -213,7 +213,7 @@ GENERATIONS: Final[tuple[Generation, ...]] = (
         apis=(TPU_API,),
         runtime_version="tpu-ubuntu2204-base",
     ),
-    Generation(
+    TpuFamily(
         family="v4",
         title="TPU v4",
         aliases=(),
@@ -225,7 +225,7 @@ GENERATIONS: Final[tuple[Generation, ...]] = (
         gke_machine_types=("ct4p-hightpu-4t",),
         runtime_version="tpu-ubuntu2204-base",
     ),
-    Generation(
+    TpuFamily(
         family="v5litepod",
         title="TPU v5e",
         aliases=("v5e", "v5lite"),
@@ -238,7 +238,7 @@ GENERATIONS: Final[tuple[Generation, ...]] = (
         gke_machine_types=("ct5lp-hightpu-1t", "ct5lp-hightpu-4t", "ct5lp-hightpu-8t"),
         runtime_version="v2-alpha-tpuv5-lite",
     ),
-    Generation(
+    TpuFamily(
         family="v5p",
         title="TPU v5p",
         aliases=(),
@@ -251,7 +251,7 @@ GENERATIONS: Final[tuple[Generation, ...]] = (
         runtime_version="v2-alpha-tpuv5",
         image=_UBUNTU_ACCEL + "ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e",
     ),
-    Generation(
+    TpuFamily(
         family="v6e",
         title="TPU v6e (Trillium)",
         aliases=(),
@@ -269,7 +269,7 @@ GENERATIONS: Final[tuple[Generation, ...]] = (
         runtime_version="v2-alpha-tpuv6e",
         image=_UBUNTU_ACCEL + "ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e",
     ),
-    Generation(
+    TpuFamily(
         family="tpu7x",
         title="TPU7x (Ironwood)",
         aliases=("v7x",),
@@ -287,27 +287,27 @@ GENERATIONS: Final[tuple[Generation, ...]] = (
     ),
 )
 
-#: Family or alias -> its generation.
-_BY_NAME: Final[Mapping[str, Generation]] = {n: g for g in GENERATIONS for n in g.names}
-FAMILIES: Final[tuple[str, ...]] = tuple(g.family for g in GENERATIONS)
+#: Family or alias -> its catalogue entry.
+_BY_NAME: Final[Mapping[str, TpuFamily]] = {n: g for g in CATALOGUE for n in g.names}
+FAMILIES: Final[tuple[str, ...]] = tuple(g.family for g in CATALOGUE)
 #: Alias -> the family it means (``v5e`` -> ``v5litepod``).
-ALIASES: Final[Mapping[str, str]] = {a: g.family for g in GENERATIONS for a in g.aliases}
+ALIASES: Final[Mapping[str, str]] = {a: g.family for g in CATALOGUE for a in g.aliases}
 #: Every Compute Engine machine type of the catalogue, by name.
 MACHINE_TYPES: Final[Mapping[str, MachineType]] = {
-    m.name: m for g in GENERATIONS for m in g.machine_types
+    m.name: m for g in CATALOGUE for m in g.machine_types
 }
 #: GKE-only machine types -> the family they hold.
 GKE_MACHINE_TYPES: Final[Mapping[str, str]] = {
-    m: g.family for g in GENERATIONS for m in g.gke_machine_types
+    m: g.family for g in CATALOGUE for m in g.gke_machine_types
 }
 #: The families each API offers, in catalogue order.
 OFFERED: Final[Mapping[str, tuple[str, ...]]] = {
-    api: tuple(g.family for g in GENERATIONS if api in g.apis) for api in APIS
+    api: tuple(g.family for g in CATALOGUE if api in g.apis) for api in APIS
 }
 
 
-def generation(name: str) -> Generation | None:
-    """The generation a family or alias names (``v5e`` and ``v5litepod`` alike)."""
+def family_entry(name: str) -> TpuFamily | None:
+    """The catalogue entry a family or alias names (``v5e`` and ``v5litepod`` alike)."""
     return _BY_NAME.get(name)
 
 
@@ -334,28 +334,28 @@ def canonical(accelerator: str) -> str:
     return f"{ALIASES[parts[0]]}-{parts[1]}"
 
 
-#: Family -> the numbers its names take (``Generation.sizes``, computed once).
-_SIZES: Final[Mapping[str, frozenset[int]]] = {g.family: frozenset(g.sizes) for g in GENERATIONS}
+#: Family -> the numbers its names take (``TpuFamily.sizes``, computed once).
+_SIZES: Final[Mapping[str, frozenset[int]]] = {g.family: frozenset(g.sizes) for g in CATALOGUE}
 
 
-def lookup(accelerator: str) -> tuple[Generation, int] | None:
-    """(generation, chips) of a name that exists (aliases read); None otherwise."""
+def lookup(accelerator: str) -> tuple[TpuFamily, int] | None:
+    """(family, chips) of a name that exists (aliases read); None otherwise."""
     parts = split(accelerator)
-    gen = generation(parts[0]) if parts else None
+    gen = family_entry(parts[0]) if parts else None
     if parts is None or gen is None or parts[1] not in _SIZES[gen.family]:
         return None
     return gen, gen.chips(parts[1])
 
 
 def offered_by(family: str, api: str) -> bool:
-    gen = generation(family)
+    gen = family_entry(family)
     return gen is not None and api in gen.apis
 
 
 def default_api(family: str) -> str:
-    """The API a generation's slots use when nothing says: the TPU API where it serves it,
+    """The API a family's slots use when nothing says: the TPU API where it serves it,
     else Compute Engine (TPU7x)."""
-    gen = generation(family)
+    gen = family_entry(family)
     return gen.apis[0] if gen is not None else TPU_API
 
 
@@ -379,7 +379,7 @@ class Shape:
         return self.hosts == 1
 
 
-def tpu_api_shape(gen: Generation, chips: int) -> Shape:
+def tpu_api_shape(gen: TpuFamily, chips: int) -> Shape:
     """A slice of ``chips`` held through the TPU API (its default topology)."""
     return Shape(
         accelerator=gen.accelerator(chips),
@@ -391,7 +391,7 @@ def tpu_api_shape(gen: Generation, chips: int) -> Shape:
     )
 
 
-def compute_shape(gen: Generation, machine: MachineType, topology: str) -> Shape:
+def compute_shape(gen: TpuFamily, machine: MachineType, topology: str) -> Shape:
     """A slice of ``topology`` on VMs of ``machine`` (checked by the caller: see
     ``model/load_shape.py``): one host per ``chips_per_vm`` chips."""
     chips = topology_chips(topology)
@@ -409,8 +409,8 @@ def compute_shape(gen: Generation, machine: MachineType, topology: str) -> Shape
 # --- what is wrong with a name (the loader's words) ------------------------------------------
 
 
-def _sizes_text(gen: Generation) -> str:
-    """``v6e-1, v6e-4, ... or v6e-256``; a 3D generation's cube multiples in one phrase."""
+def _sizes_text(gen: TpuFamily) -> str:
+    """``v6e-1, v6e-4, ... or v6e-256``; a 3D family's cube multiples in one phrase."""
     small = [gen.size_of(topology_chips(t)) for t in gen.small]
     names = [f"{gen.family}-{s}" for s in small]
     if gen.max_cubes:
@@ -423,27 +423,27 @@ def _sizes_text(gen: Generation) -> str:
 
 
 def family_problem(family: str) -> str | None:
-    """Why ``family`` names no generation, with a "did you mean"; None when it names one."""
-    if generation(family) is not None:
+    """Why ``family`` names no family, with a "did you mean"; None when it names one."""
+    if family_entry(family) is not None:
         return None
-    known = [n for g in GENERATIONS for n in g.names]
+    known = [n for g in CATALOGUE for n in g.names]
     near = did_you_mean(family, known)
     hint = f" (did you mean {ALIASES.get(near, near)!r}?)" if near else ""
     listed = ", ".join(
-        g.family + (f" ({', '.join(g.aliases)})" if g.aliases else "") for g in GENERATIONS
+        g.family + (f" ({', '.join(g.aliases)})" if g.aliases else "") for g in CATALOGUE
     )
     return f"no TPU generation is called {family!r}{hint}; the generations are {listed}"
 
 
 def accelerator_problem(accelerator: str) -> str | None:
     """Why ``accelerator`` (shaped like a name) names no TPU that exists: an unknown
-    generation, or a size it does not come in (with the sizes and the nearest); None when it
+    family, or a size it does not come in (with the sizes and the nearest); None when it
     exists (aliases too: ``v5e-8`` is ``v5litepod-8``)."""
     parts = split(accelerator)
     if parts is None:
         return f"{accelerator!r} is not an accelerator type like v4-8, v6e-64 or tpu7x-128"
     written, size = parts
-    gen = generation(written)
+    gen = family_entry(written)
     if gen is None:
         problem = family_problem(written)
         return f"unknown accelerator {accelerator!r}: {problem}"

@@ -32,15 +32,11 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
 
-from reconciler.model.accelerators import TPU_API
+from reconciler.model.vocabulary import DEFAULT_API as DEFAULT_API
 
 #: The label every request the controller makes carries (``settings.prune`` reads it).
 MANAGED_LABEL: Final = "managed-by"
 MANAGED_VALUE: Final = "tpu-reconciler"
-
-#: The API of a request that does not say (a hand-made one): the Cloud TPU API. The file's
-#: ``api:`` names each slot's (``model/accelerators``).
-DEFAULT_API: Final = TPU_API
 
 
 class RequestState(StrEnum):

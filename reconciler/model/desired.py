@@ -25,9 +25,9 @@ from pydantic import (
 )
 
 from reconciler.errors import Diagnostic
-from reconciler.model import accelerators, names
+from reconciler.model import accelerators, ends, names
 from reconciler.model import desired_docs as doc
-from reconciler.model.accelerators import Api
+from reconciler.model.desired_ends import BeforeEndModel as BeforeEndModel
 from reconciler.model.desired_proxy import SshProxyModel
 from reconciler.model.desired_types import (
     Accelerator,
@@ -55,24 +55,22 @@ from reconciler.model.desired_types import (
     ZoneName,
 )
 from reconciler.model.ssh_proxy import DIRECT, SshProxy
+from reconciler.model.vocabulary import DEFAULT_BACKEND, DEFAULT_MODE, Api, Backend, Mode, Want
 from reconciler.model.workload import Restart, WhenDone
 
-Mode = Literal["spot", "on-demand", "reserved", "flex-start"]
-Want = Literal["held", "released"]
 Across = Literal["slot", "group"]
-Backend = Literal["gcloud", "rest"]
 CredentialSource = Literal["gcloud", "adc"]
 QuotaSource = Literal["file", "cloud"]
 
 #: Runtime versions used when neither the slot nor ``settings.runtime_versions`` names one
 #: (TPU API slots; the catalogue's, ``model/accelerators.py``).
 DEFAULT_RUNTIME_VERSIONS: Final[Mapping[str, str]] = {
-    g.family: g.runtime_version for g in accelerators.GENERATIONS if g.runtime_version
+    g.family: g.runtime_version for g in accelerators.CATALOGUE if g.runtime_version
 }
 #: Boot images used when neither the slot nor ``settings.images`` names one (Compute Engine
 #: slots; TPU7x's is from third-party sources, not verified).
 DEFAULT_IMAGES: Final[Mapping[str, str]] = {
-    g.family: g.image for g in accelerators.GENERATIONS if g.image
+    g.family: g.image for g in accelerators.CATALOGUE if g.image
 }
 
 
@@ -100,6 +98,11 @@ class Setup(_Model):
     )
     scripts: list[Path] | None = Field(
         None, description="Setup scripts (relative to desired.yaml); else settings.setup_scripts."
+    )
+    at_boot: bool | None = Field(
+        None,
+        description="Put the setup scripts in the node's startup-script metadata: they run as "
+        "root on every boot, without SSH (never the Tailscale key or secrets; see operations).",
     )
 
 
@@ -161,11 +164,14 @@ class WorkloadModel(_Model):
         "workers (multislice over the network, MEGASCALE variables set); slot (default) runs "
         "one on each winner.",
     )
+    before_end: BeforeEndModel | None = Field(
+        None, description="A command run on every worker a lead before a known end."
+    )
 
 
 class Settings(_Model):
     backend: Backend = Field(
-        "rest", description="How to talk to Cloud TPU: rest (default, fast) or gcloud."
+        DEFAULT_BACKEND, description="How to talk to Cloud TPU: rest (default, fast) or gcloud."
     )
     credentials: CredentialSource = Field(
         "gcloud",
@@ -254,7 +260,7 @@ class Settings(_Model):
 
 
 class Defaults(_Model):
-    mode: Mode = Field("spot", description="Mode for slots that do not say.")
+    mode: Mode = Field(DEFAULT_MODE, description="Mode for slots that do not say.")
     setup: Setup = Field(
         default_factory=lambda: Setup(bootstrap=False, tailscale=False, tmux=True),
         description="Setup flags for slots that do not say.",
@@ -425,6 +431,7 @@ class SetupSpec:
     generation: int = 0
     scripts: tuple[str, ...] = ()
     telemetry: bool = False
+    at_boot: bool = False  # the scripts run from the startup-script metadata on every boot
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,6 +467,7 @@ class WorkloadSpec:
     idle_below: float = 1.0
     take_tpu: bool = False
     keep_attempts: int = 5
+    before_end: ends.BeforeEndSpec | None = None  # not in identity or policy: no restart
 
     @property
     def identity(self) -> str:

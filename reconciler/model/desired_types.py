@@ -49,12 +49,12 @@ def _instant(value: Any) -> float:
 
 
 def _family(value: Any) -> str:
-    """A generation the catalogue knows, as its family (Google's ``v5e`` -> ``v5litepod``)."""
+    """A family the catalogue knows, as the API spells it (Google's ``v5e`` -> ``v5litepod``)."""
     if not isinstance(value, str) or not names.ACCELERATOR_RE.fullmatch(f"{value}-8"):
         raise PydanticCustomError(
             "family", "expected an accelerator family like v4, v5litepod, v6e or tpu7x"
         )
-    gen = accelerators.generation(value)
+    gen = accelerators.family_entry(value)
     if gen is None:
         raise PydanticCustomError("family", accelerators.family_problem(value) or "unknown")
     return gen.family
@@ -82,7 +82,7 @@ def _machine_type(value: Any) -> str:
         return name
     gke = accelerators.GKE_MACHINE_TYPES.get(name)
     if gke is not None:
-        gen = accelerators.generation(gke)
+        gen = accelerators.family_entry(gke)
         title = gen.title if gen is not None else gke
         raise PydanticCustomError(
             "catalogue",

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Final
 
 from reconciler.model.durations import parse_duration
+from reconciler.model.vocabulary import FLEX_START
 
-MODE: Final = "flex-start"
+MODE: Final = FLEX_START
 #: The longest run the API grants a flex-start request.
 MAX_RUN_SECONDS: Final = 7 * 86400
 #: The run is over when the cloud suspended the request no earlier than this before its

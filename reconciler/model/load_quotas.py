@@ -14,6 +14,7 @@ from typing import Any
 
 from reconciler.model import accelerators
 from reconciler.model.desired import QuotaModel, QuotaSpec, SlotSpec
+from reconciler.model.load_compute import sibling
 from reconciler.model.load_shape import not_offered
 from reconciler.model.quotas import quota_mode, region_of
 
@@ -41,7 +42,7 @@ def resolve_quotas(
         scope, place = ("zone", q.zone) if q.zone is not None else ("region", str(q.region))
         assert place is not None
         api = q.api or apis.get(q.family) or accelerators.default_api(q.family)
-        gen = accelerators.generation(q.family)
+        gen = accelerators.family_entry(q.family)
         if gen is not None and api not in gen.apis:
             if q.api is not None:  # one from settings.apis is reported there
                 err((*loc, "api"), not_offered(gen, api))
@@ -75,7 +76,7 @@ def check_fits(
         family, needs = found[0].family, spec.chips * max(1, spec.slices)
         mode, loc = quota_mode(spec.mode), where[spec.name]
         what = f"{spec.slices}-slice {spec.accelerator}" if spec.slices > 1 else spec.accelerator
-        at = (*loc, "accelerator") if loc[0] == "slots" else loc
+        at = sibling(loc, "accelerator")
         for i, q in enumerate(quotas):
             place = spec.zone if q.scope == "zone" else region_of(spec.zone)
             if (q.api, q.family, q.mode, q.place) == (spec.api, family, mode, place) and (

@@ -39,6 +39,8 @@ from reconciler.model.desired import (
 from reconciler.model.holds import HoldKeys, resolve_hold
 from reconciler.model.holds import problems as hold_problems
 from reconciler.model.load_across import across_group, check_across
+from reconciler.model.load_compute import check_compute
+from reconciler.model.load_ends import check_ends, needs_command
 from reconciler.model.load_quotas import check_fits, resolve_quotas
 from reconciler.model.load_salvage import Loc, _Salvage
 from reconciler.model.load_shape import Resolved, Written, family_api_problems, resolve_shape
@@ -66,7 +68,7 @@ def _dedupe(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
 
 def _setup(defaults: Setup, own: Setup | None, scripts: Sequence[str]) -> SetupSpec:
     """Built-in defaults, overlaid by ``defaults.setup``, overlaid by the slot's own flags."""
-    flags = {"bootstrap": False, "tailscale": False, "tmux": True}
+    flags = {"bootstrap": False, "tailscale": False, "tmux": True, "at_boot": False}
     for layer in (defaults, own):
         for name in flags:
             value = getattr(layer, name, None) if layer is not None else None
@@ -80,6 +82,7 @@ def _setup(defaults: Setup, own: Setup | None, scripts: Sequence[str]) -> SetupS
     for layer in (defaults, own):
         if layer is not None and layer.telemetry is not None:
             telemetry = layer.telemetry
+    flags["bootstrap"] = flags["bootstrap"] or flags["at_boot"]  # at_boot runs the scripts
     return SetupSpec(
         **flags,
         generation=defaults.generation + (own.generation if own is not None else 0),
@@ -108,7 +111,7 @@ def _workload(layers: Sequence[Layer], err: Callable[[Loc, str], object]) -> Wor
         # defaults.workload alone may set policy without a command; any closer block must
         # end up with one.
         if present[-1][1][:1] != ("defaults",):
-            err((*loc, "workload"), "workload needs a command (here or in an outer block)")
+            err((*loc, "workload"), needs_command(merged))
         return None
     loc = (*loc, "workload")
     w = WorkloadModel.model_validate(merged)
@@ -135,6 +138,7 @@ def _workload(layers: Sequence[Layer], err: Callable[[Loc, str], object]) -> Wor
         idle_below=w.idle_below,
         take_tpu=w.take_tpu,
         keep_attempts=w.keep_attempts,
+        before_end=w.before_end.resolved() if w.before_end is not None else None,
     )
 
 
@@ -291,6 +295,8 @@ def resolve(
     else:
         _check_race_groups(r, names_known=False)
     check_across(model, r.slots, r.where, r.err)
+    check_compute(r.slots, r.where, settings.reservations, r.err)
+    check_ends(model, r.slots, r.where, r.err)
     quotas = resolve_quotas(model.quotas, settings.apis, r.err)
     check_fits(r.slots, r.where, quotas, {n: m.chips for n, m in model.members.items()}, r.err)
     group_workloads = [_group_workload(r, gi) for gi in range(len(model.race_groups))]

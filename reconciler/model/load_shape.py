@@ -4,16 +4,16 @@
 A slot names its TPU the way users name it, ``accelerator: tpu7x-128``, or as Compute Engine
 does, ``machine_type: tpu7x-standard-4t`` with ``topology: 4x4x4`` (both may be written when
 they agree). Its API is ``api:``, else ``tpu`` when only a machine type says (a machine type
-is Compute Engine's), else ``settings.apis`` for its family, else the generation's default
+is Compute Engine's), else ``settings.apis`` for its family, else the family's default
 (``model/accelerators``: compute for TPU7x, tpu for the rest). Then:
 
-- the generation must be offered by that API (v2-v5e not on Compute Engine, TPU7x not on the
+- the family must be offered by that API (v2-v5e not on Compute Engine, TPU7x not on the
   TPU API), reported at the ``api:`` that chose it (or at ``settings.apis.FAMILY``);
 - on the TPU API the accelerator type alone is sent: a topology other than its default,
   a machine type or an image is refused at its key; the software is ``runtime_version``;
-- on Compute Engine the topology must be one the generation offers and have the slot's chips,
+- on Compute Engine the topology must be one the family offers and have the slot's chips,
   the machine type must hold it (a single-VM type only a slice of its own size); the software
-  is ``image`` (``settings.images``, else the generation's), and ``runtime_version`` is
+  is ``image`` (``settings.images``, else the family's), and ``runtime_version`` is
   refused at its key.
 
 The result is a ``Shape`` (chips, topology, hosts per slice, machine type, API) that the slot
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from reconciler.model import accelerators as cat
-from reconciler.model.accelerators import COMPUTE_API, TPU_API, Generation, MachineType, Shape
+from reconciler.model.accelerators import COMPUTE_API, TPU_API, MachineType, Shape, TpuFamily
 
 #: (key of the entry the problem is at, or None for the entry itself; message; at the key)
 Problem = tuple[str | None, str, bool]
@@ -59,9 +59,9 @@ class Resolved:
     alias: str | None  # the accelerator as written when it was another spelling of the name
 
 
-def not_offered(gen: Generation, api: str, fix: str = "write api: {api}, or leave api out") -> str:
+def not_offered(gen: TpuFamily, api: str, fix: str = "write api: {api}, or leave api out") -> str:
     """Why ``api`` cannot hold ``gen``, and ``fix`` (``{api}``: the one that can)."""
-    other = gen.apis[0]  # a generation not offered by one API is offered by the other
+    other = gen.apis[0]  # a family not offered by one API is offered by the other
     if api == TPU_API:
         why = (
             f"the TPU API does not offer {gen.title}: it is frozen at {_ON_TPU}; "
@@ -83,7 +83,7 @@ def family_api_problems(
     Compute Engine does not hold, a runtime version for one the TPU API does not."""
     out: list[tuple[tuple[str, str], str]] = []
     for family, api in apis.items():
-        gen = cat.generation(family)
+        gen = cat.family_entry(family)
         if gen is not None and api not in gen.apis:
             out.append((("apis", family), not_offered(gen, api, "map it to {api}, or remove it")))
     software = (
@@ -92,7 +92,7 @@ def family_api_problems(
     )
     for key, families, api, words, instead, other in software:
         for family in families:
-            gen = cat.generation(family)
+            gen = cat.family_entry(family)
             if gen is not None and api not in gen.apis:
                 out.append(
                     (
@@ -110,7 +110,7 @@ def resolve_shape(
     """The slot's shape, API and image, or the problems (at the entry's keys). A value the
     schema already refused (an accelerator or machine type that does not exist) gives None
     and no problem of its own."""
-    gen: Generation | None = None
+    gen: TpuFamily | None = None
     chips = 0
     if w.accelerator is not None:
         found = cat.lookup(w.accelerator)
@@ -121,7 +121,7 @@ def resolve_shape(
     if w.machine_type is not None and machine is None:
         return None, []
     if machine is not None:
-        held = cat.generation(machine.family)
+        held = cat.family_entry(machine.family)
         assert held is not None
         if gen is not None and held is not gen:
             return None, [
@@ -159,7 +159,7 @@ def _alias(w: Written) -> str | None:
     return written if written is not None and cat.canonical(written) != written else None
 
 
-def _tpu_api(w: Written, gen: Generation, chips: int) -> tuple[Resolved | None, list[Problem]]:
+def _tpu_api(w: Written, gen: TpuFamily, chips: int) -> tuple[Resolved | None, list[Problem]]:
     problems: list[Problem] = []
     shape = cat.tpu_api_shape(gen, chips)
     if w.machine_type is not None:
@@ -194,7 +194,7 @@ def _tpu_api(w: Written, gen: Generation, chips: int) -> tuple[Resolved | None, 
 
 def _compute(
     w: Written,
-    gen: Generation,
+    gen: TpuFamily,
     chips: int,
     machine: MachineType | None,
     images: Mapping[str, str],
@@ -242,7 +242,7 @@ def _compute(
 
 
 def _topology_problem(
-    gen: Generation, topology: str, chips: int, accelerator: str | None
+    gen: TpuFamily, topology: str, chips: int, accelerator: str | None
 ) -> str | None:
     if not gen.valid_topology(topology):
         if gen.dims == 3:
@@ -261,9 +261,7 @@ def _topology_problem(
     return None
 
 
-def _machine_problem(
-    gen: Generation, machine: MachineType, chips: int, topology: str
-) -> str | None:
+def _machine_problem(gen: TpuFamily, machine: MachineType, chips: int, topology: str) -> str | None:
     if machine.single_host and chips != machine.chips_per_vm:
         fit = gen.default_machine_type(chips)
         instead = f": use {fit.name}" if fit is not None else ""

@@ -26,6 +26,7 @@ from reconciler.errors import Diagnostic, InvalidDesiredState
 from reconciler.model.accelerators import canonical
 from reconciler.model.desired import Desired, SlotSpec
 from reconciler.model.load_yaml import parse_tree
+from reconciler.model.vocabulary import DEFAULT_MODE
 
 Loc = tuple[int | str, ...]
 
@@ -106,7 +107,8 @@ def setup_warnings(text: str, desired: Desired) -> list[Diagnostic]:
     if not isinstance(root, Mapping):
         return []
     defaults = _block(root, ("defaults",))
-    mode = str(defaults.get("mode") or "spot") if isinstance(defaults, Mapping) else "spot"
+    default = DEFAULT_MODE
+    mode = str(defaults.get("mode") or default) if isinstance(defaults, Mapping) else default
     found: dict[tuple[int, int, str], list[str]] = {}
     for s in concerns:
         own = _own(root, s, mode)

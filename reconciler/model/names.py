@@ -13,6 +13,7 @@ from typing import Final
 
 from reconciler.errors import UnsafeName
 from reconciler.model import accelerators as catalogue
+from reconciler.model.vocabulary import MODE_SHORT
 
 # Cloud resource ids: RFC 1035 labels, as gcloud and the TPU API accept them.
 NAME_RE: Final = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
@@ -154,10 +155,10 @@ def accelerator_size(accelerator: str) -> int:
 
 def worker_count(accelerator: str) -> int:
     """Hosts (SSH workers) of a TPU API slice: v4-8 1, v4-32 4, v5litepod-16 4, v6e-8 1,
-    v6e-64 16 (``Generation.tpu_api_hosts``; a family the catalogue does not know: its
+    v6e-64 16 (``TpuFamily.tpu_api_hosts``; a family the catalogue does not know: its
     number counts chips, one host up to 8, then one per 4)."""
     family, size = accelerator_family(accelerator), accelerator_size(accelerator)
-    gen = catalogue.generation(family)
+    gen = catalogue.family_entry(family)
     if gen is not None:
         return gen.tpu_api_hosts(gen.chips(size))
     return 1 if size <= 8 else size // 4
@@ -165,9 +166,9 @@ def worker_count(accelerator: str) -> int:
 
 def chip_count(accelerator: str) -> int:
     """Chips in a slice: v4-8 4 (its number counts TensorCores), v6e-8 8, v5litepod-16 16,
-    tpu7x-128 64 (``Generation.cores_per_chip``; a family not catalogued counts chips)."""
+    tpu7x-128 64 (``TpuFamily.cores_per_chip``; a family not catalogued counts chips)."""
     family, size = accelerator_family(accelerator), accelerator_size(accelerator)
-    gen = catalogue.generation(family)
+    gen = catalogue.family_entry(family)
     return gen.chips(size) if gen is not None else size
 
 
@@ -179,7 +180,7 @@ def zone_code(zone: str) -> str:
     return f"{head}{sub[0]}{digits}{letter}"
 
 
-MODE_PREFIX: Final = {"spot": "spot", "on-demand": "od", "reserved": "res", "flex-start": "flex"}
+MODE_PREFIX: Final = MODE_SHORT
 
 
 def slot_name(mode: str, accelerator: str, code: str, index: int) -> str:

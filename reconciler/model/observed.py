@@ -90,6 +90,9 @@ class Node:
     multislice_node: bool = False
     #: on a multislice slot's node (``_slot_node`` below): its slices' own nodes, slice 0 first
     slices: tuple[Node, ...] = ()
+    #: the setup generation its startup script runs at each boot (``setup.at_boot``,
+    #: ``model/boot_script.boot_generation``); None: it boots without ours
+    boot_generation: int | None = None
 
     @property
     def key(self) -> tuple[str, str]:

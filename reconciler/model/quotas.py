@@ -108,7 +108,7 @@ def _family_word(word: str) -> str:
     ``TPUV5sLitepod...``, a plural ``s`` after the version) -> ``v5litepod``; a word the
     catalogue does not know stays as it is."""
     for candidate in (word, re.sub(r"^(v[0-9]+)s(?=[a-z])", r"\1", word)):
-        gen = accelerators.generation(candidate)
+        gen = accelerators.family_entry(candidate)
         if gen is not None:
             return gen.family
     return word

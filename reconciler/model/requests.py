@@ -42,6 +42,9 @@ class CreateRequest:
     machine_type: str | None = None
     topology: str = ""
     hosts: int = 0
+    #: ``setup.at_boot``: the text its nodes run on every boot (``model/boot_script.py``);
+    #: filled when the create is sent (the scripts are read then), never a secret
+    startup_script: str | None = None
 
 
 def _positive(name: str, value: object) -> int:

@@ -69,13 +69,39 @@ class DesiredInfo:
 
 
 @dataclass(frozen=True)
+class BootStatus:
+    """``setup.at_boot``: what each worker's boot script reported for ``generation``."""
+
+    generation: int = 0
+    workers: tuple[str, ...] = ()  # done | running | failed | waiting, worker 0 first
+    detail: str = ""  # a failed worker's words
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True)
 class SetupStatus:
-    """Per slot: ``off | waiting | pending | done | failed`` for each setup step."""
+    """Per slot: ``off | waiting | pending | running | done | failed`` for each setup step
+    (``running``: at boot)."""
 
     bootstrap: str | None = None
     tailscale: str | None = None
     generation: int = 0
     detail: str | None = None
+    at_boot: BootStatus | None = added()  # the node's boot script runs the setup
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True)
+class BeforeEndStatus:
+    """``workload.before_end``: the next known end, when the command runs before it
+    (``runs_at``), and how the last run went. ``state``: scheduled | due | ran | failed
+    (the last try, retried until the end) | waiting (no running attempt to run it for)."""
+
+    end: str = ""  # maintenance | flex-start | termination | hold_until | hold_for
+    at: str | None = None  # the end, UTC
+    runs_at: str | None = None
+    state: str = ""
+    last: str = ""  # "ran on 4 workers before flex-start at 2026-...", the error when failed
     extra: Mapping[str, Any] = _extra()
 
 
@@ -198,6 +224,7 @@ class MaintenanceStatus:
     window_start: str | None = None
     window_end: str | None = None
     can_reschedule: bool | None = None
+    command: str | None = added()  # with can_reschedule: the command that starts it now
     extra: Mapping[str, Any] = _extra()
 
 
@@ -256,6 +283,7 @@ class SlotStatus:
     #: the request's neutral state (``model/capacity.RequestState``: waiting, active, ...)
     #: beside ``state``, the API's own word; None: no request seen
     request: str | None = added()
+    before_end: BeforeEndStatus | None = added()  # its workload's before_end and next end
     extra: Mapping[str, Any] = _extra()
     #: the API that holds (or is to hold) it: "tpu" (queued resources) or "compute" (Compute
     #: Engine); None in a snapshot written before it said

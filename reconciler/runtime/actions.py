@@ -1,8 +1,10 @@
 """The controller's actions: each one dispatched as its own task, run through an adapter, and
 its outcome settled into memory and the event log.
 
-``ActionTasks`` is the half of ``runtime.controller.Controller`` that acts; the controller's
-pass decides (``core.plan``) and calls ``_dispatch`` with the plan. Guarantees kept here:
+``Actions`` is the controller's collaborator that acts, handed what it needs (the memory in
+force, the clouds, the setup and workload ports, the event log, the per-key back-off, how a
+change of workload memory is told); the pass decides (``runtime.step``, ``core.plan``) and the
+controller hands the plan to ``dispatch``. Guarantees kept here:
 
 - never two actions for one slot's cloud key at once (``in_flight``), and an action that
   finished during the observation a plan was made from is not sent again by that plan;
@@ -13,7 +15,7 @@ pass decides (``core.plan``) and calls ``_dispatch`` with the plan. Guarantees k
 - a create or delete whose operation has not shown its outcome reads that operation back
   before anything is resent (``runtime.lro``);
 - what an outcome does to memory, and which event says so, is the pure ``core.outcome``; an
-  event that cannot be written is logged, never raised (``_note``), so ``in_flight`` is
+  event that cannot be written is logged, never raised (``note``), so ``in_flight`` is
   always cleared and the outcome always reaches memory;
 - a notice is sent at least once: one cancelled before it went out is forgotten, so the next
   controller sends it.
@@ -26,12 +28,14 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from reconciler.adapters.cloud import Cloud
 from reconciler.core import across
 from reconciler.core import memory as mem
 from reconciler.core import workload as wl
+from reconciler.core.across import GroupView
 from reconciler.core.outcome import outcome
 from reconciler.core.plan import (
     CLOUD_KINDS,
@@ -45,11 +49,19 @@ from reconciler.core.plan import (
 from reconciler.errors import PermanentError, TemporaryError
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.observed import Node, Observation
-from reconciler.runtime import lro
+from reconciler.runtime import ends, lro
+from reconciler.runtime.backoff import Backoff
+from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
+from reconciler.runtime.memory_file import InForce, Remembered
 from reconciler.runtime.workloads import WorkloadPort
 
 log = logging.getLogger("reconciler.runtime.controller")  # one logger for the whole controller
+
+#: a race group's one program seen as a slot: ``core.across.view``'s answer
+View = tuple[Desired, Observation, tuple[GroupView, ...]]
+#: how a change of workload memory is told (``runtime.step.WorkloadRecord``)
+Moved = Callable[[Desired, mem.Memory, mem.Memory], None]
 
 
 class SetupRunner(Protocol):
@@ -65,36 +77,49 @@ class SetupRunner(Protocol):
     async def aclose(self) -> None: ...
 
 
-class ActionTasks:
-    """Dispatch, run and settle actions; mixed into ``Controller``, which owns the state below."""
+class Actions:
+    """Dispatch, run and settle actions (one per controller)."""
 
-    memory: mem.Memory
-    events: EventLog
-    setup: SetupRunner | None
-    workloads: WorkloadPort | None
-    clock: Callable[[], float]
-    allow_destructive: bool
-    in_flight: dict[str, asyncio.Task[None]]
-    wake: asyncio.Event
-    _completions: int
-    _completed_at: dict[str, int]
-    _observed_from: int
-    _failing_since: dict[str, float]
+    def __init__(
+        self,
+        *,
+        memory: Remembered,
+        events: EventLog,
+        clouds: Callable[[Desired], Awaitable[Cloud]],
+        setup: SetupRunner | None,
+        workloads: WorkloadPort | None,
+        clock: Callable[[], float],
+        allow_destructive: bool,
+        backoff: Backoff,
+        moved: Moved,
+        store: DesiredLoader,
+    ) -> None:
+        self.remembered, self.events, self.clouds = memory, events, clouds
+        self.setup, self.workloads, self.clock = setup, workloads, clock
+        self.allow_destructive, self.backoff, self.moved = allow_destructive, backoff, moved
+        self.store = store  # where a create's setup.at_boot scripts are read from
+        self.in_flight: dict[str, asyncio.Task[None]] = {}
+        self.wake = asyncio.Event()  # set when an action ends: the loop looks again
+        # Expectations: an action that finished after an observation began may not show in
+        # it yet, so that observation must not decide the same action again.
+        self._completions = 0
+        self._completed_at: dict[str, int] = {}
+        self._observed_from = 0
 
-    # Provided by ``Controller``:
-    async def _cloud_for(self, desired: Desired) -> Cloud:
-        raise NotImplementedError
+    memory = InForce()  # the memory in force (``remembered.value``)
 
-    def _save_memory(self) -> None:
-        raise NotImplementedError
+    def observing(self) -> None:
+        """An observation begins: what finishes from now on may not show in it."""
+        self._observed_from = self._completions
 
-    def _workloads_moved(self, desired: Desired, before: mem.Memory) -> None:
-        raise NotImplementedError
-
-    def _dispatch(self, desired: Desired, observation: Observation, decided: Plan) -> list[Action]:
+    def dispatch(
+        self, desired: Desired, observation: Observation, decided: Plan, view: View | None = None
+    ) -> list[Action]:
+        """Start the plan's actions not already running; ``view`` is the pass's race-group
+        view of ``desired`` and ``observation`` (computed here when not given)."""
         started = []
         # a race group's one program runs on its virtual slot and node (``core/across``)
-        desired, observation, _ = across.view(desired, observation, self.memory)
+        desired, observation, _ = view or across.view(desired, observation, self.memory)
         before, self.memory = (  # released slots: their attempts end as released, not lost
             self.memory,
             wl.record_decisions(
@@ -105,7 +130,7 @@ class ActionTasks:
             ),
         )
         if self.memory is not before:
-            self._workloads_moved(desired, before)
+            self.moved(desired, before, self.memory)
         for action in decided.actions:
             if action.key in self.in_flight:
                 continue
@@ -115,7 +140,9 @@ class ActionTasks:
                 continue
             if action.kind in CLOUD_KINDS and action.kind != Kind.CREATE:
                 self._cancel_setup(action)
-            elif action.kind in SETUP_KINDS and self.setup is None:
+            elif (action.kind in SETUP_KINDS and self.setup is None) or (
+                action.kind == Kind.BEFORE_END and self.workloads is None
+            ):
                 continue
             elif action.kind in WORKLOAD_KINDS:
                 if self.workloads is None or action.workload is None or action.instance is None:
@@ -128,7 +155,7 @@ class ActionTasks:
                         self.memory, action.slot, action.workload, action.instance, self.clock()
                     ),
                 )
-                self._workloads_moved(desired, before)
+                self.moved(desired, before, self.memory)
             node = observation.node(action.zone, action.slot)
             task = asyncio.create_task(self._run(desired, action, node), name=action.key)
             self.in_flight[action.key] = task
@@ -145,7 +172,7 @@ class ActionTasks:
             if key.startswith(prefix) and not key.endswith(":cloud"):
                 task.cancel()
 
-    def _note(self, kind: str, *, slot: str | None, **fields: Any) -> None:
+    def note(self, kind: str, *, slot: str | None, **fields: Any) -> None:
         """An event from an action's task. A write that fails (a full or read-only state disk)
         is logged, never raised: the event log records what was done, and a record that cannot
         be written must not leave the action in ``in_flight`` or its outcome out of memory."""
@@ -158,7 +185,7 @@ class ActionTasks:
         # Everything from the first event to the last is inside one try: its finally always
         # clears in_flight, whatever fails on the way.
         try:
-            self._note(
+            self.note(
                 "action.started",
                 slot=action.slot,
                 action=action.kind.value,
@@ -168,7 +195,7 @@ class ActionTasks:
             )
             detail = await self._execute(desired, action, node)
         except asyncio.CancelledError:
-            self._note("action.cancelled", slot=action.slot, action=action.kind.value)
+            self.note("action.cancelled", slot=action.slot, action=action.kind.value)
             raise
         except Exception as e:
             if not isinstance(e, TemporaryError | PermanentError):  # a bug, not the world
@@ -181,7 +208,7 @@ class ActionTasks:
             self._completions += 1
             self._completed_at[action.key] = self._completions
             with contextlib.suppress(OSError):
-                self._save_memory()
+                self.remembered.save()
             self.wake.set()
 
     def _settle(self, action: Action, result: str | Exception) -> None:
@@ -191,24 +218,27 @@ class ActionTasks:
             result,
             self.memory,
             self.clock(),
-            self._failing_since.get(action.key),
+            self.backoff.since(action.key),
             random.random(),
         )
         self.memory = done.memory
-        if done.failing_since is None:
-            self._failing_since.pop(action.key, None)
-        else:
-            self._failing_since[action.key] = done.failing_since
+        self.backoff.keep(action.key, done.failing_since)
         fields = dict(done.event.fields)
         slot = fields.pop("slot")
-        self._note(done.event.kind, slot=slot if isinstance(slot, str) else None, **fields)
+        self.note(done.event.kind, slot=slot if isinstance(slot, str) else None, **fields)
 
     async def _execute(self, desired: Desired, action: Action, node: Node | None) -> str:
         if action.kind in CLOUD_KINDS:
-            cloud = await self._cloud_for(desired)
+            cloud = await self.clouds(desired)
+            if action.create is not None:  # setup.at_boot: its scripts are read now
+                base = self.store.path.expanduser().resolve().parent
+                create = ends.with_boot_script(desired, base, action.create)
+                action = replace(action, create=create)
             return await self._submit(cloud, action, desired.settings.fast_poll_interval)
         if node is None:
             raise TemporaryError(f"{action.slot}: node not observed yet", delay=5.0)
+        if action.kind == Kind.BEFORE_END:
+            return await ends.run_before_end(self.workloads, desired, action, node)
         if action.kind in WORKLOAD_KINDS:
             assert self.workloads is not None
             if action.kind == Kind.LAUNCH:
@@ -261,7 +291,7 @@ class ActionTasks:
             )
         return submitted.outcome.value
 
-    def _send_notices(self, desired: Desired, decided: Plan) -> None:
+    def send_notices(self, desired: Desired, decided: Plan) -> None:
         if not desired.settings.ntfy_topic or self.setup is None or decided.suspended:
             return  # suspended: the notices wait (they announce what is being done)
         for notice in decided.notices:
@@ -273,12 +303,12 @@ class ActionTasks:
         assert self.setup is not None
         try:
             await self.setup.notify(settings, notice)
-            self._note("notify.sent", slot=notice.slot, event=notice.event)
+            self.note("notify.sent", slot=notice.slot, event=notice.event)
         except asyncio.CancelledError:
             # Stopped before it went out: the next controller sends it (at least once).
             self.memory = mem.forget_notice(self.memory, notice.key)
             raise
         except Exception as e:  # notices never stop the loop
-            self._note("notify.failed", slot=notice.slot, event=notice.event, error=str(e))
+            self.note("notify.failed", slot=notice.slot, event=notice.event, error=str(e))
         finally:
             self.in_flight.pop(f"notify:{notice.key}", None)

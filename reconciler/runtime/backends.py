@@ -27,6 +27,7 @@ from reconciler.model import flex
 from reconciler.model.accelerators import COMPUTE_API
 from reconciler.model.capacity import RequestState
 from reconciler.model.desired import Desired
+from reconciler.model.vocabulary import REST
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +45,7 @@ class Api:
 def _tpu_cloud(desired: Desired, env: dict[str, str]) -> Cloud:
     """The Cloud TPU API through ``settings.backend`` (``rest`` or ``gcloud``)."""
     settings = desired.settings
-    if settings.backend == "rest":
+    if settings.backend == REST:
         from reconciler.adapters.rest import RestCloud
 
         return RestCloud(
@@ -131,6 +132,33 @@ def cloud_key(desired: Desired) -> tuple[object, ...]:
         tuple(name for name, api in APIS.items() if api.wanted(desired)),
         tuple(sorted(s.reservations.items())),
     )
+
+
+class Clouds:
+    """The cloud of the intent in force, built by ``factory`` and kept while the settings
+    that choose it (``cloud_key``) stay the same; the pass and the actions share one."""
+
+    def __init__(self, factory: Callable[[Desired], Cloud]) -> None:
+        self._factory = factory
+        self._cloud: Cloud | None = None
+        self._key: tuple[object, ...] | None = None
+        #: the transport of the last cloud used, as users read it ("rest", "gcloud"; kept
+        #: after ``aclose``)
+        self.backend = "?"
+
+    async def __call__(self, desired: Desired) -> Cloud:
+        key = cloud_key(desired)
+        if self._cloud is None or key != self._key:
+            await self.aclose()
+            self._cloud = self._factory(desired)
+            self._key = key
+            self.backend = self._cloud.capability.transport
+        return self._cloud
+
+    async def aclose(self) -> None:
+        if self._cloud is not None:
+            cloud, self._cloud = self._cloud, None
+            await cloud.aclose()
 
 
 def word_state(word: str, api: str = tpu_api_parse.API) -> RequestState:

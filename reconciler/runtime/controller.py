@@ -23,8 +23,11 @@ Guarantees kept here:
   file's owner (``adapters/confirm_file.take_requests``); who asked is in the event and the
   controller's own audit.
 
-Running the actions (dispatch, the adapters, settling each outcome) is ``runtime.actions``,
-mixed in here; the outcome policy itself is the pure ``core.outcome``.
+A pass is the look-and-decide step ``runtime.step`` (shared with ``plan`` and ``apply``, which
+call it with other ``Effects``), then the dispatch, the notices, the workload tails, the
+snapshot and the memory save. Running the actions (dispatch, the adapters, settling each
+outcome) is the collaborator ``runtime.actions.Actions``, handed what it needs; the outcome
+policy itself is the pure ``core.outcome``.
 """
 
 from __future__ import annotations
@@ -36,83 +39,48 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from dataclasses import replace as replace_record
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from reconciler.adapters.cloud import Cloud, zones_to_observe
-from reconciler.adapters.confirm_file import (
-    read_confirmation_checked,
-    read_confirmed,
-    remove_confirmation,
-)
-from reconciler.adapters.files import write_json
-from reconciler.adapters.lab import user_name
 from reconciler.adapters.statedir import StateDir
 from reconciler.adapters.status_file import write_status
-from reconciler.core import across, retry
-from reconciler.core import control as control_rules
-from reconciler.core import flex as flex_rules
-from reconciler.core import lro as lro_rules
+from reconciler.core import across
 from reconciler.core import memory as mem
-from reconciler.core import workload as wl
-from reconciler.core.chip_use import summary as chip_summary
+from reconciler.core.before_end import next_wake
 from reconciler.core.metrics import pass_result
-from reconciler.core.outcome import rule_delay
-from reconciler.core.plan import (
-    Action,
-    Plan,
-    in_motion,
-    plan,
-)
+from reconciler.core.plan import Action, in_motion
 from reconciler.core.schedule import hurries, next_interval, watching
 from reconciler.core.status import build_status
 from reconciler.core.workload_backoff import restart_due
 from reconciler.errors import ControllerAlreadyRunning, PermanentError, TemporaryError
-from reconciler.model.capacity import RequestState
 from reconciler.model.desired import Desired, Settings
-from reconciler.model.intent_parts import Part
-from reconciler.model.multislice import place_accelerator
-from reconciler.model.observed import Observation
 from reconciler.model.status import ControllerInfo
-from reconciler.model.workload import WorkerProbe
-from reconciler.runtime.actions import ActionTasks, SetupRunner
-from reconciler.runtime.backends import cloud_key
-from reconciler.runtime.desired_loader import DesiredLoader, LoadResult
+from reconciler.runtime.actions import Actions, SetupRunner
+from reconciler.runtime.backends import Clouds
+from reconciler.runtime.backoff import OBSERVE, Backoff
+from reconciler.runtime.desired_loader import DesiredLoader
 from reconciler.runtime.events import EventLog
-from reconciler.runtime.lab_intake import audit_files, report_layout, take_confirmations
+from reconciler.runtime.lab_intake import report_layout
 from reconciler.runtime.latency import LatencyProbes
-from reconciler.runtime.memory_file import load_memory
+from reconciler.runtime.memory_file import InForce, Remembered
 from reconciler.runtime.quota_limits import CloudQuotaLimits
-from reconciler.runtime.transitions import Transitions
-from reconciler.runtime.workloads import (
-    Prober,
-    WorkloadPort,
-    ended_attempts,
-    tails,
-    transition_events,
-)
+from reconciler.runtime.step import APPLY, PLAN, RUN, PassResult, Step, WorkloadRecord
+from reconciler.runtime.workloads import Prober, WorkloadPort, tails
 
 if TYPE_CHECKING:
+    from reconciler.adapters.cloud import Cloud
     from reconciler.runtime.history import HistoryRecorder
     from reconciler.runtime.lock import ControllerLock
     from reconciler.runtime.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-CloudFactory = Callable[[Desired], Cloud]
+CloudFactory = Callable[[Desired], "Cloud"]
+
+__all__ = ["CloudFactory", "Controller", "PassResult"]
 
 
-@dataclass
-class PassResult:
-    desired: Desired | None
-    observation: Observation | None
-    plan: Plan | None
-    dispatched: list[Action] = field(default_factory=list)
-    observe_error: str | None = None
-
-
-class Controller(ActionTasks):
+class Controller:
     def __init__(
         self,
         *,
@@ -129,242 +97,133 @@ class Controller(ActionTasks):
         metrics: Metrics | None = None,
     ) -> None:
         self.store, self.state, self.events, self.setup = store, state, events, setup
-        self.history = history  # capacity history: fed one look per pass, writes off-thread
+        self._history = history
         self.lock = lock  # held by the caller; followed to each new inode of the desired file
         self.metrics = metrics  # Prometheus counters; serves /metrics while settings.metrics
         #: why memory or the last snapshot could not be saved when ``run`` stopped, if so
         self.unsaved: OSError | None = None
         # The setup runner doubles as the workload port when it has the methods (LiveSetup).
         self.workloads = workloads or (setup if isinstance(setup, WorkloadPort) else None)
-        self.prober = Prober()
-        self.latency = LatencyProbes(self._record_latency)  # round trips, beside the pass
-        self._cloud_factory = cloud_factory
-        self._cloud: Cloud | None = None
-        self._cloud_key: tuple[object, ...] | None = None
         self.clock = clock
-        self.allow_destructive = allow_destructive
-        self.memory = load_memory(self.state, self.events)
-        self._memory_saved = mem.to_dict(self.memory)
-        self.in_flight: dict[str, asyncio.Task[None]] = {}
-        # Expectations: an action that finished after an observation began may not show in
-        # it yet, so that observation must not decide the same action again.
-        self._completions = 0
-        self._completed_at: dict[str, int] = {}
-        self._observed_from = 0
-        self.wake = asyncio.Event()
-        self._observe_failures = 0
-        self._observe_delay = 0.0
-        self._observe_retry: float | None = None
-        self._observe_failing_since = 0.0
-        self._failing_since: dict[str, float] = {}  # action key -> first failure in a row
-        self.transitions = Transitions(events)  # what moved since the last pass, as events
-        self._last_digest: str | None = None
-        #: each file's part last written to the audit log (source -> part)
-        self._audited: dict[str, Part] = {}
-        self._last_errors: tuple[str, ...] = ()
+        self._allow_destructive = allow_destructive
+        self.remembered = Remembered(state, events)
+        self.clouds = Clouds(cloud_factory)
+        self.backoff = Backoff()  # per key: each action's, and the observation's (OBSERVE)
+        self._moved = moved = WorkloadRecord(events, self._now, metrics, history)
+        self.actions = Actions(
+            memory=self.remembered,
+            events=events,
+            clouds=self.clouds,
+            setup=setup,
+            workloads=self.workloads,
+            clock=self._now,
+            allow_destructive=allow_destructive,
+            backoff=self.backoff,
+            moved=moved,
+            store=store,
+        )
+        self.prober = Prober()  # the workload probes of each pass, bounded in time
+        self.step = Step(
+            store=store,
+            state=state,
+            events=events,
+            memory=self.remembered,
+            clouds=self.clouds,
+            quotas=CloudQuotaLimits(self._now, self.actions.note),  # settings.quota_source: cloud
+            setup=setup,
+            workloads=self.workloads,
+            clock=self._now,
+            backoff=self.backoff,
+            moved=moved,
+            observing=self.actions.observing,
+            prober=self.prober,
+            history=history,
+            metrics=metrics,
+        )
+        self.latency = LatencyProbes(self._record_latency)  # round trips, beside the pass
         self._last: PassResult | None = None
-        self._observed_at: float | None = None
-        self._backend = "?"  # the transport of the last cloud used, as users read it
-        self.cloud_quotas = CloudQuotaLimits(clock, self._note)  # settings.quota_source: cloud
-        #: the owner of every slot seen in an intent while this controller ran (a confirmation
-        #: of a removed slot's delete is judged by it: ``model/trust.confirm_refusal``)
-        self._owners: dict[str, str | None] = {}
 
-    # -- memory ------------------------------------------------------------------------------
-    def _save_memory(self) -> None:
-        doc = mem.to_dict(self.memory)
-        if doc != self._memory_saved:
-            write_json(self.state.memory, doc)
-            self._memory_saved = doc
+    def _now(self) -> float:
+        """``clock`` as it is now (a test may swap it): what the collaborators read."""
+        return self.clock()
 
-    # -- cloud -------------------------------------------------------------------------------
+    memory = InForce()  # the memory in force (``remembered.value``)
+
+    @property
+    def history(self) -> HistoryRecorder | None:
+        """The capacity history: fed one look per pass and each ended attempt (writes
+        off-thread); handed on to the pass and the workload record."""
+        return self._history
+
+    @history.setter
+    def history(self, value: HistoryRecorder | None) -> None:
+        self._history = self.step.history = self._moved.history = value
+
+    @property
+    def allow_destructive(self) -> bool:
+        """Whether a delete may go out (``plan`` builds a controller that may not)."""
+        return self._allow_destructive
+
+    @allow_destructive.setter
+    def allow_destructive(self, value: bool) -> None:
+        self._allow_destructive = self.actions.allow_destructive = value
+
+    @property
+    def in_flight(self) -> dict[str, asyncio.Task[None]]:
+        """The actions running now, by key (``Actions.in_flight``)."""
+        return self.actions.in_flight
+
+    @in_flight.setter
+    def in_flight(self, value: dict[str, asyncio.Task[None]]) -> None:
+        self.actions.in_flight = value
+
+    @property
+    def wake(self) -> asyncio.Event:
+        """Set when the loop should look again (an action ended, the file changed)."""
+        return self.actions.wake
+
     @property
     def backend(self) -> str:
         """The transport of the last cloud used, "rest" or "gcloud" (kept after ``drain``
         closes it)."""
-        return self._backend
-
-    async def _cloud_for(self, desired: Desired) -> Cloud:
-        key = cloud_key(desired)
-        if self._cloud is None or key != self._cloud_key:
-            if self._cloud is not None:
-                await self._cloud.aclose()
-            self._cloud = self._cloud_factory(desired)
-            self._cloud_key = key
-            self._backend = self._cloud.capability.transport
-        return self._cloud
-
-    def _audit_load(self, loaded: LoadResult) -> None:
-        """Each file of the intent in force whose text is new, in the audit log with that
-        file's owner at load (``runtime/lab_intake.audit_files``), by a controller that acts on
-        it (``plan``'s does not)."""
-        if loaded.desired is None or not self.allow_destructive:
-            return
-        self._audited = audit_files(
-            self.state, self._audited, self.store.parts, loaded.files, self.clock()
-        )
+        return self.clouds.backend
 
     # -- one pass ----------------------------------------------------------------------------
     async def reconcile(self) -> PassResult:
-        loaded = self.store.load()
-        desired = loaded.desired
-        errors = tuple(str(d) for d in loaded.errors)
-        if errors != self._last_errors and errors:
-            self.events.emit("desired.invalid", errors=list(errors), in_force=bool(desired))
-        if desired is not None and desired.digest != self._last_digest:
-            owner: dict[str, Any] = (
-                {"file_owner": user_name(loaded.file_uid)} if loaded.file_uid is not None else {}
-            )
-            if len(loaded.files) > 1:  # a lab's members' files: whose each one is
-                owner["files"] = {
-                    f.source: user_name(f.uid) if f.uid is not None else None for f in loaded.files
-                }
-            self.events.emit(
-                "desired.loaded", digest=desired.digest, slots=len(desired.slots), **owner
-            )
-            self._last_digest = desired.digest
-            self._audit_load(loaded)
-        elif self._last_errors and not errors and desired is not None:  # restored as it was
-            self.events.emit("desired.valid", digest=desired.digest, slots=len(desired.slots))
-        self._last_errors = errors
-        if self.metrics is not None and desired is not None:
-            self.metrics.intent(desired)
-        if desired is None:
-            # No valid intent has ever been loaded: nothing may act, and without a project
-            # there is nothing to observe either. Say why in the snapshot and wait.
-            result = PassResult(None, None, None)
-            self._write_snapshot(result, errors)
+        """One pass of ``run``: look and decide (``runtime.step``, ``RUN``), act, record."""
+        effects = RUN if self.allow_destructive else replace_record(RUN, audit=False)
+        result = await self.step(effects)
+        desired, observation, decided = result.desired, result.observation, result.plan
+        if desired is None or observation is None or decided is None:
+            # No valid intent yet (nothing may act), or the observation failed (backed off):
+            # say why in the snapshot and wait.
+            self._write_snapshot(result, result.errors)
             return result
-
-        desired = await self.cloud_quotas.apply(desired)
-        cloud = await self._cloud_for(desired)
-        zones = zones_to_observe(cloud, desired.zones)
-        now = self.clock()
-        self._observed_from = self._completions
-        try:
-            with self.metrics.observing(cloud) if self.metrics else contextlib.nullcontext():
-                observation = await cloud.observe(zones)
-        except Exception as e:  # the cloud's word, or an adapter bug: either way, back off
-            if not isinstance(e, TemporaryError | PermanentError):
-                log.exception("observation failed unexpectedly")
-            message = e.message if isinstance(e, TemporaryError | PermanentError) else repr(e)
-            self._observe_failures += 1
-            self._observe_delay = e.delay if isinstance(e, TemporaryError) else 60.0
-            if self._observe_failures == 1:
-                self._observe_failing_since = now
-            elapsed = now - self._observe_failing_since
-            self._observe_retry = rule_delay(e, self._observe_failures, elapsed, random.random())
-            if self._observe_retry is not None:
-                self._observe_retry = max(retry.OBSERVE_FLOOR, self._observe_retry)
-            if self._observe_retry is not None:
-                self._observe_delay = self._observe_retry
-            self.events.emit(
-                "observe.failed",
-                error=message,
-                retry="transient" if isinstance(e, TemporaryError) else "permanent",
-                delay=self._observe_delay,
-            )
-            result = PassResult(desired, None, None, observe_error=message)
-            self._write_snapshot(result, errors)
-            return result
-        self._observe_failures = 0
-        self._observed_at = now
-        self.transitions.observed(observation)
-        (windows, orphans), probes = await asyncio.gather(
-            self._tmux_inventory(desired, observation), self._probe(desired, observation)
+        assert result.views is not None and result.before is not None
+        result.dispatched = self.actions.dispatch(
+            desired, observation, decided, result.views(self.memory)
         )
-        self.memory = mem.observe(self.memory, desired, observation, now)
-        self.memory = lro_rules.settle(self.memory, observation)
-        wd, wo, _ = across.view(desired, observation, self.memory)  # race groups' programs
-        before, self.memory = self.memory, wl.observe(self.memory, wd, wo, probes, now)
-        self._workloads_moved(wd, before)
-        self._owners.update({s.name: s.owner for s in desired.slots})
-        if self.state.lab:  # members' requests: judged by whose file each is, then removed
-            self._take_requests()
-        # one read a pass; usually absent. A member's confirmation counts for what they may change
-        confirmation, refused = read_confirmation_checked(self.state, owners=self._owners)
-        if refused is not None:
-            self.events.emit("confirm.refused", error=refused)
-        confirmed = control_rules.confirmed_deletes(confirmation, digest=desired.digest, now=now)
-        decided = plan(desired, observation, self.memory, now, windows, confirmed, probes=probes)
-        spent = confirmation is not None and control_rules.confirmation_spent(
-            confirmation,
-            digest=desired.digest,
-            now=now,
-            present=control_rules.present_delete_ids(observation),
-        )
-        if spent and remove_confirmation(self.state):
-            self._note("confirm.cleared", slot=None)
-        self.transitions.decided(decided)
-        if self.history is not None:
-            self.history.observe(desired, observation, self.memory, now)
-        result = PassResult(desired, observation, decided)
-        result.dispatched = self._dispatch(desired, observation, decided)
-        self._send_notices(desired, decided)
-        self.latency.start(desired, observation, self.memory.latency, now)
+        self.actions.send_notices(desired, decided)
+        self.latency.start(desired, observation, self.memory.latency, self.clock())
         if self.workloads is not None:  # after dispatch: a stop or relaunch never waits on it
-            wd, wo, _ = across.view(desired, observation, self.memory)  # race groups' programs
-            self.memory = await tails(self.workloads, wd, wo, before, self.memory)
+            wd, wo, _ = result.views(self.memory)  # race groups' programs
+            self.memory = await tails(self.workloads, wd, wo, result.before, self.memory)
         self._last = result
-        self._write_snapshot(result, errors, list(windows or ()), orphans)
-        self._save_memory()
+        self._write_snapshot(result, result.errors, result.windows, result.orphans)
+        self.remembered.save()
         return result
 
-    def _take_requests(self) -> None:
-        """The lab members' confirmation requests (``runtime/lab_intake``)."""
-        take_confirmations(self.state, self.events, self._owners, self.clock())
+    async def observe_and_plan(self) -> PassResult:
+        """Look and decide without acting: the same step as ``run``'s pass, without its record
+        (``plan``, ``runtime.step.PLAN``; the first half of ``apply`` when this controller may
+        act: then the intent is audited and a lab's requests are taken, ``APPLY``). A failed
+        observation raises."""
+        return await self.step(APPLY if self.allow_destructive else PLAN)
 
     def _record_latency(self, zone: str, ms: float | None) -> None:
         self.memory = mem.record_latency(self.memory, zone, ms, self.clock())
 
-    def _workloads_moved(self, desired: Desired, before: mem.Memory) -> None:
-        """Events for workload transitions; each ended attempt into the capacity history."""
-        transition_events(self.events, before, self.memory)
-        if self.metrics is not None:
-            self.metrics.workloads_moved(before, self.memory)
-        if self.history is None:
-            return
-        for ended in ended_attempts(before, self.memory):
-            spec = desired.slot(ended.slot)
-            ended_at = self.clock()
-            self.history.record_workload_attempt(
-                slot=ended.slot,
-                zone=spec.zone if spec else "",
-                accelerator=place_accelerator(spec.accelerator, spec.slices) if spec else "",
-                run_id=ended.run_id,
-                attempt=ended.attempt,
-                started_at=ended.started_at,
-                ended_at=ended_at,
-                exit_code=ended.exit_code,
-                cause=ended.cause,
-                chips=chip_summary(ended.chip_use, ended_at),
-            )
-
-    async def _probe(
-        self, desired: Desired, observation: Observation
-    ) -> dict[str, tuple[WorkerProbe, ...]]:
-        if self.workloads is None:
-            return {}
-        wd, wo, _ = across.view(desired, observation, self.memory)  # race groups' programs
-        return await self.prober.probe_all(self.workloads, wd, wo, self.memory)
-
     # -- snapshot ----------------------------------------------------------------------------
-    async def _tmux_inventory(
-        self, desired: Desired, observation: Observation
-    ) -> tuple[list[str] | None, list[str]]:
-        """Windows that exist (None when unknown) and orphans, read before planning."""
-        ever_opened = any("tmux" in m.setup for m in self.memory.slots.values())
-        wanted = any(s.setup.tmux for s in desired.slots)
-        if self.setup is None or not (wanted or ever_opened or desired.settings.tmux_socket):
-            return None, []
-        active = {r.name for r in observation.requests if r.state == RequestState.ACTIVE}
-        try:
-            windows, orphans = await self.setup.tmux_inventory(desired.settings, active)
-        except Exception as e:  # tmux missing or dead: plan from memory, status says so
-            log.debug("tmux inventory failed: %s", e)
-            return None, []
-        return windows, orphans
-
     def _write_snapshot(
         self,
         result: PassResult,
@@ -382,7 +241,7 @@ class Controller(ActionTasks):
             desired_file=str(self.store.path),
             errors=errors,
             observation=observation,
-            observed_at=self._observed_at,
+            observed_at=self.step.observed_at,
             memory=self.memory,
             plan=decided,
             now=self.clock(),
@@ -418,24 +277,25 @@ class Controller(ActionTasks):
                 else {},
             )
         )
+        failing = self.backoff.run(OBSERVE)  # the observation's run of failures, if any
         delay = next_interval(
             slow=settings.poll_interval,
             fast=settings.fast_poll_interval,
             moving=moving,
             in_flight=sum(map(self._hurries, self.in_flight)),
             dispatched=sum(map(self._hurries, (a.key for a in result.dispatched))),
-            observe_failures=self._observe_failures,
-            error_delay=self._observe_delay,
+            observe_failures=failing.failures if failing else 0,
+            error_delay=failing.delay if failing else 0.0,
             rand=random.random(),
-            retry=self._observe_retry if self._observe_failures else None,
+            retry=failing.retry if failing else None,
         )
         # A timer that runs out wakes the loop then, not at the next steady poll: a hold's
-        # release, the end of a relaunch's backoff, a flex-start run's end and its notice.
-        if not self._observe_failures:
+        # release, a relaunch's backoff, a flex-start run's end and notice, a before_end.
+        if failing is None:
             now = self.clock()
             release = min(result.plan.releases_at.values(), default=None) if result.plan else None
             restart = restart_due(self.memory, now)
-            wake = flex_rules.next_wake(result.desired, result.observation, now)
+            wake = next_wake(result.desired, result.observation, self.memory, now)
             for at, slack, least in ((release, 0.5, 1.0), (restart, 0.2, 0.5), (wake, 0.5, 1.0)):
                 if at is not None:
                     delay = min(delay, max(least, at - now + slack))
@@ -521,9 +381,9 @@ class Controller(ActionTasks):
             with contextlib.suppress(OSError):  # a full or read-only state dir: stop anyway
                 self.events.emit("controller.stopped", pid=os.getpid())
             try:
-                self._save_memory()
+                self.remembered.save()
                 if self._last is not None:
-                    self._write_snapshot(self._last, self._last_errors, running=False)
+                    self._write_snapshot(self._last, self.step.last_errors, running=False)
             except OSError as e:  # stopped all the same; the caller says so and exits 78
                 self.unsaved = e
 
@@ -555,46 +415,19 @@ class Controller(ActionTasks):
                 await asyncio.wait(pending, timeout=5.0)
         self.prober.cancel()
         await self.latency.cancel()
-        if self._cloud is not None:
-            await self._cloud.aclose()
-            self._cloud = None
+        await self.clouds.aclose()
         if self.setup is not None:
             await self.setup.aclose()
-
-    async def observe_and_plan(self) -> PassResult:
-        """Look and decide without acting (``plan`` and the first half of ``apply``)."""
-        loaded = self.store.load()
-        desired = loaded.desired
-        if desired is None:
-            return PassResult(None, None, None)
-        if desired.digest != self._last_digest:  # `apply` audits the files it acts on
-            self._last_digest = desired.digest
-            self._audit_load(loaded)
-        desired = await self.cloud_quotas.apply(desired)
-        cloud = await self._cloud_for(desired)
-        observation = await cloud.observe(zones_to_observe(cloud, desired.zones))
-        now = self.clock()
-        self._observed_at = now
-        self.memory = mem.observe(self.memory, desired, observation, now)
-        probes = await self._probe(desired, observation)
-        wd, wo, _ = across.view(desired, observation, self.memory)
-        self.memory = wl.observe(self.memory, wd, wo, probes, now)
-        owners = {s.name: s.owner for s in desired.slots}
-        if self.state.lab and self.allow_destructive:  # `apply` takes members' requests too
-            self._owners.update(owners)
-            self._take_requests()
-        confirmed = read_confirmed(self.state, digest=desired.digest, now=now, owners=owners)
-        decided = plan(desired, observation, self.memory, now, confirmed=confirmed, probes=probes)
-        return PassResult(desired, observation, decided)
 
     async def apply(self, result: PassResult) -> list[Action]:
         """Carry out exactly the actions of a plan already shown, and wait for them."""
         if result.desired is None or result.observation is None or result.plan is None:
             return []
-        started = self._dispatch(result.desired, result.observation, result.plan)
+        view = result.views(self.memory) if result.views is not None else None
+        started = self.actions.dispatch(result.desired, result.observation, result.plan, view)
         while self.in_flight:
             await asyncio.wait(list(self.in_flight.values()))
-        self._save_memory()
+        self.remembered.save()
         # Look once more so `status` shows the world the apply left, not the one before it.
         try:
             after = await self.observe_and_plan()
@@ -605,4 +438,4 @@ class Controller(ActionTasks):
 
     def write_snapshot(self, result: PassResult) -> None:
         """The status snapshot of a one-off pass (``apply``): no controller is running."""
-        self._write_snapshot(result, (), running=False)
+        self._write_snapshot(result, (), result.windows, result.orphans, running=False)

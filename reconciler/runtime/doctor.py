@@ -22,6 +22,7 @@ from reconciler.model.desired import Desired, Settings
 from reconciler.model.durations import format_duration
 from reconciler.model.stamps import epoch_or_none
 from reconciler.model.status import StatusSnapshot
+from reconciler.model.vocabulary import GCLOUD
 
 SCHEMA: Final = "tpu-reconciler.doctor.v1"
 Status = Literal["ok", "warn", "fail", "skip"]
@@ -110,7 +111,7 @@ def check_project(desired: Desired | None, raw_project: Any) -> Check:
 def gcloud_needed(settings: Settings, token_source: str | None) -> str | None:
     """What needs gcloud, or None. ``token_source`` is the environment variable that hands the
     REST backend its token (``CLOUDSDK_AUTH_ACCESS_TOKEN[_FILE]``), if set."""
-    if settings.backend == "gcloud":
+    if settings.backend == GCLOUD:
         return "the gcloud backend"
     if token_source is None and settings.credentials == "gcloud":
         return "access tokens for the REST backend (gcloud config config-helper)"

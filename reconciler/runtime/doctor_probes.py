@@ -36,6 +36,7 @@ from reconciler.errors import InvalidDesiredState, ReconcilerError, StatusUnread
 from reconciler.model.desired import Desired, Settings
 from reconciler.model.load import env_overrides, parse_yaml
 from reconciler.model.status import StatusSnapshot
+from reconciler.model.vocabulary import REST
 from reconciler.runtime import doctor as d
 from reconciler.runtime import doctor_lab as dl
 from reconciler.runtime import doctor_ssh as ds
@@ -117,7 +118,7 @@ async def probe_auth(
         except (ReconcilerError, TimeoutError) as e:
             return d.AuthFacts(token_source, token_error=str(e) or "timed out")
         return d.AuthFacts(token_source)
-    if settings.backend == "rest" and settings.credentials == "adc":
+    if settings.backend == REST and settings.credentials == "adc":
         from reconciler.adapters.auth import ApplicationDefaultCredentials
 
         try:  # the token is never kept, never shown
@@ -128,7 +129,7 @@ async def probe_auth(
     if gcloud is None:
         return d.AuthFacts(None)
     listing = _run([gcloud, "auth", "list", "--format=json"], env, timeout)
-    if settings.backend == "rest":
+    if settings.backend == REST:
         rc_out_err, token_error = await asyncio.gather(
             listing, _token_error(GcloudAccessToken(env, gcloud=gcloud, timeout=timeout))
         )

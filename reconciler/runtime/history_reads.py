@@ -37,6 +37,7 @@ from reconciler.model.capacity import DEFAULT_API
 from reconciler.model.desired import Desired
 from reconciler.model.observed import Observation
 from reconciler.model.tpu_zones import zones_for
+from reconciler.model.vocabulary import DEFAULT_MODE
 from reconciler.runtime.backends import word_state
 
 log = logging.getLogger("reconciler.runtime.history")
@@ -144,7 +145,7 @@ def recommend_document(
     path: Path,
     accelerator: str,
     *,
-    mode: str = "spot",
+    mode: str = DEFAULT_MODE,
     count: int = 3,
     since: float | None = None,
     group: str | None = None,

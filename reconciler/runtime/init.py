@@ -22,8 +22,9 @@ from reconciler.errors import InitError, InvalidDesiredState, UnsafeName
 from reconciler.model import accelerators, flex, names
 from reconciler.model.desired import DEFAULT_IMAGES, DEFAULT_RUNTIME_VERSIONS, Desired
 from reconciler.model.load import parse_desired
+from reconciler.model.vocabulary import DEFAULT_MODE as DEFAULT_MODE
+from reconciler.model.vocabulary import MODES as MODES
 
-MODES: Final = ("spot", "on-demand", "reserved", "flex-start")
 DEFAULT_ZONE: Final = "us-central2-b"
 DEFAULT_ACCELERATOR: Final = "v4-8"
 RACE_GROUP: Final = "first-tpu"
@@ -34,7 +35,7 @@ class Starter:
     project: str
     zones: tuple[str, ...] = (DEFAULT_ZONE,)
     accelerators: tuple[str, ...] = (DEFAULT_ACCELERATOR,)
-    mode: str = "spot"
+    mode: str = DEFAULT_MODE
     race: bool | None = None  # None: race when there is more than one candidate
     max_run_duration: str | None = None  # mode flex-start (required there): each slot's run
 

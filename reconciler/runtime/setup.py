@@ -8,7 +8,9 @@ and rebuilt when the SSH settings change). It resolves what the adapters need â€
 (settings or OS Login, cached), the key, the agent socket, the known_hosts pins, script paths
 relative to desired.yaml, the way to each slot's workers (``ssh_proxy``: ``routes``, with IAP's
 worker VM names read once per node from its guest attributes through a cloud of its own) â€” and
-turns a failed worker into the error the controller backs off on.
+turns a failed worker into the error the controller backs off on. A ``setup.at_boot`` slot's
+bootstrap over SSH (its node boots with another setup, or none) first gives the node's next
+boots this setup (``runtime/ends.update_boot_script``, through that cloud).
 
 Before a step dials a node it checks the node's addresses: an emulated node's (a documentation
 range, ``adapters.ssh.check_dialable``) fails the step at once with ``NoMachine``, a permanent
@@ -30,6 +32,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -174,6 +177,11 @@ class LiveSetup:
                 "(settings.setup_scripts or the slot's setup.scripts)"
             )
         scripts = resolve_scripts(self.base_dir, spec.setup.scripts)
+        if spec.setup.at_boot and node.boot_generation != spec.setup.generation:
+            # first, so a failure here sends nothing: its next boots run this generation
+            from reconciler.runtime.ends import update_boot_script
+
+            await update_boot_script(await self._cloud_for(desired), spec, node, self.base_dir)
         if spec.setup.telemetry:  # the chip probe's client, in a private venv on the worker
             from reconciler.adapters.telemetry import setup_script
 
@@ -348,6 +356,25 @@ class LiveSetup:
         if errors:
             raise errors[0]
         return {w: pids for r in results if isinstance(r, dict) for w, pids in r.items()}
+
+    async def workload_before_end(self, desired: Desired, action: Action, node: Node) -> str:
+        """A workload's ``before_end`` on every worker (``adapters/workload_hook.py``)."""
+        from reconciler.adapters.workload_hook import run_before_end
+
+        spec = self._spec(desired, action)
+        act, w = action.end, spec.workload
+        if act is None or w is None or w.before_end is None:
+            raise PermanentError(f"{action.slot}: no before_end to run")
+        self._refuse_emulated(spec.name, desired.settings, node)
+        await self._user(desired.settings)
+        runner = await self.workload_runner(desired)
+        attempt = wl.WorkloadAct("launch", act.run_id, act.attempt)
+        req = replace(
+            wl.launch_request(spec, attempt, len(node.endpoints), node),
+            command=w.before_end.command,
+        )
+        said: str = await run_before_end(runner, node, req, act)
+        return said
 
     async def workload_probe(
         self,

@@ -62,6 +62,8 @@ CREATE_CASES: dict[str, dict[str, Any]] = {
     },
     # multislice (slices: 2): multisliceParams instead of a nodeId
     "multislice": {"mode": "spot", "slices": 2},
+    # setup.at_boot: the node's metadata carries the startup script (gcloud: from a file)
+    "at-boot": {"mode": "spot", "startup_script": "#!/bin/bash\n# boot, with 'quotes', $x\n"},
 }
 #: the QueueingPolicy fields each window case must set (the API's oneof: one of them)
 WINDOW_FIELDS: dict[str, str] = {
@@ -147,6 +149,7 @@ async def test_rest_request_bodies_are_v2_messages(
             await cloud.create_request(_request(case))
         emulator.add_queued_resource(ZONE, "ga", state="ACTIVE")
         await cloud.guest_attributes(ZONE, "ga", "guest-agent/")
+        await _new_boot_script(cloud, emulator)
     bodies = create_bodies(emulator)
     assert len(bodies) == len(CREATE_CASES)
     for case in CREATE_CASES:
@@ -161,6 +164,25 @@ async def test_rest_request_bodies_are_v2_messages(
         _check_node_spec(qr, _request(case))
     (guest,) = [r for r in emulator.requests() if r.key == "POST nodes.getGuestAttributes"]
     decode(messages, "GetGuestAttributesRequest", guest.body)
+    patch = [r for r in emulator.requests() if r.key == "PATCH nodes.patch"][-1]  # ours
+    assert patch.query == {"updateMask": "metadata"}
+    decode(messages, "Node", patch.body)
+
+
+async def _new_boot_script(cloud: RestCloud | GcloudCloud, emulator: Emulator) -> None:
+    """A live node's startup script replaced: the keys others set there stay."""
+    http = httpx.Client(trust_env=False)
+    url = f"{emulator.url}v2/projects/{PROJECT}/locations/{ZONE}/nodes/ga?updateMask=metadata"
+    keys = {"metadata": {"ssh-keys": "alice:ssh-ed25519 AAAA alice", "startup-script": "old"}}
+    assert http.patch(url, json=keys).status_code == 200
+    await cloud.set_boot_script("tpu", ZONE, "ga", "#!/bin/bash\necho new\n")
+    node = emulator.node(ZONE, "ga")
+    assert node is not None and node["metadata"] == {
+        "ssh-keys": "alice:ssh-ed25519 AAAA alice",
+        "startup-script": "#!/bin/bash\necho new\n",
+        "enable-guest-attributes": "TRUE",
+    }
+    http.close()
 
 
 async def test_gcloud_request_bodies_are_v2_messages(
@@ -170,6 +192,8 @@ async def test_gcloud_request_bodies_are_v2_messages(
     cloud = GcloudCloud(PROJECT, gcloud=gcloud, env=gcloud_env)
     try:
         submitted = [await cloud.create_request(_request(c)) for c in CREATE_CASES]
+        emulator.add_queued_resource(ZONE, "ga", state="ACTIVE")
+        await _new_boot_script(cloud, emulator)  # through REST: gcloud cannot merge metadata
         # the operation gcloud printed can be read back (over REST: gcloud has no command)
         assert all(s.operation for s in submitted)
         status = await cloud.get_operation(str(submitted[0].operation))
@@ -185,8 +209,18 @@ async def test_gcloud_request_bodies_are_v2_messages(
 
 
 def _check_node_spec(qr: Any, request: CreateRequest) -> None:
-    """One node named like the QR, or a multislice of ``node_count`` nodes ``<name>-i``."""
+    """One node named like the QR, or a multislice of ``node_count`` nodes ``<name>-i``; the
+    startup script and guest attributes in its metadata when the request has one."""
     (spec,) = qr.tpu.nodeSpec
+    metadata = spec.node.metadata
+    items = {p.key: p.value for p in metadata.additionalProperties} if metadata else {}
+    if request.startup_script is not None:
+        assert items == {
+            "startup-script": request.startup_script,
+            "enable-guest-attributes": "TRUE",
+        }
+    else:
+        assert items == {}
     if request.slices > 1:
         assert spec.nodeId is None
         assert (spec.multisliceParams.nodeCount, spec.multisliceParams.nodeIdPrefix) == (
@@ -235,11 +269,17 @@ def test_every_response_the_emulator_renders_is_a_v2_message(
         nodes = decode(messages, "ListNodesResponse", get("-/nodes"))
         assert nodes.nodes
         decode(messages, "Node", get(f"{ZONE}/nodes/active"))
+        emulator.set_guest_attribute(ZONE, "active", "setup", "g0 done")  # a worker's report
         decode(
             messages,
             "GetGuestAttributesResponse",
             send("POST", f"{ZONE}/nodes/active:getGuestAttributes", json={}),
         )
+        update = {"metadata": {"startup-script": "#!/bin/bash\n", "ssh-keys": "u:ssh-ed25519 k"}}
+        decode(messages, "Node", update)  # the body ``nodes.patch`` takes
+        patched = send("PATCH", f"{ZONE}/nodes/active?updateMask=metadata", json=update)
+        decode(messages, "Operation", patched)
+        assert decode(messages, "Node", get(f"{ZONE}/nodes/active")).metadata is not None
         body = {"tpu": {"nodeSpec": [{"parent": f"projects/{PROJECT}/locations/{ZONE}",
                 "nodeId": "fresh", "node": {"acceleratorType": "v4-8",
                 "runtimeVersion": "tpu-ubuntu2204-base"}}]}}  # fmt: skip

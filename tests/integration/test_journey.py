@@ -107,7 +107,7 @@ MISTAKES_SAID: Final = (
     "mistakes.yaml:5:46: accelerator 'v6e-7' does not exist",
     "(did you mean 'v6e-8'?)",
     "mistakes.yaml:6:21: zone 'us-wset4-a' is not a known zone (did you mean 'us-west4-a'?)",
-    "mistakes.yaml:7:12: slot 'c' can never fit: a 2-slice v5litepod-16 is 32 chips",
+    "mistakes.yaml:7:46: slot 'c' can never fit: a 2-slice v5litepod-16 is 32 chips",
 )
 #: Google's own name for a v5e size: accepted, with the name sent.
 ALIAS: Final = (

@@ -48,6 +48,7 @@ REQUESTS: dict[str, Any] = {
 #: The SDK message of each route's answer; a route not named here answers an Operation.
 RESPONSES: dict[str, Any] = {
     "compute.instances.get": sdk.Instance,
+    "compute.instances.getGuestAttributes": sdk.GuestAttributes,
     "compute.instances.list": sdk.InstanceList,
     "compute.instances.aggregatedList": sdk.InstanceAggregatedList,
     "compute.instanceTemplates.get": sdk.InstanceTemplate,

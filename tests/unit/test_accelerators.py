@@ -109,7 +109,7 @@ CUBED = [
 
 @pytest.mark.parametrize(("family", "sizes"), SIZES)
 def test_the_sizes_of_2d_generations(family: str, sizes: tuple[int, ...]) -> None:
-    gen = cat.generation(family)
+    gen = cat.family_entry(family)
     assert gen is not None and gen.sizes == sizes
 
 
@@ -117,13 +117,13 @@ def test_the_sizes_of_2d_generations(family: str, sizes: tuple[int, ...]) -> Non
 def test_the_sizes_of_3d_generations(
     family: str, first: tuple[int, ...], last: int, count: int
 ) -> None:
-    gen = cat.generation(family)
+    gen = cat.family_entry(family)
     assert gen is not None
     assert (gen.sizes[: len(first)], gen.sizes[-1], len(gen.sizes)) == (first, last, count)
 
 
-@pytest.mark.parametrize("gen", cat.GENERATIONS, ids=lambda g: g.family)
-def test_every_size_has_a_valid_default_topology_of_its_chips(gen: cat.Generation) -> None:
+@pytest.mark.parametrize("gen", cat.CATALOGUE, ids=lambda g: g.family)
+def test_every_size_has_a_valid_default_topology_of_its_chips(gen: cat.TpuFamily) -> None:
     for size in gen.sizes:
         chips = gen.chips(size)
         topology = gen.topology_of(chips)
@@ -200,7 +200,7 @@ TOPOLOGIES = [
 
 @pytest.mark.parametrize(("family", "topology", "valid"), TOPOLOGIES)
 def test_valid_topologies(family: str, topology: str, valid: bool) -> None:
-    gen = cat.generation(family)
+    gen = cat.family_entry(family)
     assert gen is not None
     assert gen.valid_topology(topology) is valid
 
@@ -277,7 +277,7 @@ def test_quota_ids_name_the_catalogues_families(quota: str, about: tuple[str, st
 
 def test_every_zone_known_to_offer_a_family_exists() -> None:
     for family, zones in tpu_zones.ZONES_BY_FAMILY.items():
-        assert cat.generation(family) is not None, family
+        assert cat.family_entry(family) is not None, family
         assert zones <= tpu_zones.KNOWN_ZONES, zones - tpu_zones.KNOWN_ZONES
 
 

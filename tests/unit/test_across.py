@@ -241,7 +241,7 @@ def test_a_paused_group_holds_its_program_too() -> None:
     run = Passes(replace(d, race_groups=(replace(d.race_groups[0], paused=True),)))
     p = run.step(world(*up("b"), *up("a")))
     assert group_acts(p) == []
-    assert [(h.action.kind, h.rule) for h in p.held if h.action.slot == "g"] == [
+    assert [(h.action.kind, h.gate) for h in p.gated if h.action.slot == "g"] == [
         (Kind.LAUNCH, "paused")
     ]
 

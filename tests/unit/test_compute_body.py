@@ -248,3 +248,26 @@ def test_descriptions_round_trip_and_others_are_not_ours() -> None:
     assert text == "tpu-reconciler: slot=a slice=0/2 hosts=4"
     assert cb.described(text) == {"slot": "a", "slice": "0/2", "hosts": "4"}
     assert cb.described("made by hand") is None and cb.described(None) is None
+
+
+def test_setup_at_boot_rides_in_the_instance_and_the_templates_metadata() -> None:
+    """``setup.at_boot``: the startup script and guest attributes in the single host's and the
+    template's ``metadata.items`` (every MIG host gets them), read back by the SDK."""
+    script = "#!/bin/bash\n# tpu-reconciler boot setup: slot=a generation=3\necho hi\n"
+    single = cb.instance_body(PROJECT, request(startup_script=script), 0)
+    items = {i.key: i.value for i in decoded(sdk.Instance, single).metadata.items}
+    assert items["startup-script"] == script and items["enable-guest-attributes"] == "TRUE"
+    assert items["tpu-worker-id"] == "0"  # the script's worker index
+
+    req = big(startup_script=script)
+    template = decoded(sdk.InstanceTemplate, cb.template_body(req, cb.layout(req, "abc123")))
+    items = {i.key: i.value for i in template.properties.metadata.items}
+    assert items["startup-script"] == script and items["enable-guest-attributes"] == "TRUE"
+
+    for body in (
+        cb.instance_body(PROJECT, request(), 0),
+        cb.template_body(big(), cb.layout(big(), "abc123"))["properties"],
+    ):
+        assert not {"startup-script", "enable-guest-attributes"} & {
+            i["key"] for i in body["metadata"]["items"]
+        }  # without at_boot: none

@@ -27,6 +27,7 @@ from reconciler.errors import (
     TransientCloudError,
     UnsafeName,
 )
+from reconciler.model.boot_script import boot_generation, startup_script
 from reconciler.model.capacity import RequestState
 from reconciler.model.desired import SlotSpec
 from reconciler.model.requests import CreateRequest
@@ -440,3 +441,38 @@ async def test_several_single_host_slices_are_one_request(
     [request_] = (await cloud.observe(None)).requests
     assert (request_.slices, request_.slice_prefix, request_.state) == (3, "v", RequestState.ACTIVE)
     assert sorted(i["name"] for i in emu.compute.instances()) == ["v-0", "v-1", "v-2"]
+
+
+async def test_a_slices_boot_reports_and_script_go_host_by_host(
+    cloud: ComputeCloud, emu: Emulator
+) -> None:
+    """``setup.at_boot`` on a MIG slice: each host's guest attributes read as its worker's
+    report; a new setup written into every host's metadata (the template stays), keys others
+    set kept; a host that is gone is skipped."""
+    first = startup_script("s", 0, [("01-a.sh", b"echo a\n")])
+    await driven(emu, cloud.create_request(slice_request(startup_script=first)))
+    emu.advance(10)
+    assert await cloud.boot_reports("compute", ZONE, "s", 2) == []  # nothing written yet
+    emu.compute.set_guest_attribute(ZONE, "s-1", "setup", "g0 done")
+    assert await cloud.boot_reports("compute", ZONE, "s", 2) == [
+        {"worker_id": "1", "namespace": "tpu-reconciler", "key": "setup", "value": "g0 done"}
+    ]
+
+    second = startup_script("s", 1, [("01-a.sh", b"echo b\n")])
+    await cloud.set_boot_script("compute", ZONE, "s", second, 2)
+    emu.advance(5)
+    for i in range(2):
+        vm = emu.compute.instance(ZONE, f"s-{i}")
+        assert vm is not None
+        items = {item["key"]: item["value"] for item in vm["metadata"]["items"]}
+        assert boot_generation(items["startup-script"]) == 1
+        assert (items["enable-guest-attributes"], items["tpu-worker-id"]) == ("TRUE", str(i))
+    [template] = emu.compute.templates()
+    kept = {i["key"]: i["value"] for i in template["properties"]["metadata"]["items"]}
+    assert boot_generation(kept["startup-script"]) == 0  # immutable: a re-made host boots it
+    [node] = (await cloud.observe(None)).nodes
+    assert node.boot_generation == 1
+    await cloud.set_boot_script("compute", ZONE, "s", second, 3)  # s-2 does not exist
+    assert await cloud.boot_reports("compute", ZONE, "s", 3) == [
+        {"worker_id": "1", "namespace": "tpu-reconciler", "key": "setup", "value": "g0 done"}
+    ]

@@ -325,3 +325,27 @@ def test_a_word_without_its_api_reads_the_same_on_both() -> None:
     assert word_state("RUNNING") == RequestState.ACTIVE
     assert word_state("WAITING_FOR_RESOURCES") == RequestState.WAITING
     assert word_state("PENDING") == RequestState.WAITING
+
+
+def test_a_slice_boots_with_its_templates_setup_and_shows_its_soonest_hosts_window() -> None:
+    """``setup.at_boot``: the generation of the startup-script item every host carries; the
+    maintenance window a host announces (``resourceStatus.upcomingMaintenance``), the soonest
+    one for a slice (it goes down with that host)."""
+    script = "#!/bin/bash\n# tpu-reconciler boot setup: slot=big generation=4\n"
+    soon = {"windowStartTime": "2026-12-02T10:00:00Z", "maintenanceStatus": "PENDING",
+            "type": "SCHEDULED", "canReschedule": True}  # fmt: skip
+    late = {**soon, "windowStartTime": "2026-12-03T10:00:00Z"}
+    hosts = members(n=4, metadata={"items": [{"key": "startup-script", "value": script}]})
+    hosts[1]["resourceStatus"] = {"upcomingMaintenance": late}
+    hosts[3]["resourceStatus"] = {"upcomingMaintenance": soon}
+    [node] = cs.look(hosts, [mig()]).nodes
+    assert node.boot_generation == 4
+    assert node.maintenance is not None
+    assert (node.maintenance.window_start, node.maintenance.can_reschedule) == (
+        "2026-12-02T10:00:00Z",
+        True,
+    )
+    [plain] = cs.look(members(n=4), [mig()]).nodes
+    assert (plain.boot_generation, plain.maintenance) == (None, None)
+    hosts[2]["metadata"] = {"items": []}  # one host made otherwise: no generation for the slice
+    assert cs.look(hosts, [mig()]).nodes[0].boot_generation is None

@@ -194,7 +194,7 @@ def test_paused_slot_gets_nothing_and_keeps_what_it_holds() -> None:
     other = slot("c")
     p = decide(desired(paused_new, paused_running, other), world(active("b")))
     assert brief(p) == [("+", "create", "c")]
-    assert sorted((h.action.kind.value, h.action.slot, h.rule) for h in p.held) == [
+    assert sorted((h.action.kind.value, h.action.slot, h.gate) for h in p.gated) == [
         ("create", "a", "paused"),
         ("delete", "b", "paused"),
     ]
@@ -204,7 +204,7 @@ def test_paused_race_group_queues_nothing() -> None:
     specs = (held("a", paused=True), held("b", paused=True))
     p = decide(desired(*specs, groups=[group("g", "a", "b")]), world())
     assert brief(p) == []
-    assert {h.action.slot for h in p.held} == {"a", "b"}
+    assert {h.action.slot for h in p.gated} == {"a", "b"}
 
 
 def test_suspended_plans_everything_and_does_nothing() -> None:
@@ -213,13 +213,13 @@ def test_suspended_plans_everything_and_does_nothing() -> None:
     p = decide(want, world(active("b"), active("c", uid="2")))
     assert p.suspended
     assert brief(p) == []
-    assert sorted((h.action.kind.value, h.action.slot) for h in p.held) == [
+    assert sorted((h.action.kind.value, h.action.slot) for h in p.gated) == [
         ("bootstrap", "c"),
         ("create", "a"),
         ("delete", "b"),
         ("tmux", "c"),
     ]
-    assert all(h.rule == "suspended" and "resume" in h.why for h in p.held)
+    assert all(h.gate == "suspended" and "resume" in h.why for h in p.gated)
     resumed = decide(replace(want, settings=want.settings.model_copy(update={"suspend": False})),
                      world(active("b"), active("c", uid="2")))  # fmt: skip
     assert sorted(brief(resumed)) == [
@@ -299,7 +299,7 @@ GUARD = [
 def test_guard(row: GuardRow) -> None:
     p = decide(row.want, row.seen)
     assert sorted(brief(p)) == sorted(row.actions)
-    assert sorted(h.action.slot for h in p.held if h.rule == "guard") == row.guarded
+    assert sorted(h.action.slot for h in p.gated if h.gate == "guard") == row.guarded
     if row.guarded:
         assert p.guard is not None
         assert p.guard.fingerprint == control.fingerprint(p.guard.deletes)
@@ -314,7 +314,7 @@ def test_confirmation_lets_exactly_the_confirmed_set_through() -> None:
     assert guard is not None
     p = decide(want, seen, confirmed=frozenset(guard.deletes))
     assert sorted(brief(p)) == [("-", "delete", "a"), ("-", "delete", "b"), ("-", "delete", "c")]
-    assert p.guard is None and not p.held
+    assert p.guard is None and not p.gated
 
 
 def test_a_later_change_needs_its_own_confirmation() -> None:
@@ -325,7 +325,7 @@ def test_a_later_change_needs_its_own_confirmation() -> None:
     # a, b, c were confirmed; d, e, f are a new set of three: they wait for their own
     assert sorted(brief(p)) == [("-", "delete", "a"), ("-", "delete", "b"), ("-", "delete", "c")]
     assert p.guard is not None
-    assert sorted(h.action.slot for h in p.held) == ["d", "e", "f"]
+    assert sorted(h.action.slot for h in p.gated) == ["d", "e", "f"]
     assert p.guard.fingerprint != first.fingerprint
 
 
@@ -491,7 +491,7 @@ def test_suspend_and_pause_hold_a_workload_launch() -> None:
         if rule is None:
             assert brief(p) == [("~", "launch", "a")]
         else:
-            assert brief(p) == [] and [(h.action.kind.value, h.rule) for h in p.held] == [
+            assert brief(p) == [] and [(h.action.kind.value, h.gate) for h in p.gated] == [
                 ("launch", rule)
             ]
 

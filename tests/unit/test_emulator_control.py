@@ -128,6 +128,28 @@ def test_the_client_drives_an_emulator_in_another_process_alike(
         client.set_capacity(ZONE, "v4-8", 1, shortage="sometimes")
 
 
+def test_a_workers_guest_attributes_over_the_control_api(emu: Emulator, http: httpx.Client) -> None:
+    """What a booted worker's script writes through its metadata server, read back through
+    ``nodes.getGuestAttributes`` (each worker's own, by position)."""
+    client = EmulatorClient(emu.url)
+    client.add_queued_resource(ZONE, "a", accelerator="v4-16", state="ACTIVE")
+    client.set_guest_attribute(ZONE, "a", "setup", "g0 running 1/2")
+    client.set_guest_attribute(ZONE, "a", "setup", "g0 done", worker=1)
+    guest = f"v2/projects/p/locations/{ZONE}/nodes/a:getGuestAttributes"
+    answer = http.post(guest, json={"queryPath": "tpu-reconciler/"}).json()
+    assert [e["queryValue"]["items"] for e in answer["guestAttributes"]] == [
+        [{"namespace": "tpu-reconciler", "key": "setup", "value": "g0 running 1/2"}],
+        [{"namespace": "tpu-reconciler", "key": "setup", "value": "g0 done"}],
+    ]
+    client.set_guest_attribute(ZONE, "a", "setup", "", worker=0)  # removed
+    answer = http.post(guest, json={"queryPath": "tpu-reconciler/setup"}).json()
+    assert [len(e["queryValue"]["items"]) for e in answer["guestAttributes"]] == [0, 1]
+    with pytest.raises(ValueError, match="has no worker 5"):
+        client.set_guest_attribute(ZONE, "a", "setup", "x", worker=5)
+    with pytest.raises(LookupError):
+        client.set_guest_attribute(ZONE, "ghost", "setup", "x")
+
+
 def test_operation_failures_over_the_control_api(emu: Emulator, http: httpx.Client) -> None:
     client = EmulatorClient(emu.url)
     client.fail_operations(verb="create", name="doomed", status="UNIMPLEMENTED", message="no",

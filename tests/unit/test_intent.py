@@ -259,6 +259,8 @@ def test_setup_flags_and_rerun_bump_the_generation(store: IntentEditor) -> None:
     apply(store, Setup(name="big", tmux=False))
     assert slot(store, "big").setup.tmux is False
     assert comments(text(store)) == comments(SAMPLE)
+    with pytest.raises(InvalidEdit, match="at_boot needs setup scripts"):
+        apply(store, Setup(name="big", at_boot=True))  # validated like any edit
 
 
 def test_tmux_all_turns_the_default_on_and_names_opt_outs(store: IntentEditor) -> None:

@@ -149,7 +149,7 @@ def test_reshape(row: Row) -> None:
         assert a.reshape and row.reason in a.reason
         assert a.destructive == row.destructive
         assert ("deletes a running TPU" in a.reason) == row.destructive
-    guarded = [h for h in p.held if h.rule == "guard"]
+    guarded = [h for h in p.gated if h.gate == "guard"]
     assert bool(guarded) == row.guarded
     if row.guarded:
         assert [h.action.kind for h in guarded] == [Kind.REPLACE] * 3

@@ -62,7 +62,7 @@ def planned(
 ) -> tuple[list[str], list[str]]:
     p = plan(d, seen, memory)
     creates = [a.slot for a in p.actions if a.kind == Kind.CREATE]
-    return creates, [f"{h.action.slot}: {h.why}" for h in p.held if h.rule == quota.RULE]
+    return creates, [f"{h.action.slot}: {h.why}" for h in p.gated if h.gate == quota.GATE]
 
 
 def occupied(
@@ -229,7 +229,7 @@ def test_the_plan_says_what_waits_and_why() -> None:
 def test_limits_show_use_and_who_waits() -> None:
     d = parse_desired(text(s("b"), s("c"), quotas=q(16) + q(100, region="europe-west4")))
     seen = world(occupied("a"))
-    (zone, region) = quota.limits(d.quotas, seen, plan(d, seen).held)
+    (zone, region) = quota.limits(d.quotas, seen, plan(d, seen).gated)
     assert (zone.used, zone.spec.chips, zone.waiting) == (8, 16, ("c",))
     assert (region.used, region.spec.chips, region.waiting) == (8, 100, ())
 
@@ -237,7 +237,7 @@ def test_limits_show_use_and_who_waits() -> None:
 def test_every_create_carries_the_use_it_was_planned_on() -> None:
     d = parse_desired(text(s("b")))
     (a,) = plan(d, world(occupied("a"), occupied("z", EW4B))).actions
-    assert a.quota_use == ((EW4A, 8), ("europe-west4", 16))
+    assert a.chips_counted == ((EW4A, 8), ("europe-west4", 16))
 
 
 # --- refusals ------------------------------------------------------------------------------
@@ -300,7 +300,7 @@ def test_a_refused_create_waits_until_the_use_under_its_quota_drops() -> None:
     later = plan(d, full, memory, now=10_000.0)
     assert [a.slot for a in later.actions] == []
     (blocked,) = later.blocked
-    assert blocked.rule == quota.RULE and REFUSED in blocked.why
+    assert blocked.gate == quota.GATE and REFUSED in blocked.why
     # another slot of another zone or mode going does not lift it
     noise = world(
         occupied("a"), occupied("b"), occupied("x", EW4B), occupied("y", mode="on-demand")
@@ -323,7 +323,7 @@ def test_a_refusal_is_lifted_by_an_intent_change() -> None:
 def test_the_snapshot_says_waiting_and_refused() -> None:
     d = parse_desired(text(s("a"), s("b"), s("c"), quotas=q(16)))
     p = plan(d, world())
-    (waiting,) = quota.slot_states(d.quotas, p.held, p.blocked, Memory()).values()
+    (waiting,) = quota.slot_states(d.quotas, p.gated, p.blocked, Memory()).values()
     assert (waiting.state, waiting.message, waiting.limit, waiting.place) == (
         "waiting",
         WAIT_EW4A,
@@ -334,7 +334,7 @@ def test_the_snapshot_says_waiting_and_refused() -> None:
     full = world(occupied("a"), occupied("b"))
     _, memory = refused_once(d2, full)
     p2 = plan(d2, full, memory, now=10_000.0)
-    refused = quota.slot_states(d2.quotas, p2.held, p2.blocked, memory)["c"]
+    refused = quota.slot_states(d2.quotas, p2.gated, p2.blocked, memory)["c"]
     assert (refused.state, refused.quota_id, refused.limit) == (
         "refused",
         "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI",

@@ -101,7 +101,7 @@ def test_compute_quota_ids_and_its_refusal_words() -> None:
                 s("big", "v5litepod-16", ", slices: 2"),
                 quotas="  - {family: v5litepod, mode: spot, zone: europe-west4-a, chips: 16}\n",
             ),
-            "desired.yaml:5:12: slot 'big' can never fit: a 2-slice v5litepod-16 is 32 chips, "
+            "desired.yaml:5:52: slot 'big' can never fit: a 2-slice v5litepod-16 is 32 chips, "
             "more than quotas[0] allows (16 spot v5litepod chips in europe-west4-a)",
         ),
         (
@@ -154,12 +154,12 @@ def test_a_slot_bigger_than_the_clouds_limit_never_fits() -> None:
     limit = QuotaSpec("v5litepod", "spot", "zone", EW4A, 16, "cloud", "TPUV5LITEPODPreemptible")
     d = replace(d, quotas=(limit,))
     p = plan(d, world())
-    (held,) = p.held
-    assert held.why == "never fits: needs 32, limit 16 spot v5litepod chips in europe-west4-a"
+    (gated,) = p.gated
+    assert gated.why == "never fits: needs 32, limit 16 spot v5litepod chips in europe-west4-a"
     assert "waiting  create big: never fits: needs 32, limit 16" in format_plan(p)
-    (state,) = quota.slot_states(d.quotas, p.held, p.blocked, Memory()).values()
+    (state,) = quota.slot_states(d.quotas, p.gated, p.blocked, Memory()).values()
     assert (state.state, state.limit, state.needs, state.api) == ("never-fits", 16, 32, "tpu")
-    (lim,) = quota.limits(d.quotas, world(), p.held)
+    (lim,) = quota.limits(d.quotas, world(), p.gated)
     assert lim.waiting == ("big",)
 
 
@@ -173,7 +173,7 @@ def test_a_refusal_below_the_create_itself_says_never_fits() -> None:
     later = plan(d, world(), memory, 10_000.0)
     (blocked,) = later.blocked
     assert blocked.why.startswith("quota: never fits: needs 32, limit 16 (")
-    state = quota.slot_states(d.quotas, later.held, later.blocked, memory)["big"]
+    state = quota.slot_states(d.quotas, later.gated, later.blocked, memory)["big"]
     assert state.state == "never-fits" and state.message.startswith("never fits: needs 32")
 
 

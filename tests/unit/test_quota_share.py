@@ -60,7 +60,7 @@ def decided(d: Desired, seen: Observation) -> tuple[list[str], dict[str, str]]:
     p = plan(d, seen)
     return (
         sorted(a.slot for a in p.actions if a.kind == Kind.CREATE),
-        {h.action.slot: h.why for h in p.held if h.rule == quota.RULE},
+        {h.action.slot: h.why for h in p.gated if h.gate == quota.GATE},
     )
 
 
@@ -107,7 +107,7 @@ def test_a_full_quota_says_who_holds_it() -> None:
         "c": f"waiting for quota: 16/16 spot v6e chips in {ZONE} (held by alice 8, others 8)"
     }
     (limit,) = quota.limits(
-        d.quotas, world(holding("a0"), theirs), plan(d, world(holding("a0"), theirs)).held
+        d.quotas, world(holding("a0"), theirs), plan(d, world(holding("a0"), theirs)).gated
     )
     assert limit.waiting == ("c",), "the limit still lists who waits on it"
 

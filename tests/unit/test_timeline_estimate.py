@@ -266,7 +266,7 @@ def test_at_now_exactly_the_creates_the_gate_lets_go_start_now(
     )
     p = plan(d, seen)
     went = {a.slot for a in p.actions if a.kind == Kind.CREATE}
-    waits = {h.action.slot for h in p.held if h.rule == quota.RULE}
+    waits = {h.action.slot for h in p.gated if h.gate == quota.GATE}
     assert went | waits == {f"w{i}" for i in range(len(wanted))}
 
     used: Counter[tuple[str, str, str, str]] = quota.tally(seen)

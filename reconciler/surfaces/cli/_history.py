@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
-from reconciler.model.accelerators import APIS
+from reconciler.model.vocabulary import APIS, DEFAULT_MODE, MODES
 from reconciler.surfaces.cli._intent import max_run_flag
 from reconciler.surfaces.cli._say import err
 
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from reconciler.core.capacity_chart import Timeline
 
 _HERE: Final = "reconciler.surfaces.cli._history"
-MODES: Final = ("spot", "on-demand", "reserved", "flex-start")
 API_HELP: Final = "only this API's places: tpu (queued resources) or compute (Compute Engine)"
 
 
@@ -61,7 +60,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("recommend", help="zones ranked by expected time to capacity")
     p.add_argument("accelerator", metavar="ACCELERATOR", help="e.g. v6e-8")
-    p.add_argument("--mode", choices=MODES, default="spot")
+    p.add_argument("--mode", choices=MODES, default=DEFAULT_MODE)
     p.add_argument("--api", choices=APIS, default=None, help=API_HELP + " (default: both)")
     p.add_argument("--count", type=int, default=3, help="zones to recommend (default 3)")
     p.add_argument("--since", default=None, help="only history newer than this, e.g. 30d")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.exitcodes import EX_CONFIRM, EX_OK, EX_REFUSED
+from reconciler.model.vocabulary import DEFAULT_WANT, MODES, WANTS
 from reconciler.surfaces.cli._say import confirm
 from reconciler.surfaces.cli._say import err as _err
 
@@ -60,10 +61,10 @@ def register(subparsers: Any) -> None:
     p = _edit_parser(subparsers, "add-slot", "add a slot to desired.yaml", "add_slot_command")
     p.add_argument("--zone", required=True)
     p.add_argument("--accelerator", required=True, help="e.g. v6e-8, v4-32")
-    p.add_argument("--mode", choices=("spot", "on-demand", "reserved", "flex-start"), default=None)
+    p.add_argument("--mode", choices=MODES, default=None)
     p.add_argument("--name", default=None, help="default: <mode>-<accel>-<zone code>-<index>")
     p.add_argument("--index", type=int, default=None, help="index for the generated name")
-    p.add_argument("--want", choices=("held", "released"), default="held")
+    p.add_argument("--want", choices=WANTS, default=DEFAULT_WANT)
     p.add_argument("--slices", type=int, default=1, help="multislice: N slices in one QR")
     max_run_flag(p)
     p.add_argument(
@@ -83,6 +84,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("slot", metavar="SLOT")
     for flag in ("bootstrap", "tailscale", "tmux"):
         p.add_argument(f"--{flag}", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument(
+        "--at-boot",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the setup scripts in the node's startup-script metadata, run at every boot",
+    )
     p.add_argument("--rerun", action="store_true", help="bump the generation: run setup again")
 
     p = _edit_parser(subparsers, "set-poll", "change the poll intervals", "set_poll_command")
@@ -263,6 +270,7 @@ def setup_command(args: argparse.Namespace) -> int:
             tailscale=args.tailscale,
             tmux=args.tmux,
             rerun=args.rerun,
+            at_boot=args.at_boot,
         ),
     )
 

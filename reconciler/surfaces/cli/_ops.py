@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 from typing import Any, Final
 
+from reconciler.model.vocabulary import MODES
 from reconciler.surfaces.cli._intent import max_run_flag
 
 _PKG: Final = "reconciler.surfaces.cli"
 #: As in reconciler.runtime.init, which is not imported here: it pulls in pydantic and ruamel.
-MODES: Final = ("spot", "on-demand", "reserved", "flex-start")
 DEFAULT_ZONE: Final = "us-central2-b"
 DEFAULT_ACCELERATOR: Final = "v4-8"
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
+from reconciler.model.vocabulary import DEFAULT_MODE, FLEX_START, MODES
 from reconciler.surfaces.cli._say import err
 
 
@@ -62,8 +63,9 @@ def _questions(args: argparse.Namespace, read: Callable[[str], str]) -> None:
     if not args.accelerator:
         args.accelerator = _split(_ask("Accelerator types (e.g. v4-8 v6e-8)", "v4-8", read))
     if not args.mode:
-        args.mode = _ask("Mode: spot, on-demand, reserved or flex-start", "spot", read)
-    if args.mode == "flex-start" and not args.max_run_duration:
+        words = f"{', '.join(MODES[:-1])} or {MODES[-1]}"
+        args.mode = _ask(f"Mode: {words}", DEFAULT_MODE, read)
+    if args.mode == FLEX_START and not args.max_run_duration:
         args.max_run_duration = _ask("How long each flex-start run lasts (at most 7d)", "1d", read)
     if args.race is None and len(args.zone) * len(args.accelerator) > 1:
         answer = _ask("Race the candidates, first one wins? (y/n)", "y", read)
@@ -93,7 +95,7 @@ def init_command(args: argparse.Namespace) -> int:
         project=args.project,
         zones=tuple(args.zone or ("us-central2-b",)),
         accelerators=tuple(args.accelerator or ("v4-8",)),
-        mode=args.mode or "spot",
+        mode=args.mode or DEFAULT_MODE,
         race=args.race,
         max_run_duration=args.max_run_duration,
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reconciler.exitcodes import EX_CHANGES, EX_CONFIG, EX_OK, EX_REFUSED
+from reconciler.model.vocabulary import BACKENDS, DEFAULT_BACKEND
 from reconciler.surfaces.cli._say import err as _err
 from reconciler.surfaces.cli._say import note as _note
 
@@ -82,7 +83,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("demo", help="see it work in a minute on the built-in emulator")
     p.add_argument("--keep", action="store_true", help="leave it running to explore")
     p.add_argument(
-        "--backend", choices=("rest", "gcloud"), default="rest", help="cloud backend to use"
+        "--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help="cloud backend to use"
     )
     p.add_argument("--speed", type=float, default=20.0, help="emulator clock speed factor")
     p.set_defaults(handler="reconciler.surfaces.demo:run")

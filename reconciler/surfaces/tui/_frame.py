@@ -38,6 +38,7 @@ from reconciler.model.status import (
     StatusSnapshot,
     TmuxStatus,
 )
+from reconciler.model.vocabulary import MODE_SHORT
 
 if TYPE_CHECKING:
     from reconciler.intent.engine import IntentEditor
@@ -106,7 +107,7 @@ class SlotRow:
     def setup_cell(self) -> str:
         """The worst state among the enabled setup steps; ``-`` when none is on."""
         on = [v for k, v in self.setup.items() if k in ("bootstrap", "tailscale") and v != "off"]
-        for state in ("failed", "pending", "waiting", "done"):
+        for state in ("failed", "running", "pending", "waiting", "done"):
             if state in on:
                 return state
         return "-"
@@ -134,7 +135,7 @@ class SlotRow:
             self.zone,
             format_latency(self.latency_ms),
             self.accelerator,
-            {"on-demand": "od", "reserved": "res", "flex-start": "flex"}.get(self.mode, self.mode),
+            MODE_SHORT.get(self.mode, self.mode),
             self.want_cell(),
             self.state_cell(now),
             format_duration(now - self.since) if self.since is not None else "",

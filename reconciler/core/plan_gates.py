@@ -1,8 +1,8 @@
-"""What the user asked to wait, applied to a plan the planner made (``core/plan.py``): a paused
-slot's actions, creates past a quota or a member's cap (``core/quota``), deletes (and replaces
-of a reshaped running TPU) the delete guard holds until confirmed, everything while suspended;
-and when each held slot's timed hold releases it. Each held action is kept with why
-(``Held``), so plan and status show it.
+"""The gates, applied to a plan the planner made (``core/plan.py``): a paused slot's actions,
+creates past a quota or a member's cap (``core/quota``), deletes (and replaces of a reshaped
+running TPU) the delete guard holds until confirmed, everything while suspended; and when each
+held slot's timed hold releases it. Each gated action is kept with why (``Withheld``, its
+``gate`` named), so plan and status show it.
 
 Pure: no I/O, no clock.
 """
@@ -14,30 +14,30 @@ from dataclasses import replace
 
 from reconciler.core import control
 from reconciler.core.memory import Memory
-from reconciler.core.plan_values import Action, Held, Kind, Plan
+from reconciler.core.plan_values import Action, Kind, Plan, Withheld
 from reconciler.core.quota import gate
 from reconciler.core.quota_share import lab as quota_lab
 from reconciler.model.desired import NO_HOLD, Desired
 from reconciler.model.observed import Observation
 
 
-def hold_back(
+def apply_gates(
     plan: Plan, desired: Desired, observed: Observation, memory: Memory, confirmed: Collection[str]
 ) -> Plan:
-    """Hold back what the user asked to wait (see ``core.control``): paused slots, guarded
+    """Gate what must wait (see ``core.control``): paused slots, creates past a quota, guarded
     deletes, everything while suspended; and say when held slots will be released."""
     paused = {s.name for s in desired.slots if s.hold is not NO_HOLD and s.hold.paused}
     paused |= {g.name for g in desired.race_groups if g.paused and g.workload}  # its program
-    held: list[Held] = []
+    gated: list[Withheld] = []
     actions: list[Action] = []
     for a in plan.actions:
         if a.slot in paused:
-            held.append(Held(a, control.PAUSED_WHY, rule="paused"))
+            gated.append(Withheld(a, control.PAUSED_WHY, gate="paused"))
         else:
             actions.append(a)
     lab = quota_lab(desired, observed)  # owners, caps and priority, when a lab shares it
     actions, waits = gate(desired.quotas, observed, actions, lab)  # creates past a limit
-    held += waits
+    gated += waits
     ids: dict[str, str] = {}
     for a in actions:
         if not a.destructive or not (a.kind == Kind.DELETE or a.reshape):
@@ -48,11 +48,11 @@ def hold_back(
     guard = control.guard(ids, desired.settings.delete_guard, confirmed)
     if guard is not None:
         keys = {ids[i] for i in guard.deletes}
-        held += [Held(a, guard.why, rule="guard") for a in actions if a.key in keys]
+        gated += [Withheld(a, guard.why, gate="guard") for a in actions if a.key in keys]
         actions = [a for a in actions if a.key not in keys]
     suspended = desired.settings.suspend
     if suspended:
-        held += [Held(a, control.SUSPENDED_WHY, rule="suspended") for a in actions]
+        gated += [Withheld(a, control.SUSPENDED_WHY, gate="suspended") for a in actions]
         actions = []
     timed = (s for s in desired.slots if s.hold is not NO_HOLD)
     at = {
@@ -64,7 +64,7 @@ def hold_back(
     return replace(
         plan,
         actions=tuple(actions),
-        held=tuple(held),
+        gated=tuple(gated),
         suspended=suspended,
         guard=guard,
         releases_at=at,
