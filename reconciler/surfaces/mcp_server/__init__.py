@@ -9,17 +9,20 @@ action is ``tmux_close`` (local: closes a tmux window). Errors a user must read 
 One module per group of tools, as the CLI has ``cli/_<group>.py``, each with
 ``register(server, store)``:
 
-    _read       list_slots, slot_info, ssh_command, plan, events, capacity_history,
+    _read       list_slots, slot_info, ssh_command, last_plan, events, capacity_history,
                 recommend_zones
-    _slots      queue_slot(s), cancel_slot, add_slot, set_race_group, remove_slot, set_poll
+    _slots      hold, queue_slots, release, add_slot, race, remove_slot, set_poll
     _setup      setup_vm, tailscale_setup
     _tmux       tmux_status, tmux_sync, tmux_open, tmux_close
     _workload   workload_status, workload_logs, set_workload, restart_workload, stop_workload
     _control    suspend, resume, confirm_deletes
     _quota      quotas
     _timeline   timeline
-    _common     what they share; ``edit_tool`` makes an edit tool's parameters from its edit
-                class (``reconciler.intent.edits*``), so they are never copied by hand
+    _common     what they share; ``case_tool`` makes an edit tool from its use case
+                (``reconciler.intent.usecases``: name, deprecated aliases, annotations) and its
+                parameters from its edit class, so they are never copied by hand;
+                ``declared_tools`` makes the tool of every declared edit no group wrote a body
+                for (a new edit needs no line here)
     _protocol   the ``Server``: unknown tools and arguments refused by name, missing and
                 wrong arguments in one line, malformed JSON-RPC answered with its error
 
@@ -55,15 +58,16 @@ from reconciler.surfaces.mcp_server import (
     _tmux,
     _workload,
 )
+from reconciler.surfaces.mcp_server._common import declared_tools
 from reconciler.surfaces.mcp_server._protocol import Server
 
 log = logging.getLogger("reconciler.mcp")
 
 INSTRUCTIONS: Final = (
-    "Cloud TPU slots held declaratively. Read with list_slots, slot_info, plan, events. "
+    "Cloud TPU slots held declaratively. Read with list_slots, slot_info, last_plan, events. "
     "Edits change desired.yaml only (the controller acts). Give each a fresh operation_id "
     "to make a retry safe (the same id again returns the first result; omitted, each call "
-    "is a new edit). cancel_slot, remove_slot, set_race_group "
+    "is a new edit). release, remove_slot, race "
     "(when it drops candidates or lowers a count), tmux_close, confirm_deletes, and "
     "restart_workload / stop_workload of a running workload need confirm=true: ask the user "
     "first. suspend / resume stop and restart the controller's actions."
@@ -80,6 +84,7 @@ def build_server(store: IntentEditor) -> MCPServer:
     )
     for group in GROUPS:
         group.register(server, store)
+    declared_tools(server, store, server.tool_names())
     return server
 
 
