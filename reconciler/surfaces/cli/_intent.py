@@ -107,12 +107,9 @@ def max_run_flag(p: argparse.ArgumentParser) -> None:
 
 
 def _store(args: argparse.Namespace) -> IntentEditor:
-    from reconciler.adapters.statedir import StateDir, default_state_dir
-    from reconciler.intent.engine import IntentEditor
+    from reconciler.intent.store import open_store
 
-    file = Path(args.file)
-    root = Path(args.state_dir) if args.state_dir is not None else default_state_dir(file)
-    return IntentEditor(file, StateDir(root))
+    return open_store(Path(args.file), args.state_dir)
 
 
 def _run(args: argparse.Namespace, edit: Edit) -> int:
@@ -173,9 +170,9 @@ def _print(args: argparse.Namespace, result: Any, store: Any) -> None:
 
 def _next_step(store: Any) -> str:
     """Who acts on the edit: the running controller, or nobody until one is started."""
-    from reconciler.runtime.lock import read_holder
+    from reconciler.intent.store import controller_running
 
-    if read_holder(store.state) is None:
+    if not controller_running(store):
         return (
             "No controller is running, so nothing acts on this yet: start one with "
             "`tpu-reconciler run` (or `tpu-reconciler service install`)."

@@ -128,12 +128,11 @@ class Command:
 
 def server_tools() -> list[Tool]:
     """The MCP server's tools, as its ``tools/list`` answers (no file is read to list them)."""
-    from reconciler.adapters.statedir import StateDir
-    from reconciler.intent.engine import IntentEditor
+    from reconciler.intent.store import open_store
     from reconciler.surfaces.mcp_server import build_server
 
     nowhere = Path("/nonexistent/tpu-reconciler")
-    server = build_server(IntentEditor(nowhere / "desired.yaml", StateDir(nowhere / "state")))
+    server = build_server(open_store(nowhere / "desired.yaml", nowhere / "state"))
     tools = []
     for t in asyncio.run(server.list_tools()):
         schema: dict[str, Any] = t.input_schema or {}

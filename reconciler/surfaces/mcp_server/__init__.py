@@ -44,9 +44,9 @@ from typing import Final
 from mcp.server.mcpserver import MCPServer
 
 from reconciler import __version__
-from reconciler.adapters.statedir import StateDir, default_state_dir
 from reconciler.exitcodes import EX_INTERRUPTED, EX_OK
 from reconciler.intent.engine import IntentEditor
+from reconciler.intent.store import open_store
 from reconciler.surfaces._options import global_options
 from reconciler.surfaces.mcp_server import (
     _control,
@@ -94,9 +94,8 @@ def serve(file: Path, state_dir: Path | None = None, *, verbose: int = 0) -> int
         stream=sys.stderr,
         level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
     )
-    root = state_dir if state_dir is not None else default_state_dir(file)
-    store = IntentEditor(file, StateDir(root))
-    log.info("serving %s (state %s)", store.path, root)
+    store = open_store(file, state_dir)
+    log.info("serving %s (state %s)", store.path, store.state.root)
     build_server(store).run("stdio")
     return EX_OK
 

@@ -84,8 +84,8 @@ async def _workload_logs(
     store: IntentEditor, name: str, worker: int | None, lines: int
 ) -> dict[str, Any]:
     """Logs through the controller's own runner wiring (same SSH user, key, pins)."""
+    from reconciler.intent.log_target import target_of
     from reconciler.runtime.setup import LiveSetup
-    from reconciler.surfaces.cli._logs import target_of
 
     snap = guard(lambda: views.read_snapshot(store))
     target = target_of(snap, name)
