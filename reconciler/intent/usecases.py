@@ -295,6 +295,7 @@ EDITS: Final = (
         edit="suspend",
         cli="suspend",
         mcp="suspend",
+        flags=True,
         guidance="The user wants the controller to stop acting (it keeps observing).",
     ),
     UseCase(
@@ -304,6 +305,7 @@ EDITS: Final = (
         edit="resume",
         cli="resume",
         mcp="resume",
+        flags=True,
         guidance="Let a suspended controller act again.",
     ),
 )

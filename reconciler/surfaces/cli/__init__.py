@@ -55,7 +55,7 @@ _COMMANDS: Final[Mapping[str, str]] = {
     **dict.fromkeys((*(c.cli for c in usecases.cli_verbs() if c.cli), "mcp"), "_intent"),
     "workload": "_workload",
     **dict.fromkeys(("ssh", "info", "tui"), "_nodes"),
-    **dict.fromkeys(("suspend", "resume", "confirm"), "_control"),
+    "confirm": "_control",
     "secret": "_secret",
     "tmux": "_tmux",
     "logs": "_logs",
