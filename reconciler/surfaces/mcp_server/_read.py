@@ -9,7 +9,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from reconciler.errors import ReconcilerError
-from reconciler.intent import views
+from reconciler.intent import history_views, views
 from reconciler.intent.engine import IntentEditor
 from reconciler.intent.usecases import by_name
 from reconciler.model.names import check_accelerator
@@ -89,13 +89,11 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         queued to PROVISIONING and to ACTIVE, median lifetime before preemption, preemptions
         per day held, failures by code, queue closed. since: e.g. "7d" (default: everything
         kept); api: "tpu" or "compute" (default: both)."""
-        from reconciler.runtime.history_reads import history_document
-
         cutoff = _since(since)
         return _envelope(
             guard(
-                lambda: history_document(
-                    store.state.history,
+                lambda: history_views.history(
+                    store,
                     zone=zone,
                     accelerator=accelerator,
                     mode=mode,
@@ -118,8 +116,6 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         Each pick names its API (the same zone on the TPU API and on Compute Engine are two
         queues); api: "tpu" or "compute" ranks that API's only. To use it, add the slots
         (add_slot, with its api) and race group with add_slot / race."""
-        from reconciler.runtime.history_reads import recommend_document
-
         try:
             check_accelerator(accelerator)
         except ReconcilerError as e:
@@ -127,13 +123,8 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         cutoff = _since(since)
         return _envelope(
             guard(
-                lambda: recommend_document(
-                    store.state.history,
-                    accelerator,
-                    mode=mode,
-                    count=count,
-                    since=cutoff,
-                    api=_api(api),
+                lambda: history_views.recommend(
+                    store, accelerator, mode=mode, count=count, since=cutoff, api=_api(api)
                 )
             )
         )

@@ -83,32 +83,11 @@ def register(server: MCPServer, store: IntentEditor) -> None:
 async def _workload_logs(
     store: IntentEditor, name: str, worker: int | None, lines: int
 ) -> dict[str, Any]:
-    """Logs through the controller's own runner wiring (same SSH user, key, pins)."""
-    from reconciler.intent.log_target import target_of
-    from reconciler.runtime.setup import LiveSetup
+    """The logs use case (``intent.workload_logs``), its refusals as tool errors."""
+    from reconciler.intent.workload_logs import tail
 
-    snap = guard(lambda: views.read_snapshot(store))
-    target = target_of(snap, name)
-    if target.node is None:
-        raise ToolError(target.reason or f"{name}: no node to read logs from")
-    desired = guard(lambda: store.parse(store.read().decode("utf-8", "replace")))
-    live = LiveSetup(store.path, store.state)
-    out: list[dict[str, Any]] = []
     try:
-        runner = await live.workload_runner(desired)
-        stream = runner.logs(
-            target.node, name, worker=worker, attempt=None, lines=lines, follow=False,
-            run_id=target.run_id,
-        )  # fmt: skip
-        async for line in stream:
-            out.append({"worker": line.worker, "attempt": line.attempt, "text": line.text})
+        doc = await tail(store, name, worker=worker, lines=lines)
     except ReconcilerError as e:
         raise ToolError(str(e)) from None
-    finally:
-        await live.aclose()
-    return {
-        "schema_version": views.SCHEMA,
-        "name": name,
-        "run_id": target.run_id,
-        "lines": out,
-    }
+    return {"schema_version": views.SCHEMA, **doc}
