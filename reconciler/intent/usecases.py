@@ -414,8 +414,8 @@ QUERIES: Final = (
         "read",
         cli="recommend",
         mcp="recommend_zones",
-        guidance="Where an accelerator comes up soonest; then add_slot per zone and race to "
-        "race them.",
+        guidance="Where an accelerator comes up soonest; then add_slot per zone and race "
+        "them with race.",
     ),
     UseCase(
         "quota",

@@ -150,3 +150,12 @@ def test_the_tui_help_names_each_keys_use_case() -> None:
         usecases.by_name(name)  # a declared use case (KeyError otherwise)
         assert keys[key].endswith(f" · {name}"), key
     assert keys["c"] == "hold the slot (want: held) · hold"
+
+
+def test_docs_list_each_deprecated_name_with_its_canonical_tool() -> None:
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
+    section = text.split("### Deprecated names", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)\([^`]*\)` \| \w+ \| `(\w+)`", section, re.MULTILINE)
+    assert dict(rows) == usecases.deprecated()
