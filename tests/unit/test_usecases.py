@@ -40,6 +40,11 @@ def _command(path: str) -> argparse.ArgumentParser | None:
     return parser
 
 
+#: Where the CLI's words come in another order than the canonical name: a verb in a group
+#: (``workload set``: ``set_workload``), ``confirm`` (``confirm_deletes``, saying what it confirms).
+ORDERED_OTHERWISE = {"set_workload", "restart_workload", "stop_workload", "confirm_deletes"}
+
+
 def test_each_action_has_one_name_and_each_name_one_action() -> None:
     names = Counter(c.name for c in usecases.ALL)
     assert [n for n, k in names.items() if k > 1] == []
@@ -49,15 +54,24 @@ def test_each_action_has_one_name_and_each_name_one_action() -> None:
     assert [n for n, k in commands.items() if k > 1] == []
     for case in usecases.ALL:
         assert case.summary and "\n" not in case.summary, case.name
-        # the canonical name is the CLI's word wherever the action has a CLI verb of its own
-        if case.cli is not None and case.flags:
-            assert case.name == case.cli.replace("-", "_"), case.name
+        # one name: the CLI's word, wherever the action has a CLI command; the MCP tool's too
+        if case.cli is not None and case.name not in ORDERED_OTHERWISE:
+            assert case.name == case.cli.replace("-", "_").replace(" ", "_"), case.name
+        if case.mcp is not None:
+            assert case.mcp == case.name, case.name
     assert usecases.by_name("hold").aliases == ("queue_slot",)
     assert usecases.deprecated() == {
         "queue_slot": "hold",
         "cancel_slot": "release",
         "set_race_group": "race",
         "plan": "last_plan",
+        "list_slots": "status",
+        "slot_info": "info",
+        "ssh_command": "ssh",
+        "workload_logs": "logs",
+        "capacity_history": "history",
+        "recommend_zones": "recommend",
+        "quotas": "quota",
     }
     # `plan` means one thing: the CLI's observe-now; the controller's last plan is last_plan
     assert usecases.by_name("plan").cli == "plan" and usecases.by_name("plan").mcp is None

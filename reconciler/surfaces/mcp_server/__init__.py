@@ -9,14 +9,13 @@ action is ``tmux_close`` (local: closes a tmux window). Errors a user must read 
 One module per group of tools, as the CLI has ``cli/_<group>.py``, each with
 ``register(server, store)``:
 
-    _read       list_slots, slot_info, ssh_command, last_plan, events, capacity_history,
-                recommend_zones
+    _read       status, info, ssh, last_plan, events, history, recommend
     _slots      hold, queue_slots, release, add_slot, race, remove_slot, set_poll
     _setup      setup_vm, tailscale_setup
     _tmux       tmux_status, tmux_sync, tmux_open, tmux_close
-    _workload   workload_status, workload_logs, set_workload, restart_workload, stop_workload
+    _workload   workload_status, logs, set_workload, restart_workload, stop_workload
     _control    suspend, resume, confirm_deletes
-    _quota      quotas
+    _quota      quota
     _timeline   timeline
     _common     what they share; ``case_tool`` makes an edit tool from its use case
                 (``reconciler.intent.usecases``: name, deprecated aliases, annotations) and its
@@ -25,6 +24,9 @@ One module per group of tools, as the CLI has ``cli/_<group>.py``, each with
                 for (a new edit needs no line here)
     _protocol   the ``Server``: unknown tools and arguments refused by name, missing and
                 wrong arguments in one line, malformed JSON-RPC answered with its error
+
+Each tool's name is its use case's (``reconciler.intent.usecases``); an older name still
+answers as a deprecated alias for one release (docs/mcp.md lists them).
 
 Results are dicts with ``schema_version`` ``tpu-reconciler.mcp.v1``. Edits take an optional
 ``operation_id``: an identical retry returns the first result with ``status: "exists"``; the
@@ -64,7 +66,7 @@ from reconciler.surfaces.mcp_server._protocol import Server
 log = logging.getLogger("reconciler.mcp")
 
 INSTRUCTIONS: Final = (
-    "Cloud TPU slots held declaratively. Read with list_slots, slot_info, last_plan, events. "
+    "Cloud TPU slots held declaratively. Read with status, info, last_plan, events. "
     "Edits change desired.yaml only (the controller acts). Give each a fresh operation_id "
     "to make a retry safe (the same id again returns the first result; omitted, each call "
     "is a new edit). release, remove_slot, race "

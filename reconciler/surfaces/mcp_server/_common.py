@@ -52,7 +52,7 @@ R = TypeVar("R", dict[str, Any], Awaitable[dict[str, Any]])
 
 REMINDER: Final = (
     "desired.yaml is edited; the controller acts on it at its next pass "
-    "(pass wait_seconds to wait for it, or call list_slots / events later)"
+    "(pass wait_seconds to wait for it, or call status / events later)"
 )
 
 READ: Final = ToolAnnotations(

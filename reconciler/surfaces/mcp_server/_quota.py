@@ -1,4 +1,4 @@
-"""MCP tool of chip quotas: ``quotas`` (read)."""
+"""MCP tool of chip quotas: ``quota`` (read)."""
 
 from __future__ import annotations
 

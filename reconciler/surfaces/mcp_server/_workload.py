@@ -1,4 +1,4 @@
-"""MCP tools of workloads: ``workload_status`` / ``workload_logs`` (read) and
+"""MCP tools of workloads: ``workload_status`` / ``logs`` (read) and
 ``set_workload`` / ``restart_workload`` / ``stop_workload`` (edits, their parameters from
 ``SetWorkload``, ``RestartWorkload`` and ``StopWorkload``). An edit that ends a program the
 controller's snapshot shows running needs ``confirm=true``."""
@@ -17,7 +17,7 @@ from reconciler.intent.engine import IntentEditor
 from reconciler.intent.usecases import by_name
 from reconciler.surfaces.mcp_server._common import EditCall, case_tool, guard, own_tool
 
-#: The most lines ``workload_logs`` returns per call.
+#: The most lines ``logs`` returns per call.
 MAX_LOG_LINES: Final = 500
 
 
