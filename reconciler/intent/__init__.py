@@ -19,6 +19,5 @@ use-case layer the surfaces are built from.
 May: read desired.yaml and the controller's snapshot, write desired.yaml (engine only), append to
 the audit log, read a workload's output over SSH (``workload_logs``, through the controller's
 own wiring). May not: act on the cloud or change anything over SSH (only the controller acts),
-print. Imported only
-by the surfaces (CLI, MCP, TUI).
+print. Imported only by the surfaces (CLI, MCP, TUI).
 """
