@@ -12,16 +12,33 @@ May: import the edit classes, read their fields. May not: do I/O.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any
 
 from reconciler.intent import edits, edits_control, edits_race, edits_workload
 from reconciler.intent.edits import Edit
-from reconciler.intent.usecases import ALL, UseCase
+from reconciler.intent.usecases import ALL, Arg, UseCase
+from reconciler.model.accelerators import APIS
+from reconciler.model.desired import Want
+from reconciler.model.names import MODE_PREFIX
 
 #: The modules that declare edits (each imported above, so every class is known).
 MODULES = (edits, edits_race, edits_workload, edits_control)
+
+
+#: The model's vocabularies a declaration's ``Arg.vocabulary`` names (its choices).
+VOCABULARIES: Mapping[str, tuple[str, ...]] = {
+    "modes": tuple(MODE_PREFIX),
+    "apis": APIS,
+    "wants": typing.get_args(Want),
+}
+
+
+def choices_of(arg: Arg) -> tuple[str, ...]:
+    """The values ``arg`` may take (empty: any)."""
+    return VOCABULARIES[arg.vocabulary] if arg.vocabulary else arg.choices
 
 
 def _subclasses(cls: type[Any]) -> Iterator[type[Edit]]:

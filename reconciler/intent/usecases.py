@@ -39,6 +39,9 @@ class Arg:
     help: str | None = None
     metavar: str | None = None
     choices: tuple[str, ...] = ()
+    #: the choices are a vocabulary of the model's, by name (``intent.catalog.VOCABULARIES``:
+    #: "modes", "apis", "wants"), so they are spelled in one place
+    vocabulary: str | None = None
     option: bool = False
 
 
@@ -161,9 +164,9 @@ EDITS: Final = (
         args=(
             Arg("zone", option=True),
             Arg("accelerator", option=True, help="e.g. v6e-8, v4-32"),
-            Arg("mode", choices=("spot", "on-demand", "reserved", "flex-start")),
+            Arg("mode", vocabulary="modes"),
             Arg("name", help="default: <mode>-<accel>-<zone code>-<index>"),
-            Arg("want", choices=("held", "released")),
+            Arg("want", vocabulary="wants"),
             Arg("index", help="index for the generated name"),
             Arg("runtime_version", help="the TPU software version (default: the API's)"),
             Arg("slices", help="multislice: N slices in one QR"),
@@ -173,7 +176,7 @@ EDITS: Final = (
                 help="mode flex-start (required there): how long the TPU runs, at most 7d, e.g. 6h",
             ),
             Arg("renew", help="flex-start only: queue a new run once each run has ended"),
-            Arg("api", choices=("tpu", "compute"), help="default: the file's (else tpu)"),
+            Arg("api", vocabulary="apis", help="default: the file's (else tpu)"),
         ),
         guidance="A new slot in a zone with an accelerator (named for you unless given).",
     ),

@@ -173,3 +173,14 @@ def test_docs_list_each_deprecated_name_with_its_canonical_tool() -> None:
     section = text.split("### Deprecated names", 1)[1].split("\n### ", 1)[0]
     rows = re.findall(r"^\| `(\w+)\([^`]*\)` \| \w+ \| `(\w+)`", section, re.MULTILINE)
     assert dict(rows) == usecases.deprecated()
+
+
+def test_choices_come_from_the_models_vocabularies() -> None:
+    from reconciler.model.accelerators import APIS
+    from reconciler.model.names import MODE_PREFIX
+
+    add = _command("add-slot")
+    assert add is not None
+    choices = {a.dest: tuple(a.choices or ()) for a in add._actions}
+    assert choices["mode"] == tuple(MODE_PREFIX) and choices["api"] == APIS
+    assert choices["want"] == ("held", "released")

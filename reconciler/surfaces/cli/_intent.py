@@ -73,8 +73,8 @@ def flags_of(p: argparse.ArgumentParser, case: UseCase) -> None:
         arg, hint = case.arg(f.name), hints[f.name]
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         kw: dict[str, Any] = {"help": arg.help}
-        if arg.choices:
-            kw["choices"] = arg.choices
+        if choices := catalog.choices_of(arg):
+            kw["choices"] = choices
         if arg.metavar:
             kw["metavar"] = arg.metavar
         if typing.get_origin(hint) is tuple:
