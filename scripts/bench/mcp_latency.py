@@ -2,7 +2,8 @@
 
 Measures: server start to first answer (spawn, initialize, first status), the median of
 100 ``status`` calls (``list_slots`` before; the result keeps its key), and the median of 100
-edits (``hold`` alternating with ``tmux_open`` / ``setup`` flags so every call writes). Targets: 1.5 s, 50 ms, 100 ms.
+edits (``hold`` alternating with ``tmux_open`` / ``setup`` flags so every call writes).
+Targets: 1.5 s, 50 ms, 100 ms.
 
     python scripts/bench/mcp_latency.py [--calls 100]
 """
