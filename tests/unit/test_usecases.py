@@ -100,7 +100,7 @@ def test_make_builds_the_edit_from_a_surfaces_arguments() -> None:
     assert race == catalog.edit_classes()["race"]("g", ("a", "b"), 1, exact=True)
     vm = catalog.make(usecases.by_name("setup_vm"), {"name": "a", "tmux": True})
     assert vm.args == {"name": "a", "bootstrap": True, "tailscale": None, "tmux": None,
-                       "rerun": True}  # fmt: skip
+                       "at_boot": None, "rerun": True}  # fmt: skip
 
 
 def test_the_mcp_tools_are_the_declarations(tmp_path: Path) -> None:
