@@ -1,5 +1,10 @@
-"""Intent: the one way MCP tools, CLI verbs and the TUI change or read desired.yaml.
+"""Intent: the one way MCP tools, CLI verbs and the TUI change or read desired.yaml; the
+use-case layer the surfaces are built from.
 
+    usecases     every action declared once: canonical name, one-line summary, read / edit /
+                 destructive, where it appears (CLI command, MCP tool, deprecated aliases)
+    catalog      an edit use case joined to its edit class; the edit made from arguments
+    store        the file and its state directory, opened the one way (``open_store``)
     engine       IntentEditor.apply(Edit): lock, op-id, validate the whole result, CAS write, audit
     edits        the edits themselves, one frozen argument class each (``Hold``, ``Race``,
                  ``SetWorkload``, ...: edits, edits_race, edits_workload, edits_control),
@@ -9,8 +14,11 @@
     operations   operation ids: an identical retry gets the first result back
     views        read-only views: the intent joined with the controller's status snapshot
     tmux         closing a slot's tmux window, the one direct action of the intent surfaces
+    log_target, workload_logs, event_text, history_views
+                 the logs, events and capacity-history queries the surfaces share
 
 May: read desired.yaml and the controller's snapshot, write desired.yaml (engine only), append to
-the audit log. May not: act on the cloud or SSH (only the controller acts), print. Imported only
-by the surfaces (CLI, MCP, TUI).
+the audit log, read a workload's output over SSH (``workload_logs``, through the controller's
+own wiring). May not: act on the cloud or change anything over SSH (only the controller acts),
+print. Imported only by the surfaces (CLI, MCP, TUI).
 """

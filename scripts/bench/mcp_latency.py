@@ -1,8 +1,9 @@
 """MCP latency through the SDK's own stdio client against a real ``tpu-mcp`` process.
 
-Measures: server start to first answer (spawn, initialize, first list_slots), the median of
-100 ``list_slots`` calls, and the median of 100 edits (``queue_slot`` alternating with
-``tmux_open`` / ``setup`` flags so every call writes). Targets: 1.5 s, 50 ms, 100 ms.
+Measures: server start to first answer (spawn, initialize, first status), the median of
+100 ``status`` calls (``list_slots`` before; the result keeps its key), and the median of 100
+edits (``hold`` alternating with ``tmux_open`` / ``setup`` flags so every call writes).
+Targets: 1.5 s, 50 ms, 100 ms.
 
     python scripts/bench/mcp_latency.py [--calls 100]
 """
@@ -51,18 +52,18 @@ async def run(calls: int) -> dict[str, float]:
         start = time.perf_counter()
         async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as s:
             await s.initialize()
-            await s.call_tool("list_slots", {})
+            await s.call_tool("status", {})
             first = time.perf_counter() - start
             reads = []
             for _ in range(calls):
                 t = time.perf_counter()
-                await s.call_tool("list_slots", {})
+                await s.call_tool("status", {})
                 reads.append(time.perf_counter() - t)
             edits = []
             for i in range(calls):
                 args = {"name": f"spot-v4-8-usc2b-{i % 20 + 1}", "operation_id": f"bench-{i}"}
                 t = time.perf_counter()
-                res = await s.call_tool("tmux_open" if i // 20 % 2 else "queue_slot", args)
+                res = await s.call_tool("tmux_open" if i // 20 % 2 else "hold", args)
                 edits.append(time.perf_counter() - t)
                 assert not res.is_error, res.content
     return {

@@ -25,11 +25,19 @@ REPO = Path(__file__).resolve().parents[2]
 
 READ_ONLY = {"list_slots", "slot_info", "ssh_command", "tmux_status", "plan", "events",
              "workload_status", "workload_logs", "capacity_history", "recommend_zones",
-             "quotas", "timeline"}  # fmt: skip
+             "quotas", "timeline", "last_plan", "status", "info", "ssh", "logs", "history",
+             "recommend", "quota"}  # fmt: skip
 EDITS = {"queue_slot", "queue_slots", "setup_vm", "tailscale_setup", "tmux_sync", "tmux_open",
-         "add_slot", "set_poll", "set_workload", "suspend", "resume"}  # fmt: skip
+         "add_slot", "set_poll", "set_workload", "suspend", "resume", "hold",
+         "pause"}  # fmt: skip
 DESTRUCTIVE = {"cancel_slot", "set_race_group", "remove_slot", "tmux_close",
-               "restart_workload", "stop_workload", "confirm_deletes"}  # fmt: skip
+               "restart_workload", "stop_workload", "confirm_deletes", "release",
+               "race"}  # fmt: skip
+# The deprecated MCP names, kept for one release, and the canonical tool each calls.
+ALIASES = {"queue_slot": "hold", "cancel_slot": "release", "set_race_group": "race",
+           "plan": "last_plan", "list_slots": "status", "slot_info": "info", "ssh_command": "ssh",
+           "workload_logs": "logs", "capacity_history": "history",
+           "recommend_zones": "recommend", "quotas": "quota"}  # fmt: skip
 # Repeated without the same operation_id, these do it again (a new slot, another run).
 AGAIN = {"add_slot", "setup_vm", "tailscale_setup", "restart_workload"}
 

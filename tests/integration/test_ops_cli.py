@@ -28,7 +28,7 @@ from reconciler.model.status import STATUS_SCHEMA
 from reconciler.runtime.events import EventLog
 from reconciler.runtime.lock import ControllerLock
 from reconciler.surfaces.cli import build_parser
-from reconciler.surfaces.cli._ops_completion import command_tree
+from reconciler.surfaces.cli._ops_completion import command_paths
 from tests.fixtures.emulator import gcloud_env_for
 from tests.integration.test_golden import GoldenCli, with_fixture_state
 from tests.support.cli import CLI_ARGV, clean_env
@@ -514,7 +514,7 @@ def _complete(script: Path, cwd: Path, *words: str) -> list[str]:
     line = " ".join(f"'{w}'" for w in words)
     program = (
         f"source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
-        '_tpu_reconciler; printf "%s\\n" "${COMPREPLY[@]}"'
+        '_shtab_tpu_reconciler; printf "%s\\n" "${COMPREPLY[@]}"'
     )
     bash = require_tool_path("bash")
     done = subprocess.run(
@@ -532,8 +532,7 @@ def require_tool_path(name: str) -> str:
 
 def test_completion_scripts_know_every_command(tmp_path: Path) -> None:
     cli = GoldenCli(tmp_path)
-    tree = command_tree(build_parser())
-    commands = {name for node in tree.values() for name in node.subcommands}
+    commands = {word for path in command_paths(build_parser()) for word in path.split()}
     assert {"status", "events", "doctor", "init", "service", "completion", "tmux"} <= commands
     for shell in ("bash", "zsh"):
         text = cli.run("completion", shell).stdout

@@ -66,11 +66,14 @@ def test_every_command_the_skill_names_is_in_the_cli(installed: dict[str, str]) 
         helped = helps["".join(group)]
         assert helped.returncode == 0, helped.stderr
         assert re.search(rf"^\s+{re.escape(leaf)}\s", helped.stdout, re.MULTILINE), command
-    # The options of each command, as the CLI's completion script lists them.
+    # The options of each command, as the CLI's completion script (shtab's) lists them.
     script = run_cli("completion", "bash").stdout
-    options = dict(re.findall(r'^\s+"([a-z -]*)"\) echo "([^"]*)" ;;$', script, re.MULTILINE))
+    options = dict(
+        re.findall(r"^_shtab_tpu_reconciler_(\w+)_option_strings=\(([^)]*)\)$", script, re.M)
+    )
     for command in skill.JSON_COMMANDS:
-        assert "--json" in options[command].split(), command
+        key = re.sub(r"[ -]", "_", command)
+        assert "--json" in options[key].split(), command
 
 
 def test_stale_guidance_is_refused() -> None:

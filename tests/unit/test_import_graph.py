@@ -9,8 +9,8 @@ Not counted: names resolved at run time (``importlib.import_module``, the CLI's
 ``"module:function"`` handlers), which are not import statements.
 
 lint-imports' ``acyclic_siblings`` contract (pyproject.toml) checks packages against their
-siblings; this test checks modules, and also counts the two imports that contract leaves out
-(the CLI starting the TUI and the MCP server).
+siblings (the CLI's launch imports of the TUI and the MCP server included); this test checks
+modules.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from reconciler.intent.edits import (
     Setup,
     TmuxAll,
 )
-from reconciler.intent.edits_control import Suspend
+from reconciler.intent.edits_control import Pause, Suspend
 from reconciler.intent.edits_race import Race, RaceZones
 from reconciler.intent.edits_workload import RestartWorkload, SetWorkload, StopWorkload
 from reconciler.intent.engine import IntentEditor
@@ -138,6 +138,9 @@ EDITS: list[Edit] = [
     StopWorkload("s07"),
     StopWorkload("s10"),
     SetPoll("1m"),
+    Pause("s05"),
+    Pause("s06", resume=True),  # not paused: says so, changes nothing
+    Setup("s04", at_boot=False),
     Suspend(),
     TmuxAll(),
 ]

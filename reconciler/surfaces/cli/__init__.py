@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from reconciler import __version__
 from reconciler.exitcodes import EX_INTERRUPTED, EX_OK, EX_USAGE
+from reconciler.intent import usecases
 from reconciler.surfaces._options import global_options
 
 if TYPE_CHECKING:
@@ -50,13 +51,11 @@ _MODULES = (
 #: whole tree is built for it, only slower); tests/unit/test_cli_commands.py keeps it complete.
 _COMMANDS: Final[Mapping[str, str]] = {
     **dict.fromkeys(("validate", "plan", "apply", "run", "status", "demo"), "_reconcile"),
-    **dict.fromkeys(
-        ("hold", "release", "race", "add-slot", "remove-slot", "setup", "set-poll", "mcp"),
-        "_intent",
-    ),
+    # the verbs made from the use-case declarations (a new one needs no line here)
+    **dict.fromkeys((*(c.cli for c in usecases.cli_verbs() if c.cli), "mcp"), "_intent"),
     "workload": "_workload",
     **dict.fromkeys(("ssh", "info", "tui"), "_nodes"),
-    **dict.fromkeys(("suspend", "resume", "confirm"), "_control"),
+    "confirm": "_control",
     "secret": "_secret",
     "tmux": "_tmux",
     "logs": "_logs",

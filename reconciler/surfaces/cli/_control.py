@@ -1,11 +1,11 @@
-"""Control verbs: ``suspend`` and ``resume`` (edits of ``settings.suspend`` in desired.yaml)
-and ``confirm`` (let through the deletes the delete guard holds, exactly those shown).
+"""Control verb ``confirm``: let through the deletes the delete guard holds, exactly those
+shown. (``suspend`` and ``resume``, edits of ``settings.suspend``, are verbs made from their
+declarations in ``intent.usecases``, by ``_intent``.)
 
-Thin: the edits go through ``reconciler.intent.engine`` like every intent verb; ``confirm``
-writes the controller's confirmation input (``reconciler.intent.confirm``). Neither acts on the
-cloud: the controller does, at its next pass. ``confirm`` without FINGERPRINT asks at the
-terminal (and refuses without one, as ``release`` does, unless ``--yes``). Exit codes: 0 done,
-1 refused, 2 nobody confirmed.
+Thin: ``confirm`` writes the controller's confirmation input (``reconciler.intent.confirm``);
+it does not act on the cloud: the controller does, at its next pass. Without FINGERPRINT it asks
+at the terminal (and refuses without one, as ``release`` does, unless ``--yes``). Exit codes:
+0 done, 1 refused, 2 nobody confirmed.
 """
 
 from __future__ import annotations
@@ -21,17 +21,6 @@ _HERE: Final = "reconciler.surfaces.cli._control"
 
 
 def register(subparsers: Any) -> None:
-    from reconciler.surfaces.cli._intent import _edit_parser
-
-    _edit_parser(
-        subparsers,
-        "suspend",
-        "stop the controller acting (it keeps observing, planning and reporting)",
-        "suspend_command",
-    ).set_defaults(handler=f"{_HERE}:suspend_command")
-    _edit_parser(
-        subparsers, "resume", "let a suspended controller act again", "resume_command"
-    ).set_defaults(handler=f"{_HERE}:resume_command")
     p = subparsers.add_parser(
         "confirm",
         help="confirm the deletes the delete guard holds (exactly those status shows)",
@@ -46,20 +35,6 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the result document (JSON)")
     p.set_defaults(handler=f"{_HERE}:confirm_command")
-
-
-def suspend_command(args: argparse.Namespace) -> int:
-    from reconciler.intent.edits_control import Suspend
-    from reconciler.surfaces.cli._intent import _run
-
-    return _run(args, Suspend())
-
-
-def resume_command(args: argparse.Namespace) -> int:
-    from reconciler.intent.edits_control import Resume
-    from reconciler.surfaces.cli._intent import _run
-
-    return _run(args, Resume())
 
 
 def confirm_command(args: argparse.Namespace) -> int:

@@ -1,12 +1,15 @@
-"""Intent verbs: ``hold``, ``release``, ``race``, ``add-slot``, ``remove-slot``, ``setup``,
-``set-poll`` (edits of desired.yaml, through ``reconciler.intent.engine``) and ``mcp`` (the MCP
-server on stdio, same as ``tpu-mcp``).
+"""Intent verbs: every edit use case declared with ``flags`` (``reconciler.intent.usecases``:
+``hold``, ``release``, ``pause``, ``race``, ``add-slot``, ``remove-slot``, ``setup``,
+``set-poll``; edits of desired.yaml, through ``reconciler.intent.engine``) and ``mcp`` (the MCP
+server on stdio, same as ``tpu-mcp``). Each verb's arguments are made from its edit class by
+``flags_of`` and one handler, ``edit_command``, makes the edit from them: a new declared edit
+is a new verb with no line here.
 
-Thin and light: only argparse at import time; handlers import the runtime when called (``mcp``
-alone pays for the MCP SDK). Each edit prints what changed (notes and a short diff) and reminds
-that the controller, not this command, acts. Exit codes: 0 done, 1 refused, 2 needs
-confirmation (or usage), 75 desired.yaml kept changing (try again), 77 another lab member's
-slot (``intent/owners``).
+Thin and light: only argparse and the declarations at import time; handlers import the runtime
+when called (``mcp`` alone pays for the MCP SDK). Each edit prints what changed (notes and a
+short diff) and reminds that the controller, not this command, acts. Exit codes: 0 done,
+1 refused, 2 needs confirmation (or usage), 75 desired.yaml kept changing (try again), 77
+another lab member's slot (``intent/owners``).
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.exitcodes import EX_CONFIRM, EX_OK, EX_REFUSED
-from reconciler.model.vocabulary import DEFAULT_WANT, MODES, WANTS
+from reconciler.intent import usecases
 from reconciler.surfaces.cli._say import confirm
 from reconciler.surfaces.cli._say import err as _err
 
 if TYPE_CHECKING:
     from reconciler.intent.edits import Edit
     from reconciler.intent.engine import IntentEditor
+    from reconciler.intent.usecases import UseCase
 
 _HERE: Final = "reconciler.surfaces.cli._intent"
 
@@ -40,86 +44,72 @@ def _edit_parser(sub: Any, name: str, help: str, func: str) -> argparse.Argument
 
 
 def register(subparsers: Any) -> None:
-    p = _edit_parser(subparsers, "hold", "want a slot held (want: held)", "hold_command")
-    p.add_argument("slot", metavar="SLOT")
-
-    p = _edit_parser(
-        subparsers, "release", "release a slot: the controller deletes its TPU", "release_command"
-    )
-    p.add_argument("slot", metavar="SLOT")
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    p.add_argument("--close-tmux", action="store_true", help="also close its tmux window now")
-
-    p = _edit_parser(
-        subparsers, "race", "create or replace a race group of candidate slots", "race_command"
-    )
-    p.add_argument("group", metavar="GROUP")
-    p.add_argument("slots", metavar="SLOT", nargs="+")
-    p.add_argument("--count", type=int, required=True, help="winners wanted")
-    p.add_argument("--yes", action="store_true", help="confirm dropping or lowering")
-
-    p = _edit_parser(subparsers, "add-slot", "add a slot to desired.yaml", "add_slot_command")
-    p.add_argument("--zone", required=True)
-    p.add_argument("--accelerator", required=True, help="e.g. v6e-8, v4-32")
-    p.add_argument("--mode", choices=MODES, default=None)
-    p.add_argument("--name", default=None, help="default: <mode>-<accel>-<zone code>-<index>")
-    p.add_argument("--index", type=int, default=None, help="index for the generated name")
-    p.add_argument("--want", choices=WANTS, default=DEFAULT_WANT)
-    p.add_argument("--slices", type=int, default=1, help="multislice: N slices in one QR")
-    max_run_flag(p)
-    p.add_argument(
-        "--renew",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="flex-start only: queue a new run once each run has ended",
-    )
-
-    p = _edit_parser(
-        subparsers, "remove-slot", "remove a slot: it becomes unmanaged", "remove_slot_command"
-    )
-    p.add_argument("slot", metavar="SLOT")
-    p.add_argument("--yes", action="store_true", help="confirm when settings.prune is on")
-
-    p = _edit_parser(subparsers, "setup", "set a slot's setup flags", "setup_command")
-    p.add_argument("slot", metavar="SLOT")
-    for flag in ("bootstrap", "tailscale", "tmux"):
-        p.add_argument(f"--{flag}", action=argparse.BooleanOptionalAction, default=None)
-    p.add_argument(
-        "--at-boot",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="the setup scripts in the node's startup-script metadata, run at every boot",
-    )
-    p.add_argument("--rerun", action="store_true", help="bump the generation: run setup again")
-
-    p = _edit_parser(subparsers, "set-poll", "change the poll intervals", "set_poll_command")
-    p.add_argument("--interval", default=None, help="when steady, e.g. 30s, 2m")
-    p.add_argument("--fast-interval", default=None, help="while anything moves, e.g. 5s")
+    for case in usecases.cli_verbs():
+        assert case.cli is not None
+        p = _edit_parser(subparsers, case.cli, case.summary, "edit_command")
+        p.set_defaults(usecase=case.name)
+        flags_of(p, case)
+        if case.name == "release":
+            p.add_argument(
+                "--close-tmux", action="store_true", help="also close its tmux window now"
+            )
 
     p = subparsers.add_parser("mcp", help="MCP server on stdio (same as tpu-mcp)")
     p.set_defaults(handler=f"{_HERE}:mcp_command")
 
 
+def flags_of(p: argparse.ArgumentParser, case: UseCase) -> None:
+    """The verb's arguments, made from its edit class's fields (``intent.catalog.fields_of``)
+    as the declaration's ``args`` spell them: a required field is positional (``option``: a
+    required flag), a tuple one or more words, a bool a switch (``--x/--no-x`` when it may be
+    left as it is), an int typed; ``--yes`` where the declaration needs a confirmation."""
+    import dataclasses
+    import typing
+
+    from reconciler.intent import catalog
+
+    hints = typing.get_type_hints(catalog.edit_of(case))
+    for f in catalog.fields_of(case):
+        arg, hint = case.arg(f.name), hints[f.name]
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        kw: dict[str, Any] = {"help": arg.help}
+        if choices := catalog.choices_of(arg):
+            kw["choices"] = choices
+        if arg.metavar:
+            kw["metavar"] = arg.metavar
+        if typing.get_origin(hint) is tuple:
+            kw["nargs"] = "+"
+        elif hint is bool:
+            kw = {"help": arg.help, "action": "store_true"}
+        elif bool in typing.get_args(hint):
+            kw |= {"action": argparse.BooleanOptionalAction, "default": f.default}
+        elif hint is int or int in typing.get_args(hint):
+            kw["type"] = int
+        if required and not arg.option:
+            p.add_argument(f.name, **kw)
+            continue
+        if required:
+            kw["required"] = True
+        elif "action" not in kw or kw["action"] is argparse.BooleanOptionalAction:
+            kw["default"] = f.default
+        p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, **kw)
+    if case.confirm:
+        p.add_argument("--yes", action="store_true", help=case.confirm)
+
+
 def max_run_flag(p: argparse.ArgumentParser) -> None:
-    """``--max-run-duration`` (``add-slot``, ``init``): a flex-start run's length."""
-    p.add_argument(
-        "--max-run-duration",
-        default=None,
-        metavar="DURATION",
-        help="mode flex-start (required there): how long the TPU runs, at most 7d, e.g. 6h",
-    )
+    """``--max-run-duration`` (``init``, ``recommend``) as ``add-slot`` takes it."""
+    arg = usecases.by_name("add_slot").arg("max_run_duration")
+    p.add_argument("--max-run-duration", default=None, metavar=arg.metavar, help=arg.help)
 
 
 # --- handlers ------------------------------------------------------------------------------------
 
 
 def _store(args: argparse.Namespace) -> IntentEditor:
-    from reconciler.adapters.statedir import StateDir, default_state_dir
-    from reconciler.intent.engine import IntentEditor
+    from reconciler.intent.store import open_store
 
-    file = Path(args.file)
-    root = Path(args.state_dir) if args.state_dir is not None else default_state_dir(file)
-    return IntentEditor(file, StateDir(root))
+    return open_store(Path(args.file), args.state_dir)
 
 
 def _run(args: argparse.Namespace, edit: Edit) -> int:
@@ -152,15 +142,15 @@ def _apply(args: argparse.Namespace, edit: Edit) -> int:
         _err(str(e))
         return e.exit_code
     _print(args, result, store)
-    if getattr(args, "close_tmux", False):
-        return _close_tmux(args, store)
+    if isinstance(edit, Release) and getattr(args, "close_tmux", False):
+        return _close_tmux(args, store, edit.name)
     if isinstance(edit, Release) and not args.quiet and not args.json:
         from reconciler.intent.tmux import stays_open_notes, tmux_may_run
 
         if tmux_may_run(store):  # else no window stays open: asyncio and libtmux stay unloaded
             import asyncio
 
-            for note in asyncio.run(stays_open_notes(store, args.slot)):
+            for note in asyncio.run(stays_open_notes(store, edit.name)):
                 print(f"note: {note}")
     return EX_OK
 
@@ -188,9 +178,9 @@ def _print(args: argparse.Namespace, result: Any, store: Any) -> None:
 
 def _next_step(store: Any) -> str:
     """Who acts on the edit: the running controller, or nobody until one is started."""
-    from reconciler.runtime.lock import read_holder
+    from reconciler.intent.store import controller_running
 
-    if read_holder(store.state) is None:
+    if not controller_running(store):
         return (
             "No controller is running, so nothing acts on this yet: start one with "
             "`tpu-reconciler run` (or `tpu-reconciler service install`)."
@@ -198,14 +188,14 @@ def _next_step(store: Any) -> str:
     return "The controller acts on this at its next pass (see: tpu-reconciler status)."
 
 
-def _close_tmux(args: argparse.Namespace, store: Any) -> int:
+def _close_tmux(args: argparse.Namespace, store: Any, name: str) -> int:
     import asyncio
 
     from reconciler.errors import ReconcilerError
     from reconciler.intent.tmux import REOPEN_NOTE, close_window
 
     try:
-        closed = asyncio.run(close_window(store, args.slot))
+        closed = asyncio.run(close_window(store, name))
     except ReconcilerError as e:
         _err(f"tmux: {e}")
         return EX_REFUSED
@@ -216,69 +206,12 @@ def _close_tmux(args: argparse.Namespace, store: Any) -> int:
     return EX_OK
 
 
-def hold_command(args: argparse.Namespace) -> int:
-    from reconciler.intent.edits import Hold
+def edit_command(args: argparse.Namespace) -> int:
+    """Every verb made from a declaration: its edit, from the flags ``flags_of`` made."""
+    from reconciler.intent import catalog
 
-    return _run(args, Hold(args.slot))
-
-
-def release_command(args: argparse.Namespace) -> int:
-    from reconciler.intent.edits import Release
-
-    return _run(args, Release(args.slot))
-
-
-def race_command(args: argparse.Namespace) -> int:
-    from reconciler.intent.edits_race import Race
-
-    return _run(args, Race(args.group, tuple(args.slots), args.count, exact=True))
-
-
-def add_slot_command(args: argparse.Namespace) -> int:
-    from reconciler.intent.edits import AddSlot
-
-    return _run(
-        args,
-        AddSlot(
-            zone=args.zone,
-            accelerator=args.accelerator,
-            mode=args.mode,
-            name=args.name,
-            want=args.want,
-            index=args.index,
-            slices=args.slices,
-            max_run_duration=args.max_run_duration,
-            renew=args.renew,
-        ),
-    )
-
-
-def remove_slot_command(args: argparse.Namespace) -> int:
-    from reconciler.intent.edits import RemoveSlot
-
-    return _run(args, RemoveSlot(args.slot))
-
-
-def setup_command(args: argparse.Namespace) -> int:
-    from reconciler.intent.edits import Setup
-
-    return _run(
-        args,
-        Setup(
-            args.slot,
-            bootstrap=args.bootstrap,
-            tailscale=args.tailscale,
-            tmux=args.tmux,
-            rerun=args.rerun,
-            at_boot=args.at_boot,
-        ),
-    )
-
-
-def set_poll_command(args: argparse.Namespace) -> int:
-    from reconciler.intent.edits import SetPoll
-
-    return _run(args, SetPoll(interval=args.interval, fast_interval=args.fast_interval))
+    case = usecases.by_name(args.usecase)
+    return _run(args, catalog.make(case, vars(args)))
 
 
 def mcp_command(args: argparse.Namespace) -> int:

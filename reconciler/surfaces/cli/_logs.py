@@ -32,7 +32,6 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -44,6 +43,7 @@ from reconciler.exitcodes import (
     EX_UNAVAILABLE,
     EX_USAGE,
 )
+from reconciler.intent.log_target import Target, target_of
 from reconciler.surfaces.cli._say import err as _err
 from reconciler.surfaces.cli._say import note as _note
 
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from reconciler.adapters.ssh_routes import SshRoutes
     from reconciler.adapters.workload import WorkloadRunner
     from reconciler.model.desired import Desired
-    from reconciler.model.observed import Node
     from reconciler.model.status import StatusSnapshot
 
 _HERE: Final = "reconciler.surfaces.cli._logs"
@@ -87,41 +86,6 @@ def register(subparsers: Any) -> None:
         "to the terminal as they are; by default they are shown escaped (\\x1b...)",
     )
     p.set_defaults(handler=f"{_HERE}:logs_command")
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where a slot's workload runs now, as the snapshot says."""
-
-    node: Node | None
-    run_id: str | None
-    reason: str = ""  # why there is no node
-
-
-def target_of(snapshot: StatusSnapshot | None, slot: str) -> Target:
-    """The slot's node (rebuilt from ``instance`` and ``ips``) and workload run id."""
-    from reconciler.model.observed import NetworkEndpoint, Node, NodeState
-
-    if snapshot is None:
-        return Target(None, None, "no status snapshot yet: is the controller running?")
-    row: Any = next((s for s in snapshot.slots if s.name == slot), None)
-    if row is None:  # a race group's one program across its winners
-        row = next((g for g in snapshot.race_groups if g.name == slot and g.workload), None)
-    if row is None:
-        return Target(None, None, f"no slot {slot!r} in the status snapshot")
-    run_id = (row.workload.run_id if row.workload is not None else None) or None
-    if not row.instance or "@" not in row.instance or not row.ips:
-        state = getattr(row, "node_state", None) or getattr(row, "state", None) or "unknown"
-        return Target(None, run_id, f"{slot} has no reachable node now (state {state})")
-    name, _, uid = row.instance.partition("@")
-    node = Node(
-        name=name,
-        zone=getattr(row, "zone", None) or "",
-        state=NodeState.READY,
-        uid=uid,
-        endpoints=tuple(NetworkEndpoint(ip) for ip in row.ips),
-    )
-    return Target(node, run_id)
 
 
 def unknown_slot(desired: Desired | None, snapshot: StatusSnapshot | None, slot: str) -> str | None:

@@ -1,10 +1,11 @@
-"""``tpu-reconciler completion bash|zsh``: completion scripts generated from the parser itself.
+"""``tpu-reconciler completion bash|zsh``: completion scripts made by ``shtab`` from the parser
+itself, so a command added anywhere (a declared edit verb included) is completed without a
+line here.
 
-``command_tree`` walks ``build_parser()``: for every command path (``""``, ``"tmux"``,
-``"tmux close"``...) its subcommands (and positional choices), its options, and what each
-option's value is (a file, a directory, one of some choices, anything). Both scripts are three
-``case`` tables over that tree plus a small walker, so a command added anywhere is completed
-without touching this file, and no third-party package is needed.
+Before handing the parser over, every option whose value is a path (``type=Path``: ``--file``,
+``--state-dir``, ``--target``...) is marked for file (or, named ``*dir*``, directory)
+completion; choices are completed by ``shtab`` from the parser. ``command_paths`` lists every
+command path, for the tests and the skill.
 
 May: read the parser, return text. May not: run anything.
 """
@@ -12,172 +13,54 @@ May: read the parser, return text. May not: run anything.
 from __future__ import annotations
 
 import argparse
-import re
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
 from reconciler.exitcodes import EX_OK
 
-_WORD: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]*$|^--?[A-Za-z0-9][A-Za-z0-9_-]*$")
+SHELLS: Final = ("bash", "zsh")
+#: The name ``shtab`` gives the script's entry function (bash: ``_shtab_tpu_reconciler``).
+PROG: Final = "tpu-reconciler"
 
 
-@dataclass
-class Node:
-    subcommands: list[str] = field(default_factory=list)
-    options: list[str] = field(default_factory=list)
-    values: dict[str, str] = field(default_factory=dict)  # option -> @file|@dir|@any|choices
+def _parsers(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _parsers(child, (*path, name))
 
 
-def _value_kind(action: argparse.Action) -> str:
-    if action.choices:
-        return " ".join(str(c) for c in action.choices if _WORD.match(str(c)))
-    if action.type is Path:
-        return "@dir" if "dir" in action.dest else "@file"
-    return "@any"
+def command_paths(parser: argparse.ArgumentParser) -> list[str]:
+    """Every command and sub-command: ``"status"``, ``"tmux close"``, ..."""
+    return [" ".join(path) for path, _ in _parsers(parser) if path]
 
 
-def command_tree(parser: argparse.ArgumentParser) -> dict[str, Node]:
-    tree: dict[str, Node] = {}
+def _mark_paths(parser: argparse.ArgumentParser) -> None:
+    import shtab
 
-    def walk(p: argparse.ArgumentParser, path: str) -> None:
-        node = tree.setdefault(path, Node())
+    for _, p in _parsers(parser):
         for action in p._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for name, child in action.choices.items():
-                    if _WORD.match(name):
-                        node.subcommands.append(name)
-                        walk(child, f"{path} {name}".strip())
-            elif action.option_strings:
-                flags = [o for o in action.option_strings if _WORD.match(o)]
-                node.options += flags
-                if action.nargs != 0:
-                    for flag in flags:
-                        node.values[flag] = _value_kind(action)
-            elif action.choices:
-                node.subcommands += [str(c) for c in action.choices if _WORD.match(str(c))]
-
-    walk(parser, "")
-    return tree
+            if action.type is Path and action.option_strings:
+                wanted = shtab.DIRECTORY if "dir" in action.dest else shtab.FILE
+                action.complete = wanted  # type: ignore[attr-defined]
 
 
-def _cases(tree: dict[str, Node], pick: str) -> str:
-    lines = []
-    for path, node in tree.items():
-        words = node.subcommands if pick == "subs" else node.options
-        if words:
-            lines.append(f'        "{path}") echo "{" ".join(words)}" ;;')
-    return "\n".join(lines)
+def script(parser: argparse.ArgumentParser, shell: str) -> str:
+    """The completion script for ``shell`` (one of ``SHELLS``)."""
+    import shtab
 
-
-def _value_cases(tree: dict[str, Node]) -> str:
-    lines = []
-    for path, node in tree.items():
-        for flag, kind in node.values.items():
-            lines.append(f'        "{path}|{flag}") echo "{kind}" ;;')
-    return "\n".join(lines)
-
-
-def _tables(tree: dict[str, Node]) -> str:
-    return f"""\
-_tpu_reconciler_subs() {{
-    case "$1" in
-{_cases(tree, "subs")}
-    esac
-}}
-_tpu_reconciler_opts() {{
-    case "$1" in
-{_cases(tree, "opts")}
-    esac
-}}
-_tpu_reconciler_value() {{
-    case "$1|$2" in
-{_value_cases(tree)}
-    esac
-}}
-"""
-
-
-def bash_script(parser: argparse.ArgumentParser) -> str:
-    return f"""\
-# bash completion for tpu-reconciler, generated by `tpu-reconciler completion bash`.
-# Use: eval "$(tpu-reconciler completion bash)"   (e.g. in ~/.bashrc)
-{_tables(command_tree(parser))}
-_tpu_reconciler() {{
-    local cur="${{COMP_WORDS[COMP_CWORD]}}" cmdpath="" word kind subs i=1
-    while [ "$i" -lt "$COMP_CWORD" ]; do
-        word="${{COMP_WORDS[i]}}"
-        kind="$(_tpu_reconciler_value "$cmdpath" "$word")"
-        if [ -n "$kind" ]; then i=$((i + 2)); continue; fi
-        subs=" $(_tpu_reconciler_subs "$cmdpath") "
-        case "$subs" in *" $word "*) cmdpath="${{cmdpath:+$cmdpath }}$word" ;; esac
-        i=$((i + 1))
-    done
-    kind=""
-    if [ "$COMP_CWORD" -gt 1 ]; then
-        kind="$(_tpu_reconciler_value "$cmdpath" "${{COMP_WORDS[COMP_CWORD-1]}}")"
-    fi
-    case "$kind" in
-        @file) COMPREPLY=($(compgen -f -- "$cur")) ;;
-        @dir) COMPREPLY=($(compgen -d -- "$cur")) ;;
-        @any) COMPREPLY=() ;;
-        "")
-            if [ "${{cur#-}}" != "$cur" ]; then
-                COMPREPLY=($(compgen -W "$(_tpu_reconciler_opts "$cmdpath")" -- "$cur"))
-            else
-                COMPREPLY=($(compgen -W "$(_tpu_reconciler_subs "$cmdpath")" -- "$cur"))
-            fi ;;
-        *) COMPREPLY=($(compgen -W "$kind" -- "$cur")) ;;
-    esac
-}}
-complete -o bashdefault -o default -F _tpu_reconciler tpu-reconciler
-"""
-
-
-def zsh_script(parser: argparse.ArgumentParser) -> str:
-    return f"""\
-#compdef tpu-reconciler
-# zsh completion for tpu-reconciler, generated by `tpu-reconciler completion zsh`.
-# Use: tpu-reconciler completion zsh > "${{fpath[1]}}/_tpu-reconciler", or in ~/.zshrc
-# (after compinit): source <(tpu-reconciler completion zsh)
-{_tables(command_tree(parser))}
-_tpu_reconciler() {{
-    local cur="${{words[CURRENT]}}" cmdpath="" word kind subs
-    integer i=2
-    while (( i < CURRENT )); do
-        word="${{words[i]}}"
-        kind="$(_tpu_reconciler_value "$cmdpath" "$word")"
-        if [[ -n "$kind" ]]; then (( i += 2 )); continue; fi
-        subs=" $(_tpu_reconciler_subs "$cmdpath") "
-        [[ "$subs" == *" $word "* ]] && cmdpath="${{cmdpath:+$cmdpath }}$word"
-        (( i++ ))
-    done
-    kind=""
-    (( CURRENT > 2 )) && kind="$(_tpu_reconciler_value "$cmdpath" "${{words[CURRENT-1]}}")"
-    case "$kind" in
-        @file) _files ;;
-        @dir) _files -/ ;;
-        @any) _message 'value' ;;
-        "")
-            if [[ "$cur" == -* ]]; then
-                compadd -- ${{=$(_tpu_reconciler_opts "$cmdpath")}}
-            else
-                compadd -- ${{=$(_tpu_reconciler_subs "$cmdpath")}}
-            fi ;;
-        *) compadd -- ${{=kind}} ;;
-    esac
-}}
-if [[ "${{funcstack[1]}}" == "_tpu-reconciler" ]]; then
-    _tpu_reconciler "$@"
-else
-    compdef _tpu_reconciler tpu-reconciler
-fi
-"""
+    parser.prog = PROG
+    _mark_paths(parser)
+    text: str = shtab.complete(parser, shell=shell)
+    return text if text.endswith("\n") else text + "\n"
 
 
 def completion_command(args: argparse.Namespace) -> int:
     from reconciler.surfaces.cli import build_parser
 
-    parser = build_parser()
-    print(bash_script(parser) if args.shell == "bash" else zsh_script(parser), end="")
+    print(script(build_parser(), args.shell), end="")
     return EX_OK

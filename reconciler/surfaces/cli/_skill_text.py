@@ -2,12 +2,14 @@
 operation-id and confirm rules, what an assistant must never do) and ``PROTOCOL.md`` (every tool
 with its parameters and hints, every command with its flags).
 
-The guidance is written here by hand, keyed by tool and command name; the names, parameters
-and flags are read from the real MCP server (``surfaces.mcp_server.build_server``, its tools
-listed as a client would see them) and the real CLI parser (``surfaces.cli.build_parser``) each
-time the skill is made. ``skill_files`` refuses to make a skill whose guidance names a tool or
-command that does not exist, or leaves one out (tests/integration/test_skill.py checks the
-same through the MCP SDK's client and the CLI's ``--help``), so it cannot go stale.
+The guidance is each use case's (``reconciler.intent.usecases``: ``guidance``, ``summary``),
+keyed by its MCP tool and its CLI command; the rules and the never-list are written here; the
+names, parameters and flags are read from the real MCP server
+(``surfaces.mcp_server.build_server``, its tools listed as a client would see them) and the
+real CLI parser (``surfaces.cli.build_parser``) each time the skill is made. ``skill_files``
+refuses to make a skill whose guidance names a tool or command that does not exist, or leaves
+one out (tests/integration/test_skill.py checks the same through the MCP SDK's client and the
+CLI's ``--help``), so it cannot go stale.
 
 May: build text. May not: print, write files, or start a server (building one lists its tools).
 """
@@ -22,79 +24,42 @@ from pathlib import Path
 from typing import Any, Final
 
 from reconciler import __version__, exitcodes
+from reconciler.intent import usecases
 
 SKILL_NAME: Final = "tpu-reconciler"
 
-#: Every MCP tool: when an assistant should use it. Must name exactly the server's tools.
-TOOLS: Final[Mapping[str, str]] = {
-    "list_slots": "First, for any question about what is held, queued, racing or failing.",
-    "slot_info": "One slot in detail: IPs, setup, last error, tmux window, SSH command.",
-    "ssh_command": "The user wants to log in to a node: give them the command, do not run it.",
-    "plan": "What the controller will do next, and what it holds back (paused, guard, blocked).",
-    "events": "What happened lately: transitions, actions, errors in the cloud's own words.",
-    "capacity_history": "How long queues took per zone, accelerator and mode; preemptions.",
-    "recommend_zones": "Where an accelerator comes up soonest; then add_slot per zone and "
-    "set_race_group to race them.",
-    "quotas": "Chip limits, their use and which slots wait on them (a slot reading "
-    "'waiting for quota' waits here; do not add slots to get round it).",
-    "timeline": "When will a slot start, and who holds the chips until then: every slot's "
-    "held, queued and scheduled spans, and for one waiting on a quota or a cap its earliest "
-    "start (an estimate, or 'never' with the reason).",
-    "queue_slot": "Hold one slot the file already has (want: held).",
-    "queue_slots": "Hold several; race=true makes them candidates of one race group.",
-    "cancel_slot": "Release a slot: its TPU is deleted. Destructive: confirm=true after a yes.",
-    "add_slot": "A new slot in a zone with an accelerator (named for you unless given).",
-    "set_race_group": "Define a race exactly; dropping candidates or lowering count needs "
-    "confirm=true after a yes.",
-    "remove_slot": "Take a slot out of the file (it becomes unmanaged, not deleted unless "
-    "settings.prune).",
-    "set_poll": "Change how often the controller polls.",
-    "setup_vm": "Run the setup scripts again on a slot's node (a new setup generation).",
-    "tailscale_setup": "Join a slot's node to the tailnet.",
-    "tmux_status": "Which tmux mirror windows exist and which are orphaned.",
-    "tmux_sync": "Mirror every ACTIVE slot in tmux.",
-    "tmux_open": "Keep a tmux SSH window open to one slot.",
-    "tmux_close": "Close a slot's window now (local). Needs confirm=true after a yes.",
-    "workload_status": "What a slot's workload is declared as and how it runs (state, attempt).",
-    "workload_logs": "The last lines a workload printed on each worker.",
-    "set_workload": "Declare or change a workload; changing what runs of a running one needs "
-    "confirm=true after a yes.",
-    "restart_workload": "Start a workload's run again (also after gave-up). Needs confirm=true "
-    "while it runs.",
-    "stop_workload": "Stop and forget a workload. Needs confirm=true while it runs.",
-    "suspend": "The user wants the controller to stop acting (it keeps observing).",
-    "resume": "Let a suspended controller act again.",
-    "confirm_deletes": "Let through the deletes the delete guard holds, exactly the set plan "
-    "shows, after the user said yes to that set.",
-}
 
+def _tools() -> dict[str, str]:
+    """Every MCP tool: when an assistant should use it (each use case's ``guidance``; a
+    deprecated alias points at its canonical tool)."""
+    tools: dict[str, str] = {}
+    for case in usecases.ALL:
+        if case.mcp is not None:
+            tools[case.mcp] = case.guidance or case.summary[0].upper() + case.summary[1:] + "."
+            for alias in case.aliases:
+                tools[alias] = f"Deprecated alias of `{case.mcp}` (kept for one release): use that."
+    return tools
+
+
+def _json_commands() -> dict[str, str]:
+    """Commands with ``--json`` an assistant may run (when no MCP server is connected), and
+    when: every declared use case whose CLI command prints JSON, and ``secret list``."""
+    commands: dict[str, str] = {}
+    for case in usecases.ALL:
+        if case.cli is None or not case.json:
+            continue
+        tool = f" (MCP: {case.mcp})" if case.mcp and case.mcp != case.name else ""
+        yes = " (needs --yes after the user's yes)" if case.kind == "destructive" else ""
+        what = f"Edit: {case.summary}" if case.edit else case.summary[0].upper() + case.summary[1:]
+        commands[case.cli] = f"{what}{tool}{yes}."
+    commands["secret list"] = "Which secret names exist (never their values)."
+    return commands
+
+
+#: Every MCP tool: when an assistant should use it. Must name exactly the server's tools.
+TOOLS: Final[Mapping[str, str]] = _tools()
 #: Commands with ``--json`` an assistant may run (when no MCP server is connected), and when.
-JSON_COMMANDS: Final[Mapping[str, str]] = {
-    "status": "What is held now (list_slots).",
-    "plan": "What the controller would do (plan); observes the cloud, never acts.",
-    "info": "One slot in detail (slot_info).",
-    "events": "The event log (events).",
-    "history": "Capacity history (capacity_history).",
-    "recommend": "Zones ranked for an accelerator (recommend_zones).",
-    "quota": "Chip limits, use and who waits (quotas).",
-    "timeline": "Who holds what, when, and when a waiting slot can start (timeline).",
-    "doctor": "What is broken and how to fix it.",
-    "tmux status": "tmux mirror windows (tmux_status).",
-    "secret list": "Which secret names exist (never their values).",
-    "hold": "Edit: queue_slot.",
-    "release": "Edit: cancel_slot (needs --yes after the user's yes).",
-    "race": "Edit: set_race_group.",
-    "add-slot": "Edit: add_slot.",
-    "remove-slot": "Edit: remove_slot.",
-    "setup": "Edit: setup_vm / tailscale_setup.",
-    "set-poll": "Edit: set_poll.",
-    "workload set": "Edit: set_workload.",
-    "workload restart": "Edit: restart_workload.",
-    "workload stop": "Edit: stop_workload.",
-    "suspend": "Edit: suspend.",
-    "resume": "Edit: resume.",
-    "confirm": "confirm_deletes.",
-}
+JSON_COMMANDS: Final[Mapping[str, str]] = _json_commands()
 
 #: Commands an assistant must never run on its own initiative, and why.
 NEVER_COMMANDS: Final[Mapping[str, str]] = {
@@ -130,8 +95,8 @@ nothing. The same id for a different edit is refused. Without one, each call is 
 
 ## Confirm rules
 
-These need `confirm=true` (commands: `--yes`), given only after the user agreed: `cancel_slot`,
-`tmux_close` and `confirm_deletes` always; `set_race_group` when it drops a candidate or lowers
+These need `confirm=true` (commands: `--yes`), given only after the user agreed: `release`,
+`tmux_close` and `confirm_deletes` always; `race` when it drops a candidate or lowers
 `count`; `remove_slot` when `settings.prune` is on; `restart_workload`, `stop_workload` and a
 `set_workload` that changes what runs, while the workload runs. Refused without it, the tool
 says what it would do: show that to the user.
@@ -163,12 +128,11 @@ class Command:
 
 def server_tools() -> list[Tool]:
     """The MCP server's tools, as its ``tools/list`` answers (no file is read to list them)."""
-    from reconciler.adapters.statedir import StateDir
-    from reconciler.intent.engine import IntentEditor
+    from reconciler.intent.store import open_store
     from reconciler.surfaces.mcp_server import build_server
 
     nowhere = Path("/nonexistent/tpu-reconciler")
-    server = build_server(IntentEditor(nowhere / "desired.yaml", StateDir(nowhere / "state")))
+    server = build_server(open_store(nowhere / "desired.yaml", nowhere / "state"))
     tools = []
     for t in asyncio.run(server.list_tools()):
         schema: dict[str, Any] = t.input_schema or {}

@@ -35,7 +35,8 @@ def _pairs(values: list[str] | None, what: str) -> dict[str, str] | None:
 
 
 def register(subparsers: Any) -> None:
-    from reconciler.surfaces.cli._intent import _edit_parser
+    from reconciler.intent.usecases import by_name
+    from reconciler.surfaces.cli._intent import _edit_parser, flags_of
 
     top = subparsers.add_parser(
         "workload",
@@ -83,14 +84,11 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--yes", action="store_true", help="do not ask before ending a running one")
 
-    for verb, text in (
-        ("restart", "restart the workload: a generation bump (new run id)"),
-        ("stop", "stop the workload: remove its block; the controller stops the program"),
-    ):
-        p = _edit_parser(sub, verb, text, f"{verb}_command")
+    for verb in ("restart", "stop"):  # their arguments from the declarations
+        case = by_name(f"{verb}_workload")
+        p = _edit_parser(sub, verb, case.summary, f"{verb}_command")
         p.set_defaults(handler=f"{_HERE}:{verb}_command")
-        p.add_argument("name", metavar="NAME", help="a slot or a race group")
-        p.add_argument("--yes", action="store_true", help="do not ask before ending it")
+        flags_of(p, case)
 
 
 def _guarded(args: argparse.Namespace, edit: Edit, ends_it: bool) -> int:

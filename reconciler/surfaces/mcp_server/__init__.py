@@ -9,19 +9,24 @@ action is ``tmux_close`` (local: closes a tmux window). Errors a user must read 
 One module per group of tools, as the CLI has ``cli/_<group>.py``, each with
 ``register(server, store)``:
 
-    _read       list_slots, slot_info, ssh_command, plan, events, capacity_history,
-                recommend_zones
-    _slots      queue_slot(s), cancel_slot, add_slot, set_race_group, remove_slot, set_poll
+    _read       status, info, ssh, last_plan, events, history, recommend
+    _slots      hold, queue_slots, release, add_slot, race, remove_slot, set_poll
     _setup      setup_vm, tailscale_setup
     _tmux       tmux_status, tmux_sync, tmux_open, tmux_close
-    _workload   workload_status, workload_logs, set_workload, restart_workload, stop_workload
+    _workload   workload_status, logs, set_workload, restart_workload, stop_workload
     _control    suspend, resume, confirm_deletes
-    _quota      quotas
+    _quota      quota
     _timeline   timeline
-    _common     what they share; ``edit_tool`` makes an edit tool's parameters from its edit
-                class (``reconciler.intent.edits*``), so they are never copied by hand
+    _common     what they share; ``case_tool`` makes an edit tool from its use case
+                (``reconciler.intent.usecases``: name, deprecated aliases, annotations) and its
+                parameters from its edit class, so they are never copied by hand;
+                ``declared_tools`` makes the tool of every declared edit no group wrote a body
+                for (a new edit needs no line here)
     _protocol   the ``Server``: unknown tools and arguments refused by name, missing and
                 wrong arguments in one line, malformed JSON-RPC answered with its error
+
+Each tool's name is its use case's (``reconciler.intent.usecases``); an older name still
+answers as a deprecated alias for one release (docs/mcp.md lists them).
 
 Results are dicts with ``schema_version`` ``tpu-reconciler.mcp.v1``. Edits take an optional
 ``operation_id``: an identical retry returns the first result with ``status: "exists"``; the
@@ -41,9 +46,9 @@ from typing import Final
 from mcp.server.mcpserver import MCPServer
 
 from reconciler import __version__
-from reconciler.adapters.statedir import StateDir, default_state_dir
 from reconciler.exitcodes import EX_INTERRUPTED, EX_OK
 from reconciler.intent.engine import IntentEditor
+from reconciler.intent.store import open_store
 from reconciler.surfaces._options import global_options
 from reconciler.surfaces.mcp_server import (
     _control,
@@ -55,15 +60,16 @@ from reconciler.surfaces.mcp_server import (
     _tmux,
     _workload,
 )
+from reconciler.surfaces.mcp_server._common import declared_tools
 from reconciler.surfaces.mcp_server._protocol import Server
 
 log = logging.getLogger("reconciler.mcp")
 
 INSTRUCTIONS: Final = (
-    "Cloud TPU slots held declaratively. Read with list_slots, slot_info, plan, events. "
+    "Cloud TPU slots held declaratively. Read with status, info, last_plan, events. "
     "Edits change desired.yaml only (the controller acts). Give each a fresh operation_id "
     "to make a retry safe (the same id again returns the first result; omitted, each call "
-    "is a new edit). cancel_slot, remove_slot, set_race_group "
+    "is a new edit). release, remove_slot, race "
     "(when it drops candidates or lowers a count), tmux_close, confirm_deletes, and "
     "restart_workload / stop_workload of a running workload need confirm=true: ask the user "
     "first. suspend / resume stop and restart the controller's actions."
@@ -80,6 +86,7 @@ def build_server(store: IntentEditor) -> MCPServer:
     )
     for group in GROUPS:
         group.register(server, store)
+    declared_tools(server, store, server.tool_names())
     return server
 
 
@@ -89,9 +96,8 @@ def serve(file: Path, state_dir: Path | None = None, *, verbose: int = 0) -> int
         stream=sys.stderr,
         level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
     )
-    root = state_dir if state_dir is not None else default_state_dir(file)
-    store = IntentEditor(file, StateDir(root))
-    log.info("serving %s (state %s)", store.path, root)
+    store = open_store(file, state_dir)
+    log.info("serving %s (state %s)", store.path, store.state.root)
     build_server(store).run("stdio")
     return EX_OK
 

@@ -6,7 +6,7 @@ An edit tool is declared by its edit class (``Hold``, ``Race``, ``SetWorkload``,
 frozen argument classes of ``reconciler.intent.edits*``) and a body::
 
     @edit_tool(server, store, Hold, EDIT)
-    def queue_slot(call: EditCall[Hold]) -> dict[str, Any]:
+    def hold(call: EditCall[Hold]) -> dict[str, Any]:
         \"\"\"Hold a slot ...\"\"\"  (the tool's description)
         return call.apply()
 
@@ -15,6 +15,13 @@ The tool's parameters are the class's fields (those without a default first), th
 keyword parameters after ``call`` and ``wait_seconds``; ``fixed`` sets fields the tool does not
 take, ``only`` names the fields it takes when not all. So a renamed or retyped field changes
 the tool with it, and mypy checks the body against the class.
+
+A tool of a declared use case (``reconciler.intent.usecases``) is made by ``case_tool`` (an
+edit: its class, fixed fields, confirm and annotations from the declaration) or ``own_tool``
+(a body with its own parameters): its name is the declaration's, and each deprecated alias is
+registered beside it.
+``declared_tools`` then gives every declared edit that no group wrote a body for the plain
+body (apply the edit), so a new edit's declaration alone makes its tool.
 """
 
 from __future__ import annotations
@@ -32,10 +39,11 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from reconciler.errors import NeedsConfirmation, ReconcilerError
-from reconciler.intent import views
+from reconciler.intent import catalog, usecases, views
 from reconciler.intent.edits import Edit
 from reconciler.intent.engine import IntentEditor
 from reconciler.intent.tmux import REOPEN_NOTE, close_window
+from reconciler.intent.usecases import UseCase
 
 T = TypeVar("T")
 E = TypeVar("E", bound=Edit)
@@ -44,7 +52,7 @@ R = TypeVar("R", dict[str, Any], Awaitable[dict[str, Any]])
 
 REMINDER: Final = (
     "desired.yaml is edited; the controller acts on it at its next pass "
-    "(pass wait_seconds to wait for it, or call list_slots / events later)"
+    "(pass wait_seconds to wait for it, or call status / events later)"
 )
 
 READ: Final = ToolAnnotations(
@@ -64,6 +72,55 @@ EDIT_AGAIN: Final = ToolAnnotations(
 DESTRUCTIVE_AGAIN: Final = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
 )
+
+#: A declaration's annotations: by its kind and whether repeating it does it again.
+ANNOTATIONS: Final[Mapping[tuple[str, bool], ToolAnnotations]] = {
+    ("read", False): READ,
+    ("edit", False): EDIT,
+    ("edit", True): EDIT_AGAIN,
+    ("destructive", False): DESTRUCTIVE,
+    ("destructive", True): DESTRUCTIVE_AGAIN,
+}
+
+
+def annotations_of(case: UseCase) -> ToolAnnotations:
+    return ANNOTATIONS[(case.kind, case.again)]
+
+
+def alias_description(alias: str, name: str, description: str) -> str:
+    return f"Deprecated alias of `{name}` (kept for one release; call {name}). {description}"
+
+
+def add_tool(
+    server: MCPServer,
+    tool: Callable[..., Any],
+    name: str,
+    description: str | None,
+    annotations: ToolAnnotations,
+    aliases: Collection[str] = (),
+) -> None:
+    """Register ``tool`` as ``name`` and as each deprecated alias of it."""
+    server.add_tool(tool, name=name, description=description, annotations=annotations)
+    for alias in aliases:
+        text = alias_description(alias, name, description or "")
+        server.add_tool(tool, name=alias, description=text, annotations=annotations)
+
+
+def _mcp_name(case: UseCase) -> str:
+    if case.mcp is None:
+        raise ValueError(f"use case {case.name!r} has no MCP tool")
+    return case.mcp
+
+
+def own_tool(server: MCPServer, case: UseCase) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Register the decorated body (its own parameters) as ``case``'s tool and its aliases."""
+
+    def register(body: Callable[..., T]) -> Callable[..., T]:
+        add_tool(server, body, _mcp_name(case), body.__doc__, annotations_of(case), case.aliases)
+        return body
+
+    return register
+
 
 # --- the arguments every edit takes, described once -------------------------------------------
 
@@ -153,9 +210,11 @@ def edit_tool(
     fixed: Mapping[str, object] | None = None,
     only: Collection[str] | None = None,
     confirm: bool = False,
+    name: str | None = None,
+    aliases: Collection[str] = (),
 ) -> Callable[[Callable[Concatenate[EditCall[E], P], R]], Callable[Concatenate[EditCall[E], P], R]]:
-    """Register the decorated body as the tool of the same name, its parameters made from
-    ``edit``'s fields (see the module's docstring)."""
+    """Register the decorated body as the tool ``name`` (default: the body's name) and its
+    ``aliases``, its parameters made from ``edit``'s fields (see the module's docstring)."""
     preset: dict[str, object] = dict(fixed or {})
     hints = typing.get_type_hints(edit, include_extras=True)
     fields = [f for f in dataclasses.fields(edit) if f.init]
@@ -217,10 +276,55 @@ def edit_tool(
         # What the SDK reads to make the input schema: inspect.signature and the type hints.
         tool.__dict__["__signature__"] = inspect.Signature(params, return_annotation=return_type)
         tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": return_type}
-        server.add_tool(tool, name=body.__name__, description=body.__doc__, annotations=annotations)
+        description = body.__doc__
+        add_tool(server, tool, name or body.__name__, description, annotations, aliases)
         return body
 
     return register
+
+
+def case_tool(
+    server: MCPServer, store: IntentEditor, case: UseCase
+) -> Callable[
+    [Callable[Concatenate[EditCall[Any], P], R]], Callable[Concatenate[EditCall[Any], P], R]
+]:
+    """Register the decorated body as the edit use case ``case``'s tool: its class, fixed
+    fields, confirm, annotations, name and aliases from the declaration."""
+    return edit_tool(
+        server,
+        store,
+        catalog.edit_of(case),
+        annotations_of(case),
+        fixed=dict(case.fixed),
+        only=case.only,
+        confirm=bool(case.confirm),
+        name=_mcp_name(case),
+        aliases=case.aliases,
+    )
+
+
+def declared_tools(server: MCPServer, store: IntentEditor, made: Collection[str]) -> None:
+    """Every declared use case with an MCP name that is not among ``made`` (the tools the
+    groups registered): an edit gets the plain body, its description the declaration's
+    summary; a query or an action without a body is a mistake, refused here."""
+    for case in usecases.ALL:
+        if case.mcp is None or case.mcp in made:
+            continue
+        if case.edit is None:
+            raise ValueError(f"use case {case.name!r} declares MCP tool {case.mcp} without a body")
+
+        def plain(call: EditCall[Any]) -> dict[str, Any]:
+            return call.apply()
+
+        plain.__doc__ = _described(case)
+        case_tool(server, store, case)(plain)
+
+
+def _described(case: UseCase) -> str:
+    summary = case.summary[0].upper() + case.summary[1:]
+    wait = " wait_seconds: wait until the controller's snapshot shows it done."
+    confirm = " Needs confirm=true (ask the user)." if case.confirm else ""
+    return f"{summary}.{confirm}{wait}"
 
 
 async def close_tmux_window(store: IntentEditor, name: str) -> dict[str, Any]:

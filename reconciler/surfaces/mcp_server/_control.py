@@ -11,23 +11,24 @@ from mcp.server.mcpserver.exceptions import ToolError
 from reconciler.intent import views
 from reconciler.intent.edits_control import Resume, Suspend
 from reconciler.intent.engine import IntentEditor
-from reconciler.surfaces.mcp_server._common import DESTRUCTIVE, EDIT, EditCall, edit_tool, guard
+from reconciler.intent.usecases import by_name
+from reconciler.surfaces.mcp_server._common import EditCall, case_tool, guard, own_tool
 
 
 def register(server: MCPServer, store: IntentEditor) -> None:
-    @edit_tool(server, store, Suspend, EDIT)
+    @case_tool(server, store, by_name("suspend"))
     def suspend(call: EditCall[Suspend]) -> dict[str, Any]:
         """Suspend the controller (settings.suspend: true): it keeps observing, planning and
         reporting, and takes no action at all (no create, delete, setup or tmux) until resume."""
         return call.apply()
 
-    @edit_tool(server, store, Resume, EDIT)
+    @case_tool(server, store, by_name("resume"))
     def resume(call: EditCall[Resume]) -> dict[str, Any]:
         """Resume a suspended controller (settings.suspend: false): it acts on its plan again.
-        Check `plan` first: what it shows is what happens."""
+        Check `last_plan` first: what it shows is what happens."""
         return call.apply()
 
-    @server.tool(annotations=DESTRUCTIVE)
+    @own_tool(server, by_name("confirm_deletes"))
     def confirm_deletes(confirm: bool = False, fingerprint: str | None = None) -> dict[str, Any]:
         """Let through the deletes the delete guard holds (more ACTIVE TPUs than
         settings.delete_guard at once): exactly the set `plan` shows under guard. Needs

@@ -78,6 +78,10 @@ class Server(MCPServer):
 
     _schemas: dict[str, Mapping[str, Any]] | None = None
 
+    def tool_names(self) -> set[str]:
+        """The tools registered so far (without the async round of ``list_tools``)."""
+        return {t.name for t in self._tool_manager.list_tools()}
+
     async def _schema_of(self, name: str) -> Mapping[str, Any] | None:
         if self._schemas is None:
             self._schemas = {t.name: t.input_schema for t in await self.list_tools()}

@@ -1,4 +1,4 @@
-"""MCP tool of chip quotas: ``quotas`` (read)."""
+"""MCP tool of chip quotas: ``quota`` (read)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from mcp.server.mcpserver import MCPServer
 
 from reconciler.intent import quota_views
 from reconciler.intent.engine import IntentEditor
-from reconciler.surfaces.mcp_server._common import READ, guard
+from reconciler.intent.usecases import by_name
+from reconciler.surfaces.mcp_server._common import guard, own_tool
 
 
 def register(server: MCPServer, store: IntentEditor) -> None:
-    @server.tool(annotations=READ)
+    @own_tool(server, by_name("quota"))
     def quotas() -> dict[str, Any]:
         """Chip limits (the file's quotas:, and the cloud's with quota_source: cloud), the
         chips counted under each, the slots whose create waits on it ("waiting for quota:

@@ -9,10 +9,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from reconciler.errors import ReconcilerError
-from reconciler.intent import views
+from reconciler.intent import history_views, views
 from reconciler.intent.engine import IntentEditor
+from reconciler.intent.usecases import by_name
 from reconciler.model.names import check_accelerator
-from reconciler.surfaces.mcp_server._common import READ, guard
+from reconciler.surfaces.mcp_server._common import guard, own_tool
 
 
 def _envelope(doc: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +46,7 @@ def _since(text: str | None) -> float | None:
 
 
 def register(server: MCPServer, store: IntentEditor) -> None:
-    @server.tool(annotations=READ)
+    @own_tool(server, by_name("status"))
     def list_slots(owner: str | None = None) -> dict[str, Any]:
         """Every slot: desired intent (want, race group, setup flags, owner) joined with what
         the controller last observed (state, IPs, setup, tmux) and the snapshot's age. Without a
@@ -53,30 +54,30 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         ``owner``: only the slots that Unix user holds, and their race groups."""
         return guard(lambda: views.list_slots(store, owner))
 
-    @server.tool(annotations=READ)
+    @own_tool(server, by_name("info"))
     def slot_info(name: str) -> dict[str, Any]:
         """One slot in detail: IPs, create time, setup state, last error, tmux window and the
         SSH command for worker 0. Given a race group's name: the group (``kind:
         race_group``), with its one program under ``workload.across: group``."""
         return guard(lambda: views.slot_info(store, name))
 
-    @server.tool(annotations=READ)
+    @own_tool(server, by_name("ssh"))
     def ssh_command(name: str, worker: int = 0) -> dict[str, Any]:
         """An OpenSSH command line for one worker of the slot's node, pinned to the node
         instance's host key in the state directory's known_hosts."""
         return guard(lambda: views.ssh_command(store, name, worker))
 
-    @server.tool(annotations=READ)
-    def plan() -> dict[str, Any]:
+    @own_tool(server, by_name("last_plan"))
+    def last_plan() -> dict[str, Any]:
         """What the controller will do next (its last plan: actions, deferred, blocked)."""
         return guard(lambda: views.plan(store))
 
-    @server.tool(annotations=READ)
+    @own_tool(server, by_name("events"))
     def events(limit: int = 50) -> dict[str, Any]:
         """The controller's latest events (transitions, actions, results, errors)."""
         return guard(lambda: views.events(store, limit))
 
-    @server.tool(annotations=READ)
+    @own_tool(server, by_name("history"))
     def capacity_history(
         zone: str | None = None,
         accelerator: str | None = None,
@@ -88,13 +89,11 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         queued to PROVISIONING and to ACTIVE, median lifetime before preemption, preemptions
         per day held, failures by code, queue closed. since: e.g. "7d" (default: everything
         kept); api: "tpu" or "compute" (default: both)."""
-        from reconciler.runtime.history_reads import history_document
-
         cutoff = _since(since)
         return _envelope(
             guard(
-                lambda: history_document(
-                    store.state.history,
+                lambda: history_views.history(
+                    store,
                     zone=zone,
                     accelerator=accelerator,
                     mode=mode,
@@ -104,7 +103,7 @@ def register(server: MCPServer, store: IntentEditor) -> None:
             )
         )
 
-    @server.tool(annotations=READ)
+    @own_tool(server, by_name("recommend"))
     def recommend_zones(
         accelerator: str,
         mode: str = "spot",
@@ -116,9 +115,7 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         the history, with sample counts; closed queues left out; a race group to paste.
         Each pick names its API (the same zone on the TPU API and on Compute Engine are two
         queues); api: "tpu" or "compute" ranks that API's only. To use it, add the slots
-        (add_slot, with its api) and race group with add_slot / set_race_group."""
-        from reconciler.runtime.history_reads import recommend_document
-
+        (add_slot, with its api) and race group with add_slot / race."""
         try:
             check_accelerator(accelerator)
         except ReconcilerError as e:
@@ -126,13 +123,8 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         cutoff = _since(since)
         return _envelope(
             guard(
-                lambda: recommend_document(
-                    store.state.history,
-                    accelerator,
-                    mode=mode,
-                    count=count,
-                    since=cutoff,
-                    api=_api(api),
+                lambda: history_views.recommend(
+                    store, accelerator, mode=mode, count=count, since=cutoff, api=_api(api)
                 )
             )
         )

@@ -9,19 +9,18 @@ from mcp.server.mcpserver import MCPServer
 
 from reconciler.intent.edits import Setup
 from reconciler.intent.engine import IntentEditor
-from reconciler.surfaces.mcp_server._common import EDIT_AGAIN, EditCall, edit_tool
+from reconciler.intent.usecases import by_name
+from reconciler.surfaces.mcp_server._common import EditCall, case_tool
 
 
 def register(server: MCPServer, store: IntentEditor) -> None:
-    @edit_tool(server, store, Setup, EDIT_AGAIN, fixed={"bootstrap": True, "rerun": True},
-               only=("name",))  # fmt: skip
+    @case_tool(server, store, by_name("setup_vm"))
     def setup_vm(call: EditCall[Setup]) -> dict[str, Any]:
         """Run the setup scripts on the slot's node: bootstrap on and the setup generation
         bumped, so it runs again even if it ran before. wait_seconds: wait until done."""
         return call.apply()
 
-    @edit_tool(server, store, Setup, EDIT_AGAIN, fixed={"tailscale": True, "rerun": True},
-               only=("name",))  # fmt: skip
+    @case_tool(server, store, by_name("tailscale_setup"))
     def tailscale_setup(call: EditCall[Setup]) -> dict[str, Any]:
         """Join the slot's node to the tailnet: tailscale on, setup generation bumped."""
         return call.apply()

@@ -1,7 +1,9 @@
 """MCP edit tools of slots and race groups: want, membership, the file's slot list, polling.
 
-Each tool's parameters come from its edit class (``_common.edit_tool``); ``queue_slots``, which
-holds or races by its ``race`` flag, builds one of two edits and declares its own."""
+Each tool is its use case's (``reconciler.intent.usecases``: name, deprecated aliases,
+annotations) and its parameters come from the edit class (``_common.case_tool``);
+``queue_slots``, which holds or races by its ``race`` flag, builds one of two edits and declares
+its own."""
 
 from __future__ import annotations
 
@@ -15,29 +17,28 @@ from reconciler.intent.edits import AddSlot, Hold, HoldMany, Release, RemoveSlot
 from reconciler.intent.edits_race import Race
 from reconciler.intent.engine import IntentEditor
 from reconciler.intent.tmux import stays_open_notes
+from reconciler.intent.usecases import by_name
 from reconciler.surfaces.mcp_server._common import (
-    DESTRUCTIVE,
-    EDIT,
-    EDIT_AGAIN,
     EditCall,
     OperationId,
     WaitSeconds,
     apply_edit,
+    case_tool,
     close_tmux_window,
-    edit_tool,
     guard,
+    own_tool,
 )
 
 
 def register(server: MCPServer, store: IntentEditor) -> None:
-    @edit_tool(server, store, Hold, EDIT)
-    def queue_slot(call: EditCall[Hold]) -> dict[str, Any]:
+    @case_tool(server, store, by_name("hold"))
+    def hold(call: EditCall[Hold]) -> dict[str, Any]:
         """Hold a slot (want: held): the controller queues it and keeps it. A race candidate
         leaves its group (the group keeps racing for its other winners). wait_seconds: wait
         until it is ACTIVE."""
         return call.apply()
 
-    @server.tool(annotations=EDIT)
+    @own_tool(server, by_name("queue_slots"))
     def queue_slots(
         names: list[str],
         operation_id: OperationId = None,
@@ -55,11 +56,11 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         chosen = group or _group_for(store, names)
         return apply_edit(
             store, Race(chosen, tuple(names), count, exact=False), operation_id, wait_seconds,
-            hint=" (queue_slots never does that: use set_race_group)",
+            hint=" (queue_slots never does that: use race)",
         )  # fmt: skip
 
-    @edit_tool(server, store, Release, DESTRUCTIVE, confirm=True)
-    async def cancel_slot(call: EditCall[Release], close_tmux: bool = False) -> dict[str, Any]:
+    @case_tool(server, store, by_name("release"))
+    async def release(call: EditCall[Release], close_tmux: bool = False) -> dict[str, Any]:
         """Release a slot (want: released): the controller deletes its queued resource and
         TPU. Needs confirm=true (ask the user). A race candidate leaves its group. The tmux
         window stays open unless close_tmux=true. wait_seconds: wait until NOT_QUEUED."""
@@ -72,7 +73,7 @@ def register(server: MCPServer, store: IntentEditor) -> None:
             out.setdefault("notes", []).extend(await stays_open_notes(store, name))
         return out
 
-    @edit_tool(server, store, AddSlot, EDIT_AGAIN)
+    @case_tool(server, store, by_name("add_slot"))
     def add_slot(call: EditCall[AddSlot]) -> dict[str, Any]:
         """Add a slot. Without a name it is named <mode>-<accelerator>-<zone code>-<index>
         (e.g. spot-v6e8-ew4a-1), with the first free index unless `index` is given. Mode
@@ -80,20 +81,20 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         run after each one ends."""
         return call.apply()
 
-    @edit_tool(server, store, Race, DESTRUCTIVE, fixed={"exact": True}, confirm=True)
-    def set_race_group(call: EditCall[Race]) -> dict[str, Any]:
+    @case_tool(server, store, by_name("race"))
+    def race(call: EditCall[Race]) -> dict[str, Any]:
         """Create or replace a race group: exactly these candidates, `count` winners. Dropped
         candidates get want: released and lowering the count cancels extra winners: both
         need confirm=true. wait_seconds: wait until the group has its winners."""
         return call.apply()
 
-    @edit_tool(server, store, RemoveSlot, DESTRUCTIVE, confirm=True)
+    @case_tool(server, store, by_name("remove_slot"))
     def remove_slot(call: EditCall[RemoveSlot]) -> dict[str, Any]:
         """Remove a slot from desired.yaml: it becomes UNMANAGED (its TPU, if any, is shown
         and never deleted — unless settings.prune is on, which needs confirm=true)."""
         return call.apply()
 
-    @edit_tool(server, store, SetPoll, EDIT)
+    @case_tool(server, store, by_name("set_poll"))
     def set_poll(call: EditCall[SetPoll]) -> dict[str, Any]:
         """Change how often the controller polls: interval when steady, fast_interval while
         anything moves ('30s', '2m', or seconds)."""

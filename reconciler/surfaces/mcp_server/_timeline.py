@@ -8,11 +8,12 @@ from mcp.server.mcpserver import MCPServer
 
 from reconciler.intent import timeline_views
 from reconciler.intent.engine import IntentEditor
-from reconciler.surfaces.mcp_server._common import READ, guard
+from reconciler.intent.usecases import by_name
+from reconciler.surfaces.mcp_server._common import guard, own_tool
 
 
 def register(server: MCPServer, store: IntentEditor) -> None:
-    @server.tool(annotations=READ)
+    @own_tool(server, by_name("timeline"))
     def timeline(
         by: Literal["owner", "zone", "quota"] = "owner",
         since: str | None = None,

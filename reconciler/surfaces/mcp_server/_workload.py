@@ -1,4 +1,4 @@
-"""MCP tools of workloads: ``workload_status`` / ``workload_logs`` (read) and
+"""MCP tools of workloads: ``workload_status`` / ``logs`` (read) and
 ``set_workload`` / ``restart_workload`` / ``stop_workload`` (edits, their parameters from
 ``SetWorkload``, ``RestartWorkload`` and ``StopWorkload``). An edit that ends a program the
 controller's snapshot shows running needs ``confirm=true``."""
@@ -14,17 +14,10 @@ from reconciler.errors import ReconcilerError
 from reconciler.intent import views, workload_views
 from reconciler.intent.edits_workload import RestartWorkload, SetWorkload, StopWorkload
 from reconciler.intent.engine import IntentEditor
-from reconciler.surfaces.mcp_server._common import (
-    DESTRUCTIVE,
-    DESTRUCTIVE_AGAIN,
-    EDIT,
-    READ,
-    EditCall,
-    edit_tool,
-    guard,
-)
+from reconciler.intent.usecases import by_name
+from reconciler.surfaces.mcp_server._common import EditCall, case_tool, guard, own_tool
 
-#: The most lines ``workload_logs`` returns per call.
+#: The most lines ``logs`` returns per call.
 MAX_LOG_LINES: Final = 500
 
 
@@ -36,7 +29,7 @@ def register(server: MCPServer, store: IntentEditor) -> None:
                 "confirm=true"
             )
 
-    @server.tool(annotations=READ)
+    @own_tool(server, by_name("workload_status"))
     def workload_status(name: str) -> dict[str, Any]:
         """A slot's (or race group's candidates') workload: what the file declares (secret_env
         shows secret names only) and what the controller last saw: state (pending, starting,
@@ -45,7 +38,7 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         failures / max_failures, since, and each worker's state and exit code."""
         return guard(lambda: workload_views.workload_status(store, name))
 
-    @server.tool(annotations=READ)
+    @own_tool(server, by_name("logs"))
     async def workload_logs(
         name: str, worker: int | None = None, lines: int = 100
     ) -> dict[str, Any]:
@@ -58,7 +51,7 @@ def register(server: MCPServer, store: IntentEditor) -> None:
             raise ToolError("worker counts from 0")
         return await _workload_logs(store, name, worker, lines)
 
-    @edit_tool(server, store, SetWorkload, EDIT, confirm=True)
+    @case_tool(server, store, by_name("set_workload"))
     def set_workload(call: EditCall[SetWorkload]) -> dict[str, Any]:
         """Set fields of the workload: block of a slot or race group (others stay as they
         are; env and secret_env replace the whole mapping). command: a string run by bash -lc
@@ -70,7 +63,7 @@ def register(server: MCPServer, store: IntentEditor) -> None:
             ends_live(call.edit.name, call.confirmed, "changing what runs")
         return call.apply()
 
-    @edit_tool(server, store, RestartWorkload, DESTRUCTIVE_AGAIN, confirm=True)
+    @case_tool(server, store, by_name("restart_workload"))
     def restart_workload(call: EditCall[RestartWorkload]) -> dict[str, Any]:
         """Restart a slot's (or race group's) workload deliberately: a generation bump, so the
         running attempt is stopped (SIGTERM, then SIGKILL) and a new run starts (new run id,
@@ -78,7 +71,7 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         ends_live(call.edit.name, call.confirmed, "restart_workload")
         return call.apply()
 
-    @edit_tool(server, store, StopWorkload, DESTRUCTIVE, confirm=True)
+    @case_tool(server, store, by_name("stop_workload"))
     def stop_workload(call: EditCall[StopWorkload]) -> dict[str, Any]:
         """Stop a slot's (or race group's) workload: its workload: block is removed, the
         controller stops the program and forgets it (set_workload brings it back). Needs
@@ -90,32 +83,11 @@ def register(server: MCPServer, store: IntentEditor) -> None:
 async def _workload_logs(
     store: IntentEditor, name: str, worker: int | None, lines: int
 ) -> dict[str, Any]:
-    """Logs through the controller's own runner wiring (same SSH user, key, pins)."""
-    from reconciler.runtime.setup import LiveSetup
-    from reconciler.surfaces.cli._logs import target_of
+    """The logs use case (``intent.workload_logs``), its refusals as tool errors."""
+    from reconciler.intent.workload_logs import tail
 
-    snap = guard(lambda: views.read_snapshot(store))
-    target = target_of(snap, name)
-    if target.node is None:
-        raise ToolError(target.reason or f"{name}: no node to read logs from")
-    desired = guard(lambda: store.parse(store.read().decode("utf-8", "replace")))
-    live = LiveSetup(store.path, store.state)
-    out: list[dict[str, Any]] = []
     try:
-        runner = await live.workload_runner(desired)
-        stream = runner.logs(
-            target.node, name, worker=worker, attempt=None, lines=lines, follow=False,
-            run_id=target.run_id,
-        )  # fmt: skip
-        async for line in stream:
-            out.append({"worker": line.worker, "attempt": line.attempt, "text": line.text})
+        doc = await tail(store, name, worker=worker, lines=lines)
     except ReconcilerError as e:
         raise ToolError(str(e)) from None
-    finally:
-        await live.aclose()
-    return {
-        "schema_version": views.SCHEMA,
-        "name": name,
-        "run_id": target.run_id,
-        "lines": out,
-    }
+    return {"schema_version": views.SCHEMA, **doc}

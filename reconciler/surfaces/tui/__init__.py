@@ -28,12 +28,11 @@ def start_command(file: Path, state_dir: Path | None) -> str:
 def main(
     file: Path, state_dir: Path | None, *, theme: str = "dark", owner: str | None = None
 ) -> int:
-    from reconciler.adapters.statedir import StateDir, default_state_dir
+    from reconciler.intent.store import state_dir as state_of
     from reconciler.surfaces.tui._app import TpuApp
     from reconciler.surfaces.tui._logs import default_source
 
-    root = state_dir if state_dir is not None else default_state_dir(file)
-    state = StateDir(root)
+    state = state_of(file, state_dir)
     app = TpuApp(
         file,
         state,

@@ -70,7 +70,26 @@ NAVIGATION: Final = (
     ("/", "filter the slots, owner:NAME for one person's (escape clears)"),
     TIMELINE_MOVES,
 )
-KEYS: Final = (
+#: The use case each key runs, by its canonical name (``intent.usecases``): the help names it
+#: after the key's words, as the CLI verb and the MCP tool are named.
+KEY_ACTIONS: Final = {
+    "c": "hold",
+    "a": "queue_slots",
+    "B": "race",
+    "d": "release",
+    "x": "tmux_close",
+    "o": "tmux_open",
+    "S": "setup",
+    "T": "setup",
+    "w": "restart_workload",
+    "i": "info",
+    "l": "logs",
+    "p": "last_plan",
+    "e": "events",
+    "h": "history",
+    TIMELINE_KEY[0]: "timeline",
+}
+_KEYS: Final = (
     ("c", "hold the slot (want: held)"),
     ("a", "hold every slot not queued (race candidates are left to their group)"),
     ("b", "put the slot in the bucket, or take it out"),
@@ -93,6 +112,9 @@ KEYS: Final = (
     ("r", "reload now"),
     ("?", "this help"),
     ("q", "quit"),
+)
+KEYS: Final = tuple(
+    (key, f"{text} · {KEY_ACTIONS[key]}" if key in KEY_ACTIONS else text) for key, text in _KEYS
 )
 HELP: Final = (("Move", NAVIGATION), ("Act", KEYS))
 

@@ -407,8 +407,8 @@ def parse_file(editor: IntentEditor) -> Parsed:
 
 def event_lines(editor: IntentEditor, limit: int = EVENTS_SHOWN) -> tuple[str, ...]:
     """The event log's tail, one line each as ``tpu-reconciler events`` prints them."""
+    from reconciler.intent.event_text import format_event
     from reconciler.intent.views import events
-    from reconciler.surfaces.cli._ops_events import format_event
 
     records: Sequence[Mapping[str, Any]] = events(editor, limit).get("events") or []
     width = max((len(str(r.get("slot") or "-")) for r in records), default=0)

@@ -21,8 +21,8 @@ from reconciler.surfaces.tui._frame import SlotRow
 if TYPE_CHECKING:
     from reconciler.adapters.statedir import StateDir
     from reconciler.adapters.workload import WorkloadRunner
+    from reconciler.intent.log_target import Target
     from reconciler.model.desired import Desired
-    from reconciler.surfaces.cli._logs import Target
 
 UNAVAILABLE = "workloads are not available in this version: there are no workload logs to show"
 
@@ -69,7 +69,7 @@ async def _workload_logs(file: Path, state: StateDir, row: SlotRow) -> AsyncIter
 
     def prepare() -> tuple[type[WorkloadRunner], Target, Desired]:  # off the UI's event loop
         from reconciler.adapters.workload import WorkloadRunner
-        from reconciler.surfaces.cli._logs import target_of
+        from reconciler.intent.log_target import target_of
 
         target = target_of(read_status(state.status), row.name)
         text = file.read_text(encoding="utf-8")
