@@ -233,6 +233,11 @@ def generate() -> tuple[str, list[str]]:
         "A commented example of every key: `desired.yaml.example`; a starter file: "
         "`tpu-reconciler init`.",
         "",
+        "The file is read as YAML 1.2: `true` and `false` are booleans, `yes`, `no`, `on` and "
+        "`off` are text; `017` is 17 (`0o17` is octal); `1:30` is text. A key may appear once "
+        "in a mapping; anchors, aliases and `<<` merge keys work; a tag other than YAML's own "
+        "(`!!str`, `!!int`, ...) is refused, and so is a `%YAML 1.1` line.",
+        "",
         "Environment overrides: `TPU_RECONCILER_PROJECT` replaces `project`, and "
         "`TPU_RECONCILER_<KEY>` (the key in capitals) replaces these settings: "
         + ", ".join(f"`{n}`" for n in env)

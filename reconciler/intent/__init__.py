@@ -9,6 +9,7 @@ use-case layer the surfaces are built from.
     edits        the edits themselves, one frozen argument class each (``Hold``, ``Race``,
                  ``SetWorkload``, ...: edits, edits_race, edits_workload, edits_control),
                  applied to the round-trip tree (pure: no I/O)
+    window       the lines an edit works on: the file without the entries it does not name
     roundtrip    ruamel round-trip load/render that keeps the user's text (pure: no I/O)
     operations   operation ids: an identical retry gets the first result back
     views        read-only views: the intent joined with the controller's status snapshot

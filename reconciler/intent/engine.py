@@ -11,11 +11,17 @@ type: its own ``apply`` changes the round-trip tree.
    any number of MCP servers and CLI processes, run one at a time.
 2. An operation id seen before with the same edit returns the stored result (``exists``); with
    a different edit it is refused.
-3. Read the file and its sha256; refuse if it is invalid now (the user must fix it first).
-4. Apply the edit to the round-trip tree and splice the changed lines into the original text
-   (``intent.roundtrip``: comments, key order and formatting of untouched lines stay); validate the
-   *whole* result with the controller's own ``parse_desired``. Invalid: nothing is written and
-   the ``file:line:col`` diagnostics are returned.
+3. Read the file and its sha256; refuse if it is invalid now (the user must fix it first). The
+   loader reads it once (libyaml, ``model/load_yaml``): that tree both validates it and shows
+   where the entries the edit names are.
+4. Apply the edit to the round-trip tree of the lines it works on (``intent.window``: the file
+   without the ``slots:`` and ``race_groups:`` entries it does not name; the whole file when
+   no window fits) and splice the changed lines into the original text (``intent.roundtrip``:
+   comments, key order and formatting of untouched lines stay); read the *whole* result once
+   more with the loader, check it holds the edited window and every entry left out unchanged,
+   and validate it with the controller's own ``parse_document``. Invalid: nothing is written
+   and the ``file:line:col`` diagnostics are returned. ruamel, slow on a big file, reads and
+   writes only the window.
 5. Compare-and-swap against editors that do not take the lock: re-read just before writing and
    start again from the new text if it changed. The write itself swaps the new file in with
    ``renameat2(RENAME_EXCHANGE)``, which hands back the file it displaced: if an editor saved in
@@ -50,6 +56,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -70,9 +77,11 @@ from reconciler.intent import owners
 from reconciler.intent.edits import Edit, EditContext
 from reconciler.intent.lab_files import LabFiles, Target, create_own, writable
 from reconciler.intent.operations import OperationLog, check_operation_id
-from reconciler.intent.roundtrip import Doc
+from reconciler.intent.roundtrip import Doc, OutsideWindow
+from reconciler.intent.window import Window
 from reconciler.model.desired import Desired
-from reconciler.model.load import parse_desired
+from reconciler.model.load import Parsed, parse_document
+from reconciler.model.load_yaml import Tree, parse_tree
 from reconciler.model.policy import Policy
 from reconciler.model.times import utc_text
 
@@ -138,7 +147,7 @@ class IntentEditor:
         self.state = state
         self.env = dict(os.environ if env is None else env)
         self.lock_timeout = lock_timeout
-        self._last: tuple[str, Desired] | None = None
+        self._last: tuple[str, Parsed] | None = None
         self.actor = owners.current_actor()
         self.operations = OperationLog(
             state.operations_of(self.actor.user), mode=READ_SHARED_FILE if state.lab else None
@@ -180,24 +189,35 @@ class IntentEditor:
         except FileNotFoundError:
             raise EditRejected(f"{self.source} does not exist; write it first") from None
 
-    def parse(self, text: str) -> Desired:
+    def parse(self, text: str, tree: Tree | None = None) -> Desired:
         """The intent with ``text`` as the desired file, as the controller sees it (with a
-        lab's members' files as they are now); the last result is reused for the same text
-        (an edit's output is usually the next edit's input)."""
+        lab's members' files as they are now); ``tree``: the YAML of ``text``, if read."""
         if self.lab.active:
             return self.lab.view(text).desired
+        return self._document(text, tree).desired
+
+    def _document(self, text: str, tree: Tree | None = None) -> Parsed:
+        """``text`` parsed and validated (``tree``: its YAML, when read already); the last one
+        is reused for the same text (an edit's output is usually the next edit's input)."""
         last = self._last
         if last is not None and last[0] == text:
             return last[1]
-        desired = parse_desired(text, self.source, self.env)
-        self._last = (text, desired)
-        return desired
+        parsed = parse_document(text, self.source, self.env, root=tree)
+        self._last = (text, parsed)
+        return parsed
 
-    def _parse_target(self, text: str, target: Target | None) -> Desired:
+    def _tree(self, text: str, source: str) -> Tree:
+        """The loader's tree of ``text`` (raises InvalidDesiredState)."""
+        last = self._last
+        if last is not None and last[0] == text:
+            return last[1].root
+        return parse_tree(text, source)
+
+    def _parse_target(self, text: str, target: Target | None, tree: Tree | None = None) -> Desired:
         """``target``'s own intent (the whole intent outside a lab). Raises
         InvalidDesiredState."""
         if target is None:
-            return self.parse(text)
+            return self.parse(text, tree)
         shared = self.lab.shared_part(self._shared_text())
         if target.owner is None:
             return self.lab.shared_part(text).desired
@@ -225,23 +245,9 @@ class IntentEditor:
                 f"{source} is invalid now; fix it before editing:\n{e}", e.diagnostics
             ) from None
         owned = target is None or target.owner is None  # a member's file is its owner's whole
-        doc = Doc(text, source)
-        ctx = EditContext(doc=doc, desired=before, confirmed=confirmed)
+        new, tree, ctx = self._edited(text, edit, before, source, confirmed=confirmed, owned=owned)
         try:
-            edit.apply(ctx)
-        except NeedsConfirmation:
-            # whose it is comes before "are you sure": find what the edit would touch
-            trial = EditContext(doc=Doc(text, source), desired=before, confirmed=True)
-            edit.apply(trial)
-            if owned:
-                owners.check(trial, edit, self.actor, self.policy)
-            raise
-        if owned:
-            owners.check(ctx, edit, self.actor, self.policy)
-            owners.stamp(ctx, edit, self.actor, self.policy)
-        new = doc.sync()
-        try:
-            self._parse_target(new, target)
+            self._parse_target(new, target, tree)
             if target is not None:
                 self._check_clashes(target, new)
         except InvalidDesiredState as e:
@@ -251,6 +257,54 @@ class IntentEditor:
                 e.diagnostics,
             ) from None
         return new, ctx.notes, ctx.slots
+
+    def _edited(
+        self, text: str, edit: Edit, before: Desired, source: str, *, confirmed: bool, owned: bool
+    ) -> tuple[str, Tree | None, EditContext]:
+        """The edited text, its tree when read already, and what the edit said. The edit runs
+        on the window of the file it names (``intent.window``), else on the whole file."""
+        run = partial(self._run, edit=edit, before=before, confirmed=confirmed, owned=owned)
+        window = Window.around(text, self._tree(text, source), edit.named, before)
+        if window is not None:
+            try:
+                ctx = run(Doc(window.text, source, partial=True))
+                edited = ctx.doc.sync()
+                new = window.splice(edited)
+                tree = parse_tree(new, source)
+                if window.agrees(tree.data, parse_tree(edited, source).data):
+                    return new, tree, ctx
+            except (OutsideWindow, InvalidDesiredState):
+                pass  # the whole file, below
+        try:
+            ctx = run(Doc(text, source))
+            return ctx.doc.sync(), None, ctx
+        except InvalidDesiredState as e:  # the loader reads it; ruamel, stricter here, does not
+            raise InvalidEdit(
+                f"{source} cannot be edited: the round trip that keeps its comments cannot "
+                f"read it; rewrite the part it names:\n{e}",
+                e.diagnostics,
+            ) from None
+
+    def _run(
+        self, doc: Doc, *, edit: Edit, before: Desired, confirmed: bool, owned: bool
+    ) -> EditContext:
+        """``edit`` applied to ``doc``, checked against (and stamped with) its owners."""
+        original = doc.text
+        ctx = EditContext(doc=doc, desired=before, confirmed=confirmed)
+        try:
+            edit.apply(ctx)
+        except NeedsConfirmation:
+            # whose it is comes before "are you sure": find what the edit would touch
+            again = Doc(original, doc.source, partial=doc.partial)
+            trial = EditContext(doc=again, desired=before, confirmed=True)
+            edit.apply(trial)
+            if owned:
+                owners.check(trial, edit, self.actor, self.policy)
+            raise
+        if owned:
+            owners.check(ctx, edit, self.actor, self.policy)
+            owners.stamp(ctx, edit, self.actor, self.policy)
+        return ctx
 
     def _check_clashes(self, target: Target, new: str) -> None:
         """InvalidDesiredState when ``new`` declares a name another of the lab's files has."""

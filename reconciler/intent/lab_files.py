@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,7 +163,7 @@ class LabFiles:
             assert part.owner is not None
             target = Target(Path(part.source), part.source, part.owner, view.uids[part.source])
             where.update({name: target for name in part.names})
-        named = [n for n in _names(edit) if n in where]
+        named = [n for n in edit.named if n in where]
         files = {where[n].source: where[n] for n in named}
         if len(files) > 1:
             said = ", ".join(f"{n!r} is in {where[n].source}" for n in dict.fromkeys(named))
@@ -196,18 +196,6 @@ class LabFiles:
             for name in sorted(part.names & other.names):
                 out += [declared_twice(name, part, other), declared_twice(name, other, part)]
         return out
-
-
-def _names(edit: Edit) -> list[str]:
-    """The slot and race group names an edit's arguments give."""
-    out: list[str] = []
-    for key in ("name", "names", "group", "slots"):
-        value = edit.args.get(key)
-        if isinstance(value, str):
-            out.append(value)
-        elif isinstance(value, Sequence):
-            out.extend(v for v in value if isinstance(v, str))
-    return out
 
 
 def writable(target: Target, actor: Actor, shared_source: str, members: Path, what: str) -> None:

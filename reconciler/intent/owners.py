@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ruamel.yaml.comments import CommentedMap
 
@@ -30,7 +30,9 @@ from reconciler.errors import NotYourSlot
 from reconciler.intent.edits import Edit, EditContext, set_key
 from reconciler.model.desired import Desired
 from reconciler.model.policy import Policy, refusal
-from reconciler.model.status import StatusSnapshot
+
+if TYPE_CHECKING:  # the status model stays off an edit's imports
+    from reconciler.model.status import StatusSnapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,9 @@ from typing import Any, Final
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import RoundTripConstructor
 
-from reconciler.model.load import parse_yaml
+from reconciler.model.load_yaml import refusal
 
 Node = CommentedMap | CommentedSeq
 
@@ -52,8 +53,20 @@ def _indents(text: str) -> tuple[int, int]:
     return 2, 0
 
 
+class _TextTimestamps(RoundTripConstructor):
+    """Timestamps stay text, as the loader reads them (``model/load_yaml``): an impossible one
+    (month 13) is the schema's to report, and the tree holds what the file says."""
+
+
+_TextTimestamps.add_constructor(
+    "tag:yaml.org,2002:timestamp", RoundTripConstructor.construct_yaml_str
+)
+
+
 def _yaml(text: str) -> YAML:
     y = YAML(typ="rt")
+    y.Constructor = _TextTimestamps
+    y.allow_duplicate_keys = False
     y.preserve_quotes = True
     y.width = 4096
     sequence, offset = _indents(text)
@@ -62,8 +75,12 @@ def _yaml(text: str) -> YAML:
 
 
 def load(text: str, source: str) -> Any:
-    """The round-trip tree of ``text`` (raises InvalidDesiredState like the controller)."""
-    return parse_yaml(text, source)
+    """The round-trip tree of ``text``, which the loader has read (``model/load_yaml``);
+    raises InvalidDesiredState (``file:line:col``) when ruamel cannot read it after all."""
+    try:
+        return _yaml(text).load(text)
+    except Exception as e:  # ruamel raises a zoo of types: worded as the loader words its own
+        raise refusal(e, text, source) from None
 
 
 def plain(node: Any) -> Any:
@@ -230,16 +247,23 @@ def delete_item_text(text: str, parent: CommentedMap, key: str, index: int) -> s
     return "".join(lines)
 
 
+class OutsideWindow(Exception):
+    """An edit of a ``partial`` Doc needs what was left out of it (``intent.window``): the
+    engine edits the whole file instead. Never leaves the engine."""
+
+
 class Doc:
     """A desired file being edited: its text plus a round-trip tree to change in place.
 
     Change ``tree`` freely; ``sync()`` splices the changes into ``text`` and reloads the tree
     (so references into the old tree go stale). ``delete_item`` syncs, deletes on lines and
-    reloads. ruamel renders with the list indentation of the original text.
+    reloads. ruamel renders with the list indentation of the original text. ``partial``: the
+    text is a window of the file (``intent.window``), without some of its entries.
     """
 
-    def __init__(self, text: str, source: str) -> None:
+    def __init__(self, text: str, source: str, *, partial: bool = False) -> None:
         self.source = source
+        self.partial = partial
         self._yaml = _yaml(text)
         self.text = text
         self._tree: Any = None

@@ -1,7 +1,8 @@
 """Closing a slot's tmux window: the one direct action of the intent surfaces (MCP, CLI).
 
-May: read desired.yaml for ``settings.tmux_socket``, drive ``adapters.tmux.TmuxMirror``.
-May not: edit desired.yaml or touch anything but the windows named after the slot.
+May: read desired.yaml for ``settings.tmux_socket``, look for the tmux server's socket file,
+drive ``adapters.tmux.TmuxMirror``. May not: edit desired.yaml or touch anything but the
+windows named after the slot.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import os
 from typing import Final
 
-from reconciler.adapters.status_file import read_status
 from reconciler.errors import ReconcilerError, SetupFailed, StatusUnreadable
 from reconciler.intent.engine import IntentEditor
 
@@ -42,17 +42,36 @@ async def close_window(store: IntentEditor, name: str) -> list[str]:
     return [w.target for w in closed]
 
 
+def _no_server(socket: str | None) -> bool:
+    """Whether no tmux server listens on ``socket`` (``tmux -L``; None: tmux's default): its
+    socket file, in ``$TMUX_TMPDIR`` (else /tmp) under ``tmux-<uid>``, does not exist."""
+    base = os.environ.get("TMUX_TMPDIR") or "/tmp"
+    return not os.path.exists(os.path.join(base, f"tmux-{os.getuid()}", socket or "default"))
+
+
+def tmux_may_run(store: IntentEditor) -> bool:
+    """Whether a tmux server may hold windows of the desired file's slots (its socket file is
+    there): without one, ``stays_open_notes`` has nothing to say."""
+    return not _no_server(tmux_socket(store))
+
+
 async def stays_open_notes(store: IntentEditor, name: str) -> list[str]:
     """Warnings that releasing ``name`` leaves its tmux windows open (design: deleting a TPU
-    leaves its window and warns). Asks the tmux server; the controller's last snapshot
-    answers when tmux cannot."""
+    leaves its window and warns). Asks the tmux server, if one runs (without one, tmux would
+    answer "no windows" after libtmux's import and a run of tmux); the controller's last
+    snapshot answers when tmux cannot."""
     targets: list[str] = []
+    socket = tmux_socket(store)
+    if _no_server(socket):
+        return []
     try:
         from reconciler.adapters.tmux import TmuxMirror
 
-        async with TmuxMirror(tmux_socket(store)) as mirror:
+        async with TmuxMirror(socket) as mirror:
             targets = [w.target for w in await mirror.windows_for(name)]
     except (ImportError, ReconcilerError):
+        from reconciler.adapters.status_file import read_status  # the status model: only here
+
         try:
             snapshot = read_status(store.state.status)
         except StatusUnreadable:

@@ -27,11 +27,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
 from reconciler.errors import Diagnostic, InvalidDesiredState
 from reconciler.model.desired import Desired, SlotSpec
 from reconciler.model.load import parse_document, parse_root
+from reconciler.model.load_yaml import Tree
 
 #: What a member's file may hold; the rest of a desired file is lab-wide.
 MEMBER_KEYS: Final = ("slots", "race_groups", "generate")
@@ -63,21 +62,19 @@ class Part:
         )
 
 
-def _places(root: CommentedMap, desired: Desired) -> dict[str, tuple[int, int]]:
+def _places(root: Tree, desired: Desired) -> dict[str, tuple[int, int]]:
     out: dict[str, tuple[int, int]] = {}
     for section in ("slots", "race_groups"):
-        seq = root.get(section)
-        if not isinstance(seq, CommentedSeq):
+        seq = root.data.get(section)
+        if not isinstance(seq, list):
             continue
-        for entry in seq:
-            name = entry.get("name") if isinstance(entry, CommentedMap) else None
+        for i, entry in enumerate(seq):
+            name = entry.get("name") if isinstance(entry, dict) else None
             if isinstance(name, str) and name not in out:
-                line, col = entry.lc.value("name")
-                out[name] = (line + 1, col + 1)
+                out[name] = root.at((section, i, "name"))
     generator = (1, 1)
-    if "generate" in root:
-        line, col = root.lc.key("generate")
-        generator = (line + 1, col + 1)
+    if "generate" in root.data:
+        generator = root.at(("generate",), key=True)
     for slot in desired.slots:
         out.setdefault(slot.name, generator)
     return out
@@ -90,26 +87,26 @@ def parse_shared(text: str, source: str, env: Mapping[str, str] | None = None) -
     return Part(source, None, parsed.desired, _places(parsed.root, parsed.desired), context)
 
 
-def _member_problems(root: CommentedMap, source: str, owner: str) -> Iterator[Diagnostic]:
-    for key in root:
+def _member_problems(root: Tree, source: str, owner: str) -> Iterator[Diagnostic]:
+    for key in root.data:
         if key not in MEMBER_KEYS:
-            line, col = root.lc.key(key)
+            line, col = root.at((key,), key=True)
             yield Diagnostic(
                 source,
-                line + 1,
-                col + 1,
+                line,
+                col,
                 f"{key!r} is lab-wide and belongs in the shared desired file; a member's file "
                 "holds slots, race_groups and generate only",
             )
     for section in MEMBER_KEYS:
-        seq = root.get(section)
-        for entry in seq if isinstance(seq, CommentedSeq) else ():
-            if isinstance(entry, CommentedMap) and entry.get("owner", owner) != owner:
-                line, col = entry.lc.value("owner")
+        seq = root.data.get(section)
+        for entry in seq if isinstance(seq, list) else ():
+            if isinstance(entry, dict) and entry.get("owner", owner) != owner:
+                mark = root.pairs(entry)["owner"][1].start_mark  # where the value is, if empty
                 yield Diagnostic(
                     source,
-                    line + 1,
-                    col + 1,
+                    mark.line + 1,
+                    mark.column + 1,
                     f"owner: {entry['owner']} in {owner}'s file: what a member's file declares "
                     f"is its owner's (leave owner: out, or write {owner})",
                 )

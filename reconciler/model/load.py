@@ -13,9 +13,9 @@ mean") instead of the "needs a want" of the slot it meant, and a block with a mi
 refused key is not checked further until that key is fixed. The words are the project's own
 (``model/messages.py``), never the YAML library's or pydantic's.
 
-Here: the YAML, positions, the schema's messages and ``parse_desired``. Generators, defaults
-and the rules across the file are ``model/load_resolve.py``; leaving out what the schema
-refused is ``model/load_salvage.py``.
+Here: the schema's messages and ``parse_desired``. The YAML and its positions (libyaml, read as
+YAML 1.2) are ``model/load_yaml.py``; generators, defaults and the rules across the file are
+``model/load_resolve.py``; leaving out what the schema refused is ``model/load_salvage.py``.
 """
 
 from __future__ import annotations
@@ -26,11 +26,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from pydantic import ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.constructor import RoundTripConstructor
-from ruamel.yaml.error import MarkedYAMLError
-from ruamel.yaml.reader import ReaderError
 
 from reconciler.errors import Diagnostic, InvalidDesiredState
 from reconciler.model.desired import (
@@ -40,7 +35,8 @@ from reconciler.model.desired import (
 )
 from reconciler.model.load_resolve import _dedupe, resolve
 from reconciler.model.load_salvage import Loc, _model_at, _Salvage, _salvaged
-from reconciler.model.messages import did_you_mean, schema_problem, yaml_problem
+from reconciler.model.load_yaml import Tree, parse_tree
+from reconciler.model.messages import did_you_mean, schema_problem
 
 ENV_PREFIX: Final = "TPU_RECONCILER_"
 _MAPS: Final = {"subnets", "zone_codes", "runtime_versions", "apis", "images", "reservations"}
@@ -48,7 +44,6 @@ _MAPS: Final = {"subnets", "zone_codes", "runtime_versions", "apis", "images", "
 _ENV_SETTINGS: Final = tuple(
     name for name, f in Settings.model_fields.items() if name not in {*_MAPS, "setup_scripts"}
 )
-_MAX_BYTES: Final = 4 * 1024 * 1024
 
 
 def env_overrides(env: Mapping[str, str]) -> dict[str, str]:
@@ -59,53 +54,6 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, str]:
         if value is not None:
             out[name] = value
     return out
-
-
-class _TextTimestamps(RoundTripConstructor):
-    """Timestamps stay text. Built by the YAML library, an impossible one (month 13, February
-    30, second 60, offset +99:00) stopped the whole load with no position; as text it reaches
-    ``model.times.parse_instant`` where the schema places it and is reported at its own line,
-    beside every other error of the file."""
-
-
-_TextTimestamps.add_constructor(
-    "tag:yaml.org,2002:timestamp", RoundTripConstructor.construct_yaml_str
-)
-
-
-def _yaml() -> YAML:
-    y = YAML(typ="rt")
-    y.Constructor = _TextTimestamps
-    y.allow_duplicate_keys = False
-    return y
-
-
-class _Positions:
-    """Maps a pydantic ``loc`` onto the 1-based line/column of the node it names."""
-
-    def __init__(self, root: Any) -> None:
-        self.root = root
-
-    def at(self, loc: Sequence[int | str], *, key: bool = False) -> tuple[int, int]:
-        node = self.root
-        line, col = 0, 0
-        if isinstance(node, CommentedMap | CommentedSeq):
-            line, col = node.lc.line, node.lc.col
-        for i, step in enumerate(loc):
-            last = i == len(loc) - 1
-            if isinstance(node, CommentedMap) and step in node:
-                # an empty value has no place of its own: point at its key
-                at_key = key or node[step] is None
-                pos = node.lc.key(step) if (at_key and last) else node.lc.value(step)
-                if pos is not None and pos[0] is not None:
-                    line, col = pos[0], pos[1]
-                node = node[step]
-            elif isinstance(node, CommentedSeq) and isinstance(step, int) and step < len(node):
-                line, col = node.lc.item(step)
-                node = node[step]
-            else:
-                break
-        return line + 1, col + 1
 
 
 def _label(loc: Loc) -> str:
@@ -153,57 +101,10 @@ def _schema_messages(errors: Sequence[Mapping[str, Any]]) -> list[tuple[Loc, str
     return out
 
 
-def _plain(node: Any, memo: dict[int, Any] | None = None) -> Any:
-    """Plain dicts and lists for pydantic. A container reached again through a YAML alias is
-    converted once and shared, so a "billion laughs" file costs what its text costs."""
-    memo = {} if memo is None else memo
-    if isinstance(node, Mapping | list):
-        seen = memo.get(id(node))
-        if seen is not None:
-            return seen
-    if isinstance(node, Mapping):
-        out: dict[str, Any] = {}
-        memo[id(node)] = out
-        for k, v in node.items():
-            out[k if isinstance(k, str) else str(k)] = _plain(v, memo)
-        return out
-    if isinstance(node, list):
-        items: list[Any] = []
-        memo[id(node)] = items
-        items.extend(_plain(v, memo) for v in node)
-        return items
-    return node
-
-
 def parse_yaml(text: str, source: str) -> Any:
-    """Round-trip parse; raises InvalidDesiredState with the YAML error's position."""
-    if len(text.encode("utf-8", "surrogatepass")) > _MAX_BYTES:
-        raise InvalidDesiredState([Diagnostic(source, 1, 1, "file is larger than 4 MiB")])
-    if "\x00" in text:
-        raise InvalidDesiredState([Diagnostic(source, 1, 1, "file contains a NUL byte")])
-    try:
-        root = _yaml().load(text)
-    except ReaderError as e:  # a character YAML does not allow (control, lone surrogate)
-        line = text.count("\n", 0, e.position) + 1
-        col = e.position - (text.rfind("\n", 0, e.position) + 1) + 1
-        char = chr(e.character) if isinstance(e.character, int) else str(e.character)[:1]
-        what = f"character U+{ord(char):04X}" if char else "a character"
-        raise InvalidDesiredState(
-            [Diagnostic(source, line, col, f"{what} is not allowed in a YAML file")]
-        ) from None
-    except MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        context_line = e.context_mark.line + 1 if e.context_mark else None
-        if "quoted scalar" in (e.context or "") and e.context_mark:
-            line, col = e.context_mark.line + 1, e.context_mark.column + 1
-        message = yaml_problem(e.problem or "", e.context or "", text, line, col, context_line)
-        raise InvalidDesiredState([Diagnostic(source, line, col, message)]) from None
-    except RecursionError:
-        raise InvalidDesiredState([Diagnostic(source, 1, 1, "YAML nests too deeply")]) from None
-    except Exception as e:  # ruamel raises a zoo of types on hostile input
-        raise InvalidDesiredState([Diagnostic(source, 1, 1, f"YAML: {e}")]) from None
-    return root
+    """The plain data of ``text`` (dicts, lists, scalars; None for an empty document); raises
+    InvalidDesiredState with the YAML problem's position."""
+    return parse_tree(text, source).data
 
 
 def parse_desired(
@@ -217,17 +118,18 @@ def parse_desired(
 class Parsed:
     """A valid file: its YAML tree (positions), its plain data and the intent it says."""
 
-    root: CommentedMap
+    root: Tree
     data: dict[str, Any]
     desired: Desired
 
 
-def parse_root(text: str, source: str) -> CommentedMap:
-    """The file's top-level mapping; raises InvalidDesiredState (empty, not a mapping, YAML)."""
-    root = parse_yaml(text, source)
-    if root is None:
+def parse_root(text: str, source: str, tree: Tree | None = None) -> Tree:
+    """The file's tree (``tree``: already read), whose data is a mapping; raises
+    InvalidDesiredState (empty, not a mapping, YAML)."""
+    root = parse_tree(text, source) if tree is None else tree
+    if root.data is None:
         raise InvalidDesiredState([Diagnostic(source, 1, 1, "file is empty: nothing is wanted")])
-    if not isinstance(root, CommentedMap):
+    if not isinstance(root.data, dict):
         raise InvalidDesiredState(
             [Diagnostic(source, 1, 1, "expected a mapping with project, settings and slots")]
         )
@@ -240,15 +142,15 @@ def parse_document(
     env: Mapping[str, str] | None = None,
     *,
     context: Mapping[str, Any] | None = None,
-    root: CommentedMap | None = None,
+    root: Tree | None = None,
 ) -> Parsed:
     """``parse_desired``, keeping the tree and the data. ``context``: top-level keys taken
     from another file (a lab member's file is resolved under the shared file's ``project``,
     ``settings`` and ``defaults``: ``model/intent_parts``), the environment's overrides
     already in them. ``root``: the tree of ``text`` when the caller has parsed it already."""
-    root = parse_root(text, source) if root is None else root
-    pos = _Positions(root)
-    data = _plain(root)
+    root = parse_root(text, source, root)
+    pos = root
+    data = dict(root.data)  # the tree's data stays as written: ``pos`` reads it
     overrides = {} if context is not None else env_overrides(env or {})
     if overrides:
         settings = data.get("settings")

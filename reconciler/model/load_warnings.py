@@ -25,7 +25,7 @@ from typing import Any
 from reconciler.errors import Diagnostic, InvalidDesiredState
 from reconciler.model.accelerators import canonical
 from reconciler.model.desired import Desired, SlotSpec
-from reconciler.model.load import _Positions, parse_yaml
+from reconciler.model.load_yaml import parse_tree
 from reconciler.model.vocabulary import DEFAULT_MODE
 
 Loc = tuple[int | str, ...]
@@ -100,12 +100,12 @@ def setup_warnings(text: str, desired: Desired) -> list[Diagnostic]:
     if not concerns:
         return []
     try:
-        root = parse_yaml(text, desired.source)
+        pos = parse_tree(text, desired.source)
     except InvalidDesiredState:  # not the text the intent came from: nothing to point at
         return []
+    root = pos.data
     if not isinstance(root, Mapping):
         return []
-    pos = _Positions(root)
     defaults = _block(root, ("defaults",))
     default = DEFAULT_MODE
     mode = str(defaults.get("mode") or default) if isinstance(defaults, Mapping) else default

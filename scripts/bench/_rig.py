@@ -9,6 +9,7 @@ Everything here talks to 127.0.0.1 only. Not a public API: the benchmark scripts
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -143,6 +144,75 @@ def gcloud_version() -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return out.splitlines()[0] if out else "unknown"
+
+
+def run_timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one command, output to /dev/null;
+    RuntimeError (with its stderr) when it fails. The CPU figure is the steadier one on a
+    shared machine: waiting for the cores is not in it."""
+    cpu = cpu_children()
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, check=False, cwd=cwd,
+    )  # fmt: skip
+    took = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv} failed: {done.stderr.decode(errors='replace')[-2000:]}")
+    return took, cpu_children() - cpu
+
+
+def run_once(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Wall seconds of one command (``run_timed``)."""
+    return run_timed(argv, env, cwd)[0]
+
+
+def add_python_option(parser: argparse.ArgumentParser) -> None:
+    """``--python [NAME=]PYTHON``, repeatable: read back with ``interpreters``."""
+    parser.add_argument(
+        "--python", action="append", default=[], metavar="[NAME=]PYTHON",
+        help="an interpreter to measure with what is installed in it (repeatable); "
+        "default: this interpreter on this work tree",
+    )  # fmt: skip
+
+
+def interpreters(given: list[str]) -> list[tuple[str, str]]:
+    """(name, python) for each ``--python [NAME=]PYTHON``; this interpreter when none."""
+    if not given:
+        return [("this tree", sys.executable)]
+    out = []
+    for item in given:
+        name, sep, python = item.partition("=")
+        out.append((name, python) if sep else (item, item))
+    return out
+
+
+def interpreter_env(python: str, env: dict[str, str]) -> dict[str, str]:
+    """``env`` for ``python``: the interpreter running the benchmark runs this work tree
+    (``PYTHONPATH``), any other what is installed in it."""
+    own = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    if python == sys.executable:
+        own["PYTHONPATH"] = str(REPO)
+    return own
+
+
+def python_output(python: str, env: dict[str, str], cwd: Path, *argv: str) -> str:
+    """What ``python *argv`` prints (it must succeed)."""
+    done = subprocess.run(
+        [python, *argv], env=env, cwd=cwd, check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+def compile_package(python: str, env: dict[str, str], cwd: Path) -> str:
+    """The directory of the ``reconciler`` package ``python`` imports, its ``.pyc`` compiled
+    as an install does (these machines set ``PYTHONDONTWRITEBYTECODE=1``: a work tree would
+    be compiled again on every run)."""
+    package = python_output(
+        python, env, cwd, "-c", "import os, reconciler; print(os.path.dirname(reconciler.__file__))"
+    )
+    python_output(python, env, cwd, "-m", "compileall", "-q", package)
+    return package
 
 
 def terminate(proc: subprocess.Popen[Any], *, timeout: float) -> None:

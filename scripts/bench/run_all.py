@@ -45,6 +45,7 @@ BENCHES = (
     Bench("calls_per_poll", (), (), 180, True),
     Bench("compute_calls_per_poll", (), ("--sizes", "10", "100"), 240, True),
     Bench("status_speed", (), ("--runs", "5"), 180, True),
+    Bench("edit_speed", ("--runs", "5"), ("--runs", "3"), 240, True),
     Bench("reaction", (), ("--samples", "8", "--gcloud-samples", "2"), 300, True),
     Bench("race_latency", (), ("--races", "4"), 240, True),
     Bench("steady_state", ("--window", "150"), ("--window", "60"), 300, True),

@@ -32,10 +32,8 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -53,19 +51,6 @@ _REWRITE = (
     "path = Path(sys.argv[1])\n"
     "write_status(path, read_status(path))\n"
 )
-_PACKAGE = "import os, reconciler; print(os.path.dirname(reconciler.__file__))"
-
-
-def _run_once(argv: list[str], env: dict[str, str], cwd: Path) -> float:
-    t0 = time.perf_counter()
-    done = subprocess.run(
-        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, check=False, cwd=cwd,
-    )  # fmt: skip
-    took = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise RuntimeError(f"{argv} failed: {done.stderr.decode(errors='replace')[-2000:]}")
-    return took
 
 
 def make_snapshot(
@@ -103,8 +88,8 @@ def _gcloud_listing(report: _rig.Report, runs: int) -> Callable[[dict[str, str],
             return
         argv = [gcloud, "compute", "tpus", "queued-resources", "list", f"--zone={zone}",
                 "--format=json"]  # fmt: skip
-        _run_once(argv, env, _rig.REPO)  # warm-up
-        times = [_run_once(argv, env, _rig.REPO) for _ in range(runs)]
+        _rig.run_once(argv, env, _rig.REPO)  # warm-up
+        times = [_rig.run_once(argv, env, _rig.REPO) for _ in range(runs)]
         report.add(
             f"gcloud ... queued-resources list --zone={zone} (one zone; for comparison): "
             f"median of {len(times)}",
@@ -115,39 +100,16 @@ def _gcloud_listing(report: _rig.Report, runs: int) -> Callable[[dict[str, str],
     return compare
 
 
-def _interpreters(given: list[str]) -> list[tuple[str, str]]:
-    """(name, python) for each ``--python [NAME=]PYTHON``; this interpreter when none."""
-    if not given:
-        return [("this tree", sys.executable)]
-    out = []
-    for item in given:
-        name, sep, python = item.partition("=")
-        out.append((name, python) if sep else (item, item))
-    return out
-
-
 def _prepare(
     name: str, python: str, root: Path, state: Path, env: dict[str, str], report: _rig.Report
 ) -> tuple[Path, dict[str, str]]:
     """The state directory ``python`` reads (a copy, its snapshot rewritten by that package)
-    and its environment; its package's ``.pyc`` compiled, as an install does (these machines
-    set ``PYTHONDONTWRITEBYTECODE=1``: a work tree would be compiled again on every run)."""
-    own_env = dict(env)
-    own_env.pop("PYTHONPATH", None)
-    if python == sys.executable:
-        own_env["PYTHONPATH"] = str(_rig.REPO)
+    and its environment; its package's ``.pyc`` compiled, as an install does."""
+    own_env = _rig.interpreter_env(python, env)
     own = root / f"state-{len(list(root.glob('state-*')))}"
     shutil.copytree(state, own)
-
-    def run(*argv: str) -> str:
-        done = subprocess.run(
-            [python, *argv], env=own_env, cwd=root, check=True, capture_output=True, text=True
-        )
-        return done.stdout.strip()
-
-    package = run("-c", _PACKAGE)
-    run("-m", "compileall", "-q", package)
-    run("-c", _REWRITE, str(own / "status.json"))
+    package = _rig.compile_package(python, own_env, root)
+    _rig.python_output(python, own_env, root, "-c", _REWRITE, str(own / "status.json"))
     report.note(f"{name}: {python}, package {package}, state {own}")
     return own, own_env
 
@@ -160,7 +122,7 @@ def measure(args: argparse.Namespace, report: _rig.Report) -> None:
     report.note(f"snapshot of {args.slots} slots: {size / 1e6:.2f} MB status.json")
     # (name, interpreter, command label, argv, env)
     cases: list[tuple[str, str, str, list[str], dict[str, str]]] = []
-    for name, python in _interpreters(args.python):
+    for name, python in _rig.interpreters(args.python):
         own, own_env = _prepare(name, python, root, state, env, report)
         common = [python, "-m", "reconciler", "-f", str(desired), "--state-dir", str(own)]
         cases += [
@@ -169,11 +131,11 @@ def measure(args: argparse.Namespace, report: _rig.Report) -> None:
             (name, python, "status --json", [*common, "status", "--json"], own_env),
         ]
     for _, _, _, argv, case_env in cases:  # one untimed round: page cache, .pyc
-        _run_once(argv, case_env, root)
+        _rig.run_once(argv, case_env, root)
     times: list[list[float]] = [[] for _ in cases]
     for _ in range(args.runs):
         for i, (_, _, _, argv, case_env) in enumerate(cases):
-            times[i].append(_run_once(argv, case_env, root))
+            times[i].append(_rig.run_once(argv, case_env, root))
     report.note(f"timer: subprocess + perf_counter, {args.runs} interleaved rounds")
     medians = {
         (name, label): _rig.median(t) * 1000
@@ -202,11 +164,7 @@ def main() -> int:
         "--no-compare", dest="compare", action="store_false",
         help="skip the gcloud listing shown for comparison",
     )  # fmt: skip
-    parser.add_argument(
-        "--python", action="append", default=[], metavar="[NAME=]PYTHON",
-        help="an interpreter to measure with what is installed in it (repeatable); "
-        "default: this interpreter on this work tree",
-    )  # fmt: skip
+    _rig.add_python_option(parser)
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()
     report = _rig.start(

@@ -145,7 +145,8 @@ def test_keys_come_in_field_order_however_the_value_was_made() -> None:
 
 def test_status_from_a_snapshot_loads_none_of_the_heavy_libraries(tmp_path: Path) -> None:
     """``status`` with a snapshot to show imports neither the desired-file loader (pydantic,
-    ruamel) nor what other commands use (MCP, Textual, SSH, HTTP, tmux)."""
+    PyYAML) nor the edits' round trip (ruamel) nor what other commands use (MCP, Textual, SSH,
+    HTTP, tmux)."""
     import shutil
     import subprocess
     import sys
@@ -158,7 +159,8 @@ def test_status_from_a_snapshot_loads_none_of_the_heavy_libraries(tmp_path: Path
         "from reconciler.surfaces.cli import main\n"
         f"code = main(['-f', {str(tmp_path / 'desired.yaml')!r}, '--state-dir', {str(state)!r},"
         " 'status'])\n"
-        "heavy = {'pydantic', 'ruamel.yaml', 'mcp', 'textual', 'asyncssh', 'httpx', 'libtmux'}\n"
+        "heavy = {'pydantic', 'yaml', 'ruamel.yaml', 'mcp', 'textual', 'asyncssh', 'httpx',"
+        " 'libtmux'}\n"
         "print(code, sorted(heavy & set(sys.modules)), file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

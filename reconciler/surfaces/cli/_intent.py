@@ -114,6 +114,13 @@ def _store(args: argparse.Namespace) -> IntentEditor:
 
 def _run(args: argparse.Namespace, edit: Edit) -> int:
     """Apply ``edit`` (asking first when it needs confirmation), print what changed."""
+    from reconciler.surfaces.cli._reconcile import one_shot
+
+    with one_shot():
+        return _apply(args, edit)
+
+
+def _apply(args: argparse.Namespace, edit: Edit) -> int:
     from reconciler.errors import NeedsConfirmation, ReconcilerError
     from reconciler.intent.edits import Release
 
@@ -138,12 +145,13 @@ def _run(args: argparse.Namespace, edit: Edit) -> int:
     if isinstance(edit, Release) and getattr(args, "close_tmux", False):
         return _close_tmux(args, store, edit.name)
     if isinstance(edit, Release) and not args.quiet and not args.json:
-        import asyncio
+        from reconciler.intent.tmux import stays_open_notes, tmux_may_run
 
-        from reconciler.intent.tmux import stays_open_notes
+        if tmux_may_run(store):  # else no window stays open: asyncio and libtmux stay unloaded
+            import asyncio
 
-        for note in asyncio.run(stays_open_notes(store, edit.name)):
-            print(f"note: {note}")
+            for note in asyncio.run(stays_open_notes(store, edit.name)):
+                print(f"note: {note}")
     return EX_OK
 
 
