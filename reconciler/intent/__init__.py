@@ -13,11 +13,18 @@ use-case layer the surfaces are built from.
     roundtrip    ruamel round-trip load/render that keeps the user's text (pure: no I/O)
     operations   operation ids: an identical retry gets the first result back
     views        read-only views: the intent joined with the controller's status snapshot
+                 (and chip_views, quota_views, timeline_views, workload_views, group_info,
+                 ssh_view: one query each)
+    confirm      a delete confirmation: the controller's confirm.json, or a lab member's
+                 request in the inbox (``refuse_unless_yours`` first)
+    owners, lab_files
+                 who a slot belongs to; a lab member's own file in desired.d/ (created once)
     tmux         closing a slot's tmux window, the one direct action of the intent surfaces
     log_target, workload_logs, event_text, history_views
                  the logs, events and capacity-history queries the surfaces share
 
-May: read desired.yaml and the controller's snapshot, write desired.yaml (engine only), append to
+May: read desired.yaml and the controller's snapshot, write desired.yaml (engine; a lab
+member's own new file: lab_files.create_own), write a confirmation request, append to
 the audit log, read a workload's output over SSH (``workload_logs``, through the controller's
 own wiring). May not: act on the cloud or change anything over SSH (only the controller acts),
 print. Imported only by the surfaces (CLI, MCP, TUI).
