@@ -286,6 +286,8 @@ def test_any_file_both_read_has_the_same_values(drawn: tuple[str, str, str]) -> 
     theirs, ours = read
     if "YAML tag" in ours:
         return  # refused here, built by ruamel (``!!binary``, ``!!set``, ``!foo``)
+    if ours[:1] != "{" and any(line.lstrip().startswith(":") for line in text.splitlines()):
+        return  # a value with no key (``: v`` starting a line): refused here, read by ruamel
     assert ours == theirs or (theirs[:1] != "{" and ours[:1] != "{"), (theirs, ours)
 
 
