@@ -43,6 +43,12 @@ def current_status(file: Path, state_dir: Path | None, owner: str | None) -> Sta
     return replace(snapshot, controller=ControllerInfo(pid is not None, pid))
 
 
+def read_snapshot(path: Path) -> StatusSnapshot | None:
+    """The controller's snapshot at ``path`` as it stands, or None when there is none yet;
+    ``StatusUnreadable`` for one that cannot be read."""
+    return read_status(path)
+
+
 def _why_none(root: Path, pid: int | None) -> str:
     """Why there is no snapshot: a state disk with no room for it (named), a controller that
     has not written its first one yet, or no controller at all."""
