@@ -1,7 +1,8 @@
 """The snapshot ``status``, ``status --watch``, ``quota`` and ``timeline`` show: status.json
 with ``controller`` filled in from the lock, or (no snapshot yet, or an unreadable one) the
 desired file alone, saying so; only one owner's slots when asked. And the words ``status
---watch`` draws of it (``watch_view``, ``format_status``: ``core/render``'s).
+--watch`` draws of it (``watch_view``, ``format_status``: ``core/render``'s), and the TUI's
+first frame's reads (``read_snapshot``, ``terminal_safe``, ``restart_words``).
 
 May: read the state dir, the lock and desired.yaml. May not: write, print, call the cloud.
 Heavy imports (the desired-file loader) happen only when there is no usable snapshot, so
@@ -15,8 +16,10 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from reconciler.adapters.statedir import StateDir as StateDir  # the surfaces' name for it
 from reconciler.adapters.status_file import read_status
 from reconciler.core import render
+from reconciler.core.terminal_text import escaped
 from reconciler.errors import StatusUnreadable
 from reconciler.model.status import ControllerInfo, StatusSnapshot
 
@@ -27,7 +30,7 @@ def current_status(file: Path, state_dir: Path | None, owner: str | None) -> Sta
     """The snapshot of ``file`` (its state directory ``state_dir``, else the default) with
     ``controller`` filled in from the lock; a desired-only one (with a ``note``) when the
     controller never ran or its snapshot cannot be read; ``owner``'s slots only when given."""
-    from reconciler.adapters.statedir import StateDir, default_state_dir
+    from reconciler.adapters.statedir import default_state_dir
     from reconciler.runtime.lock import read_holder
 
     state = StateDir(Path(state_dir or default_state_dir(file)))
@@ -124,3 +127,15 @@ def watch_view(snapshot: StatusSnapshot, now: float) -> WatchView:
 def format_status(snapshot: StatusSnapshot, now: float) -> str:
     """``status``'s plain block for ``snapshot`` at ``now``."""
     return render.format_status(snapshot, now)
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with its control characters shown escaped (``\\x1b``), never sent to a
+    terminal."""
+    return escaped(text)
+
+
+def restart_words(wait: float | None) -> str:
+    """``restarting in 40s`` while a relaunch waits out its backoff (``wait`` seconds), else
+    ""."""
+    return render.restart_note(wait)
