@@ -153,6 +153,14 @@ def plot_text(
     return format_plot(timeline, until=until, since=since, width=width, filters=filters)
 
 
+def plot_until(path: Path, *, now: float, width: int) -> str:
+    """The whole history's three charts up to ``now``, ``width`` columns wide (the TUI's
+    history pane). A ``ReconcilerError`` for a store it cannot read."""
+    from reconciler.core.capacity_plot import format_plot
+
+    return format_plot(chart_timeline(path, now=now), until=now, width=width)
+
+
 def write_page(
     file: Path,
     timeline: Timeline,

@@ -2,7 +2,7 @@
 with ``controller`` filled in from the lock, or (no snapshot yet, or an unreadable one) the
 desired file alone, saying so; only one owner's slots when asked. And the words ``status
 --watch`` draws of it (``watch_view``, ``format_status``: ``core/render``'s), and the TUI's
-first frame's reads (``read_snapshot``, ``terminal_safe``, ``restart_words``).
+first frame's reads (``read_snapshot``, ``lock_holder``, ``terminal_safe``, ``restart_words``).
 
 May: read the state dir, the lock and desired.yaml. May not: write, print, call the cloud.
 Heavy imports (the desired-file loader) happen only when there is no usable snapshot, so
@@ -22,6 +22,7 @@ from reconciler.core import render
 from reconciler.core.terminal_text import escaped
 from reconciler.errors import StatusUnreadable
 from reconciler.model.status import ControllerInfo, StatusSnapshot
+from reconciler.runtime.lock import read_holder
 
 NO_SNAPSHOT = "no snapshot yet: start the controller (`tpu-reconciler run`) or use --live"
 
@@ -31,7 +32,6 @@ def current_status(file: Path, state_dir: Path | None, owner: str | None) -> Sta
     ``controller`` filled in from the lock; a desired-only one (with a ``note``) when the
     controller never ran or its snapshot cannot be read; ``owner``'s slots only when given."""
     from reconciler.adapters.statedir import default_state_dir
-    from reconciler.runtime.lock import read_holder
 
     state = StateDir(Path(state_dir or default_state_dir(file)))
     pid = read_holder(state) if state.root.exists() else None
@@ -50,6 +50,11 @@ def read_snapshot(path: Path) -> StatusSnapshot | None:
     """The controller's snapshot at ``path`` as it stands, or None when there is none yet;
     ``StatusUnreadable`` for one that cannot be read."""
     return read_status(path)
+
+
+def lock_holder(state: StateDir) -> int | None:
+    """The pid of the live controller holding the state directory's lock, or None."""
+    return read_holder(state)
 
 
 def _why_none(root: Path, pid: int | None) -> str:
