@@ -70,7 +70,7 @@ def csv_rows(path: Path, *, since: float | None, **filters: Any) -> Iterator[lis
         yield list(CSV_COLUMNS)
         if db is not None:
             for row in db.transitions(since=since, **filters):
-                yield list(csv_row(row))
+                yield csv_row(row)
     finally:
         if db is not None:
             db.close()
