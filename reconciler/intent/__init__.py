@@ -20,12 +20,20 @@ use-case layer the surfaces are built from.
     owners, lab_files
                  who a slot belongs to; a lab member's own file in desired.d/ (created once)
     tmux         closing a slot's tmux window, the one direct action of the intent surfaces
-    log_target, workload_logs, event_text, history_views
+    log_target, workload_logs, log_stream, event_text, event_log, history_views
                  the logs, events and capacity-history queries the surfaces share
+    status_view  the snapshot ``status``, ``quota`` and ``timeline`` show (the desired file
+                 alone when there is none), the watch view's words, the TUI frame's reads
+    doctor_init, ssh_reach, tmux_mirror, secret_store, skill_install
+                 ``doctor``'s report and ``init``'s new file; what ``ssh`` looks up before it
+                 execs; the tmux verbs' mirror; the state dir's secrets; the skill's files
 
 May: read desired.yaml and the controller's snapshot, write desired.yaml (engine; a lab
-member's own new file: lab_files.create_own), write a confirmation request, append to
-the audit log, read a workload's output over SSH (``workload_logs``, through the controller's
-own wiring). May not: act on the cloud or change anything over SSH (only the controller acts),
-print. Imported only by the surfaces (CLI, MCP, TUI).
+member's own new file: lab_files.create_own; ``init``'s new file: doctor_init), write a
+confirmation request, append to the audit log, read a workload's output over SSH
+(``workload_logs``, ``log_stream``), make read-only cloud look-ups (``doctor``'s probes, the OS
+Login user, IAP's VM names), write the state dir's secrets, the skill's files and the page
+``history --html`` names, list and close tmux windows a person named. May not: act on the cloud
+or change anything over SSH (only the controller acts), print. Imported only by the surfaces
+(CLI, MCP, TUI).
 """

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.adapters.statedir import StateDir, default_state_dir
+from reconciler.adapters.statedir import StateDir as StateDir  # the surfaces' name for it
+from reconciler.adapters.statedir import default_state_dir
 from reconciler.intent.engine import IntentEditor
 from reconciler.runtime.lock import read_holder
 

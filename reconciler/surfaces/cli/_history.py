@@ -3,8 +3,8 @@ csv``; ``--plot`` and ``--html FILE``: the history over time, in the terminal or
 and ``recommend`` (zones ranked by expected time to capacity; ``--apply GROUP`` writes the
 race group through the intent engine).
 
-Thin: reads the store the controller keeps (``<state dir>/history.sqlite``) read-only, hands the
-samples to ``core.capacity`` and prints what ``core.capacity_report`` renders.
+Thin: ``intent.history_views`` reads the store the controller keeps (``<state
+dir>/history.sqlite``) read-only and words it; this prints what it says.
 """
 
 from __future__ import annotations
@@ -15,15 +15,12 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
 from reconciler.model.vocabulary import APIS, DEFAULT_MODE, MODES
 from reconciler.surfaces.cli._intent import max_run_flag
 from reconciler.surfaces.cli._say import err
-
-if TYPE_CHECKING:
-    from reconciler.core.capacity_chart import Timeline
 
 _HERE: Final = "reconciler.surfaces.cli._history"
 API_HELP: Final = "only this API's places: tpu (queued resources) or compute (Compute Engine)"
@@ -89,10 +86,8 @@ def _store_path(args: argparse.Namespace) -> Any:
 
 
 def history_command(args: argparse.Namespace) -> int:
-    from reconciler.adapters.history_db import open_readonly
-    from reconciler.core.capacity_report import CSV_COLUMNS, csv_row, format_history, history_doc
     from reconciler.errors import ReconcilerError
-    from reconciler.runtime.history_reads import summary_stats
+    from reconciler.intent.history_views import csv_rows, history_text
 
     try:
         since = _since(args.since)
@@ -111,41 +106,18 @@ def history_command(args: argparse.Namespace) -> int:
             return EX_USAGE
         return _pictures(args, since, filters)
     try:
-        db = open_readonly(_store_path(args))
-        try:
-            if args.export == "csv":
-                out = csv.writer(sys.stdout, lineterminator="\n")
-                out.writerow(CSV_COLUMNS)
-                if db is not None:
-                    for row in db.transitions(since=since, **filters):
-                        out.writerow(csv_row(row))
-                return EX_OK
-            stats = (  # with the requests still queued and nodes still held, as of now
-                summary_stats(_store_path(args), since=since, **filters) if db is not None else []
-            )
-            attempts = (
-                db.attempts(since=since, zone=args.zone, accelerator=args.accelerator)
-                if db is not None
-                else []
-            )
-        finally:
-            if db is not None:
-                db.close()
+        if args.export == "csv":
+            out = csv.writer(sys.stdout, lineterminator="\n")
+            for row in csv_rows(_store_path(args), since=since, **filters):
+                out.writerow(row)
+            return EX_OK
+        text = history_text(
+            _store_path(args), since=since, since_text=args.since, as_json=args.json, **filters
+        )
     except ReconcilerError as e:
         err(str(e))
         return EX_REFUSED
-    if args.json:
-        print(json.dumps(history_doc(stats, since=since, attempts=attempts, **filters), indent=2))
-    else:
-        from reconciler.core.attempt_report import format_attempts
-
-        given = {**filters, "since": args.since}
-        asked = {k: v for k, v in given.items() if v}
-        if stats or asked or not attempts:
-            print(format_history(stats, asked), end="")
-        else:  # attempts only: "no capacity history yet" would say too much
-            print("No queued resource or node recorded yet.")
-        print(format_attempts(attempts), end="")
+    print(text, end="")
     return EX_OK
 
 
@@ -165,69 +137,50 @@ def _pictures(args: argparse.Namespace, since: float | None, filters: dict[str, 
     if args.width is not None and args.width < 1:
         err("--width: must be a positive number of columns")
         return EX_USAGE
-    from reconciler.runtime.history_reads import chart_timeline
+    from reconciler.intent.history_views import pictures
 
-    path = _store_path(args)
     given = {**filters, "since": args.since}
     shown = {k: str(v) for k, v in given.items() if v}
     try:
-        timeline = chart_timeline(path, now=until, since=since, **filters)
-        rankings = _rankings(path, timeline, since, until) if args.html is not None else []
+        timeline, rankings = pictures(
+            _store_path(args), until=until, since=since, rankings=args.html is not None, **filters
+        )
     except ReconcilerError as e:
         err(str(e))
         return EX_REFUSED
     if args.html is not None:
-        from reconciler.adapters.files import atomic_write
-        from reconciler.core.capacity_html import format_html
+        from reconciler.intent.history_views import write_page
         from reconciler.surfaces.cli._timeline import html_section
 
         section = html_section(args, filters)
-        page = format_html(
-            timeline,
-            rankings,
-            until=until,
-            since=since,
-            generated=now,
-            filters=shown,
-            lab=section,
-        )
         try:
-            atomic_write(Path(args.html), page, mode=None)  # a page to share: 0644 when new
+            write_page(
+                Path(args.html),
+                timeline,
+                rankings,
+                until=until,
+                since=since,
+                generated=now,
+                filters=shown,
+                lab=section,
+            )
         except OSError as e:
             err(f"--html: cannot write {args.html}: {e.strerror or e}")
             return EX_REFUSED
         if not args.plot:
             print(f"wrote {args.html}")
     if args.plot:
-        from reconciler.core.capacity_plot import format_plot
+        from reconciler.intent.history_views import plot_text
 
         width = args.width or shutil.get_terminal_size((80, 24)).columns
-        print(format_plot(timeline, until=until, since=since, width=width, filters=shown), end="")
+        print(plot_text(timeline, until=until, since=since, width=width, filters=shown), end="")
     return EX_OK
 
 
-def _rankings(
-    path: Path, timeline: Timeline, since: float | None, until: float
-) -> list[dict[str, Any]]:
-    """What ``recommend`` prints for every accelerator and mode the pictures show."""
-    from reconciler.runtime.history_reads import recommend_document
-
-    kinds = sorted(
-        {(w.accelerator, w.mode) for w in timeline.waits}
-        | {(h.accelerator, h.mode) for h in timeline.holdings}
-    )
-    apis = {w.api for w in timeline.waits} | {h.api for h in timeline.holdings}
-    api = next(iter(apis)) if len(apis) == 1 else None  # the pictures' API, when one
-    return [
-        recommend_document(path, acc, mode=mode, since=since, now=until, api=api)
-        for acc, mode in kinds
-        if acc != "?" and mode != "?"
-    ]
-
-
 def recommend_command(args: argparse.Namespace) -> int:
-    from reconciler.core.capacity_report import format_recommend
     from reconciler.errors import ReconcilerError
+    from reconciler.intent.history_views import recommend_at
+    from reconciler.intent.history_views import recommend_text as format_recommend
     from reconciler.model import names
 
     try:
@@ -240,10 +193,8 @@ def recommend_command(args: argparse.Namespace) -> int:
     except (ReconcilerError, ValueError) as e:
         err(str(e))
         return EX_USAGE
-    from reconciler.runtime.history_reads import recommend_document
-
     try:
-        doc = recommend_document(
+        doc = recommend_at(
             _store_path(args),
             args.accelerator,
             mode=args.mode,

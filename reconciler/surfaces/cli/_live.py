@@ -8,7 +8,7 @@ an ellipsis. Not on a terminal it prints a plain ``format_status`` block per int
 Ctrl-C ends it with exit code 0.
 
 It never asks the cloud: it reads status.json (``_snapshot.current_status``) like ``status``
-does.
+does, and draws the words ``intent/status_view.watch_view`` gives it.
 May: read the snapshot and the lock, print. May not: write anything.
 """
 
@@ -21,17 +21,17 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
-from reconciler.core.render import error_lines, race_line, snapshot_line
 from reconciler.exitcodes import EX_OK, EX_USAGE
 from reconciler.surfaces.cli._say import err
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
+    from reconciler.intent.status_view import WatchView
     from reconciler.model.status import StatusSnapshot
 
 #: Which columns to show at a terminal width (the widest set that fits is used); None: every
-#: column ``core.render.status_columns`` names for the snapshot.
+#: column ``intent.status_view.watch_view`` names for the snapshot.
 LAYOUTS: Final[tuple[tuple[int, tuple[str, ...] | None], ...]] = (
     (110, None),
     (80, ("SLOT", "ZONE", "WANT", "STATE", "FOR", "NODE", "NOTE")),
@@ -57,7 +57,7 @@ def columns_for(width: int) -> Sequence[str] | None:
     return next(cols for least, cols in LAYOUTS if width >= least)
 
 
-def _head(snapshot: StatusSnapshot, now: float, interval: float) -> list[tuple[str, str]]:
+def _head(snapshot: StatusSnapshot, view: WatchView, interval: float) -> list[tuple[str, str]]:
     """(text, style) lines above the table."""
     desired = snapshot.desired
     ctl = snapshot.controller
@@ -78,7 +78,7 @@ def _head(snapshot: StatusSnapshot, now: float, interval: float) -> list[tuple[s
             "" if ctl.running else "bold red",
         ),
         (
-            f"{snapshot_line(snapshot, now)}   (every {interval:g}s, Ctrl-C quits)",
+            f"{view.snapshot_line}   (every {interval:g}s, Ctrl-C quits)",
             "dim",
         ),
     ]
@@ -92,12 +92,9 @@ def _head(snapshot: StatusSnapshot, now: float, interval: float) -> list[tuple[s
     return lines
 
 
-def _tail(snapshot: StatusSnapshot, now: float) -> list[tuple[str, str]]:
-    lines = [(line, "red") for line in error_lines(snapshot, now)]
-    lines += [
-        (race_line(race), "green" if len(race.winners) >= race.count else "yellow")
-        for race in snapshot.race_groups
-    ]
+def _tail(snapshot: StatusSnapshot, view: WatchView) -> list[tuple[str, str]]:
+    lines = [(line, "red") for line in view.errors]
+    lines += [(line, "green" if won else "yellow") for line, won in view.races]
     orphans = snapshot.tmux.orphans
     if orphans:
         lines.append((f"tmux orphans (slot not ACTIVE; left open): {', '.join(orphans)}", "dim"))
@@ -113,13 +110,14 @@ def render(snapshot: StatusSnapshot, now: float, width: int, interval: float) ->
     from rich.table import Table
     from rich.text import Text
 
-    from reconciler.core.render import status_columns, status_rows
+    from reconciler.intent.status_view import watch_view
 
-    names = status_columns(snapshot)
+    view = watch_view(snapshot, now)
+    names = view.columns
     layout = columns_for(width)
     shown = list(names) if layout is None else [n for n in layout if n in names]
     index = [names.index(name) for name in shown]
-    rows = [[row[i] for i in index] for row in status_rows(snapshot, now)]
+    rows = [[row[i] for i in index] for row in view.rows]
     natural = [max([len(name), *(len(r[c]) for r in rows)]) for c, name in enumerate(shown)]
     others = sum(n for n, name in zip(natural, shown, strict=True) if name != "NOTE")
     note_room = width - others - 2 * (len(shown) - 1)
@@ -141,9 +139,9 @@ def render(snapshot: StatusSnapshot, now: float, width: int, interval: float) ->
         if "NOTE" in shown and slot.last_error:
             texts[shown.index("NOTE")].stylize("red")
         table.add_row(*texts, style="dim italic" if not slot.managed else None)
-    parts: list[RenderableType] = [Text(t, style=s) for t, s in _head(snapshot, now, interval)]
+    parts: list[RenderableType] = [Text(t, style=s) for t, s in _head(snapshot, view, interval)]
     parts += [Text(""), table if snapshot.slots else Text("no slots", style="dim")]
-    tail = _tail(snapshot, now)
+    tail = _tail(snapshot, view)
     if tail:
         parts += [Text(""), *(Text(t, style=s) for t, s in tail)]
     return Group(*parts)
@@ -171,7 +169,7 @@ def watch(args: argparse.Namespace) -> int:
         if args.json:
             return _every(interval, lambda: _line(json.dumps(to_json(read_status(args)))))
         if not sys.stdout.isatty():
-            from reconciler.core.render import format_status
+            from reconciler.intent.status_view import format_status
 
             return _every(interval, lambda: _line(format_status(read_status(args), time.time())))
         return _live(args, interval, read_status)

@@ -20,7 +20,7 @@ else the cache, else one lookup of a few seconds, unless a recent one failed:
 the workers are dialled (an unreachable one is ``EX_UNAVAILABLE`` too).
 
 May: read the state dir and the desired file, read logs on the workers through
-``adapters.workload``, print. May not: launch, stop or edit anything.
+``intent.log_stream``, print. May not: launch, stop or edit anything.
 asyncssh is imported inside the handler only.
 """
 
@@ -29,10 +29,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from reconciler.exitcodes import (
@@ -48,9 +46,7 @@ from reconciler.surfaces.cli._say import err as _err
 from reconciler.surfaces.cli._say import note as _note
 
 if TYPE_CHECKING:
-    from reconciler.adapters.oslogin import UserResolver
-    from reconciler.adapters.ssh_routes import SshRoutes
-    from reconciler.adapters.workload import WorkloadRunner
+    from reconciler.intent.log_stream import UserResolver, WorkloadRunner
     from reconciler.model.desired import Desired
     from reconciler.model.status import StatusSnapshot
 
@@ -123,40 +119,21 @@ def no_workload(desired: Desired, snapshot: StatusSnapshot | None, slot: str) ->
 
 
 def _resolver(args: argparse.Namespace) -> UserResolver:
-    from reconciler.adapters.oslogin import UserResolver
+    from reconciler.intent.log_stream import user_resolver
     from reconciler.surfaces.cli._reconcile import state_dir
 
-    return UserResolver(state_dir(args).oslogin_user, env=dict(os.environ))
-
-
-def _runner(
-    args: argparse.Namespace, desired: Desired, user: str | Callable[[], Any], routes: SshRoutes
-) -> WorkloadRunner:
-    from reconciler.adapters.ssh import DEFAULT_KEY
-    from reconciler.adapters.workload import WorkloadRunner
-    from reconciler.surfaces.cli._reconcile import state_dir
-
-    settings = desired.settings
-    return WorkloadRunner(
-        state=state_dir(args),
-        settings=settings,
-        user=user,
-        key=Path(settings.ssh_key or DEFAULT_KEY).expanduser(),
-        agent_path=os.environ.get("SSH_AUTH_SOCK") or None,
-        connect_timeout=_CONNECT_TIMEOUT,
-        routes=routes,
-    )
+    return user_resolver(state_dir(args))
 
 
 async def _print(stream: Any, raw: bool) -> int:
     """Print every line as it comes, its terminal escapes shown rather than obeyed unless
     ``raw``; returns how many."""
-    from reconciler.core.terminal_text import log_line
+    from reconciler.intent.log_stream import log_text
 
     printed = 0
     async with contextlib.aclosing(stream):
         async for line in stream:
-            text = f"[w{line.worker}] {line.text}" if raw else log_line(line.worker, line.text)
+            text = f"[w{line.worker}] {line.text}" if raw else log_text(line.worker, line.text)
             sys.stdout.write(f"{text}\n")
             sys.stdout.flush()
             printed += 1
@@ -206,14 +183,13 @@ async def _follow(
 
 
 async def _main(args: argparse.Namespace) -> int:
-    from reconciler.adapters.ssh import check_dialable
-    from reconciler.adapters.status_file import read_status
     from reconciler.errors import (
         NoMachine,
         SetupFailed,
         StatusUnreadable,
     )
-    from reconciler.runtime import reach
+    from reconciler.intent.log_stream import check_node, workload_reader
+    from reconciler.intent.status_view import read_snapshot as read_status
     from reconciler.surfaces.cli._reconcile import _load_or_report, state_dir
 
     path = state_dir(args).status
@@ -245,15 +221,16 @@ async def _main(args: argparse.Namespace) -> int:
     user: str | Callable[[], Any] = desired.settings.ssh_user or ""
     try:
         if target.node is not None:  # about to dial: nothing answers there, or who are we?
-            check_dialable(args.slot, target.node.ips(internal=desired.settings.internal_ips))
+            check_node(args.slot, target.node, desired)
             user = user or await _resolver(args).resolve()
         else:  # following a slot without a node yet: found when its node appears
             user = user or _resolver(args).resolve
     except (NoMachine, SetupFailed) as exc:
         _err(str(exc))
         return EX_UNAVAILABLE
-    async with reach.routes(desired, state_dir(args), os.environ) as routes:
-        return await _read(args, look, target, _runner(args, desired, user, routes))
+    reader = workload_reader(desired, state_dir(args), user, connect_timeout=_CONNECT_TIMEOUT)
+    async with reader as runner:
+        return await _read(args, look, target, runner)
 
 
 async def _read(

@@ -3,14 +3,15 @@
 ``ssh`` execs OpenSSH with exactly the argv of the slot's tmux window
 (``adapters.openssh.ssh_argv``): the node instance's pinned known_hosts entry, the resolved
 user (``settings.ssh_user``, else the cached OS Login user, else one gcloud lookup of a few
-seconds that is cached — unless a recent lookup failed, ``oslogin.UserResolver``), the key,
-agent forwarding, and the ``ProxyCommand`` of the slot's ``ssh_proxy``. The address and
-instance come from the controller's snapshot; nothing calls the cloud API, but for IAP's worker
-VM names when the controller has kept none (one guest-attributes read, ``runtime.reach``). An
-unknown slot is refused with "did you mean"; an emulated node's address (a documentation range)
-is ``NoMachine`` at once (exit ``EX_UNAVAILABLE``), and so is a failed OS Login lookup (naming
-``settings.ssh_user``). ``--print`` never looks the user up for an emulated node: it prints the
-command and says on stderr that no machine answers there.
+seconds that is cached — unless a recent lookup failed, ``intent.ssh_reach.resolve_user``),
+the key, agent forwarding, and the ``ProxyCommand`` of the slot's ``ssh_proxy``. The address
+and instance come from the controller's snapshot; nothing calls the cloud API, but for IAP's
+worker VM names when the controller has kept none (one guest-attributes read,
+``intent.ssh_reach.vm_names``). An unknown slot is refused with "did you mean"; an emulated
+node's address (a documentation range) is ``NoMachine`` at once (exit ``EX_UNAVAILABLE``), and
+so is a failed OS Login lookup (naming ``settings.ssh_user``). ``--print`` never looks the user
+up for an emulated node: it prints the command and says on stderr that no machine answers
+there.
 
 ``info`` prints one slot's facts (IPs per worker, create time, last error, setup, the SSH
 command); ``--json`` prints the ``slot_info`` view
@@ -92,47 +93,6 @@ def info_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resolve_user(editor: Any) -> None:
-    """Find the OS Login user when neither settings nor the cache name one: one gcloud lookup
-    of a few seconds, cached for the next time (and for the controller). A lookup that failed
-    lately is not repeated: ``SetupFailed`` naming ``settings.ssh_user``, at once."""
-    import asyncio
-
-    from reconciler.adapters.oslogin import UserResolver
-
-    asyncio.run(UserResolver(editor.state.oslogin_user, env=dict(os.environ)).resolve())
-
-
-def _vm_names(editor: Any, slot: str) -> Any:
-    """IAP's worker VM names for the slot's node when the controller has kept none: one
-    guest-attributes read (``runtime.reach``), kept for this command only. None when the
-    slot is not reached through IAP, or its names are known."""
-    import asyncio
-
-    from reconciler.adapters.ssh_routes import node_of
-    from reconciler.adapters.worker_names import WorkerNames
-    from reconciler.intent import views
-    from reconciler.runtime import reach
-
-    desired = editor.parse(editor.read().decode("utf-8", "replace"))
-    snapshot = views.read_snapshot(editor)
-    row = snapshot.by_name().get(slot) if snapshot is not None else None
-    node = node_of(row) if row is not None else None
-    if node is None:
-        return None
-
-    async def look() -> WorkerNames | None:
-        async with reach.routes(desired, editor.state, os.environ) as routes:
-            names = routes.names
-            api = routes.api(slot, node)
-            if routes.proxy(slot, node).kind != "iap" or names is None or names.known(node, api):
-                return None
-            await names.of(node, routes.lookup, api)
-            return names
-
-    return asyncio.run(look())
-
-
 def _unknown_slot(editor: Any, slot: str) -> str | None:
     """``unknown slot 'X' ... (did you mean ...)`` when neither the file nor the snapshot has
     it; None otherwise (also when neither can be read: the view says why)."""
@@ -182,9 +142,9 @@ def _worker(text: str) -> int:
 def ssh_command(args: argparse.Namespace) -> int:
     import shlex
 
-    from reconciler.adapters.ssh import check_dialable
     from reconciler.errors import NoMachine, ReconcilerError, SetupFailed
     from reconciler.intent import views
+    from reconciler.intent.ssh_reach import check_reachable, resolve_user, vm_names
 
     try:
         remote = _split_remote(args)
@@ -200,23 +160,23 @@ def ssh_command(args: argparse.Namespace) -> int:
         _err(unknown)
         return EX_REFUSED
     try:
-        vm_names = _vm_names(editor, args.slot)
+        names = vm_names(editor, args.slot)
     except SetupFailed as e:
         _err(str(e))
         return EX_UNAVAILABLE
     except ReconcilerError:
-        vm_names = None  # the view says what is wrong
+        names = None  # the view says what is wrong
     try:
-        doc = views.ssh_command(editor, args.slot, args.worker, names=vm_names)
+        doc = views.ssh_command(editor, args.slot, args.worker, names=names)
     except ReconcilerError as e:
         _err(str(e))
         return EX_REFUSED
     try:
-        check_dialable(args.slot, [doc["ip"]])
+        check_reachable(args.slot, [doc["ip"]])
         if "@" not in doc["argv"][-1]:
-            _resolve_user(editor)
+            resolve_user(editor)
             # now with the cached user
-            doc = views.ssh_command(editor, args.slot, args.worker, names=vm_names)
+            doc = views.ssh_command(editor, args.slot, args.worker, names=names)
     except NoMachine as e:
         if not args.print:
             _err(str(e))

@@ -1,7 +1,8 @@
-"""``tpu-reconciler doctor`` and ``tpu-reconciler init``: thin handlers over ``runtime``.
+"""``tpu-reconciler doctor`` and ``tpu-reconciler init``: thin handlers over
+``intent/doctor_init``.
 
-``doctor`` runs ``runtime.doctor_probes.diagnose`` and prints ``format_doctor`` (or the JSON
-document); exit 0 when no check failed. ``init`` takes its answers from flags, asks for the
+``doctor`` prints ``doctor_report``'s text (or its JSON document); exit 0 when no check
+failed. ``init`` takes its answers from flags, asks for the
 missing ones on a terminal, validates the result and writes it without replacing a file
 unless ``--force``.
 
@@ -14,7 +15,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
@@ -23,21 +23,15 @@ from reconciler.surfaces.cli._say import err
 
 
 def doctor_command(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from reconciler.runtime.doctor import doctor_document, format_doctor, healthy
-    from reconciler.runtime.doctor_probes import diagnose
+    from reconciler.intent.doctor_init import doctor_report
     from reconciler.surfaces.cli._reconcile import state_dir
 
-    root = state_dir(args).root
-    checks = asyncio.run(
-        diagnose(args.file, root, dict(os.environ), now=time.time(), timeout=args.timeout)
-    )
+    report = doctor_report(args.file, state_dir(args).root, timeout=args.timeout)
     if args.json:
-        print(json.dumps(doctor_document(checks), indent=2))
+        print(json.dumps(report.document, indent=2))
     else:
-        print(format_doctor(checks), end="")
-    return EX_OK if healthy(checks) else EX_REFUSED
+        print(report.text, end="")
+    return EX_OK if report.healthy else EX_REFUSED
 
 
 # --- init --------------------------------------------------------------------------------------
@@ -74,7 +68,7 @@ def _questions(args: argparse.Namespace, read: Callable[[str], str]) -> None:
 
 def init_command(args: argparse.Namespace) -> int:
     from reconciler.errors import InitError
-    from reconciler.runtime.init import Starter, starter_text, validate, write_new
+    from reconciler.intent.doctor_init import write_starter
 
     path = args.file
     if path.exists() and not args.force:
@@ -91,18 +85,17 @@ def init_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EX_USAGE
-    starter = Starter(
-        project=args.project,
-        zones=tuple(args.zone or ("us-central2-b",)),
-        accelerators=tuple(args.accelerator or ("v4-8",)),
-        mode=args.mode or DEFAULT_MODE,
-        race=args.race,
-        max_run_duration=args.max_run_duration,
-    )
     try:
-        text = starter_text(starter)
-        desired = validate(text, str(path))
-        write_new(path, text, force=args.force)
+        desired = write_starter(
+            path,
+            project=args.project,
+            zones=tuple(args.zone or ("us-central2-b",)),
+            accelerators=tuple(args.accelerator or ("v4-8",)),
+            mode=args.mode or DEFAULT_MODE,
+            race=args.race,
+            max_run_duration=args.max_run_duration,
+            force=args.force,
+        )
     except InitError as e:
         err(str(e))
         return e.exit_code

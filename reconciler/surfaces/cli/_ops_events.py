@@ -6,7 +6,7 @@ the cloud worded it. Control characters in any text are escaped, so a hostile me
 drive the terminal. ``--json`` prints each record as stored, with ``schema_version``
 ``tpu-reconciler.event.v1`` first (docs/json.md).
 
-May: read the event files (``runtime.events``), print. May not: write anything. The line for a
+May: read the event files (``intent/event_log``), print. May not: write anything. The line for a
 person is ``intent.event_text.format_event`` (the TUI's events pane shows the same).
 """
 
@@ -71,10 +71,10 @@ def events_command(args: argparse.Namespace) -> int:
     path = state_dir(args).events
     if args.follow:
         return _follow(path, since, args.slot, args.limit, render)
-    from reconciler.runtime.events import read_events
+    from reconciler.intent.event_log import read_events, unknown_slot
 
     records = read_events(path, since=since, slot=args.slot, limit=args.limit)
-    if args.slot and not records and (unknown := _unknown_slot(args)):
+    if args.slot and not records and (unknown := unknown_slot(args.file, args.slot)):
         err(unknown)
         return EX_REFUSED
     if not args.json:
@@ -87,22 +87,6 @@ def events_command(args: argparse.Namespace) -> int:
     return EX_OK
 
 
-def _unknown_slot(args: argparse.Namespace) -> str | None:
-    """Why ``--slot`` matched nothing when the slot is not in desired.yaml either (a typo);
-    None for a slot the file has (it may just have no events yet) or a file that cannot say."""
-    import difflib
-    import os
-
-    from reconciler.runtime.desired_loader import DesiredLoader
-
-    desired = DesiredLoader(args.file, os.environ).load().desired
-    if desired is None or desired.slot(args.slot) is not None:
-        return None
-    close = difflib.get_close_matches(args.slot, [s.name for s in desired.slots], n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"no events for slot {args.slot!r}, and {args.file} has no such slot{hint}"
-
-
 def _follow(
     path: Any,
     since: datetime | None,
@@ -113,7 +97,7 @@ def _follow(
     import asyncio
     import signal
 
-    from reconciler.runtime.events import follow_events
+    from reconciler.intent.event_log import follow_events
 
     async def follow() -> None:
         stop = asyncio.Event()

@@ -24,16 +24,8 @@ def register(subparsers: Any) -> None:
 
 
 def quota_cmd(args: argparse.Namespace) -> int:
+    from reconciler.intent.quota_views import quota_text
     from reconciler.surfaces.cli._snapshot import current_status
 
-    snapshot = current_status(args)
-    if args.json:
-        from reconciler.core.json_text import indented
-        from reconciler.core.quota_text import quota_doc
-
-        print(indented({"schema_version": "tpu-reconciler.quota.v1", **quota_doc(snapshot)}))
-    else:
-        from reconciler.core.quota_text import format_quota
-
-        print(format_quota(snapshot), end="")
+    print(quota_text(current_status(args), as_json=args.json), end="")
     return EX_OK

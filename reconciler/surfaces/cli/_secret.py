@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any, Final
 
 from reconciler.exitcodes import EX_OK, EX_REFUSED
@@ -50,11 +49,9 @@ def register(subparsers: Any) -> None:
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from reconciler.adapters.secrets import SecretStore
-    from reconciler.adapters.statedir import default_state_dir
+    from reconciler.intent.secret_store import secrets_of
 
-    root = Path(args.state_dir) if args.state_dir is not None else default_state_dir(args.file)
-    return SecretStore.in_state_dir(root)
+    return secrets_of(args.file, args.state_dir)
 
 
 def _error(message: str) -> int:
@@ -71,12 +68,13 @@ def _read_value(name: str) -> str:
 
 
 def set_command(args: argparse.Namespace) -> int:
-    from reconciler.adapters.secrets import check_secret_name, clean_value
     from reconciler.errors import UnsafeName
+    from reconciler.intent.secret_store import clean
+    from reconciler.model.workload import check_secret_name
 
     try:
         name = check_secret_name(args.name)
-        value = clean_value(_read_value(name))
+        value = clean(_read_value(name))
     except (UnsafeName, ValueError) as exc:  # messages never carry the value
         return _error(str(exc))
     except EOFError:

@@ -7,7 +7,7 @@ assistants look for personal skills), replacing the files of an earlier install;
 prints both files.
 
 May: write the two skill files, print. May not: read or edit desired.yaml or the state dir, or
-follow a symbolic link below DIR (``adapters/files.write_files_into``: one planted there by
+follow a symbolic link below DIR (``intent/skill_install.install_skill``: one planted there by
 another user is refused, exit 77).
 """
 
@@ -57,7 +57,7 @@ def _files() -> dict[str, str] | None:
 
 
 def install_command(args: argparse.Namespace) -> int:
-    from reconciler.adapters.files import write_files_into
+    from reconciler.intent.skill_install import install_skill
     from reconciler.surfaces.cli._skill_text import SKILL_NAME
 
     files = _files()
@@ -66,10 +66,7 @@ def install_command(args: argparse.Namespace) -> int:
     target = args.target if args.target is not None else default_target()
     where = target / SKILL_NAME
     try:
-        target.mkdir(parents=True, exist_ok=True)
-        # never through a link someone planted in DIR: DIR/tpu-reconciler must be a directory
-        # of this user's, and each file is written through its descriptor
-        write_files_into(target, SKILL_NAME, files, mode=0o644)
+        install_skill(target, SKILL_NAME, files)
     except OSError as e:
         err(f"cannot write the skill to {where}: {e.strerror or e}")
         return EX_NOPERM if isinstance(e, PermissionError) else EX_REFUSED

@@ -15,8 +15,6 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping
 
-    from reconciler.model.desired import Desired
-
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -53,20 +51,11 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=f"{__name__}:timeline_cmd")
 
 
-def _desired(args: argparse.Namespace) -> Desired | None:
-    import os
-
-    from reconciler.runtime.desired_loader import DesiredLoader
-
-    return DesiredLoader(args.file, os.environ).load().desired
-
-
 def timeline_cmd(args: argparse.Namespace) -> int:
     import shutil
 
-    from reconciler.core.timeline import moment
     from reconciler.errors import ReconcilerError
-    from reconciler.runtime.timeline import as_of, lab_timeline
+    from reconciler.intent.timeline_views import check_moment, lab_picture, timeline_text
     from reconciler.surfaces.cli._reconcile import state_dir
     from reconciler.surfaces.cli._snapshot import current_status
 
@@ -75,17 +64,19 @@ def timeline_cmd(args: argparse.Namespace) -> int:
         return EX_USAGE
     for flag, text in (("--since", args.since), ("--until", args.until)):
         try:
-            _ = text is None or moment(text, 0.0, ahead=flag == "--until")
+            if text is not None:
+                check_moment(text, ahead=flag == "--until")
         except ValueError as e:
             err(f"{flag}: {e}")
             return EX_USAGE
     try:
-        snapshot = current_status(args)
-        now = as_of(snapshot)
-        since = None if args.since is None else moment(args.since, now, ahead=False)
-        until = None if args.until is None else moment(args.until, now, ahead=True)
-        found = lab_timeline(
-            snapshot, _desired(args), state_dir(args).history, since=since, until=until, by=args.by
+        found = lab_picture(
+            current_status(args),
+            args.file,
+            state_dir(args).history,
+            since=args.since,
+            until=args.until,
+            by=args.by,
         )
     except ValueError as e:
         err(f"--since / --until: {e}")
@@ -93,31 +84,21 @@ def timeline_cmd(args: argparse.Namespace) -> int:
     except ReconcilerError as e:
         err(str(e))
         return EX_REFUSED
-    if args.json:
-        from reconciler.core.json_text import indented
-        from reconciler.core.timeline_text import timeline_doc
-
-        print(indented(timeline_doc(found)))
-    else:
-        from reconciler.core.timeline_text import format_timeline
-
-        width = args.width or shutil.get_terminal_size((80, 24)).columns
-        print(format_timeline(found, width), end="")
+    width = args.width or shutil.get_terminal_size((80, 24)).columns
+    print(timeline_text(found, width=width, as_json=args.json), end="")
     return EX_OK
 
 
 def html_section(args: argparse.Namespace, filters: Mapping[str, str | None]) -> str:
     """``history --html``'s section of the lab's timeline (its rows narrowed to the page's
     ``--zone``, ``--accelerator`` and ``--mode``); "" when the history cannot be read."""
-    from reconciler.core.timeline import only
-    from reconciler.core.timeline_svg import section
     from reconciler.errors import ReconcilerError
-    from reconciler.runtime.timeline import lab_timeline
+    from reconciler.intent import timeline_views
     from reconciler.surfaces.cli._reconcile import state_dir
     from reconciler.surfaces.cli._snapshot import current_status
 
     try:
-        found = lab_timeline(current_status(args), _desired(args), state_dir(args).history)
+        found = timeline_views.lab_picture(current_status(args), args.file, state_dir(args).history)
     except ReconcilerError:
         return ""
-    return section(only(found, **filters))
+    return timeline_views.html_section(found, filters)

@@ -9,7 +9,7 @@ one it refuses unless ``--yes`` is given.
 Which tmux server: ``--socket``, else ``$TPU_RECONCILER_TMUX_SOCKET``, else the desired file's
 ``settings.tmux_socket`` (the server the controller uses), else tmux's default.
 
-May: read the state dir and desired file, drive tmux through ``adapters.tmux``, print.
+May: read the state dir and desired file, drive tmux through ``intent.tmux_mirror``, print.
 May not: start a tmux server, create windows (the controller's job), edit any file.
 Heavy imports (asyncio, libtmux, ruamel) happen inside the handlers.
 """
@@ -28,7 +28,7 @@ from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
 from reconciler.surfaces.cli._say import err
 
 if TYPE_CHECKING:
-    from reconciler.adapters.tmux import TmuxInventory, TmuxMirror, TmuxWindow
+    from reconciler.intent.tmux_mirror import TmuxInventory, TmuxWindow
 
 SCHEMA: Final = "tpu-reconciler.tmux-status.v1"
 SOCKET_ENV: Final = "TPU_RECONCILER_TMUX_SOCKET"
@@ -64,11 +64,9 @@ def register(subparsers: Any) -> None:
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
-    if args.state_dir is not None:
-        return Path(args.state_dir)
-    from reconciler.adapters.statedir import default_state_dir
+    from reconciler.intent.tmux_mirror import state_root
 
-    return default_state_dir(Path(args.file))
+    return state_root(Path(args.file), args.state_dir)
 
 
 def _socket_from_file(path: Path) -> str | None:
@@ -92,29 +90,6 @@ def _socket_from_file(path: Path) -> str | None:
 
 def _socket(args: argparse.Namespace) -> str | None:
     return args.socket or os.environ.get(SOCKET_ENV) or _socket_from_file(Path(args.file))
-
-
-def _active_slots(state_dir: Path) -> tuple[frozenset[str] | None, str]:
-    """ACTIVE slot names from status.json, or None with the reason they are unknown."""
-    from reconciler.adapters.statedir import StateDir
-    from reconciler.adapters.status_file import read_status
-    from reconciler.errors import StatusUnreadable
-
-    path = StateDir(state_dir).status
-    try:
-        snapshot = read_status(path)
-    except StatusUnreadable as e:
-        return None, str(e)
-    if snapshot is None:
-        return None, f"no status snapshot at {path} (has the controller run?)"
-    when = snapshot.generated_at or "time unknown"
-    return snapshot.active(), f"active slots from {path} ({when})"
-
-
-def _mirror(socket: str | None) -> TmuxMirror:
-    from reconciler.adapters.tmux import TmuxMirror
-
-    return TmuxMirror(socket)
 
 
 def _error(message: str) -> int:
@@ -180,13 +155,14 @@ def status_command(args: argparse.Namespace) -> int:
     import asyncio
 
     from reconciler.errors import ReconcilerError
+    from reconciler.intent.tmux_mirror import active_slots, mirror
 
     socket = _socket(args)
-    active, source = _active_slots(_state_dir(args))
+    active, source = active_slots(_state_dir(args))
 
     async def run() -> TmuxInventory:
-        async with _mirror(socket) as mirror:
-            return await mirror.inventory(active)
+        async with mirror(socket) as tmux:
+            return await tmux.inventory(active)
 
     try:
         inv = asyncio.run(run())
@@ -215,6 +191,7 @@ def close_command(args: argparse.Namespace) -> int:
     import asyncio
 
     from reconciler.errors import ReconcilerError
+    from reconciler.intent.tmux_mirror import active_slots, mirror
     from reconciler.model import names
 
     slot: str = args.slot
@@ -227,10 +204,10 @@ def close_command(args: argparse.Namespace) -> int:
     interactive = sys.stdin.isatty()
 
     async def run() -> int:
-        async with _mirror(socket) as mirror:
-            found = await mirror.windows_for(slot)
+        async with mirror(socket) as tmux:
+            found = await tmux.windows_for(slot)
             if not found:
-                return _error(f"no window named {slot} in tpu-* sessions on {mirror.socket_label}")
+                return _error(f"no window named {slot} in tpu-* sessions on {tmux.socket_label}")
             targets = [w.target for w in found]
             if not args.yes:
                 if not interactive:
@@ -240,7 +217,7 @@ def close_command(args: argparse.Namespace) -> int:
                     )
                 if not await asyncio.to_thread(_confirm, targets):
                     return _error("not closed")
-            closed = await mirror.close(slot)
+            closed = await tmux.close(slot)
         if not args.quiet:
             for w in closed:
                 print(f"closed {w.target}")
@@ -250,7 +227,7 @@ def close_command(args: argparse.Namespace) -> int:
         code = asyncio.run(run())
     except ReconcilerError as e:
         return _error(str(e))
-    active, _ = _active_slots(_state_dir(args))
+    active, _ = active_slots(_state_dir(args))
     if code == 0 and active and slot in active and not args.quiet:
         print(
             f"note: {slot} is ACTIVE: the controller opens its window again on its next pass "

@@ -36,9 +36,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import ContentSwitcher, Footer, Input, RichLog, Static
 
-from reconciler.adapters.statedir import StateDir
 from reconciler.errors import ReconcilerError
-from reconciler.runtime.lock import read_holder
+from reconciler.intent.status_view import StateDir, lock_holder
 from reconciler.surfaces.tui import _keys
 from reconciler.surfaces.tui._frame import (
     Frame,
@@ -57,8 +56,8 @@ from reconciler.surfaces.tui._timeline import TimelineKeys, TimelinePane
 from reconciler.surfaces.tui._widgets import HelpScreen, SlotTable
 
 if TYPE_CHECKING:
-    from reconciler.core.timeline import LabTimeline
     from reconciler.intent.engine import IntentEditor
+    from reconciler.intent.timeline_views import LabTimeline
 
 PANES: Final = ("plan", "events", "logs", "info", "history")
 TABLE_EVERY: Final = 30  # seconds between redraws of all the ages in the table
@@ -185,7 +184,7 @@ class TpuApp(TimelineKeys, KeyActions):
         editor: IntentEditor | None = None,
         start_command: str = "tpu-reconciler run",
         clock: Callable[[], float] = time.time,
-        holder: Holder = read_holder,
+        holder: Holder = lock_holder,
         log_source: LogSource | None = None,
         watch: bool = True,
         theme: str = "textual-dark",
@@ -493,12 +492,11 @@ class TpuApp(TimelineKeys, KeyActions):
     @work(exclusive=True, group="history", thread=True)
     def _load_history(self, width: int) -> None:
         """The capacity history drawn as ``history --plot`` draws it, up to the clock's now."""
-        from reconciler.core.capacity_plot import format_plot
-        from reconciler.runtime.history_reads import chart_timeline
+        from reconciler.intent.history_views import plot_until
 
         now = self.clock()
         try:
-            text = format_plot(chart_timeline(self.state.history, now=now), until=now, width=width)
+            text = plot_until(self.state.history, now=now, width=width)
         except ReconcilerError as e:
             text = str(e)
         self.call_from_thread(self._show_history, text)

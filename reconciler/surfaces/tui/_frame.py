@@ -6,7 +6,7 @@ controller holds the lock, and the event log's tail into one ``Frame``. The widg
 ``Frame`` and nothing else; the clock and the controller probe are arguments, so a screen is
 reproducible (snapshot tests, benchmarks).
 
-Light on purpose: the first frame needs only the snapshot (``adapters.status_file``, the typed
+Light on purpose: the first frame needs only the snapshot (``intent.status_view``, the typed
 ``model.status``), so the intent engine and the desired-state model (a second of imports and
 parsing at 1,000 slots) load on a thread after it.
 
@@ -23,11 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from reconciler.adapters.statedir import StateDir
-from reconciler.adapters.status_file import read_status
-from reconciler.core.render import restart_note
-from reconciler.core.terminal_text import escaped
 from reconciler.errors import StatusUnreadable
+from reconciler.intent.status_view import StateDir, read_snapshot, restart_words, terminal_safe
 from reconciler.model.durations import format_duration
 from reconciler.model.stamps import epoch_or_none
 from reconciler.model.status import (
@@ -58,7 +55,7 @@ def _text(value: Any, default: str = "") -> str:
     """Snapshot text made safe for a terminal: control characters escaped."""
     if value is None:
         return default
-    return escaped(str(value))
+    return terminal_safe(str(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +292,7 @@ def _slices_cell(slot: SlotStatus) -> str:
 def _with_note(cell: str, restart_at: float | None, now: float) -> str:
     """The workload cell, and ``restarting in 40s`` while a relaunch waits out its backoff."""
     wait = restart_at - now if restart_at is not None and restart_at > now else None
-    return " · ".join(part for part in (cell, restart_note(wait)) if part)
+    return " · ".join(part for part in (cell, restart_words(wait)) if part)
 
 
 def _slot_row(slot: SlotStatus, desired: Desired | None) -> SlotRow:
@@ -444,7 +441,7 @@ def load_frame(
     else not known yet."""
     snapshot_error = None
     try:
-        snap = read_status(state.status)
+        snap = read_snapshot(state.status)
     except StatusUnreadable as e:
         snap, snapshot_error = None, str(e)
     path = file.expanduser().resolve()

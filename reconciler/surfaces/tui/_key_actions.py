@@ -22,7 +22,6 @@ from textual import work
 from textual.app import App
 from textual.widgets import Static
 
-from reconciler.adapters.statedir import StateDir
 from reconciler.errors import EditConflict, NeedsConfirmation, ReconcilerError
 from reconciler.surfaces.tui import _keys
 from reconciler.surfaces.tui._frame import Frame, SlotRow
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from reconciler.intent.engine import IntentEditor
+    from reconciler.intent.store import StateDir
 
 
 class KeyActions(App[int]):
@@ -216,15 +216,12 @@ class KeyActions(App[int]):
 
     @work(exclusive=True, group="secret", thread=True)
     def _save_key(self, value: str) -> None:
-        from reconciler.adapters.secrets import TAILSCALE, SecretStore, clean_value
+        from reconciler.intent.secret_store import TAILSCALE, save_secret
 
-        store = SecretStore.in_state_dir(self.state.root)
         try:
-            store.set(TAILSCALE, clean_value(value))
+            where = save_secret(self.state.root, TAILSCALE, value)
         except (ValueError, OSError, ReconcilerError) as e:  # messages never carry the value
             text = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             self.call_from_thread(self.say, f"not saved: {text}", error=True)
             return
-        self.call_from_thread(
-            self.say, f"saved the Tailscale key in {store.path(TAILSCALE)} (0600); T turns it on"
-        )
+        self.call_from_thread(self.say, f"saved the Tailscale key in {where} (0600); T turns it on")

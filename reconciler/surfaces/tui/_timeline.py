@@ -2,13 +2,13 @@
 in colour, with the slot selected in the table highlighted and kept in view, ←/→ to scroll in
 time and +/- to zoom (while the pane is shown; elsewhere ←/→ scroll the table).
 
-``TimelinePane`` draws ``core.timeline_text``'s cells, styled by the theme's colours, over its
-own view ``[start, end]`` (the timeline's window at first); the picture is read on a thread
-(``intent.timeline_views.read``: the snapshot, the file, the history) again when the controller
-observes anew, at most once a minute, or when the view scrolls before what was read. Every cell
-keeps its character, so it reads the same in a light theme and without colour (``NO_COLOR``).
-``TimelineKeys`` is mixed into ``_app.TpuApp``: its keys are priority bindings that are on only
-while the pane is shown.
+``TimelinePane`` draws ``core.timeline_text``'s cells (``intent.timeline_views.pane_chart``),
+styled by the theme's colours, over its own view ``[start, end]`` (the timeline's window at
+first); the picture is read on a thread (``intent.timeline_views.read``: the snapshot, the
+file, the history) again when the controller observes anew, at most once a minute, or when the
+view scrolls before what was read. Every cell keeps its character, so it reads the same in a
+light theme and without colour (``NO_COLOR``). ``TimelineKeys`` is mixed into ``_app.TpuApp``:
+its keys are priority bindings that are on only while the pane is shown.
 
 May: read the snapshot, the file, the lock and the capacity history. May not: edit, call the
 cloud, print.
@@ -16,7 +16,6 @@ cloud, print.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -30,7 +29,7 @@ from textual.widgets import Input, Static
 from reconciler.errors import ReconcilerError
 
 if TYPE_CHECKING:
-    from reconciler.core.timeline import LabTimeline
+    from reconciler.intent.timeline_views import LabTimeline
     from reconciler.surfaces.tui._frame import Frame
 
 PANE: Final = "timeline"
@@ -142,19 +141,19 @@ class TimelinePane(Static):
         self.draw()
 
     def draw(self) -> None:
-        from reconciler.core.timeline_text import chart, estimate_words
+        from reconciler.intent.timeline_views import pane_chart, selected_words
 
         t = self.timeline
         if t is None or self.view is None:
             return
         width, height = max(40, self.content_size.width), max(4, self.content_size.height)
-        lines = chart(t, width, start=self.view[0], end=self.view[1], selected=self.selected)
+        lines = pane_chart(t, width, start=self.view[0], end=self.view[1], selected=self.selected)
         lines = lines[1:]  # the pane needs no title
         head = next(
             (i for i, line in enumerate(lines) if line and line[0][1] == "group"), len(lines)
         )
         body = lines[head:]
-        words = self._words(t, estimate_words, width)[: 1 if height < 10 else 2]
+        words = selected_words(t, self.selected, width)[: 1 if height < 10 else 2]
         room = max(1, height - head - len(words))
         chosen = next((i for i, line in enumerate(body) if line and line[0][1] == "selected"), None)
         if chosen is not None and not self._top <= chosen < self._top + room:
@@ -171,21 +170,6 @@ class TimelinePane(Static):
             for cell, style in line:
                 text.append(cell, self._style(style))
         self.update(text)
-
-    def _words(self, t: LabTimeline, words: Callable[..., str], width: int) -> list[str]:
-        """The selected slot in words under the chart."""
-        from reconciler.core.timeline_text import end_time, end_words
-
-        row = next((r for r in t.rows() if r.slot == self.selected), None)
-        if row is None:
-            return []
-        said = f"{row.slot}: {row.state or 'not queued'}"
-        if row.estimate is not None:
-            start = "next run" if row.estimate.renewal else "starts"
-            said = f"{row.slot}: {start} {words(row, row.estimate, t.as_of)} (estimate)"
-        elif row.ends_at is not None and row.end_reason is not None:
-            said += f", {end_words(row.end_reason)} {end_time(row.ends_at, t.as_of)}"
-        return textwrap.wrap(said, width)
 
     def _style(self, name: str) -> Style:
         colour, how = STYLES.get(name, ("", ""))
