@@ -75,9 +75,17 @@ async def test_compute_engines_quota_is_its_own_and_a_raised_limit_lifts_its_ref
     body = "slots:\n" + slot("a") + slot("b")
     world.write(world.desired(body, poll_interval="0.2s"))
     await world.start()
-    await world.until("a RUNNING", lambda: status(world, "a") == "RUNNING", timeout=30)
-    await world.until("b refused", lambda: quota_of(world, "b").get("state") == "refused")
-    refused = quota_of(world, "b")
+    # the two creates go out together: whichever reaches the cloud second is the refused one
+    running = ("a", "b")
+    await world.until(
+        "one RUNNING", lambda: "RUNNING" in [status(world, n) for n in running], timeout=30
+    )
+    held = "a" if status(world, "a") == "RUNNING" else "b"
+    other = "b" if held == "a" else "a"
+    await world.until(
+        f"{other} refused", lambda: quota_of(world, other).get("state") == "refused"
+    )
+    refused = quota_of(world, other)
     assert (refused["quota_id"], refused["limit"], refused["api"]) == (
         "PREEMPTIBLE_TPU_V6E",
         4,
@@ -87,8 +95,10 @@ async def test_compute_engines_quota_is_its_own_and_a_raised_limit_lifts_its_ref
     # the same family and region (0) is another API's and holds nothing back
     emu.compute.set_quota("v6e", "preemptible", REGION, 8)
     world.write(world.desired(compute_quota(8) + body, poll_interval="0.2s"))
-    await world.until("b RUNNING", lambda: status(world, "b") == "RUNNING", timeout=30)
-    assert len(inserts(world, "b")) == 2
+    await world.until(
+        f"{other} RUNNING", lambda: status(world, other) == "RUNNING", timeout=30
+    )
+    assert len(inserts(world, other)) == 2
     doc = json.loads(cli(world, "quota", "--json"))
     by_api = {q["api"]: q for q in doc["quotas"]}
     assert (by_api["compute"]["used"], by_api["compute"]["chips"]) == (8, 8)

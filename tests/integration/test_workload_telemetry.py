@@ -12,6 +12,7 @@ scripted busy, then with their metrics gone, then idle.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import os
 import subprocess
@@ -178,8 +179,17 @@ async def holder(tmp_path: Path) -> AsyncIterator[tuple[subprocess.Popen[bytes],
         start_new_session=True,
     )  # fmt: skip
     fds = Path(f"/proc/{proc.pid}/fd")
+
+    def targets() -> set[str]:
+        """What the process has open now (a descriptor may close between list and read)."""
+        out = set()
+        for fd in fds.iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                out.add(os.readlink(fd))
+        return out
+
     for _ in range(200):
-        if any(os.readlink(p) == str(dev / "accel0") for p in fds.iterdir()):
+        if str(dev / "accel0") in targets():
             break
         await asyncio.sleep(0.02)
     yield proc, dev
