@@ -85,7 +85,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--yes", action="store_true", help="do not ask before ending a running one")
 
     for verb in ("restart", "stop"):  # their arguments from the declarations
-        case = by_name(f"{verb}_workload")
+        case = by_name(f"workload_{verb}")
         p = _edit_parser(sub, verb, case.summary, f"{verb}_command")
         p.set_defaults(handler=f"{_HERE}:{verb}_command")
         flags_of(p, case)
