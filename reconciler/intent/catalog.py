@@ -14,12 +14,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from functools import cache
-from typing import Any
+from typing import Any, get_args
 
 from reconciler.intent import edits, edits_control, edits_race, edits_workload
 from reconciler.intent.edits import Edit
 from reconciler.intent.usecases import ALL, Arg, UseCase
 from reconciler.model.vocabulary import APIS, MODES, WANTS
+from reconciler.model.workload import Restart, WhenDone
 
 #: The modules that declare edits (each imported above, so every class is known).
 MODULES = (edits, edits_race, edits_workload, edits_control)
@@ -30,6 +31,8 @@ VOCABULARIES: Mapping[str, tuple[str, ...]] = {
     "modes": MODES,
     "apis": APIS,
     "wants": WANTS,
+    "restarts": get_args(Restart),
+    "when_done": get_args(WhenDone),
 }
 
 

@@ -16,7 +16,7 @@ controller's own parser. ``name`` is a slot with its own entry in ``slots:`` or 
   (SIGTERM, then SIGKILL after ``stop_grace``) and forgets it. A workload inherited from
   elsewhere cannot be removed here; the refusal says where it is defined.
 
-Restart and stop end a running program, and so does a ``set_workload`` that changes what runs
+Restart and stop end a running program, and so does a ``workload_set`` that changes what runs
 (command, workdir, env, secret_env: ``SetWorkload.changes_what_runs``). Whether it *is*
 running is the controller's snapshot, which edits do not read: the surfaces (MCP, CLI) check it
 with ``intent.workload_views.live`` and ask for confirmation before they apply these.
@@ -166,7 +166,7 @@ class RestartWorkload(Edit):
         if "workload" not in entry and (spec is None or spec.workload is None):
             raise EditRejected(
                 f"{what} has no workload: nothing to restart (give it one with "
-                "`tpu-reconciler workload set` or set_workload)"
+                "`tpu-reconciler workload set` or MCP workload_set)"
             )
         block = child_map(entry, "workload")
         generation = int(block.get("generation", 0)) + 1

@@ -4,8 +4,11 @@ canonical name and a one-line summary. The surfaces are *built from* these decla
     surfaces/mcp_server   a tool per use case with an MCP name (``mcp``), its annotations from
                           ``kind`` / ``again``; each deprecated alias (``aliases``) registered
                           beside it, its description saying whose alias it is
-    surfaces/cli          each edit with ``flags=True`` is a verb whose argparse flags are made
-                          from its edit class's fields (``args`` says how each is spelled)
+    surfaces/cli          each use case with ``flags=True`` is a verb whose argparse flags are
+                          made from its edit class's fields (``args`` says how each is
+                          spelled; an action that is no edit takes its ``args``): the
+                          top-level edits by ``_intent``, ``workload set|restart|stop`` and
+                          ``confirm`` by their modules, which add what only they do
     surfaces/cli/_skill   the assistant skill's tables: guidance, tools, JSON commands
     surfaces/tui          the key help names the action it runs (``KEYS`` in the TUI)
 
@@ -33,16 +36,23 @@ Kind = Literal["read", "edit", "destructive"]
 @dataclass(frozen=True, slots=True)
 class Arg:
     """How the CLI takes one field of an edit class: a required field is a positional argument
-    unless ``option`` (then a required ``--flag``); a field with a default is a ``--flag``."""
+    unless ``option`` (then a required ``--flag``); a field with a default is a ``--flag``
+    unless ``positional`` (then an optional positional argument, ``[FINGERPRINT]``). An action
+    that is no edit takes its ``args`` as its arguments, each an optional string."""
 
     field: str
     help: str | None = None
     metavar: str | None = None
     choices: tuple[str, ...] = ()
     #: the choices are a vocabulary of the model's, by name (``intent.catalog.VOCABULARIES``:
-    #: "modes", "apis", "wants"), so they are spelled in one place
+    #: "modes", "apis", "wants", "restarts", "when_done"), so they are spelled in one place
     vocabulary: str | None = None
     option: bool = False
+    positional: bool = False
+    #: a ``str | tuple[str, ...]`` field also taken as one or more words by ``--<words>`` (with
+    #: ``words_help``), the two flags mutually exclusive: ``--command STR`` or ``--argv A B``
+    words: str | None = None
+    words_help: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +78,9 @@ class UseCase:
     fixed: tuple[tuple[str, object], ...] = ()
     #: the only fields the surfaces take (None: all but ``fixed``)
     only: tuple[str, ...] | None = None
-    #: the CLI's flags are made from the edit class (False: a hand-made parser, listed below)
+    #: the CLI's flags are made from the declaration (``args``; an edit's from its class's
+    #: fields); a top-level edit verb so made is registered by ``cli/_intent`` (False: a
+    #: hand-made parser)
     flags: bool = False
     args: tuple[Arg, ...] = ()
     #: when an assistant should use it (the skill's tool table)
@@ -257,37 +269,69 @@ EDITS: Final = (
         guidance="Keep a tmux SSH window open to one slot.",
     ),
     UseCase(
-        "set_workload",
+        "workload_set",
         "set workload fields of a slot or race group",
         "edit",
         edit="set_workload",
         cli="workload set",
-        mcp="set_workload",
+        mcp="workload_set",
+        aliases=("set_workload",),
         confirm="do not ask before ending a running one",
+        flags=True,
+        args=(
+            Arg("name", metavar="NAME", help="a slot (with its own entry) or a race group"),
+            Arg(
+                "command",
+                help="a command run by bash -lc on each worker",
+                words="argv",
+                words_help="the program and its arguments",
+            ),
+            Arg("workdir", help="working directory (default: login dir)"),
+            Arg("env", metavar="NAME=VALUE", help="plain variable"),
+            Arg("secret_env", metavar="NAME=SECRET", help="variable from a secret"),
+            Arg("restart", vocabulary="restarts"),
+            Arg("stall_after", help="e.g. 30m"),
+            Arg("stop_grace", help="e.g. 60s"),
+            Arg("when_done", vocabulary="when_done"),
+            Arg("keep_attempts", help="attempt directories kept (1..10000)"),
+            Arg("idle_after", help="chips idle this long = a hang, e.g. 20m"),
+            Arg("idle_below", help="idle duty cycle, percent"),
+            Arg("take_tpu", help="stop others' processes holding the chips before a launch"),
+            Arg(
+                "across",
+                choices=("group", "slot"),
+                help="race group only: group = one program over every winner",
+            ),
+            Arg("min_count", help="race group with --across group: start on N"),
+        ),
         guidance="Declare or change a workload; changing what runs of a running one needs "
         "confirm=true after a yes.",
     ),
     UseCase(
-        "restart_workload",
+        "workload_restart",
         "restart the workload: a generation bump (new run id)",
         "destructive",
         edit="restart_workload",
         cli="workload restart",
-        mcp="restart_workload",
+        mcp="workload_restart",
+        aliases=("restart_workload",),
         again=True,
         confirm="do not ask before ending it",
+        flags=True,
         args=(_NAME,),
         guidance="Start a workload's run again (also after gave-up). Needs confirm=true "
         "while it runs.",
     ),
     UseCase(
-        "stop_workload",
+        "workload_stop",
         "stop the workload: remove its block; the controller stops the program",
         "destructive",
         edit="stop_workload",
         cli="workload stop",
-        mcp="stop_workload",
+        mcp="workload_stop",
+        aliases=("stop_workload",),
         confirm="do not ask before ending it",
+        flags=True,
         args=(_NAME,),
         guidance="Stop and forget a workload. Needs confirm=true while it runs.",
     ),
@@ -316,12 +360,15 @@ EDITS: Final = (
 #: Actions that are no edit of the file: the delete guard's confirmation, closing a window.
 ACTIONS: Final = (
     UseCase(
-        "confirm_deletes",
+        "confirm",
         "confirm the deletes the delete guard holds (exactly those status shows)",
         "destructive",
         cli="confirm",
-        mcp="confirm_deletes",
-        confirm="always",
+        mcp="confirm",
+        aliases=("confirm_deletes",),
+        confirm="without FINGERPRINT: confirm the deletes shown without asking (as release --yes)",
+        flags=True,
+        args=(Arg("fingerprint", metavar="FINGERPRINT", positional=True),),
         guidance="Let through the deletes the delete guard holds, exactly the set plan "
         "shows, after the user said yes to that set.",
     ),

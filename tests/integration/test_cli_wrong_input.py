@@ -17,7 +17,7 @@ from typing import NamedTuple
 import pytest
 
 from reconciler.emulator import Emulator
-from reconciler.exitcodes import EX_OK, EX_REFUSED
+from reconciler.exitcodes import EX_OK, EX_REFUSED, EX_USAGE
 from tests.fixtures.emulator import gcloud_env_for
 from tests.support.cli import Cli
 
@@ -62,6 +62,7 @@ MISSING_SLOT = [
 NO_WORKLOAD = [
     Case(("workload", "restart", "alpha"), EX_REFUSED, "has no workload: nothing to restart"),
     Case(("workload", "stop", "alpha"), EX_OK, "has no workload: nothing to stop"),
+    Case(("workload", "set", "alpha", "--env", "A"), EX_USAGE, "--env takes NAME=VALUE, got 'A'"),
 ]
 NO_CONTROLLER = [
     Case(("status",), EX_OK, "snapshot: none, nothing observed"),

@@ -1,6 +1,7 @@
 """One name per action, through the MCP SDK's own client: the canonical tools (``hold``,
-``release``, ``race``, ``last_plan``, ``pause``) do the work, and each deprecated name still
-works for this release as the same tool, its description saying whose alias it is."""
+``release``, ``race``, ``last_plan``, ``pause``, ``workload_set``) do the work, and each
+deprecated name still works for this release as the same tool, its description saying whose
+alias it is."""
 
 from __future__ import annotations
 
@@ -41,3 +42,10 @@ async def test_canonical_names_act_and_the_old_names_are_their_aliases(tmp: Path
         assert last.keys() == plan.keys() and last["plan"] == plan["plan"] is None
         doc = await call(s, "pause", name="big", operation_id="p1")
         assert parse_desired(file.read_text()).slot("big").hold.paused  # type: ignore[union-attr]
+        # a verb of a group: the CLI's words joined (workload set: workload_set)
+        doc = await call(s, "workload_set", name="small", operation_id="w1", command="python3 t.py")
+        assert doc["kind"] == "set_workload" and doc["status"] == "changed"
+        old = await call(s, "set_workload", name="small", operation_id="w2", command="python3 t.py")
+        assert old["status"] == "unchanged"
+        doc = await call(s, "workload_restart", name="small", operation_id="w3")  # not live
+        assert parse_desired(file.read_text()).slot("small").workload.generation == 1  # type: ignore[union-attr]

@@ -29,17 +29,19 @@ READ_ONLY = {"list_slots", "slot_info", "ssh_command", "tmux_status", "plan", "e
              "recommend", "quota"}  # fmt: skip
 EDITS = {"queue_slot", "queue_slots", "setup_vm", "tailscale_setup", "tmux_sync", "tmux_open",
          "add_slot", "set_poll", "set_workload", "suspend", "resume", "hold",
-         "pause"}  # fmt: skip
+         "pause", "workload_set"}  # fmt: skip
 DESTRUCTIVE = {"cancel_slot", "set_race_group", "remove_slot", "tmux_close",
                "restart_workload", "stop_workload", "confirm_deletes", "release",
-               "race"}  # fmt: skip
+               "race", "workload_restart", "workload_stop", "confirm"}  # fmt: skip
 # The deprecated MCP names, kept for one release, and the canonical tool each calls.
 ALIASES = {"queue_slot": "hold", "cancel_slot": "release", "set_race_group": "race",
            "plan": "last_plan", "list_slots": "status", "slot_info": "info", "ssh_command": "ssh",
            "workload_logs": "logs", "capacity_history": "history",
-           "recommend_zones": "recommend", "quotas": "quota"}  # fmt: skip
+           "recommend_zones": "recommend", "quotas": "quota", "set_workload": "workload_set",
+           "restart_workload": "workload_restart", "stop_workload": "workload_stop",
+           "confirm_deletes": "confirm"}  # fmt: skip
 # Repeated without the same operation_id, these do it again (a new slot, another run).
-AGAIN = {"add_slot", "setup_vm", "tailscale_setup", "restart_workload"}
+AGAIN = {"add_slot", "setup_vm", "tailscale_setup", "restart_workload", "workload_restart"}
 
 
 @asynccontextmanager
@@ -90,7 +92,7 @@ async def test_tools_and_their_annotations(tmp: Path) -> None:
         assert a.read_only_hint is (name in READ_ONLY), name
         assert a.destructive_hint is (name in DESTRUCTIVE), name
         assert a.idempotent_hint is (name not in AGAIN), name
-        if name in EDITS | DESTRUCTIVE - {"tmux_close", "confirm_deletes"}:
+        if name in EDITS | DESTRUCTIVE - {"tmux_close", "confirm_deletes", "confirm"}:
             assert "operation_id" in tool.input_schema["properties"], name
             assert "operation_id" not in tool.input_schema.get("required", []), name
     assert (tmp / "desired.yaml").read_text() == SAMPLE
@@ -258,6 +260,9 @@ async def test_suspend_resume_and_confirm_deletes(tmp: Path) -> None:
         assert not parse_desired(file.read_text()).settings.suspend
         assert "confirm=true" in await refused(s, "confirm_deletes")
         assert (await call(s, "confirm_deletes", confirm=True))["status"] == "nothing"
+        # the canonical name (the CLI's word); confirm_deletes is its deprecated alias
+        assert "confirm=true" in await refused(s, "confirm")
+        assert (await call(s, "confirm", confirm=True))["status"] == "nothing"
         write_json(tmp / "state" / "status.json", {
             "schema_version": "tpu-reconciler.status.v1", "plan": {"guard": guard}
         })  # fmt: skip

@@ -40,11 +40,6 @@ def _command(path: str) -> argparse.ArgumentParser | None:
     return parser
 
 
-#: Where the CLI's words come in another order than the canonical name: a verb in a group
-#: (``workload set``: ``set_workload``), ``confirm`` (``confirm_deletes``, saying what it confirms).
-ORDERED_OTHERWISE = {"set_workload", "restart_workload", "stop_workload", "confirm_deletes"}
-
-
 def test_each_action_has_one_name_and_each_name_one_action() -> None:
     names = Counter(c.name for c in usecases.ALL)
     assert [n for n, k in names.items() if k > 1] == []
@@ -55,7 +50,7 @@ def test_each_action_has_one_name_and_each_name_one_action() -> None:
     for case in usecases.ALL:
         assert case.summary and "\n" not in case.summary, case.name
         # one name: the CLI's word, wherever the action has a CLI command; the MCP tool's too
-        if case.cli is not None and case.name not in ORDERED_OTHERWISE:
+        if case.cli is not None:
             assert case.name == case.cli.replace("-", "_").replace(" ", "_"), case.name
         if case.mcp is not None:
             assert case.mcp == case.name, case.name
@@ -72,6 +67,10 @@ def test_each_action_has_one_name_and_each_name_one_action() -> None:
         "capacity_history": "history",
         "recommend_zones": "recommend",
         "quotas": "quota",
+        "set_workload": "workload_set",
+        "restart_workload": "workload_restart",
+        "stop_workload": "workload_stop",
+        "confirm_deletes": "confirm",
     }
     # `plan` means one thing: the CLI's observe-now; the controller's last plan is last_plan
     assert usecases.by_name("plan").cli == "plan" and usecases.by_name("plan").mcp is None
@@ -138,6 +137,17 @@ def test_the_cli_edit_verbs_are_made_from_the_declarations() -> None:
         expected |= {"yes"} if case.confirm else set()
         expected |= {"close_tmux"} if case.name == "release" else set()
         assert dests == expected, case.cli
+    for case in usecases.ALL:  # the verbs in a group and the actions: their modules' handlers
+        if case.flags and case not in verbs:
+            assert case.cli is not None, case.name
+            parser = _command(case.cli)
+            assert parser is not None, case.cli
+            dests = {a.dest for a in parser._actions} - {"help", "operation_id", "json"}
+            if case.edit is not None:
+                expected = {f.name for f in catalog.fields_of(case)}
+            else:  # an action that is no edit: its declared arguments
+                expected = {a.field for a in case.args}
+            assert dests == expected | ({"yes"} if case.confirm else set()), case.cli
     for case in usecases.ALL:  # every declared command exists, with --json when it says so
         if case.cli is not None:
             parser = _command(case.cli)
@@ -184,3 +194,42 @@ def test_choices_come_from_the_models_vocabularies() -> None:
     choices = {a.dest: tuple(a.choices or ()) for a in add._actions}
     assert choices["mode"] == tuple(MODE_PREFIX) and choices["api"] == APIS
     assert choices["want"] == ("held", "released")
+
+
+def _parsed(*argv: str) -> argparse.Namespace:
+    return cli.build_parser().parse_args(list(argv))
+
+
+def test_workload_set_takes_its_flags_from_the_declaration() -> None:
+    from reconciler.intent.edits_workload import SetWorkload
+    from reconciler.surfaces.cli._intent import declared_edit
+
+    args = _parsed(
+        "workload", "set", "train", "--argv", "python3", "t.py", "--env", "A=1", "--env", "B=",
+        "--secret-env", "K=hf-token", "--idle-below", "5.5", "--no-take-tpu", "--restart",
+        "always", "--max-failures", "3", "--stall-after", "30m",
+    )  # fmt: skip
+    assert declared_edit(args) == SetWorkload(
+        "train", command=("python3", "t.py"), env={"A": "1", "B": ""},
+        secret_env={"K": "hf-token"}, restart="always", max_failures=3, stall_after="30m",
+        idle_below=5.5, take_tpu=False,
+    )  # fmt: skip
+    assert declared_edit(_parsed("workload", "set", "train", "--command", "make")).command == "make"
+    # --command and --argv are one field, given one way; a choice is the model's vocabulary
+    for wrong in (("--command", "make", "--argv", "make"), ("--restart", "sometimes")):
+        with pytest.raises(SystemExit):
+            _parsed("workload", "set", "train", *wrong)
+    with pytest.raises(ValueError, match="--secret-env takes NAME=VALUE, got 'K'"):
+        declared_edit(_parsed("workload", "set", "train", "--secret-env", "K"))
+    untouched = declared_edit(_parsed("workload", "set", "train", "--workdir", "/w"))
+    assert untouched == SetWorkload("train", workdir="/w")  # None: every other field as it is
+
+
+def test_confirm_takes_an_optional_fingerprint_from_the_declaration() -> None:
+    assert vars(_parsed("confirm")) | {"fingerprint": None, "yes": False} == vars(
+        _parsed("confirm")
+    )
+    args = _parsed("confirm", "0123456789abcdef", "--yes")
+    assert (args.fingerprint, args.yes) == ("0123456789abcdef", True)
+    with pytest.raises(SystemExit):
+        _parsed("confirm", "a", "b")

@@ -2,6 +2,9 @@
 shown. (``suspend`` and ``resume``, edits of ``settings.suspend``, are verbs made from their
 declarations in ``intent.usecases``, by ``_intent``.)
 
+Its arguments (FINGERPRINT, ``--yes``) are made from its declaration (``intent.usecases``:
+``confirm``) by ``_intent.flags_of``, as the edit verbs' are.
+
 Thin: ``confirm`` writes the controller's confirmation input (``reconciler.intent.confirm``);
 it does not act on the cloud: the controller does, at its next pass. Without FINGERPRINT it asks
 at the terminal (and refuses without one, as ``release`` does, unless ``--yes``). Exit codes:
@@ -21,18 +24,17 @@ _HERE: Final = "reconciler.surfaces.cli._control"
 
 
 def register(subparsers: Any) -> None:
+    from reconciler.intent.usecases import by_name
+    from reconciler.surfaces.cli._intent import flags_of
+
+    case = by_name("confirm")
     p = subparsers.add_parser(
         "confirm",
-        help="confirm the deletes the delete guard holds (exactly those status shows)",
+        help=case.summary,
         description="Confirm the deletes held by settings.delete_guard: exactly the set "
         "`status` and `plan` show. With FINGERPRINT, refuse if the set has changed since.",
     )
-    p.add_argument("fingerprint", metavar="FINGERPRINT", nargs="?", default=None)
-    p.add_argument(
-        "--yes",
-        action="store_true",
-        help="without FINGERPRINT: confirm the deletes shown without asking (as release --yes)",
-    )
+    flags_of(p, case)  # FINGERPRINT and --yes, from the declaration
     p.add_argument("--json", action="store_true", help="print the result document (JSON)")
     p.set_defaults(handler=f"{_HERE}:confirm_command")
 

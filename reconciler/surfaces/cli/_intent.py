@@ -15,10 +15,11 @@ another lab member's slot (``intent/owners``).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from reconciler.exitcodes import EX_CONFIRM, EX_OK, EX_REFUSED
+from reconciler.exitcodes import EX_CONFIRM, EX_OK, EX_REFUSED, EX_USAGE
 from reconciler.intent import usecases
 from reconciler.surfaces.cli._say import confirm
 from reconciler.surfaces.cli._say import err as _err
@@ -26,7 +27,7 @@ from reconciler.surfaces.cli._say import err as _err
 if TYPE_CHECKING:
     from reconciler.intent.edits import Edit
     from reconciler.intent.engine import IntentEditor
-    from reconciler.intent.usecases import UseCase
+    from reconciler.intent.usecases import Arg, UseCase
 
 _HERE: Final = "reconciler.surfaces.cli._intent"
 
@@ -61,40 +62,123 @@ def register(subparsers: Any) -> None:
 def flags_of(p: argparse.ArgumentParser, case: UseCase) -> None:
     """The verb's arguments, made from its edit class's fields (``intent.catalog.fields_of``)
     as the declaration's ``args`` spell them: a required field is positional (``option``: a
-    required flag), a tuple one or more words, a bool a switch (``--x/--no-x`` when it may be
-    left as it is), an int typed; ``--yes`` where the declaration needs a confirmation."""
+    required flag), a tuple one or more words, a mapping ``NAME=VALUE`` words given once each,
+    a bool a switch (``--x/--no-x`` when it may be left as it is), an int or a float typed;
+    ``--yes`` where the declaration needs a confirmation. An action that is no edit takes its
+    declared ``args``, each an optional string."""
+    for name, hint, default in _params(case):
+        arg = case.arg(name)
+        required = default is _MISSING
+        kind = _kind(hint)
+        kw: dict[str, Any] = {"help": arg.help}
+        if choices := _choices(arg):
+            kw["choices"] = choices
+        if arg.metavar:
+            kw["metavar"] = arg.metavar
+        if kind is tuple:
+            kw["nargs"] = "+"
+        elif kind is Mapping:
+            kw["action"] = "append"
+        elif hint is bool:
+            kw = {"help": arg.help, "action": "store_true"}
+        elif kind is bool:
+            kw |= {"action": argparse.BooleanOptionalAction, "default": default}
+        elif kind in (int, float):
+            kw["type"] = kind
+        if required and not arg.option:
+            p.add_argument(name, **kw)
+            continue
+        if arg.positional:
+            p.add_argument(name, nargs="?", default=default, **kw)
+            continue
+        if required:
+            kw["required"] = True
+        elif "action" not in kw or kw["action"] is argparse.BooleanOptionalAction:
+            kw["default"] = default
+        flag = "--" + name.replace("_", "-")
+        if arg.words is None:
+            p.add_argument(flag, dest=name, **kw)
+            continue
+        either = p.add_mutually_exclusive_group()  # --command STR | --argv WORD...
+        either.add_argument(flag, dest=name, **kw)
+        words = arg.words.upper()
+        either.add_argument(
+            f"--{arg.words}", dest=name, nargs="+", default=None, metavar=words, help=arg.words_help
+        )
+    if case.confirm:
+        p.add_argument("--yes", action="store_true", help=case.confirm)
+
+
+_MISSING: Final = object()
+
+
+def _params(case: UseCase) -> list[tuple[str, Any, Any]]:
+    """(name, type hint, default or ``_MISSING``) of each argument ``flags_of`` makes."""
+    if case.edit is None:
+        return [(arg.field, str | None, None) for arg in case.args]
     import dataclasses
     import typing
 
     from reconciler.intent import catalog
 
     hints = typing.get_type_hints(catalog.edit_of(case))
+    params: list[tuple[str, Any, Any]] = []
     for f in catalog.fields_of(case):
-        arg, hint = case.arg(f.name), hints[f.name]
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        kw: dict[str, Any] = {"help": arg.help}
-        if choices := catalog.choices_of(arg):
-            kw["choices"] = choices
-        if arg.metavar:
-            kw["metavar"] = arg.metavar
-        if typing.get_origin(hint) is tuple:
-            kw["nargs"] = "+"
-        elif hint is bool:
-            kw = {"help": arg.help, "action": "store_true"}
-        elif bool in typing.get_args(hint):
-            kw |= {"action": argparse.BooleanOptionalAction, "default": f.default}
-        elif hint is int or int in typing.get_args(hint):
-            kw["type"] = int
-        if required and not arg.option:
-            p.add_argument(f.name, **kw)
-            continue
-        if required:
-            kw["required"] = True
-        elif "action" not in kw or kw["action"] is argparse.BooleanOptionalAction:
-            kw["default"] = f.default
-        p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, **kw)
-    if case.confirm:
-        p.add_argument("--yes", action="store_true", help=case.confirm)
+        given = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        params.append((f.name, hints[f.name], f.default if given else _MISSING))
+    return params
+
+
+def _kind(hint: Any) -> Any:
+    """What an argument of type ``hint`` is taken as: ``tuple`` (words), ``Mapping``
+    (NAME=VALUE words), ``bool``, ``int``, ``float`` or None (a string)."""
+    import types
+    import typing
+
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    members = [a for a in typing.get_args(hint) if a is not type(None)] if union else [hint]
+    origins = {typing.get_origin(m) for m in members}
+    if tuple in origins and not union:
+        return tuple
+    if Mapping in origins:
+        return Mapping
+    for kind in (bool, int):
+        if kind in members:
+            return kind
+    return float if members == [float] else None
+
+
+def _choices(arg: Arg) -> tuple[str, ...]:
+    """``arg``'s choices; a vocabulary's are read through ``intent.catalog`` (only then loaded)."""
+    if arg.vocabulary is None:
+        return arg.choices
+    from reconciler.intent import catalog
+
+    return catalog.choices_of(arg)
+
+
+def declared_edit(args: argparse.Namespace) -> Edit:
+    """The edit of the declared verb ``args`` ran (``usecase``), from the flags ``flags_of``
+    made: each mapping field's ``NAME=VALUE`` words made a mapping (ValueError names the flag
+    of a malformed one)."""
+    from reconciler.intent import catalog
+
+    case = usecases.by_name(args.usecase)
+    values = vars(args).copy()
+    for name, hint, _ in _params(case):
+        if _kind(hint) is Mapping and values.get(name) is not None:
+            values[name] = _pairs(values[name], "--" + name.replace("_", "-"))
+    return catalog.make(case, values)
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{flag} takes NAME=VALUE, got {item!r}")
+        out[key] = value
+    return out
 
 
 def max_run_flag(p: argparse.ArgumentParser) -> None:
@@ -208,10 +292,12 @@ def _close_tmux(args: argparse.Namespace, store: Any, name: str) -> int:
 
 def edit_command(args: argparse.Namespace) -> int:
     """Every verb made from a declaration: its edit, from the flags ``flags_of`` made."""
-    from reconciler.intent import catalog
-
-    case = usecases.by_name(args.usecase)
-    return _run(args, catalog.make(case, vars(args)))
+    try:
+        edit = declared_edit(args)
+    except ValueError as e:  # a malformed NAME=VALUE
+        _err(str(e))
+        return EX_USAGE
+    return _run(args, edit)
 
 
 def mcp_command(args: argparse.Namespace) -> int:

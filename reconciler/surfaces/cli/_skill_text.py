@@ -96,9 +96,9 @@ nothing. The same id for a different edit is refused. Without one, each call is 
 ## Confirm rules
 
 These need `confirm=true` (commands: `--yes`), given only after the user agreed: `release`,
-`tmux_close` and `confirm_deletes` always; `race` when it drops a candidate or lowers
-`count`; `remove_slot` when `settings.prune` is on; `restart_workload`, `stop_workload` and a
-`set_workload` that changes what runs, while the workload runs. Refused without it, the tool
+`tmux_close` and `confirm` always; `race` when it drops a candidate or lowers
+`count`; `remove_slot` when `settings.prune` is on; `workload_restart`, `workload_stop` and a
+`workload_set` that changes what runs, while the workload runs. Refused without it, the tool
 says what it would do: show that to the user.
 
 ## Reading results

@@ -13,8 +13,8 @@ One module per group of tools, as the CLI has ``cli/_<group>.py``, each with
     _slots      hold, queue_slots, release, add_slot, race, remove_slot, set_poll
     _setup      setup_vm, tailscale_setup
     _tmux       tmux_status, tmux_sync, tmux_open, tmux_close
-    _workload   workload_status, logs, set_workload, restart_workload, stop_workload
-    _control    suspend, resume, confirm_deletes
+    _workload   workload_status, logs, workload_set, workload_restart, workload_stop
+    _control    suspend, resume, confirm
     _quota      quota
     _timeline   timeline
     _common     what they share; ``case_tool`` makes an edit tool from its use case
@@ -70,8 +70,8 @@ INSTRUCTIONS: Final = (
     "Edits change desired.yaml only (the controller acts). Give each a fresh operation_id "
     "to make a retry safe (the same id again returns the first result; omitted, each call "
     "is a new edit). release, remove_slot, race "
-    "(when it drops candidates or lowers a count), tmux_close, confirm_deletes, and "
-    "restart_workload / stop_workload of a running workload need confirm=true: ask the user "
+    "(when it drops candidates or lowers a count), tmux_close, confirm, and "
+    "workload_restart / workload_stop of a running workload need confirm=true: ask the user "
     "first. suspend / resume stop and restart the controller's actions."
 )
 #: The tool groups, in the order their tools are listed.

@@ -1,5 +1,6 @@
 """MCP tools of control over the controller: ``suspend`` / ``resume`` (edits of
-``settings.suspend``) and ``confirm_deletes`` (the delete guard's confirmation, not an edit)."""
+``settings.suspend``) and ``confirm`` (the delete guard's confirmation, not an edit; its old
+name ``confirm_deletes`` a deprecated alias)."""
 
 from __future__ import annotations
 
@@ -28,14 +29,14 @@ def register(server: MCPServer, store: IntentEditor) -> None:
         Check `last_plan` first: what it shows is what happens."""
         return call.apply()
 
-    @own_tool(server, by_name("confirm_deletes"))
-    def confirm_deletes(confirm: bool = False, fingerprint: str | None = None) -> dict[str, Any]:
+    @own_tool(server, by_name("confirm"))
+    def confirm_tool(confirm: bool = False, fingerprint: str | None = None) -> dict[str, Any]:
         """Let through the deletes the delete guard holds (more ACTIVE TPUs than
         settings.delete_guard at once): exactly the set `plan` shows under guard. Needs
         confirm=true (ask the user). Pass the fingerprint shown to refuse if it changed."""
         if not confirm:
             raise ToolError(
-                "confirm_deletes lets the controller delete running TPUs: show the user the "
+                "confirm lets the controller delete running TPUs: show the user the "
                 "guarded deletes (plan), then call again with confirm=true"
             )
         from reconciler.intent.confirm import confirm_deletes as confirm_now

@@ -1,6 +1,7 @@
 """MCP tools of workloads: ``workload_status`` / ``logs`` (read) and
-``set_workload`` / ``restart_workload`` / ``stop_workload`` (edits, their parameters from
-``SetWorkload``, ``RestartWorkload`` and ``StopWorkload``). An edit that ends a program the
+``workload_set`` / ``workload_restart`` / ``workload_stop`` (edits, their parameters from
+``SetWorkload``, ``RestartWorkload`` and ``StopWorkload``; the CLI's ``workload set|restart|stop``,
+their old names ``set_workload`` ... deprecated aliases). An edit that ends a program the
 controller's snapshot shows running needs ``confirm=true``."""
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def register(server: MCPServer, store: IntentEditor) -> None:
             raise ToolError("worker counts from 0")
         return await _workload_logs(store, name, worker, lines)
 
-    @case_tool(server, store, by_name("set_workload"))
-    def set_workload(call: EditCall[SetWorkload]) -> dict[str, Any]:
+    @case_tool(server, store, by_name("workload_set"))
+    def workload_set(call: EditCall[SetWorkload]) -> dict[str, Any]:
         """Set fields of the workload: block of a slot or race group (others stay as they
         are; env and secret_env replace the whole mapping). command: a string run by bash -lc
         on every worker, or an argv list. secret_env maps ENV_NAME to a secret-store name (set
@@ -63,20 +64,20 @@ def register(server: MCPServer, store: IntentEditor) -> None:
             ends_live(call.edit.name, call.confirmed, "changing what runs")
         return call.apply()
 
-    @case_tool(server, store, by_name("restart_workload"))
-    def restart_workload(call: EditCall[RestartWorkload]) -> dict[str, Any]:
+    @case_tool(server, store, by_name("workload_restart"))
+    def workload_restart(call: EditCall[RestartWorkload]) -> dict[str, Any]:
         """Restart a slot's (or race group's) workload deliberately: a generation bump, so the
         running attempt is stopped (SIGTERM, then SIGKILL) and a new run starts (new run id,
         attempt 1, failures 0) — also after it gave up. Needs confirm=true while it runs."""
-        ends_live(call.edit.name, call.confirmed, "restart_workload")
+        ends_live(call.edit.name, call.confirmed, "workload_restart")
         return call.apply()
 
-    @case_tool(server, store, by_name("stop_workload"))
-    def stop_workload(call: EditCall[StopWorkload]) -> dict[str, Any]:
+    @case_tool(server, store, by_name("workload_stop"))
+    def workload_stop(call: EditCall[StopWorkload]) -> dict[str, Any]:
         """Stop a slot's (or race group's) workload: its workload: block is removed, the
-        controller stops the program and forgets it (set_workload brings it back). Needs
+        controller stops the program and forgets it (workload_set brings it back). Needs
         confirm=true while it runs."""
-        ends_live(call.edit.name, call.confirmed, "stop_workload")
+        ends_live(call.edit.name, call.confirmed, "workload_stop")
         return call.apply()
 
 

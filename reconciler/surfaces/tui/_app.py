@@ -80,7 +80,7 @@ KEY_ACTIONS: Final = {
     "o": "tmux_open",
     "S": "setup",
     "T": "setup",
-    "w": "restart_workload",
+    "w": "workload_restart",
     "i": "info",
     "l": "logs",
     "p": "last_plan",
