@@ -156,10 +156,32 @@ def _name_cut_short(text: str) -> Token | None:
     return None
 
 
+#: Deeper flow nesting than this is never composed by libyaml: its C composer recurses on the
+#: C stack, and 100,000 ``[`` end the process with a segmentation fault; the pure-Python one
+#: raises RecursionError, which is refused at a position like any other error.
+_FAST_DEPTH: Final = 2_000
+
+
+def _too_deep_for_c(text: str) -> bool:
+    """Whether ``text`` may nest flow collections deeper than ``_FAST_DEPTH`` (brackets in
+    quotes and comments counted too: a false alarm only costs the slower parser)."""
+    if text.count("[") + text.count("{") <= _FAST_DEPTH:
+        return False
+    depth = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            if depth > _FAST_DEPTH:
+                return True
+        elif char in "]}" and depth:
+            depth -= 1
+    return False
+
+
 def _compose(text: str) -> Node | None:
     """The document's node tree (None: no document). Raises PyYAML's errors as the
     pure-Python parser words them (ruamel's words), or RecursionError."""
-    if _FAST is not None and "\t" not in text:
+    if _FAST is not None and "\t" not in text and not _too_deep_for_c(text):
         try:
             return _compose_with(_FAST, text)
         except Exception:  # read again below, for ruamel's words and marks

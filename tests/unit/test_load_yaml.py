@@ -389,3 +389,17 @@ def test_a_members_file_with_the_compute_engine_keys_reads_as_the_round_trip_rea
     assert b1.image == "projects/my-project/global/images/family/my-image"
     assert b4 is not None and (b4.api, b4.want) == ("tpu", "held")  # merged from b3
     assert part.places["b1"] == (3, 11) and part.places["b4"] == (12, 11)
+
+
+def test_flow_nesting_too_deep_for_libyaml_is_refused_by_the_python_parser() -> None:
+    """libyaml's C composer recurses on the C stack (100,000 ``[`` crash the process): past
+    2,000 levels the pure-Python parser reads it, and its RecursionError is a refusal."""
+    from reconciler.model import load_yaml
+
+    assert not load_yaml._too_deep_for_c("a: [[1]]\n" + "b: '[' \n" * 10)
+    assert not load_yaml._too_deep_for_c("a: " + "[]" * 5_000 + "\n")  # many, none deep
+    deep = "project: " + "[" * 3_000 + "]" * 3_000 + "\n"
+    assert load_yaml._too_deep_for_c(deep)
+    with pytest.raises(InvalidDesiredState) as info:
+        parse_tree(deep, "d.yaml")
+    assert str(info.value).startswith("d.yaml:1:")
