@@ -129,9 +129,10 @@ def gate(
     lab: share.Lab | None = None,
 ) -> tuple[list[Action], list[Withheld]]:
     """(the actions that go, in the plan's order; the creates that wait for quota or a
-    member's cap). Every create comes back with ``chips_counted``: the chips counted in its zone
-    and region before it. With a ``lab`` (``core.quota_share``) creates are decided in its
-    fair order and waiting ones say who is ahead."""
+    member's cap). Every create that goes comes back with ``chips_counted``: the chips counted
+    in its zone and region with every other create of this pass, which go out together and
+    may reach the cloud before it. With a ``lab`` (``core.quota_share``) creates are decided in
+    its fair order and waiting ones say who is ahead."""
     listed = list(actions)
     creates = [(i, a, f) for i, a in enumerate(listed) if (f := _create_family(a)) is not None]
     if not creates:
@@ -140,6 +141,7 @@ def gate(
     decided: dict[int, Action] = {}
     waits: list[Withheld] = []
     went: dict[Key, list[str]] = {}
+    counted: dict[int, tuple[Key, Key, int]] = {}
 
     for i, a, family in creates if lab is None else _fair(creates, lab):
         assert a.create is not None
@@ -177,8 +179,15 @@ def gate(
             for k in (zone_key, region_key):
                 went.setdefault(k, []).append(a.slot)
             decided[i] = a
+            counted[i] = (zone_key, region_key, n)
             if lab is not None:
                 lab.held[(lab.owner(a.slot), family)] += n  # fair share: counted at once
+    for i, (zone_key, region_key, n) in counted.items():
+        # the pass's creates run concurrently: the cloud may count any other one first
+        a = decided[i]
+        decided[i] = replace(
+            a, chips_counted=((a.zone, use[zone_key] - n), (region_key[4], use[region_key] - n))
+        )
     create_at = {i for i, _, _ in creates}
     go = [
         decided[i] if i in create_at else a

@@ -312,6 +312,25 @@ def test_a_refused_create_waits_until_the_use_under_its_quota_drops() -> None:
     assert [a.slot for a in plan(d, freed, memory, now=101.0).actions] == ["b", "c"]
 
 
+def test_creates_sent_together_each_count_the_others_and_any_refused_one_goes_again() -> None:
+    """Three creates of one pass go out at once; the cloud may refuse any of them (the one
+    that reaches it third), so each counts the other two: the first in the file's order,
+    refused, goes again once one of the two is gone (it waited forever when it counted 0)."""
+    d = parse_desired(text(s("a"), s("b"), s("c")))
+    p = plan(d, world())
+    assert [a.chips_counted for a in p.actions] == [((EW4A, 16), ("europe-west4", 16))] * 3
+    first = p.actions[0]
+    error = classify(Operation.CREATE, status="RESOURCE_EXHAUSTED", code=429, message=REFUSED)
+    assert isinstance(error, QuotaExceeded)
+    memory = outcome(first, error, Memory(), 100.0, None, 0.5).memory
+    both = world(occupied("b"), occupied("c"))
+    assert plan(d, both, memory, now=10_000.0).actions == (), "still 16 counted: it waits"
+    assert [a.slot for a in plan(d, world(occupied("c")), memory, now=101.0).actions] == [
+        "a",
+        "b",
+    ]
+
+
 def test_a_refusal_is_lifted_by_an_intent_change() -> None:
     d = parse_desired(text(s("a"), s("b"), s("c")))
     full = world(occupied("a"), occupied("b"))
