@@ -373,6 +373,8 @@ def test_init_asks_on_a_terminal(tmp_path: Path) -> None:
     text = (tmp_path / "mine.yaml").read_text()
     assert "od-v48-usc2b-1" in text and "od-v48-ew4a-1" in text and "race_groups" not in text
     GoldenCli(tmp_path).run("-f", "mine.yaml", "validate")
+    named = GoldenCli(tmp_path).run("validate", "mine.yaml")  # the file as validate's argument
+    assert named.stdout == "mine.yaml: valid (2 slots, 0 race groups)\n"
 
 
 def test_init_refuses_without_answers_or_over_a_file(tmp_path: Path) -> None:

@@ -33,8 +33,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "validate",
         help="check desired.yaml; print FILE:LINE:COL errors",
-        description="Check desired.yaml and print every problem as FILE:LINE:COL: message. "
-        "--resolved prints the intent as the controller sees it instead.",
+        description="Check desired.yaml (or FILE) and print every problem as "
+        "FILE:LINE:COL: message. --resolved prints the intent as the controller sees it "
+        "instead.",
+    )
+    p.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        metavar="FILE",
+        help="the file to check (default: the global -f FILE, else desired.yaml)",
     )
     p.add_argument(
         "--resolved",
@@ -177,6 +185,8 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    if getattr(args, "path", None):
+        args.file = args.path  # ``validate other.yaml`` checks that file, as -f would
     desired = _load_or_report(args.file)
     if desired is None:
         return EX_REFUSED
