@@ -82,9 +82,7 @@ async def test_compute_engines_quota_is_its_own_and_a_raised_limit_lifts_its_ref
     )
     held = "a" if status(world, "a") == "RUNNING" else "b"
     other = "b" if held == "a" else "a"
-    await world.until(
-        f"{other} refused", lambda: quota_of(world, other).get("state") == "refused"
-    )
+    await world.until(f"{other} refused", lambda: quota_of(world, other).get("state") == "refused")
     refused = quota_of(world, other)
     assert (refused["quota_id"], refused["limit"], refused["api"]) == (
         "PREEMPTIBLE_TPU_V6E",
@@ -95,9 +93,7 @@ async def test_compute_engines_quota_is_its_own_and_a_raised_limit_lifts_its_ref
     # the same family and region (0) is another API's and holds nothing back
     emu.compute.set_quota("v6e", "preemptible", REGION, 8)
     world.write(world.desired(compute_quota(8) + body, poll_interval="0.2s"))
-    await world.until(
-        f"{other} RUNNING", lambda: status(world, other) == "RUNNING", timeout=30
-    )
+    await world.until(f"{other} RUNNING", lambda: status(world, other) == "RUNNING", timeout=30)
     assert len(inserts(world, other)) == 2
     doc = json.loads(cli(world, "quota", "--json"))
     by_api = {q["api"]: q for q in doc["quotas"]}

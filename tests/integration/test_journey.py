@@ -111,8 +111,7 @@ MISTAKES_SAID: Final = (
 )
 #: Google's own name for a v5e size: accepted, with the name sent.
 ALIAS: Final = (
-    "project: my-project\nslots:\n"
-    "  - {name: a, zone: us-west4-a, accelerator: v5e-8, want: held}\n"
+    "project: my-project\nslots:\n  - {name: a, zone: us-west4-a, accelerator: v5e-8, want: held}\n"
 )
 ALIAS_SAID: Final = "note: v5e-8 is v5litepod-8"
 

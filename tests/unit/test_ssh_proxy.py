@@ -234,15 +234,16 @@ async def test_a_compute_instance_is_its_own_vm_and_a_direct_slot_has_no_hop() -
     # slot's slices follow each other
     four = _node("beta", 4)
     hops = [w.hop for w in await routes.workers(four, "beta", workers_of(four.ips()))]
-    assert [h.argv[3] for h in hops if isinstance(h, CommandHop)] == [
-        f"beta-{i}" for i in range(4)
-    ]
+    assert [h.argv[3] for h in hops if isinstance(h, CommandHop)] == [f"beta-{i}" for i in range(4)]
     parts = (_node("beta-0", 2), _node("beta-1", 2))
     multi = Node("beta", ZONE, NodeState.READY, uid="9", slices=parts,
                  endpoints=tuple(e for n in parts for e in n.endpoints))  # fmt: skip
     hops = [w.hop for w in await routes.workers(multi, "beta", workers_of(multi.ips()))]
     assert [h.argv[3] for h in hops if isinstance(h, CommandHop)] == [
-        "beta-0-0", "beta-0-1", "beta-1-0", "beta-1-1"
+        "beta-0-0",
+        "beta-0-1",
+        "beta-1-0",
+        "beta-1-1",
     ]
     direct = SshRoutes(parse_desired(_file()))
     assert all(w.hop is None for w in await direct.workers(one, "beta", workers_of(one.ips())))
