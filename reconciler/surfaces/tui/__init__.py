@@ -8,9 +8,9 @@ reads the snapshot the controller writes and re-renders when it changes.
 Private modules: ``_app`` (the application), ``_widgets`` (table and dialogs), ``_keys``
 (which edit each key asks for, pure), ``_frame`` (what a screen shows, as values),
 ``_clipboard`` (OSC 52 fallbacks), ``_logs`` (the logs pane's source), ``_key_actions``
-(each key's canonical action name, from the use-case declarations), ``_timeline`` (the
-timeline pane). Textual is imported
-only here and below, never on another command's path.
+(the result line and each key's action: proposing, confirming and applying its edit),
+``_panes`` (the bottom pane: switching it and filling it on workers), ``_timeline`` (the
+timeline pane). Textual is imported only here and below, never on another command's path.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ Data: ``_frame.load_frame`` reads the snapshot, the file and the lock; a worker 
 polling) and reloads on a change. A 1 s timer redraws the ages and re-probes the controller
 lock (a local flock, not the cloud). Keys map to edits in ``_keys``; edits run on a thread
 worker through ``IntentEditor.apply`` (source ``tui``), so the UI never waits on the file lock
-(``_key_actions``: the result line, proposing, arming, applying, and the local keys).
+(``_key_actions``: the result line, each edit key's action, proposing, arming, applying, and
+the local keys). The bottom pane is switched and filled on workers by ``_panes``.
 
 May: read the state directory (the capacity history too, for the history pane) and
 desired.yaml, apply intent edits, store the Tailscale key in the secret store, close a slot's
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import textwrap
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -36,7 +36,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import ContentSwitcher, Footer, Input, RichLog, Static
 
-from reconciler.errors import ReconcilerError
 from reconciler.intent.status_view import StateDir, lock_holder
 from reconciler.surfaces.tui import _keys
 from reconciler.surfaces.tui._frame import (
@@ -47,9 +46,11 @@ from reconciler.surfaces.tui._frame import (
     event_lines,
     load_frame,
     parse_file,
+    tilde,
 )
 from reconciler.surfaces.tui._key_actions import KeyActions
-from reconciler.surfaces.tui._logs import UNAVAILABLE, LogSource, format_line
+from reconciler.surfaces.tui._logs import LogSource
+from reconciler.surfaces.tui._panes import PaneViews
 from reconciler.surfaces.tui._timeline import KEY as TIMELINE_KEY
 from reconciler.surfaces.tui._timeline import MOVES as TIMELINE_MOVES
 from reconciler.surfaces.tui._timeline import TimelineKeys, TimelinePane
@@ -57,7 +58,6 @@ from reconciler.surfaces.tui._widgets import HelpScreen, SlotTable
 
 if TYPE_CHECKING:
     from reconciler.intent.engine import IntentEditor
-    from reconciler.intent.timeline_views import LabTimeline
 
 PANES: Final = ("plan", "events", "logs", "info", "history")
 TABLE_EVERY: Final = 30  # seconds between redraws of all the ages in the table
@@ -140,7 +140,7 @@ ModalScreen { align: center middle; }
 """
 
 
-class TpuApp(TimelineKeys, KeyActions):
+class TpuApp(TimelineKeys, KeyActions, PaneViews):
     """``tpu-reconciler tui``. ``clock`` and ``holder`` (the controller probe) are arguments
     so a screen can be reproduced; ``watch=False`` leaves out the file watcher and the timer
     (snapshot tests drive ``reload`` themselves)."""
@@ -406,145 +406,6 @@ class TpuApp(TimelineKeys, KeyActions):
     def on_slot_table_highlighted(self, event: SlotTable.Highlighted) -> None:
         self._pane_follow()
 
-    # -- keys that edit (the proposing and arming are ``_key_actions``) -------------------
-    def action_hold(self) -> None:
-        self._edit_key("c", lambda: _keys.hold(self.selected))
-
-    def action_hold_all(self) -> None:
-        frame = self.frame
-        if frame is not None:
-            self._edit_key("a", lambda: _keys.hold_all(frame))
-
-    def action_bucket(self) -> None:
-        try:
-            self.bucket = _keys.toggle_bucket(self.bucket, self.selected)
-        except _keys.Refusal as e:
-            self.say(str(e), error=True)
-            return
-        self.say(f"bucket: {', '.join(self.bucket) or 'empty'}")
-        if self.frame is not None:
-            self.show(self.frame)
-
-    def action_race_bucket(self) -> None:
-        frame = self.frame
-        if frame is not None:
-            self._edit_key("B", lambda: _keys.race_bucket(frame, self.bucket))
-
-    def action_release(self) -> None:
-        self._edit_key("d", lambda: _keys.release(self.selected))
-
-    def action_open_tmux(self) -> None:
-        self._edit_key("o", lambda: _keys.tmux_open(self.selected))
-
-    def action_rerun_setup(self) -> None:
-        self._edit_key("S", lambda: _keys.rerun_setup(self.selected))
-
-    def action_tailscale_on(self) -> None:
-        self._edit_key("T", lambda: _keys.tailscale_on(self.selected))
-
-    def action_restart_workload(self) -> None:
-        self._edit_key("w", lambda: _keys.restart_workload(self.frame, self.selected))
-
-    # -- panes -----------------------------------------------------------------------------
-    def action_pane(self, name: str) -> None:
-        self.pane = name
-        switcher = self.query_one(ContentSwitcher)
-        switcher.current = name
-        switcher.set_class(name == "history", "tall")  # a plot needs the room (80x24 too)
-        if name == "history":  # drawn for the width it has once it is laid out
-            self.call_after_refresh(self._pane_follow)
-        else:
-            self._pane_follow()
-
-    def _pane_follow(self) -> None:
-        """Point the info and logs panes at the selected slot; draw the history pane when it
-        is shown."""
-        slot = self.query_one(SlotTable).selected
-        if self.pane in ("info", "chips"):
-            stamp = self.frame.now if self.frame else 0.0
-            if self._info_for != (slot, stamp, self.pane):
-                self._info_for = (slot, stamp, self.pane)
-                self._load_info(slot, self.pane)
-        elif self.pane == "logs":
-            # Follow again when the slot's node changes: it became reachable (the pane said
-            # there was none), or a new one replaced it.
-            row = self.selected
-            key = (slot, row.instance, row.ips) if row is not None else (slot, None, ())
-            if key != self._logs_for:
-                self._logs_for = key
-                self._follow_logs(row)
-        elif self.pane == "timeline":
-            self.query_one(TimelinePane).follow(self.frame, slot)
-        elif self.pane == "history":
-            # Drawn again once a minute at most (the store changes slowly), or at another width.
-            width = self.history_width()
-            drawn = (int((self.frame.now if self.frame else 0.0) // 60), width)
-            if drawn != self._history_for:
-                self._history_for = drawn
-                self._load_history(width)
-
-    def history_width(self) -> int:
-        """The columns a chart may take in the history pane: inside its padding, and clear of
-        the scroll bar a long chart brings (else its right-hand labels are cut)."""
-        log = self.query_one("#history", RichLog)
-        return max(40, log.content_region.width - log.styles.scrollbar_size_vertical)
-
-    @work(exclusive=True, group="history", thread=True)
-    def _load_history(self, width: int) -> None:
-        """The capacity history drawn as ``history --plot`` draws it, up to the clock's now."""
-        from reconciler.intent.history_views import plot_until
-
-        now = self.clock()
-        try:
-            text = plot_until(self.state.history, now=now, width=width)
-        except ReconcilerError as e:
-            text = str(e)
-        self.call_from_thread(self._show_history, text)
-
-    def _show_history(self, text: str) -> None:
-        pane = self.query_one("#history", RichLog)
-        pane.clear()
-        pane.write(text.rstrip("\n"))
-        # The first drawing may come before the pane's layout settled (its scroll bar, its
-        # padding): look again once it has, and draw at the width it really has.
-        self.call_after_refresh(self._pane_follow)
-
-    @work(exclusive=True, group="info", thread=True)
-    def _load_info(self, slot: str | None, pane: str = "info") -> None:
-        from reconciler.intent import views
-        from reconciler.intent.chip_views import format_chips
-
-        shape = format_chips if pane == "chips" else views.format_slot_info
-        if slot is None:
-            text = "no slot selected"
-        else:
-            try:
-                text = tilde(shape(views.slot_info(self.editor, slot)))
-            except ReconcilerError as e:
-                text = str(e)
-        self.call_from_thread(self.query_one(f"#{pane}", Static).update, text)
-
-    @work(exclusive=True, group="logs")
-    async def _follow_logs(self, row: SlotRow | None) -> None:
-        log = self.query_one("#logs", RichLog)
-        log.clear()
-        if self.log_source is None:
-            log.write(UNAVAILABLE)
-            return
-        if row is None:
-            log.write("no slot selected")
-            return
-        log.write(f"logs of {row.name}, every worker, following:")
-        try:
-            async for line in self.log_source(row):
-                log.write(format_line(line))
-        except ReconcilerError as e:
-            # The pane does not wrap program output; a message of ours is folded to its width
-            # instead of being cut off mid-sentence.
-            width = max(20, log.size.width - 2)
-            for part in textwrap.wrap(f"logs stopped: {e}", width) or [""]:
-                log.write(part)
-
     # -- filter, reload, help, quit --------------------------------------------------------
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -573,12 +434,6 @@ class TpuApp(TimelineKeys, KeyActions):
         if self.frame is not None:
             self.show(self.frame)
 
-    def _read_timeline(self, since: float | None) -> LabTimeline:
-        """The lab's timeline for its pane (on the pane's thread)."""
-        from reconciler.intent.timeline_views import read
-
-        return read(self.editor, since=since, holder=self.holder)
-
     def action_reload(self) -> None:
         self._history_for = None
         self.query_one(TimelinePane).reload()
@@ -596,13 +451,6 @@ class TpuApp(TimelineKeys, KeyActions):
         self._stop.set()
         with contextlib.suppress(Exception):
             await asyncio.sleep(0)
-
-
-def tilde(text: str) -> str:
-    """Paths under the home directory shown as ``~/...`` (shorter; the same on every machine).
-    Display only: what ``s`` copies keeps the absolute paths."""
-    home = str(Path.home())
-    return text.replace(home + "/", "~/") if home not in ("", "/") else text
 
 
 def _haystack(row: SlotRow) -> str:

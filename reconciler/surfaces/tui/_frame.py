@@ -493,3 +493,10 @@ def load_frame(
         events=events,
         desired=desired,
     )
+
+
+def tilde(text: str) -> str:
+    """Paths under the home directory shown as ``~/...`` (shorter; the same on every machine).
+    Display only: what ``s`` copies keeps the absolute paths."""
+    home = str(Path.home())
+    return text.replace(home + "/", "~/") if home not in ("", "/") else text

@@ -1,5 +1,6 @@
-"""The TUI's key handling that is not drawing: the result line, proposing an edit (asking, or
-arming a key to be pressed twice), applying it on a thread, and the keys that act locally.
+"""The TUI's key handling that is not drawing: the result line, each edit key's action,
+proposing its edit (asking, or arming a key to be pressed twice), applying it on a thread, and
+the keys that act locally.
 
 ``KeyActions`` is mixed into ``_app.TpuApp``, which binds the keys and owns the state declared
 below. An edit key's proposal comes from the pure ``_keys``; ``_edit_key`` runs it: a refusal
@@ -155,6 +156,45 @@ class KeyActions(App[int]):
             self._apply(key, again)
             return
         self._propose(key, make)
+
+    # -- the edit keys (``TpuApp.BINDINGS`` binds them) ------------------------------------
+    def action_hold(self) -> None:
+        self._edit_key("c", lambda: _keys.hold(self.selected))
+
+    def action_hold_all(self) -> None:
+        frame = self.frame
+        if frame is not None:
+            self._edit_key("a", lambda: _keys.hold_all(frame))
+
+    def action_bucket(self) -> None:
+        try:
+            self.bucket = _keys.toggle_bucket(self.bucket, self.selected)
+        except _keys.Refusal as e:
+            self.say(str(e), error=True)
+            return
+        self.say(f"bucket: {', '.join(self.bucket) or 'empty'}")
+        if self.frame is not None:
+            self.show(self.frame)
+
+    def action_race_bucket(self) -> None:
+        frame = self.frame
+        if frame is not None:
+            self._edit_key("B", lambda: _keys.race_bucket(frame, self.bucket))
+
+    def action_release(self) -> None:
+        self._edit_key("d", lambda: _keys.release(self.selected))
+
+    def action_open_tmux(self) -> None:
+        self._edit_key("o", lambda: _keys.tmux_open(self.selected))
+
+    def action_rerun_setup(self) -> None:
+        self._edit_key("S", lambda: _keys.rerun_setup(self.selected))
+
+    def action_tailscale_on(self) -> None:
+        self._edit_key("T", lambda: _keys.tailscale_on(self.selected))
+
+    def action_restart_workload(self) -> None:
+        self._edit_key("w", lambda: _keys.restart_workload(self.frame, self.selected))
 
     # -- keys that act locally -------------------------------------------------------------
     def action_close_tmux(self) -> None:
