@@ -9,7 +9,8 @@ API's own word (``api_state``) in reasons.
 - ``want: held`` and no request → ``+ create``. A dead request (SUSPENDED: preempted; FAILED:
   capacity, expired window; ENDED) → ``-/+ replace``: delete now, create on a later pass once
   it is gone, with backoff after repeated deaths. ``want: released`` → ``- delete`` (force when
-  a node exists); deleting an ACTIVE TPU is marked destructive.
+  a node exists); deleting an ACTIVE TPU is marked destructive. The create, delete and replace
+  actions, and when a held request is replaced, are ``core/plan_requests.py``.
 - A race group with ``count: N``: while fewer than N candidates are PROVISIONING or ACTIVE,
   every candidate without a request is queued (dead ones replaced). Once N have won, every
   other candidate's request is deleted. Winners are ranked deterministically: further along
@@ -58,13 +59,13 @@ No I/O, no clock (``now`` is an argument), no await.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import replace
 from typing import Final
 
-from reconciler.core import across, before_end, boot_setup, control, flex, node_health, reshape
+from reconciler.core import across, before_end, boot_setup, control, flex, node_health
 from reconciler.core import workload as wl
 from reconciler.core.memory import Memory
 from reconciler.core.plan_gates import apply_gates
+from reconciler.core.plan_requests import create_action, delete_action, replacement
 from reconciler.core.plan_values import (
     CLOUD_KINDS,
     SETUP_KINDS,
@@ -82,19 +83,13 @@ from reconciler.core.quota import GATE as QUOTA_GATE
 from reconciler.core.quota import refusal_lifted, refused_text
 from reconciler.model.capacity import (
     DEAD_STATES,
-    MANAGED_LABEL,
-    MANAGED_VALUE,
     MOVING_STATES,
-    NODE_STATES,
     WON_STATES,
     CapacityRequest,
     RequestState,
 )
 from reconciler.model.desired import Desired, RaceGroupSpec, SlotSpec
-from reconciler.model.multislice import lost_slice_replaces
 from reconciler.model.observed import NodeState, Observation
-from reconciler.model.requests import CreateRequest
-from reconciler.model.tpu_zones import known_to_offer
 
 #: The plan's values live in ``core.plan_values``; importers may take them from here.
 __all__ = [
@@ -129,61 +124,6 @@ def _time_key(stamp: str | None) -> tuple[str, str]:
         return ("~", "")
     head, _, rest = stamp.rstrip("Z").partition(".")
     return (head, rest.ljust(9, "0"))
-
-
-def _create_request(desired: Desired, spec: SlotSpec, now: float) -> CreateRequest:
-    s = desired.settings
-    after, at = control.start_window(spec, now)
-    return CreateRequest(
-        name=spec.name,
-        zone=spec.zone,
-        api=spec.api,
-        accelerator=spec.accelerator,
-        image=spec.image or spec.runtime_version,
-        mode=spec.mode,
-        network=s.network,
-        subnetwork=s.subnets.get(spec.zone),
-        valid_until_seconds=spec.valid_until_seconds,
-        internal_ips=s.internal_ips,
-        labels={MANAGED_LABEL: MANAGED_VALUE},
-        valid_after_seconds=after,
-        valid_after_time=at,
-        max_run_seconds=spec.max_run_seconds,
-        slices=spec.slices,
-        machine_type=spec.machine_type,
-        topology=spec.topology,
-        hosts=spec.hosts,
-    )
-
-
-def _delete(observed: Observation, request: CapacityRequest, reason: str, kind: Kind) -> Action:
-    node = observed.node_of(request)
-    running = request.state == RequestState.ACTIVE and (
-        node is None or node.state != NodeState.PREEMPTED
-    )
-    return Action(
-        kind=kind,
-        slot=request.name,
-        zone=request.zone,
-        reason=reason + (" — deletes a running TPU" if running else ""),
-        destructive=running,
-        force=node is not None or request.state in NODE_STATES,
-        state=request.api_state,
-        api=request.api,
-    )
-
-
-def _dead_reason(request: CapacityRequest) -> str:
-    word = request.api_state
-    if request.state in (RequestState.SUSPENDED, RequestState.ENDED):
-        who = "preempted" if request.preempted else "suspended"
-        if request.state == RequestState.ENDED:
-            who = "ended"
-        return f"{who} ({word} by {request.ended_by or 'unknown'}); re-queue"
-    error = request.error
-    detail = f": {error.message}" if error and error.message else ""
-    code = f" (code {error.code})" if error and error.code is not None else ""
-    return f"{word}{code}{detail}; re-queue"
 
 
 class _Planner:
@@ -254,16 +194,7 @@ class _Planner:
             if not self.observed.knows(spec.zone):
                 self.warnings.append(f"{spec.name}: zone {spec.zone} unreachable; not acting")
                 return
-            action = Action(
-                Kind.CREATE,
-                spec.name,
-                spec.zone,
-                reason + flex.create_note(spec) + boot_setup.create_note(spec),
-                create=_create_request(self.desired, spec, self.now),
-                state="NOT_QUEUED",
-                unlisted_zone=known_to_offer(spec.zone, spec.accelerator) is False,
-                api=spec.api,
-            )
+            action = create_action(self.desired, spec, reason, self.now)
             not_before = self.memory.slot(spec.name).create_not_before
             if not_before > self.now:
                 self.deferred.append(
@@ -271,29 +202,19 @@ class _Planner:
                 )
             else:
                 self.propose(action)
-        elif flex.expired(spec, request, self.now):  # the run's end, not a preemption
-            if flex.renews(spec, request, self.now):
-                self.propose(
-                    _delete(self.observed, request, flex.ended_reason(request), Kind.REPLACE)
-                )
-            else:
-                self.ended.append(flex.why_idle(spec, request))
-        elif request.state in DEAD_STATES:
-            self.propose(_delete(self.observed, request, _dead_reason(request), Kind.REPLACE))
-        elif lost_slice_replaces(request, self.observed.node(request.zone, request.name)):
-            self.propose(_delete(self.observed, request, "a slice was lost", Kind.REPLACE))
+        elif flex.expired(spec, request, self.now) and not flex.renews(spec, request, self.now):
+            self.ended.append(flex.why_idle(spec, request))
+        elif (replaced := replacement(spec, request, self.observed, self.now)) is not None:
+            self.propose(replaced)
         elif request.state == RequestState.UNKNOWN:
             self.warnings.append(
                 f"{spec.name}: unknown {request.api_kind} state {request.raw_state!r}; not acting"
             )
-        elif request.state != RequestState.DELETING and (found := reshape.changes(spec, request)):
-            action = _delete(self.observed, request, reshape.reason(found), Kind.REPLACE)
-            self.propose(replace(action, reshape=True))  # the delete guard counts it
 
     def release(self, spec: SlotSpec, reason: str) -> None:
         request = self.observed.request(spec.zone, spec.name)
         if request is not None and request.state != RequestState.DELETING:
-            self.propose(_delete(self.observed, request, reason, Kind.DELETE))
+            self.propose(delete_action(self.observed, request, reason, Kind.DELETE))
 
     def released(self, spec: SlotSpec) -> None:
         """A release rule answered for ``spec``: the ordinary delete, and a notice once."""
@@ -562,7 +483,7 @@ def plan(
                 and observed.knows(request.zone)
             ):
                 p.propose(
-                    _delete(
+                    delete_action(
                         observed,
                         request,
                         "prune: labelled managed-by=tpu-reconciler but not in the file",

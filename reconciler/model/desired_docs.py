@@ -1,5 +1,5 @@
 """Descriptions of desired.yaml's keys that several blocks share (slots, generators, race
-groups), kept apart from the schema in ``model/desired.py`` that uses them; each is a
+groups), kept apart from the schema in ``model/desired_schema.py`` that uses them; each is a
 ``Field(description=...)`` there, and ``scripts/gen_reference.py`` prints it in
 docs/desired-reference.md.
 

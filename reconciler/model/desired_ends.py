@@ -1,6 +1,6 @@
 """The schema of ``workload.before_end``: a command run on every worker a ``lead`` before a
 known end (``model/ends.py`` says which ends are known). Its own module beside
-``model/desired.py``, which uses it; the resolved value is ``model/ends.BeforeEndSpec``.
+``model/desired_schema.py``, which uses it; the resolved value is ``model/ends.BeforeEndSpec``.
 
 Nothing here does I/O.
 """

@@ -1,6 +1,6 @@
 """The schema of ``ssh_proxy`` (``settings``, ``slots[]``, ``generate[]``): one of ``iap``,
 ``jump`` or ``command``, or the strings ``iap`` and ``none``. Its own module beside
-``model/desired.py``, which uses it; the resolved value is ``model/ssh_proxy.SshProxy``.
+``model/desired_schema.py``, which uses it; the resolved value is ``model/ssh_proxy.SshProxy``.
 
 Nothing here does I/O.
 """

@@ -184,7 +184,7 @@ def expand(arg: str, values: Mapping[str, str]) -> str:
 def resolve_proxy(*layers: object) -> SshProxy:
     """The first layer that says anything (a slot's key, a generator's, the settings'),
     as an ``SshProxy``; each layer is None or a schema value with ``iap``, ``jump`` and
-    ``command`` attributes (``model.desired.SshProxyModel``)."""
+    ``command`` attributes (``model.desired_proxy.SshProxyModel``)."""
     for layer in layers:
         if layer is None:
             continue

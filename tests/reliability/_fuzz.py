@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from reconciler.model import desired as d
+from reconciler.model import desired_schema as d
 from tests.reliability._harness import full
 
 settings.register_profile(

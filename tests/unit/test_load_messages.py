@@ -9,7 +9,7 @@ import typing
 import pytest
 
 from reconciler.errors import InvalidDesiredState
-from reconciler.model import desired as d
+from reconciler.model import desired_schema as d
 from reconciler.model.load import parse_desired
 
 H = "project: my-project-123\n"

@@ -10,7 +10,7 @@ import pytest
 
 from reconciler.adapters import compute_body, tpu_api_body
 from reconciler.errors import InvalidDesiredState
-from reconciler.model import accelerators, desired, flex, names, vocabulary
+from reconciler.model import accelerators, desired_schema, flex, names, vocabulary
 from reconciler.model.load import parse_desired
 from reconciler.surfaces.cli import _history, _intent, _ops, _reconcile
 
@@ -33,8 +33,8 @@ def test_each_word_list_is_its_literal() -> None:
 
 
 def test_the_schema_and_the_request_bodies_read_it() -> None:
-    assert desired.Mode is vocabulary.Mode and desired.Want is vocabulary.Want
-    assert desired.Backend is vocabulary.Backend and desired.Api is vocabulary.Api
+    assert desired_schema.Mode is vocabulary.Mode and desired_schema.Want is vocabulary.Want
+    assert desired_schema.Backend is vocabulary.Backend and desired_schema.Api is vocabulary.Api
     assert tpu_api_body.MODES == compute_body.MODES == frozenset(vocabulary.MODES)
     assert accelerators.APIS is vocabulary.APIS and flex.MODE == vocabulary.FLEX_START
     assert names.MODE_PREFIX is vocabulary.MODE_SHORT
