@@ -48,6 +48,7 @@ from reconciler.adapters.cloud import (
     Submitted,
 )
 from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation
+from reconciler.adapters.tpu_api_boot import GuestAttributeBootReports
 from reconciler.adapters.tpu_api_parse import (
     capability,
     check_api,
@@ -56,7 +57,6 @@ from reconciler.adapters.tpu_api_parse import (
 )
 from reconciler.errors import CloudError, PermanentCloudError, TransientCloudError
 from reconciler.model import names
-from reconciler.model.boot_script import QUERY as BOOT_QUERY
 from reconciler.model.capacity import CapacityRequest
 from reconciler.model.observed import Node, Observation
 from reconciler.model.vocabulary import GCLOUD
@@ -67,7 +67,7 @@ _ALREADY = Outcome.ALREADY
 CAPABILITY = capability(GCLOUD, observes_all_zones=False)
 
 
-class GcloudCloud:
+class GcloudCloud(GuestAttributeBootReports):
     """``Cloud`` through the gcloud CLI. Safe to share between tasks of one event loop."""
 
     capability = CAPABILITY
@@ -159,13 +159,6 @@ class GcloudCloud:
     async def get_operation(self, name: str) -> OperationStatus | None:
         result: OperationStatus | None = await self._rest_cloud().get_operation(name)
         return result
-
-    async def boot_reports(
-        self, api: str, zone: str, node: str, workers: int
-    ) -> list[dict[str, Any]]:
-        """``setup.at_boot``'s reports: the node's ``tpu-reconciler/`` guest attributes."""
-        check_api(api)
-        return await self.guest_attributes(zone, node, BOOT_QUERY)
 
     async def set_boot_script(
         self, api: str, zone: str, node: str, script: str, workers: int = 1

@@ -11,6 +11,11 @@ failure into ``TransientCloudError``. An answer that is not a JSON object is a t
 error is classified by the caller's ``classify`` (``adapters.cloud_errors.classify_body`` by
 default) into ``Outcome.ALREADY`` or the error to raise.
 
+``SessionCloud`` is what both clouds are besides their API: a project, an endpoint (the
+caller's, else gcloud's override in the environment, else the API's own: ``endpoint_from``),
+one session built from the keyword arguments both take (``SessionOptions``), the requests
+sent, the quota project, ``async with`` and ``aclose``.
+
 ``check_endpoint``: an http(s) base URL; plain http only to loopback (tokens travel on it),
 and then without the environment's proxies. httpx logs every request at INFO; those lines go
 through only when this package logs at DEBUG (``-v``).
@@ -29,7 +34,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Self, TypedDict, TypeVar, Unpack
 
 import httpx
 
@@ -226,6 +231,61 @@ class GoogleSession:
         )
 
 
+class SessionOptions(TypedDict, total=False):
+    """How a REST cloud reaches its API: the keyword arguments ``RestCloud`` and
+    ``ComputeCloud`` take and hand to their ``GoogleSession`` (whose defaults they keep)."""
+
+    token_provider: TokenProvider | None
+    concurrency: int
+    timeout: float
+    env: Mapping[str, str] | None
+    client: httpx.AsyncClient | None
+    quota_project: str | None
+    adc: bool
+
+
+class SessionCloud:
+    """The part of a cloud over one ``GoogleSession`` that is not its API's
+    (``adapters/rest.RestCloud``, ``adapters/compute.ComputeCloud``). ``aclose`` it."""
+
+    def __init__(
+        self,
+        project: str,
+        endpoint: str,
+        *,
+        title: str,
+        classifier: Classifier = _default_classifier,
+        **options: Unpack[SessionOptions],
+    ) -> None:
+        self._http = GoogleSession(project, endpoint, title=title, classifier=classifier, **options)
+        self.project = self._http.project
+        self.endpoint = self._http.endpoint
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(project={self.project!r}, endpoint={self.endpoint!r})"
+
+    @property
+    def requests_sent(self) -> int:
+        """HTTP requests so far (the metrics' requests per poll)."""
+        return self._http.requests_sent
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def quota_choice(self) -> QuotaChoice:
+        """The ``X-Goog-User-Project`` sent and why (complete once a token was fetched)."""
+        return self._http.quota_choice()
+
+    def quota_note(self) -> str:
+        return self._http.quota_note()
+
+
 # --- pure helpers (no I/O) -----------------------------------------------------------------
 
 
@@ -240,6 +300,14 @@ async def both(first: Awaitable[T], second: Awaitable[U]) -> tuple[T, U]:
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
     return a, b
+
+
+def endpoint_from(
+    endpoint: str | None, env: Mapping[str, str] | None, variable: str, default: str
+) -> str:
+    """A cloud's endpoint: ``endpoint``, else gcloud's override ``variable`` in ``env`` (the
+    process's environment when None), else the API's ``default``."""
+    return endpoint or (os.environ if env is None else env).get(variable) or default
 
 
 def check_endpoint(endpoint: str, title: str = "the TPU API") -> str:
@@ -295,8 +363,11 @@ def snippet(response: httpx.Response) -> str:
 __all__ = [
     "Classifier",
     "GoogleSession",
+    "SessionCloud",
+    "SessionOptions",
     "both",
     "check_endpoint",
+    "endpoint_from",
     "is_loopback",
     "retry_after",
     "snippet",

@@ -25,22 +25,21 @@ it reaches a URL or body, never log or raise with a token. May not: decide what 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, Unpack
 
-import httpx
-
-from reconciler.adapters.auth import QuotaChoice, TokenProvider
 from reconciler.adapters.cloud import OperationStatus, Outcome, Submitted
 from reconciler.adapters.cloud_errors import DEFAULT_DELAY, Operation, check
 from reconciler.adapters.google_http import (
-    GoogleSession,
+    SessionCloud,
+    SessionOptions,
     both,
     check_endpoint,
+    endpoint_from,
     retry_after,
 )
 from reconciler.adapters.tpu_api_body import create_body
+from reconciler.adapters.tpu_api_boot import GuestAttributeBootReports
 from reconciler.adapters.tpu_api_parse import (
     capability,
     check_api,
@@ -49,7 +48,6 @@ from reconciler.adapters.tpu_api_parse import (
 )
 from reconciler.errors import TransientCloudError, UnsafeName
 from reconciler.model import flex
-from reconciler.model.boot_script import QUERY as BOOT_QUERY
 from reconciler.model.boot_script import boot_metadata
 from reconciler.model.capacity import CapacityRequest
 from reconciler.model.names import (
@@ -83,7 +81,7 @@ _TITLE: Final = "the TPU API"
 T = TypeVar("T")
 
 
-class RestCloud:
+class RestCloud(SessionCloud, GuestAttributeBootReports):
     """``Cloud`` over the TPU v2 REST API. Share one instance per event loop; ``aclose`` it."""
 
     capability = CAPABILITY
@@ -93,55 +91,18 @@ class RestCloud:
         project: str,
         *,
         endpoint: str | None = None,
-        token_provider: TokenProvider | None = None,
-        concurrency: int = 8,
-        timeout: float = 30.0,
-        env: Mapping[str, str] | None = None,
-        client: httpx.AsyncClient | None = None,
         page_size: int = PAGE_SIZE,
-        quota_project: str | None = None,
-        adc: bool = False,
         alpha_reads: bool = False,
+        **options: Unpack[SessionOptions],
     ) -> None:
+        endpoint = endpoint_from(endpoint, options.get("env"), ENDPOINT_ENV, DEFAULT_ENDPOINT)
+        super().__init__(project, endpoint, title=_TITLE, **options)
         #: list queued resources on v2alpha1 (it alone reports a flex-start run's end)
         self.alpha_reads = alpha_reads
         self.page_size = max(1, int(page_size))
-        env = os.environ if env is None else env
-        env_endpoint = env.get(ENDPOINT_ENV)
-        self._http = GoogleSession(
-            project,
-            endpoint or env_endpoint or DEFAULT_ENDPOINT,
-            title=_TITLE,
-            token_provider=token_provider,
-            concurrency=concurrency,
-            timeout=timeout,
-            env=env,
-            client=client,
-            quota_project=quota_project,
-            adc=adc,
-        )
-        self.project = self._http.project
-        self.endpoint = self._http.endpoint
-        self.timeout = timeout
+        self.timeout = self._http.timeout
         self._base = f"{self.endpoint}v2/projects/{self.project}/locations/"
         self._alpha = f"{self.endpoint}{ALPHA}/projects/{self.project}/locations/"
-
-    @property
-    def requests_sent(self) -> int:
-        """HTTP requests so far (the metrics' requests per poll)."""
-        return self._http.requests_sent
-
-    def __repr__(self) -> str:
-        return f"RestCloud(project={self.project!r}, endpoint={self.endpoint!r})"
-
-    async def __aenter__(self) -> RestCloud:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
 
     # --- the Cloud protocol ----------------------------------------------------------------
 
@@ -192,13 +153,6 @@ class RestCloud:
             return None  # NOT_FOUND: the cloud forgot it
         return operation_status(answer)
 
-    def quota_choice(self) -> QuotaChoice:
-        """The ``X-Goog-User-Project`` sent and why (complete once a token was fetched)."""
-        return self._http.quota_choice()
-
-    def quota_note(self) -> str:
-        return self._http.quota_note()
-
     async def describe_request(self, api: str, zone: str, name: str) -> CapacityRequest | None:
         check_api(api)
         answer = await self._http.call(Operation.GET, "GET", self._qr_url(zone, name))
@@ -225,13 +179,6 @@ class RestCloud:
             return flatten_guest_attributes(answer)
         except ValueError as exc:
             raise _malformed("getGuestAttributes", str(exc)) from None
-
-    async def boot_reports(
-        self, api: str, zone: str, node: str, workers: int
-    ) -> list[dict[str, Any]]:
-        """``setup.at_boot``'s reports: the node's ``tpu-reconciler/`` guest attributes."""
-        check_api(api)
-        return await self.guest_attributes(zone, node, BOOT_QUERY)
 
     async def set_boot_script(
         self, api: str, zone: str, node: str, script: str, workers: int = 1
