@@ -142,4 +142,9 @@ async def test_before_end_runs_once_on_every_worker_before_each_known_end(
     await world.until("ran before the run's end", lambda: all(len(e) == 2 for e in ends(world)))
     for w, seen in enumerate(ends(world)):
         assert seen[1].split()[:3] == ["flex-start", world.slot("alpha")["ends_at"], str(w)]
+    # the workers wrote their lines during the action; its event follows when all return
+    await world.until(
+        "the second before_end recorded",
+        lambda: len(world.events("action.succeeded", slot="alpha", action="before_end")) == 2,
+    )
     assert len(world.events("action.succeeded", slot="alpha", action="before_end")) == 2
