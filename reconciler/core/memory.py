@@ -373,6 +373,8 @@ def from_dict(data: Any) -> Memory:
     numbers += [intent_since] if intent_since is not None else []
     numbers += [o.since for o in operations.values()]
     numbers += [t for v in latency.values() for t in (v.ms, v.measured_at) if t is not None]
+    numbers += [b.since for b in boot.values()]
+    numbers += [e.sent_at for e in ends.values() if e.sent_at is not None]
     if not all(math.isfinite(n) for n in numbers):
         raise ValueError("corrupt memory document: a time is not a finite number")
     return Memory(

@@ -232,6 +232,19 @@ def test_an_infinite_number_in_the_file_is_refused_with_value_error() -> None:
         from_dict(doc)
 
 
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"boot": {"a": {"instance": "i", "generation": 1, "since": math.inf}}},
+        {"ends": {"a": {"run_id": "r", "attempt": 1, "sent_at": -math.inf}}},
+    ],
+    ids=["boot-since", "ends-sent-at"],
+)
+def test_an_infinite_time_of_boot_or_ends_is_refused_with_value_error(part: Any) -> None:
+    with pytest.raises(ValueError, match="not a finite number"):
+        from_dict({"schema_version": MEMORY_SCHEMA, **part})
+
+
 def test_looks_at_a_running_operation_are_no_failures() -> None:
     """Finding an operation still running waits its own short delay and escalates nothing: the
     real failure after a dozen such looks backs off as a first failure."""
