@@ -6,42 +6,10 @@ May: read the event files and desired.yaml. May not: write anything, print.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    import asyncio
-
-
-def read_events(
-    path: Path,
-    *,
-    since: datetime | None = None,
-    slot: str | None = None,
-    limit: int | None = None,
-) -> list[dict[str, Any]]:
-    """The events of the log at ``path``, oldest first; ``limit`` keeps the newest N of those
-    that match (``runtime.events.read_events``)."""
-    from reconciler.runtime import events
-
-    return events.read_events(path, since=since, slot=slot, limit=limit)
-
-
-def follow_events(
-    path: Path,
-    *,
-    since: datetime | None = None,
-    slot: str | None = None,
-    limit: int | None = None,
-    stop: asyncio.Event | None = None,
-) -> AsyncIterator[dict[str, Any]]:
-    """The matching history (the newest ``limit``), then every new matching event until
-    ``stop`` is set (``runtime.events.follow_events``)."""
-    from reconciler.runtime import events
-
-    return events.follow_events(path, since=since, slot=slot, limit=limit, stop=stop)
+from reconciler.runtime.events import follow_events as follow_events  # the surfaces' names
+from reconciler.runtime.events import read_events as read_events
 
 
 def unknown_slot(file: Path, slot: str) -> str | None:
