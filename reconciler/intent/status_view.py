@@ -15,6 +15,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reconciler.adapters.statedir import StateDir as StateDir  # the surfaces' name for it
 from reconciler.adapters.status_file import read_status
@@ -23,6 +24,9 @@ from reconciler.core.terminal_text import escaped
 from reconciler.errors import StatusUnreadable
 from reconciler.model.status import ControllerInfo, StatusSnapshot
 from reconciler.runtime.lock import read_holder
+
+if TYPE_CHECKING:
+    from reconciler.model.desired import Desired
 
 NO_SNAPSHOT = "no snapshot yet: start the controller (`tpu-reconciler run`) or use --live"
 
@@ -85,21 +89,30 @@ def for_owner(owner: str | None, snapshot: StatusSnapshot) -> StatusSnapshot:
 
 def desired_only_status(file: Path, note: str) -> StatusSnapshot:
     """The snapshot of the desired file alone (no observation, no plan), with ``note``."""
-    from reconciler.core.memory import Memory
-    from reconciler.core.status import build_status
     from reconciler.runtime.desired_loader import DesiredLoader
 
     loaded = DesiredLoader(file, os.environ).load()
+    return desired_status(loaded.desired, file, [str(d) for d in loaded.errors], note)
+
+
+def desired_status(
+    desired: Desired | None, file: Path, errors: list[str], note: str
+) -> StatusSnapshot:
+    """The snapshot of an intent already loaded from ``file`` (with the file's ``errors``),
+    without an observation or a plan, saying ``note``."""
+    from reconciler.core.memory import Memory
+    from reconciler.core.status import build_status
+
     snapshot = build_status(
-        desired=loaded.desired,
+        desired=desired,
         desired_file=str(file),
-        errors=[str(d) for d in loaded.errors],
+        errors=errors,
         observation=None,
         observed_at=None,
         memory=Memory(),
         plan=None,
         now=time.time(),
-        backend=loaded.desired.settings.backend if loaded.desired else "?",
+        backend=desired.settings.backend if desired else "?",
     )
     return replace(snapshot, note=note)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import textwrap
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -21,8 +20,6 @@ from typing import Any
 
 from reconciler.adapters.statedir import StateDir
 from reconciler.core.json_text import indented
-from reconciler.core.memory import Memory
-from reconciler.core.status import build_status
 from reconciler.core.timeline import LabTimeline as LabTimeline  # the surfaces' name for it
 from reconciler.core.timeline import moment, only
 from reconciler.core.timeline_svg import section
@@ -37,6 +34,7 @@ from reconciler.core.timeline_text import (
 from reconciler.errors import ViewError
 from reconciler.intent import views
 from reconciler.intent.engine import IntentEditor
+from reconciler.intent.status_view import desired_status
 from reconciler.model.desired import Desired
 from reconciler.model.status import ControllerInfo, StatusSnapshot
 from reconciler.runtime.lock import read_holder
@@ -56,19 +54,7 @@ def _snapshot(
     """The snapshot to draw: the controller's, else one of desired.yaml alone; ``controller``
     from the lock."""
     if snap is None:
-        backend = desired.settings.backend if desired is not None else "?"
-        snap = build_status(
-            desired=desired,
-            desired_file=str(store.path),
-            errors=errors,
-            observation=None,
-            observed_at=None,
-            memory=Memory(),
-            plan=None,
-            now=time.time(),
-            backend=backend,
-        )
-        snap = replace(snap, note=NO_SNAPSHOT)
+        snap = desired_status(desired, store.path, errors, NO_SNAPSHOT)
     pid = holder(store.state)
     return replace(snap, controller=ControllerInfo(pid is not None, pid))
 
