@@ -6,15 +6,13 @@ does). It runs the setup scripts in order, as bootstrap would, and says how far 
 from __future__ import annotations
 
 import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from reconciler.model.boot_script import parse_report, startup_script
+from tests.support.http_stub import Quiet, serving
 from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.integration
@@ -34,7 +32,7 @@ class Metadata:
 def metadata() -> Iterator[Metadata]:
     state = Metadata()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(Quiet):
         def _flavoured(self) -> bool:
             if self.headers.get("Metadata-Flavor") == "Google":
                 return True
@@ -63,19 +61,9 @@ def metadata() -> Iterator[Metadata]:
             self.send_response(200 if self.path == GUEST else 404)
             self.end_headers()
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/computeMetadata/v1"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+    with serving(Handler) as port:
+        state.url = f"http://127.0.0.1:{port}/computeMetadata/v1"
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 def boot(text: str, metadata: Metadata, log: Path) -> int:

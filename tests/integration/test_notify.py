@@ -7,7 +7,6 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -15,6 +14,7 @@ import pytest
 
 from reconciler.adapters.notify import send
 from reconciler.errors import PermanentError, TemporaryError, UnsafeName
+from tests.support.http_stub import Quiet, serving
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +36,7 @@ def ntfy() -> Iterator[FakeNtfy]:
     state = FakeNtfy()
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(Quiet):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             with lock:
@@ -56,19 +56,9 @@ def ntfy() -> Iterator[FakeNtfy]:
             self.end_headers()
             self.wfile.write(b"{}")
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(Handler) as port:
+        state.url = f"http://127.0.0.1:{port}"
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 class Sleeps:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import http.server
 import json
 import stat
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pytest
 
 from reconciler.adapters import oslogin
 from reconciler.errors import SetupFailed
+from tests.support.http_stub import Quiet, serving
 from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.integration
@@ -26,7 +25,7 @@ PROFILE = {
 }
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
+class _Handler(Quiet):
     hits: list[str] = []
     body: bytes = b""
 
@@ -38,34 +37,28 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(self.body)
 
-    def log_message(self, *args: object) -> None:
-        pass
-
 
 @pytest.fixture
 def oslogin_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     gcloud = require_tool("gcloud")
     _Handler.hits = []
     _Handler.body = json.dumps(PROFILE).encode()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
+    with serving(_Handler) as port:
+        yield _env(gcloud, tmp_path, port)
+
+
+def _env(gcloud: str, tmp_path: Path, port: int) -> dict[str, str]:
     (tmp_path / "token").write_text("test-token\n")
-    env = {
+    return {
         "PATH": str(Path(gcloud).parent) + ":/usr/bin:/bin",
         "HOME": str(tmp_path),
         "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"),
-        "CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN": f"http://127.0.0.1:{server.server_port}/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN": f"http://127.0.0.1:{port}/",
         "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(tmp_path / "token"),
         "CLOUDSDK_CORE_PROJECT": "test-project-1",
         "CLOUDSDK_CORE_ACCOUNT": "alice@example.com",
         "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
     }
-    try:
-        yield env
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 async def test_lookup_once_then_cached(oslogin_env: dict[str, str], tmp_path: Path) -> None:

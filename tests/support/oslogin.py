@@ -5,12 +5,12 @@ them: gcloud's ``describe-profile`` is pointed at it with
 from __future__ import annotations
 
 import contextlib
-import http.server
 import json
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+from tests.support.http_stub import Quiet, serving
 
 
 @dataclass
@@ -26,7 +26,7 @@ def refusing_oslogin(message: str = "OS Login is refused here") -> Iterator[Refu
     error = {"code": 403, "message": message, "status": "PERMISSION_DENIED"}
     body = json.dumps({"error": error}).encode()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(Quiet):
         def do_GET(self) -> None:
             state.hits.append(self.path)
             time.sleep(state.delay)
@@ -36,15 +36,6 @@ def refusing_oslogin(message: str = "OS Login is refused here") -> Iterator[Refu
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_port}/"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as port:
+        state.url = f"http://127.0.0.1:{port}/"
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
