@@ -67,15 +67,9 @@ def from_guest_attributes(rows: Sequence[Mapping[str, Any]], workers: int) -> tu
 
 
 def compute_names(node: Node) -> tuple[str, ...]:
-    """A Compute Engine slot's VM names, worker order, from its names alone: a single-host
-    slice is one instance named as its slice; a multi-host slice's MIG creates its hosts by
-    the explicit names ``<slice>-0``, ``<slice>-1``, ... (``compute_body.create_instances_body``),
-    its workers in that order; a multislice slot's slices follow each other, slice 0 first."""
-    names: tuple[str, ...] = ()
-    for part in node.slices or (node,):
-        count = len(part.endpoints)
-        names += (part.name,) if count <= 1 else tuple(f"{part.name}-{i}" for i in range(count))
-    return tuple(check_vm(n) for n in names)
+    """A Compute Engine slot's VM names, worker order (``Node.vm_names``), each checked before
+    it reaches gcloud or SSH."""
+    return tuple(check_vm(n) for n in node.vm_names())
 
 
 class WorkerNames:

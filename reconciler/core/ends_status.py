@@ -31,12 +31,10 @@ def reschedule_command(project: str, request: CapacityRequest, node: Node) -> st
     """The gcloud command that starts a node's pending maintenance now (so it is over
     before the window): the TPU API's ``perform-maintenance`` (alpha) of the node, or of every
     slice of a multislice queued resource; Compute Engine's of the instance, or of every host
-    of a MIG slice (``NAME-0`` ...: it goes down with any of them)."""
+    of a MIG slice (``NAME-0`` ...: it goes down with any of them; ``Node.vm_names``)."""
     where = f"--zone={node.zone} --project={project}"
     if request.api == COMPUTE_API:
-        hosts = len(node.endpoints)
-        vms = [node.name] if hosts <= 1 else [f"{node.name}-{i}" for i in range(hosts)]
-        return f"gcloud compute instances perform-maintenance {' '.join(vms)} {where}"
+        return f"gcloud compute instances perform-maintenance {' '.join(node.vm_names())} {where}"
     if node.slices:
         names = ",".join(s.name for s in node.slices)
         return (

@@ -109,6 +109,18 @@ class Node:
             return tuple(e.ip_address for e in self.endpoints)
         return tuple(e.external_ip or e.ip_address for e in self.endpoints)
 
+    def vm_names(self) -> tuple[str, ...]:
+        """A Compute Engine slot's VM names, worker order, from its names alone: a single-host
+        slice is one instance named as its slice; a multi-host slice's MIG creates its hosts
+        by the explicit names ``<slice>-0``, ``<slice>-1``, ...
+        (``compute_body.create_instances_body``), its workers in that order; a multislice
+        slot's slices follow each other, slice 0 first."""
+        names: tuple[str, ...] = ()
+        for part in self.slices or (self,):
+            count = len(part.endpoints)
+            names += (part.name,) if count <= 1 else tuple(f"{part.name}-{i}" for i in range(count))
+        return names
+
 
 @dataclass(frozen=True, slots=True)
 class Observation:

@@ -294,3 +294,13 @@ def test_the_command_that_moves_a_compute_engine_window_names_every_host() -> No
     assert reschedule_command("p", request, slice_) == (
         f"gcloud compute instances perform-maintenance big-0 big-1 big-2 {where}"
     )
+    two = tuple(
+        Node(f"big-{n}", "us-central1-c", NodeState.READY,
+             endpoints=(NetworkEndpoint("10.0.1.1"), NetworkEndpoint("10.0.1.2")))
+        for n in range(2)
+    )  # fmt: skip
+    multislice = Node("big", "us-central1-c", NodeState.READY, slices=two,
+                      endpoints=two[0].endpoints + two[1].endpoints)  # fmt: skip
+    assert reschedule_command("p", request, multislice) == (
+        f"gcloud compute instances perform-maintenance big-0-0 big-0-1 big-1-0 big-1-1 {where}"
+    ), "each slice's hosts, as the workers are reached (compute_names)"
