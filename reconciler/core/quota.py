@@ -150,11 +150,7 @@ def gate(
         zone_key = (api, family, mode, "zone", a.zone)
         region_key = (api, family, mode, "region", region)
         mine = [q for q in quotas if applies(q, family, mode, a.zone, api)]
-        a = replace(
-            a,
-            chips_counted=((a.zone, use[zone_key]), (region, use[region_key])),
-            limits_known=tuple((q.place, q.chips) for q in mine),
-        )
+        a = replace(a, limits_known=tuple((q.place, q.chips) for q in mine))
         capped = lab.cap(a.slot, family) if lab is not None else None
         too_big = next((q for q in mine if n > q.chips), None)
         over = next((q for q in mine if use[key(q)] + n > q.chips), None)
@@ -184,10 +180,8 @@ def gate(
                 lab.held[(lab.owner(a.slot), family)] += n  # fair share: counted at once
     for i, (zone_key, region_key, n) in counted.items():
         # the pass's creates run concurrently: the cloud may count any other one first
-        a = decided[i]
-        decided[i] = replace(
-            a, chips_counted=((a.zone, use[zone_key] - n), (region_key[4], use[region_key] - n))
-        )
+        at = tuple((k[-1], use[k] - n) for k in (zone_key, region_key))  # (place, chips)
+        decided[i] = replace(decided[i], chips_counted=at)
     create_at = {i for i, _, _ in creates}
     go = [
         decided[i] if i in create_at else a
