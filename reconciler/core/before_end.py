@@ -138,6 +138,7 @@ def decide(
             f"{spec.name}: {end.words} at {end.stamp[11:16]} UTC",
             f"{end.words} at {end.stamp}: before_end command sent to {workers} workers at "
             f"{utc_text(now)}",
+            announces=action.key,
         )
         return [(action, notice)]
     return []

@@ -310,8 +310,8 @@ class _Planner:
         """``before_end`` due now (``core/before_end``); a boot script's failure told."""
         for action, notice in before_end.decide(spec, self.observed, self.memory, self.now):
             self.propose(action)
-            if action in self.actions and notice.key not in self.memory.notified:
-                self.notices.append(notice)
+            if notice.key not in self.memory.notified:
+                self.notices.append(notice)  # sent only if the action goes (plan_gates)
         self.notices += boot_setup.notices(self.memory, spec, self.observed)
 
     def across(self, v: across.GroupView, view: Observation) -> None:

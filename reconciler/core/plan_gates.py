@@ -2,7 +2,8 @@
 creates past a quota or a member's cap (``core/quota``), deletes (and replaces of a reshaped
 running TPU) the delete guard holds until confirmed, everything while suspended; and when each
 held slot's timed hold releases it. Each gated action is kept with why (``Withheld``, its
-``gate`` named), so plan and status show it.
+``gate`` named), so plan and status show it; a notice announcing an action that does not go
+(``Notice.announces``) is not sent.
 
 Pure: no I/O, no clock.
 """
@@ -61,9 +62,11 @@ def apply_gates(
         if plan.decided_want.get(s.name) == "held"
         and (t := control.releases_at(s, observed, memory)) is not None
     }
+    going = {a.key for a in actions}
     return replace(
         plan,
         actions=tuple(actions),
+        notices=tuple(n for n in plan.notices if n.announces is None or n.announces in going),
         gated=tuple(gated),
         suspended=suspended,
         guard=guard,

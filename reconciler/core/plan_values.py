@@ -131,6 +131,9 @@ class Notice:
     event: str  # "active" | "preempted" | "failed"
     title: str
     message: str
+    #: the key of the action it announces ("before_end command sent"): sent only when that
+    #: action goes (``plan_gates`` drops it with a gated one); None: it tells what was seen
+    announces: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -180,6 +180,9 @@ def test_a_paused_slot_holds_it_back() -> None:
     p = plan(desired(paused), seen(window=END), memory(), T_END - 300)
     assert [h.action.kind for h in p.gated] == [Kind.BEFORE_END]
     assert not p.actions
+    assert [n for n in p.notices if n.event == "before-end"] == [], "nothing was sent: no notice"
+    resumed = plan(desired(SPOT), seen(window=END), memory(), T_END - 290)
+    assert [n.event for n in resumed.notices if n.event == "before-end"] == ["before-end"]
 
 
 def test_a_failure_backs_off_and_does_not_count_as_done() -> None:
