@@ -15,7 +15,7 @@ from typing import Final
 
 from reconciler.adapters.secrets import TAILSCALE as _TAILSCALE
 from reconciler.adapters.secrets import SecretStore, clean_value
-from reconciler.adapters.statedir import default_state_dir
+from reconciler.intent.store import state_dir as state_of
 
 #: The secret the Tailscale join reads.
 TAILSCALE: Final = _TAILSCALE
@@ -23,8 +23,7 @@ TAILSCALE: Final = _TAILSCALE
 
 def secrets_of(file: Path, state_dir: Path | None) -> SecretStore:
     """The secrets of ``file``'s state directory (``state_dir`` when given)."""
-    root = Path(state_dir) if state_dir is not None else default_state_dir(file)
-    return SecretStore.in_state_dir(root)
+    return SecretStore.in_state_dir(state_of(file, state_dir).root)
 
 
 def clean(raw: bytes | str) -> bytes:

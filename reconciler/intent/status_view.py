@@ -22,6 +22,7 @@ from reconciler.adapters.status_file import read_status
 from reconciler.core import render
 from reconciler.core.terminal_text import escaped
 from reconciler.errors import StatusUnreadable
+from reconciler.intent import store
 from reconciler.model.status import ControllerInfo, StatusSnapshot
 from reconciler.runtime.lock import read_holder
 
@@ -35,9 +36,7 @@ def current_status(file: Path, state_dir: Path | None, owner: str | None) -> Sta
     """The snapshot of ``file`` (its state directory ``state_dir``, else the default) with
     ``controller`` filled in from the lock; a desired-only one (with a ``note``) when the
     controller never ran or its snapshot cannot be read; ``owner``'s slots only when given."""
-    from reconciler.adapters.statedir import default_state_dir
-
-    state = StateDir(Path(state_dir or default_state_dir(file)))
+    state = store.state_dir(file, state_dir)
     pid = read_holder(state) if state.root.exists() else None
     try:
         snapshot = read_status(state.status)

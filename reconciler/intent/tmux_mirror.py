@@ -18,15 +18,6 @@ if TYPE_CHECKING:
     from reconciler.adapters.tmux import TmuxWindow as TmuxWindow
 
 
-def state_root(file: Path, given: Path | None) -> Path:
-    """The state directory of ``file``: ``given``, else the default for it."""
-    if given is not None:
-        return Path(given)
-    from reconciler.adapters.statedir import default_state_dir
-
-    return default_state_dir(Path(file))
-
-
 def active_slots(state_dir: Path) -> tuple[frozenset[str] | None, str]:
     """ACTIVE slot names from status.json, or None with the reason they are unknown."""
     from reconciler.adapters.statedir import StateDir

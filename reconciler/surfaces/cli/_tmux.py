@@ -64,9 +64,9 @@ def register(subparsers: Any) -> None:
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
-    from reconciler.intent.tmux_mirror import state_root
+    from reconciler.intent.store import state_dir
 
-    return state_root(Path(args.file), args.state_dir)
+    return state_dir(Path(args.file), args.state_dir).root
 
 
 def _socket_from_file(path: Path) -> str | None:
