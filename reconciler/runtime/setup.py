@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reconciler.adapters.statedir import StateDir
+from reconciler.core import boot_setup
 from reconciler.core import workload as wl
 from reconciler.core.across import LOST
 from reconciler.core.plan import Action, Notice
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from reconciler.adapters.ssh_values import Worker
     from reconciler.adapters.tmux import TmuxInventory
     from reconciler.adapters.worker_names import WorkerNames
+    from reconciler.runtime.backends import Clouds
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +77,8 @@ class LiveSetup:
         self._runner_key: tuple[object, ...] | None = None
         self._resolver: UserResolver | None = None
         self._names: WorkerNames | None = None
-        self._cloud: Any = None  # for IAP's worker VM names only (guest attributes)
-        self._cloud_key: tuple[object, ...] | None = None
+        #: the cloud for IAP's worker VM names (guest attributes) and at_boot's script
+        self._clouds: Clouds | None = None
 
     # -- shared ------------------------------------------------------------------------------
     def _spec(self, desired: Desired, action: Action) -> SlotSpec:
@@ -141,16 +143,13 @@ class LiveSetup:
         return SshRoutes(desired, self._names, lookup)
 
     async def _cloud_for(self, desired: Desired) -> Any:
-        from reconciler.runtime.backends import make_cloud
+        """The cloud of ``desired``, rebuilt when what chooses it changes (``Clouds``)."""
+        if self._clouds is None:
+            from reconciler.runtime.backends import Clouds, make_cloud
 
-        s = desired.settings
-        key = (desired.project, s.backend, s.quota_project, s.credentials)
-        if self._cloud is None or key != self._cloud_key:
-            if self._cloud is not None:
-                await self._cloud.aclose()
-            self._cloud = make_cloud(desired, self.env)
-            self._cloud_key = key
-        return self._cloud
+            env = self.env
+            self._clouds = Clouds(lambda d: make_cloud(d, env))
+        return await self._clouds(desired)
 
     async def _workers(self, desired: Desired, slot: str, node: Node) -> tuple[Worker, ...]:
         """The node's workers, each with its hop (``ssh_proxy``); NoMachine when no machine
@@ -177,7 +176,7 @@ class LiveSetup:
                 "(settings.setup_scripts or the slot's setup.scripts)"
             )
         scripts = resolve_scripts(self.base_dir, spec.setup.scripts)
-        if spec.setup.at_boot and node.boot_generation != spec.setup.generation:
+        if spec.setup.at_boot and not boot_setup.boots_with(spec, node):
             # first, so a failure here sends nothing: its next boots run this generation
             from reconciler.runtime.ends import update_boot_script
 
@@ -417,9 +416,8 @@ class LiveSetup:
         if self._http is not None:
             await self._http.aclose()
             self._http = None
-        if self._cloud is not None:
-            await self._cloud.aclose()
-            self._cloud = None
+        if self._clouds is not None:
+            await self._clouds.aclose()
 
 
 def _report_lookup(error: SetupFailed) -> None:
