@@ -136,10 +136,17 @@ async def bootstrap(
 
     host_key_alias(instance, 0)  # validates the instance before anything connects
     check_dialable(instance.partition("@")[0], (w.host for w in workers))
+    payloads = script_payloads(scripts)
+    return await ssh_run.bootstrap(instance, tuple(workers), payloads, log_dir, opts)
+
+
+def script_payloads(scripts: Sequence[Path]) -> tuple[tuple[str, bytes], ...]:
+    """``scripts`` (from ``resolve_scripts``) as they are uploaded: ``(01-name, content)``
+    each, in order; SetupFailed for one that cannot be read."""
     payloads: list[tuple[str, bytes]] = []
     for position, path in enumerate(scripts, start=1):
         try:
             payloads.append((remote_script_name(position, path), Path(path).read_bytes()))
         except OSError as exc:
             raise SetupFailed(f"cannot read script {path}: {exc.strerror or exc}") from None
-    return await ssh_run.bootstrap(instance, tuple(workers), tuple(payloads), log_dir, opts)
+    return tuple(payloads)

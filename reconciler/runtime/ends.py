@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from reconciler.adapters.cloud import BootReports, BootScripts, Cloud
-from reconciler.adapters.ssh import remote_script_name, resolve_scripts
+from reconciler.adapters.ssh import resolve_scripts, script_payloads
 from reconciler.core import boot_setup
 from reconciler.core.memory import Memory
 from reconciler.core.plan import Action
-from reconciler.errors import PermanentError, ReconcilerError, SetupFailed
+from reconciler.errors import PermanentError, ReconcilerError
 from reconciler.model.boot_script import (
     KEY,
     NAMESPACE,
@@ -48,20 +48,9 @@ log = logging.getLogger(__name__)
 READS: Final = 8
 
 
-def boot_payloads(base_dir: Path, scripts: Sequence[str]) -> list[tuple[str, bytes]]:
-    """The setup scripts as bootstrap would upload them: ``(01-name, content)``."""
-    out = []
-    for position, path in enumerate(resolve_scripts(base_dir, scripts), start=1):
-        try:
-            out.append((remote_script_name(position, path), path.read_bytes()))
-        except OSError as e:
-            raise SetupFailed(f"cannot read script {path}: {e.strerror or e}") from None
-    return out
-
-
 def boot_text(spec: SlotSpec, base_dir: Path) -> str:
     """The startup script of ``spec``'s setup (its scripts read now)."""
-    payloads = boot_payloads(base_dir, spec.setup.scripts)
+    payloads = script_payloads(resolve_scripts(base_dir, spec.setup.scripts))
     try:
         return startup_script(spec.name, spec.setup.generation, payloads)
     except BootScriptTooLarge as e:
