@@ -29,12 +29,12 @@ from reconciler.adapters.cloud_errors import Operation
 from reconciler.adapters.google_http import GoogleSession
 from reconciler.model.boot_script import QUERY, boot_metadata
 from reconciler.model.names import check_name, check_zone
+from reconciler.model.observed import host_names
 
 
 def hosts_of(node: str, workers: int) -> list[str]:
     """The instances of a node with ``workers`` hosts, worker order, names checked."""
-    check_name(node)
-    return [node] if workers <= 1 else [check_name(f"{node}-{i}") for i in range(workers)]
+    return [check_name(h) for h in host_names(check_name(node), workers)]
 
 
 async def boot_reports(

@@ -117,8 +117,7 @@ class Node:
         slot's slices follow each other, slice 0 first."""
         names: tuple[str, ...] = ()
         for part in self.slices or (self,):
-            count = len(part.endpoints)
-            names += (part.name,) if count <= 1 else tuple(f"{part.name}-{i}" for i in range(count))
+            names += host_names(part.name, len(part.endpoints))
         return names
 
 
@@ -168,6 +167,12 @@ LOST_NODE_STATES: Final = frozenset({NodeState.PREEMPTED, NodeState.TERMINATED})
 def slice_names(prefix: str, count: int) -> tuple[str, ...]:
     """The node names of a multislice request: ``<prefix>-0 ... <prefix>-(count-1)``."""
     return tuple(f"{prefix}-{i}" for i in range(count))
+
+
+def host_names(name: str, hosts: int) -> tuple[str, ...]:
+    """The Compute Engine instances of a slice named ``name`` with ``hosts`` hosts, worker
+    order: the one instance named as the slice, or a MIG's ``<name>-0 ... <name>-(hosts-1)``."""
+    return (name,) if hosts <= 1 else slice_names(name, hosts)
 
 
 def _slot_node(request: CapacityRequest, index: Mapping[tuple[str, str], Node]) -> Node | None:
