@@ -14,16 +14,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.core.capacity_chart import Timeline as Timeline  # the surfaces' name for it
-from reconciler.intent.engine import IntentEditor
 from reconciler.runtime.history_reads import (
     chart_timeline,
     history_document,
     recommend_document,
     summary_stats,
 )
+
+if TYPE_CHECKING:  # the edit engine loads only where an edit is made
+    from reconciler.intent.engine import IntentEditor
 
 
 def history(

@@ -7,18 +7,21 @@ May: read the snapshot (through ``intent.views``). May not: edit.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.core.json_text import indented
 from reconciler.core.quota_text import EMPTY, format_quota, quota_doc
-from reconciler.intent import views
-from reconciler.intent.engine import IntentEditor
 from reconciler.model.status import StatusSnapshot
+
+if TYPE_CHECKING:  # ``quota`` on the CLI prints a snapshot: the edit engine stays unloaded
+    from reconciler.intent.engine import IntentEditor
 
 QUOTA_SCHEMA = "tpu-reconciler.quota.v1"
 
 
 def quotas(store: IntentEditor) -> dict[str, Any]:
+    from reconciler.intent import views
+
     snap = views.read_snapshot(store)
     body: dict[str, Any] = quota_doc(snap) if snap else {"quotas": [], **EMPTY}
     return views._doc(snapshot=views._snapshot_meta(store, snap), **body)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ipaddress
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.adapters.hostkeys import check_trusted
 from reconciler.adapters.openssh import ssh_argv
@@ -24,10 +24,12 @@ from reconciler.adapters.ssh_values import Worker
 from reconciler.adapters.worker_names import WorkerNames
 from reconciler.errors import ReconcilerError, UntrustedHostKeys, ViewError
 from reconciler.intent import group_info as groups
-from reconciler.intent.engine import IntentEditor
 from reconciler.model import names
 from reconciler.model.desired import Desired
 from reconciler.model.status import StatusSnapshot
+
+if TYPE_CHECKING:  # the edit engine loads only where an edit is made
+    from reconciler.intent.engine import IntentEditor
 
 
 def _ssh_user(store: IntentEditor, desired: Desired | None) -> str | None:

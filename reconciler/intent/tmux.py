@@ -8,10 +8,12 @@ windows named after the slot.
 from __future__ import annotations
 
 import os
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from reconciler.errors import ReconcilerError, SetupFailed, StatusUnreadable
-from reconciler.intent.engine import IntentEditor
+
+if TYPE_CHECKING:  # the edit engine loads only where an edit is made
+    from reconciler.intent.engine import IntentEditor
 
 SOCKET_ENV: Final = "TPU_RECONCILER_TMUX_SOCKET"
 REOPEN_NOTE: Final = (
