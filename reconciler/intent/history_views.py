@@ -22,6 +22,7 @@ from reconciler.runtime.history_reads import (
     history_document,
     recommend_document,
     summary_stats,
+    workload_attempts,
 )
 
 if TYPE_CHECKING:  # the edit engine loads only where an edit is made
@@ -91,21 +92,13 @@ def history_text(
     tables or (``as_json``) the ``tpu-reconciler.history.v1`` document. ``since_text``: the
     ``--since`` given, named when nothing matched. A ``ReconcilerError`` for a store it cannot
     read."""
-    from reconciler.adapters.history_db import open_readonly
     from reconciler.core.attempt_report import format_attempts
     from reconciler.core.capacity_report import format_history, history_doc
 
-    db = open_readonly(path)
-    try:
-        stats = summary_stats(path, since=since, **filters) if db is not None else []
-        attempts = (
-            db.attempts(since=since, zone=filters["zone"], accelerator=filters["accelerator"])
-            if db is not None
-            else []
-        )
-    finally:
-        if db is not None:
-            db.close()
+    stats = summary_stats(path, since=since, **filters)
+    attempts = workload_attempts(
+        path, since=since, zone=filters["zone"], accelerator=filters["accelerator"]
+    )
     if as_json:
         return (
             json.dumps(history_doc(stats, since=since, attempts=attempts, **filters), indent=2)
