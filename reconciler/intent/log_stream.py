@@ -92,7 +92,6 @@ async def follow_workload(file: Path, state: StateDir, slot: str) -> AsyncIterat
     import asyncio
 
     from reconciler.adapters.oslogin import read_cached
-    from reconciler.adapters.ssh import check_dialable
     from reconciler.adapters.ssh_routes import SshRoutes
     from reconciler.adapters.status_file import read_status
     from reconciler.adapters.worker_names import WorkerNames
@@ -110,7 +109,7 @@ async def follow_workload(file: Path, state: StateDir, slot: str) -> AsyncIterat
     if target.node is None:
         raise ReconcilerError(target.reason)
     # An emulated node answers nothing: say so before asking for a user it would never need.
-    check_dialable(slot, target.node.ips(internal=settings.internal_ips))
+    check_node(slot, target.node, desired)
     user = settings.ssh_user or read_cached(state.oslogin_user)
     if not user:
         raise ReconcilerError(

@@ -32,9 +32,9 @@ def resolve_user(store: IntentEditor) -> None:
     """Find the OS Login user when neither settings nor the cache name one: one gcloud lookup
     of a few seconds, cached for the next time (and for the controller). A lookup that failed
     lately is not repeated: ``SetupFailed`` naming ``settings.ssh_user``, at once."""
-    from reconciler.adapters.oslogin import UserResolver
+    from reconciler.intent.log_stream import user_resolver
 
-    asyncio.run(UserResolver(store.state.oslogin_user, env=dict(os.environ)).resolve())
+    asyncio.run(user_resolver(store.state).resolve())
 
 
 def vm_names(store: IntentEditor, slot: str) -> WorkerNames | None:
