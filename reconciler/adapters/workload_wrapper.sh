@@ -139,6 +139,31 @@ take_spec() { # file word: stdin into file, checked (framed), open on fd 7, file
     rm -f -- "$1"
 }
 
+spec_record() { # record: a spec's workdir=, env=, shell= or arg= into the caller's $wd, the
+    # environment, $mode with $cmd or $argv (bash's dynamic scope); 1 for another record
+    local kv
+    case $1 in
+    workdir=*) wd=${1#workdir=} ;;
+    env=*)
+        kv=${1#env=}
+        # shellcheck disable=SC2163  # exports NAME=VALUE as given, no eval
+        [[ ${kv%%=*} =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && export -- "$kv"
+        ;;
+    shell=*) mode=shell cmd=${1#shell=} ;;
+    arg=*) mode=argv argv+=("${1#arg=}") ;;
+    *) return 1 ;;
+    esac
+    return 0
+}
+
+home_wd() { # the caller's $wd with a leading "~" expanded
+    # shellcheck disable=SC2088  # a literal "~/..." from the spec, expanded here
+    case $wd in
+    "~") wd=$HOME ;;
+    "~/"*) wd=$HOME/${wd#"~/"} ;;
+    esac
+}
+
 launch() {
     local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
     local slotdir=${dir%/*/*} prev='' adopt='' left=''
@@ -190,28 +215,22 @@ launch() {
 
 supervise() {
     local dir=$1 worker=$2 workers=$3 slot=$4 run=$5 attempt=$6
-    local rec kv wd='' mode='' cmd='' pid code sig stopped slices=1 grace=60000 keep=5 left=''
+    local rec wd='' mode='' cmd='' pid code sig stopped slices=1 grace=60000 keep=5 left=''
     local hosts=''
     local -a argv=() all=()
     trap '' HUP
     # the launching SSH session's variables mean nothing to a detached program
     unset SSH_AUTH_SOCK SSH_CLIENT SSH_CONNECTION SSH_TTY SSH_ORIGINAL_COMMAND
     while IFS= read -r -d '' rec; do
+        spec_record "$rec" && continue
         case $rec in
-        workdir=*) wd=${rec#workdir=} ;;
-        env=*)
-            kv=${rec#env=}
-            # shellcheck disable=SC2163  # exports NAME=VALUE as given, no eval
-            [[ ${kv%%=*} =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && export -- "$kv"
-            ;;
         grace=*) [[ ${rec#grace=} =~ ^[0-9]{1,9}$ ]] && grace=${rec#grace=} ;;
         keep=*) [[ ${rec#keep=} =~ ^[0-9]{1,6}$ ]] && keep=${rec#keep=} ;;
-        shell=*) mode=shell cmd=${rec#shell=} ;;
-        arg=*) mode=argv argv+=("${rec#arg=}") ;;
         slices=*) slices=${rec#slices=} ;;
         hosts=*) hosts=${rec#hosts=} ;;
         esac
     done # the frame's "end=" line has no NUL after it: read ends there and drops it
+    home_wd
     exec </dev/null
     export TPU_RECONCILER_SLOT="$slot" TPU_RECONCILER_RUN_ID="$run"
     export TPU_RECONCILER_ATTEMPT="$attempt" TPU_RECONCILER_WORKER="$worker"
@@ -239,11 +258,6 @@ supervise() {
             "code=$1 signal=$2 stopped=$stopped ended=$EPOCHREALTIME${left:+ left=${left:0:120}}"
         exit 0
     }
-    # shellcheck disable=SC2088  # a literal "~/..." from the spec, expanded here
-    case $wd in
-    "~") wd=$HOME ;;
-    "~/"*) wd=$HOME/${wd#"~/"} ;;
-    esac
     if [ -n "$wd" ] && ! cd -- "$wd"; then
         echo "tpu-reconciler: cannot change to the workdir $wd" >&2
         finish 126 none
@@ -508,7 +522,7 @@ logs() {
 # later), its output appended to the attempt's output.log. hook-KEY records it first: a resend
 # (the controller restarted, a worker's answer lost) answers "already ..." and runs nothing.
 hook() {
-    local dir=$1 key=$2 ms=$3 rec kv wd='' mode='' cmd='' code pid=- secs
+    local dir=$1 key=$2 ms=$3 rec wd='' mode='' cmd='' code pid=- secs
     local -a argv=()
     DRAIN=1
     [ -e "$dir/started" ] || die 66 "attempt ${dir##*/} was never launched on this worker"
@@ -523,26 +537,13 @@ hook() {
     take_spec "$dir/hook.spec" run
     write_atomic "$dir/hook-$key" "started=$EPOCHREALTIME" || die 74 "cannot record the run"
     while IFS= read -r -d '' rec <&7; do
-        case $rec in
-        workdir=*) wd=${rec#workdir=} ;;
-        env=*)
-            kv=${rec#env=}
-            # shellcheck disable=SC2163  # exports NAME=VALUE as given, no eval
-            [[ ${kv%%=*} =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && export -- "$kv"
-            ;;
-        shell=*) mode=shell cmd=${rec#shell=} ;;
-        arg=*) mode=argv argv+=("${rec#arg=}") ;;
-        esac
+        spec_record "$rec" || :
     done
     exec 7<&- 9>&-
     [ -r "$dir/pid" ] && read -r pid <"$dir/pid"
     export TPU_RECONCILER_PID="$pid"
     unset SSH_AUTH_SOCK SSH_CLIENT SSH_CONNECTION SSH_TTY SSH_ORIGINAL_COMMAND
-    # shellcheck disable=SC2088  # a literal "~/..." from the spec, expanded here
-    case $wd in
-    "~") wd=$HOME ;;
-    "~/"*) wd=$HOME/${wd#"~/"} ;;
-    esac
+    home_wd
     secs=$(((ms + 999) / 1000))
     {
         echo "--- tpu-reconciler before_end: ${TPU_RECONCILER_END:-end} at ${TPU_RECONCILER_END_TIME:-?} ---"
