@@ -171,13 +171,15 @@ def next_wake(
     """The next moment a ``before_end`` (or a flex-start notice or end) comes due after
     ``now``: the controller looks then."""
     moments = [flex.next_wake(desired, observed, now)]
-    for spec in desired.slots if desired is not None and observed is not None else ():
+    if desired is None or observed is None:
+        return moments[0]
+    for spec in desired.slots:
         before = spec.workload.before_end if spec.workload is not None else None
-        request = observed.request(spec.zone, spec.name) if observed and before else None
+        request = observed.request(spec.zone, spec.name) if before else None
         if before is None or request is None or request.state != RequestState.ACTIVE:
             continue
-        node = observed.node_of(request) if observed else None
-        for end in known_ends(spec, request, node, observed, memory) if observed else ():
+        node = observed.node_of(request)
+        for end in known_ends(spec, request, node, observed, memory):
             if end.at - before.lead > now:
                 moments.append(end.at - before.lead)
     return min((m for m in moments if m is not None), default=None)

@@ -48,7 +48,6 @@ _TAG_RE: Final = re.compile(r"^# tpu-reconciler boot setup: slot=\S+ generation=
 _NAME_RE: Final = re.compile(r"[0-9]{2}-[A-Za-z0-9._-]{1,80}")
 _REPORT_RE: Final = re.compile(r"g([0-9]{1,7}) (running|done|failed)(?: (.{0,200}))?")
 _EOF: Final = "TPU_RECONCILER_EOF"
-STATES: Final = ("running", "done", "failed")
 
 
 def boot_metadata(script: str | None) -> dict[str, str]:

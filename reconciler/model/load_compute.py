@@ -11,14 +11,13 @@ A released slot asks for nothing and is let be. Pure: values in, problems to ``e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from reconciler.model.accelerators import COMPUTE_API
 from reconciler.model.desired import SlotSpec
-
-Err = Callable[..., Any]
-Loc = tuple[int | str, ...]
+from reconciler.model.load_ends import Err
+from reconciler.model.load_salvage import Loc
+from reconciler.model.vocabulary import RELEASED, RESERVED
 
 
 def sibling(loc: Loc, key: str) -> Loc:
@@ -35,23 +34,19 @@ def check_compute(
     its ``start_after``, at the slot's key (its entry's line when a default or a race group
     gave the value)."""
     for spec in slots:
-        if spec.api != COMPUTE_API or spec.want == "released" or spec.name not in where:
+        if spec.api != COMPUTE_API or spec.want == RELEASED or spec.name not in where:
             continue
         loc = where[spec.name]
-
-        def at(key: str, loc: Loc = loc) -> Loc:
-            return sibling(loc, key)
-
-        if spec.mode == "reserved" and spec.zone not in reservations:
+        if spec.mode == RESERVED and spec.zone not in reservations:
             err(
-                at("mode"),
+                sibling(loc, "mode"),
                 f"slot {spec.name!r}: mode: reserved on Compute Engine needs the reservation "
                 f"to use in {spec.zone}: name it in settings.reservations "
                 f"({spec.zone}: NAME)",
             )
         if spec.hold.start_after_seconds is not None:
             err(
-                at("start_after"),
+                sibling(loc, "start_after"),
                 f"slot {spec.name!r}: Compute Engine cannot queue a request to start later: "
                 "start_after needs api: tpu; on Compute Engine write start_at, or hold the "
                 "slot when you want it",
