@@ -94,20 +94,19 @@ def fold(
     states = tuple(worker_state(r, generation) for r in reports)
     failed = [
         f"{r.detail or 'failed'} on worker {i}"
-        for i, r in enumerate(reports)
-        if r is not None and worker_state(r, generation) == "failed"
+        for i, (r, state) in enumerate(zip(reports, states, strict=True))
+        if r is not None and state == "failed"
     ]
-    old = memory.boot.get(spec.name)
-    same = old is not None and (old.instance, old.generation) == (node.instance, generation)
-    seen = BootSeen(
+    before = seen(memory, spec, node)
+    now_seen = BootSeen(
         instance=node.instance,
         generation=generation,
         workers=states,
         detail="; ".join(failed)[:500],
-        since=old.since if same and old is not None else now,
+        since=before.since if before is not None else now,
     )
-    if seen != old:
-        memory = replace(memory, boot=MappingProxyType({**memory.boot, spec.name: seen}))
+    if now_seen != memory.boot.get(spec.name):
+        memory = replace(memory, boot=MappingProxyType({**memory.boot, spec.name: now_seen}))
     if states and all(s == "done" for s in states):
         memory = mem.record_setup(memory, spec.name, _BOOTSTRAP, node.instance, generation)
     return memory
